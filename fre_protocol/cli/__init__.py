@@ -1,0 +1,55 @@
+"""``fre-e2t`` command line: one sub-command per module in this package, imported lazily.
+
+Each sub-command module defines ``HELP`` (one line), ``add_arguments(parser)`` and
+``run(args) -> int``. Errors of fre-e2t become a one-line message and exit status 2, never a
+traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from primitives.errors import FreError
+
+# sub-command -> module (kept explicit so `fre-e2t --help` needs no heavy import)
+COMMANDS: dict[str, str] = {
+    "account": "fre_protocol.cli.account",
+    "mechanism": "fre_protocol.cli.mechanism_cmd",
+    "simulate": "fre_protocol.cli.simulate",
+    "audit": "fre_protocol.cli.audit",
+    "synthesize": "fre_protocol.cli.synthesize",
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="fre-e2t",
+        description="Differentially private text synthesis with the Fre-E2T two-server protocol.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, module_name in COMMANDS.items():
+        module = importlib.import_module(module_name)
+        command_parser = sub.add_parser(name, help=module.HELP, description=module.HELP)
+        module.add_arguments(command_parser)
+        command_parser.set_defaults(_run=module.run)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args._run(args) or 0)
+    except FreError as exc:
+        print(f"fre-e2t {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"fre-e2t {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

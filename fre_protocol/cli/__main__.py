@@ -1,0 +1,5 @@
+import sys
+
+from fre_protocol.cli import main
+
+sys.exit(main())

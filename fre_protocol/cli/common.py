@@ -1,0 +1,125 @@
+"""Flags and file handling shared by the sub-commands that run a release."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mechanism.params import FreParams
+from primitives.errors import InvalidInputError, InvalidParameterError
+
+
+def parse_epsilon(text: str) -> float:
+    if text.strip().lower() in ("inf", "infinity", "∞"):
+        return math.inf
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number > 0 or 'inf', got {text!r}") from None
+    return value
+
+
+def add_param_flags(parser: argparse.ArgumentParser, *, defaults: FreParams | None = None) -> None:
+    """The public parameters of a release, named as in the paper (SPEC §3)."""
+    d = defaults or FreParams()
+    g = parser.add_argument_group("privacy and grid parameters")
+    g.add_argument("--epsilon", type=parse_epsilon, default=d.epsilon, help="total ε ('inf' = non-DP)")
+    g.add_argument("--delta", type=float, default=d.delta, help="total δ")
+    g.add_argument("--radius", type=float, default=d.radius, help="neighbourhood radius r")
+    g.add_argument("--threshold", type=int, default=d.threshold, help="frequency threshold t")
+    g.add_argument("--k", type=int, default=d.k, help="projected dimension k")
+    g.add_argument("--p-sample", type=float, default=d.p_sample, help="sampling rate p_s")
+    g.add_argument("--budget-factor", type=float, default=d.budget_factor, help="Lemma 1 factor v")
+    g.add_argument(
+        "--sensitivity-ratio", type=float, default=d.sensitivity_ratio, help="u in Δ = u·r"
+    )
+    g.add_argument(
+        "--edge-multiplier", type=float, default=d.edge_multiplier, help="m_L in L = m_L·2r/√k"
+    )
+    g.add_argument("--rounding", choices=["exact", "paper"], default=d.rounding)
+
+
+def params_from_args(args: argparse.Namespace) -> FreParams:
+    p_sample = args.p_sample
+    if math.isinf(args.epsilon):
+        p_sample = 1.0
+    return FreParams(
+        epsilon=args.epsilon,
+        delta=args.delta,
+        radius=args.radius,
+        threshold=args.threshold,
+        k=args.k,
+        p_sample=p_sample,
+        budget_factor=args.budget_factor,
+        sensitivity_ratio=args.sensitivity_ratio,
+        edge_multiplier=args.edge_multiplier,
+        rounding=args.rounding,
+    )
+
+
+def load_embeddings(path: str | os.PathLike[str]) -> np.ndarray:
+    """Read an (N, d) float array from a .npy file with a clear error for every bad case."""
+    p = Path(path)
+    if not p.is_file():
+        raise InvalidInputError(f"embeddings file {str(p)!r} does not exist or is not a file")
+    try:
+        x = np.load(p, allow_pickle=False, mmap_mode="r")
+    except (ValueError, OSError, EOFError) as exc:
+        raise InvalidInputError(
+            f"embeddings file {str(p)!r} is not a readable .npy array ({exc.__class__.__name__}: {exc})"
+        ) from None
+    if x.ndim != 2:
+        raise InvalidInputError(
+            f"embeddings must be a 2-D array (users × dimensions), got shape {tuple(x.shape)}"
+        )
+    if x.shape[0] == 0 or x.shape[1] == 0:
+        raise InvalidInputError(f"embeddings must be non-empty, got shape {tuple(x.shape)}")
+    if not np.issubdtype(x.dtype, np.floating) and not np.issubdtype(x.dtype, np.integer):
+        raise InvalidInputError(f"embeddings must hold real numbers, got dtype {x.dtype}")
+    x = np.asarray(x, dtype=np.float32 if x.dtype != np.float64 else np.float64)
+    # Chunked so a 1M × 768 file is checked without a second full-size temporary.
+    for start in range(0, x.shape[0], 65536):
+        if not np.isfinite(x[start : start + 65536]).all():
+            raise InvalidInputError(f"embeddings contain NaN or infinite values (rows from {start})")
+    return x
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Write JSON so that a crash never leaves a half-written file behind."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(data, fh, indent=2, sort_keys=False, allow_nan=False)
+            fh.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_npy_atomic(path: Path, array: np.ndarray) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            np.save(fh, array, allow_pickle=False)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def prepare_out_dir(path: str | os.PathLike[str]) -> Path:
+    out = Path(path)
+    if out.exists() and not out.is_dir():
+        raise InvalidParameterError(f"--out must be a directory, got existing file {str(out)!r}")
+    out.mkdir(parents=True, exist_ok=True)
+    return out

@@ -1,0 +1,38 @@
+"""The flat exception hierarchy shared by every layer of fre-e2t.
+
+Messages name the parameter, what was expected and what came. They never contain a secret.
+"""
+
+from __future__ import annotations
+
+
+class FreError(Exception):
+    """Root of every error raised on purpose by fre-e2t."""
+
+
+class InvalidParameterError(FreError, ValueError):
+    """A configuration value is outside its domain (e.g. ``p_sample`` not in (0, 1])."""
+
+
+class InvalidInputError(FreError, ValueError):
+    """Data handed to a function is malformed: wrong shape, NaN, empty, wrong length."""
+
+
+class DecodeError(InvalidInputError):
+    """Bytes that should encode a group element, scalar, share or message do not."""
+
+
+class VerificationError(FreError):
+    """A proof or integrity check failed. Deliberately not a ``ValueError``."""
+
+
+class ProtocolStateError(FreError):
+    """An operation came in the wrong phase, twice, or from a party that may not send it."""
+
+
+class InfeasibleBudgetError(InvalidParameterError):
+    """The privacy budget cannot pay for the requested setting; the message says which term."""
+
+
+class UnknownComponentError(InvalidParameterError):
+    """A registry name that nothing is registered under."""

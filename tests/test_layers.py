@@ -1,0 +1,58 @@
+"""The layering of SPEC §2: primitives ← mechanism, transcripts ← fre_protocol; no torch in core."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+OURS = {"primitives", "mechanism", "transcripts", "fre_protocol"}
+ALLOWED = {
+    "primitives": set(),
+    "mechanism": {"primitives"},
+    "transcripts": {"primitives"},
+    "fre_protocol": {"primitives", "mechanism", "transcripts"},
+}
+HEAVY = {"torch", "sentence_transformers", "transformers", "vec2text"}
+
+
+def _imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module.split(".")[0])
+    return found
+
+
+@pytest.mark.parametrize("package", sorted(ALLOWED))
+def test_package_imports_only_lower_layers(package: str) -> None:
+    for path in sorted((ROOT / package).rglob("*.py")):
+        used = _imports(path) & OURS - {package}
+        assert used <= ALLOWED[package], f"{path.relative_to(ROOT)} imports {sorted(used)}"
+
+
+@pytest.mark.parametrize("package", sorted(ALLOWED))
+def test_heavy_ml_only_in_text_package(package: str) -> None:
+    for path in sorted((ROOT / package).rglob("*.py")):
+        if "text" in path.relative_to(ROOT).parts:
+            continue
+        heavy = {name for name in _imports(path) if name in HEAVY}
+        assert not heavy, f"{path.relative_to(ROOT)} imports {sorted(heavy)} outside fre_protocol/text"
+
+
+def test_core_import_does_not_load_torch() -> None:
+    code = (
+        "import sys, primitives, mechanism, transcripts, fre_protocol, fre_protocol.cli;"
+        "fre_protocol.cli.build_parser();"
+        "heavy = [m for m in ('torch', 'sentence_transformers', 'transformers') if m in sys.modules];"
+        "print(heavy); sys.exit(1 if heavy else 0)"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert result.returncode == 0, result.stdout + result.stderr

@@ -1,0 +1,1 @@
+"""Per-party transcripts: recording, crash-safe storage, JSONL export and audit."""
