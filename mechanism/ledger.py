@@ -181,6 +181,9 @@ class PrivacyLedger:
         return any(t.name == name for t in self.terms)
 
     def _fre_params(self) -> FreParams | None:
+        # Only a complete parameter record counts: from_dict would fill gaps with defaults.
+        if not set(FreParams.__dataclass_fields__) <= set(self.params):
+            return None
         try:
             return FreParams.from_dict(dict(self.params))
         except (TypeError, ValueError):
