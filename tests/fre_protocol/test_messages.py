@@ -1,0 +1,199 @@
+"""Messages: validation, the one canonical encoding, and decode's rejection of anything else."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from fre_protocol.messages import (
+    CONTRIBUTION_ID_BYTES,
+    ELEMENT_BYTES,
+    MESSAGE_CLASSES,
+    PROOF_BYTES,
+    TAG_BYTES,
+    AcceptedContributions,
+    AggregateShare,
+    BatchEvaluation,
+    BlindRequest,
+    Evaluation,
+    Message,
+    MessageType,
+    Rejection,
+    ReleasedTags,
+    Role,
+    SealedEnvelope,
+    ShareSubmission,
+    TagSubmission,
+    decode,
+    message_type_name,
+)
+from primitives.errors import DecodeError, InvalidInputError
+
+
+def fixed(n: int) -> st.SearchStrategy[bytes]:
+    return st.binary(min_size=n, max_size=n)
+
+
+def sorted_unique(n: int, max_size: int = 6) -> st.SearchStrategy[tuple[bytes, ...]]:
+    return st.sets(fixed(n), max_size=max_size).map(lambda s: tuple(sorted(s)))
+
+
+@st.composite
+def batch_evaluations(draw: st.DrawFn) -> BatchEvaluation:
+    n = draw(st.integers(1, 5))
+    return BatchEvaluation(
+        position=draw(st.integers(0, n - 1)),
+        blinded_elements=tuple(draw(fixed(ELEMENT_BYTES)) for _ in range(n)),
+        evaluated_elements=tuple(draw(fixed(ELEMENT_BYTES)) for _ in range(n)),
+        proof=draw(fixed(PROOF_BYTES)),
+    )
+
+
+@st.composite
+def released(draw: st.DrawFn) -> ReleasedTags:
+    tags = draw(sorted_unique(TAG_BYTES))
+    counts = tuple(draw(st.integers(1, 2**32 - 1)) for _ in tags)
+    return ReleasedTags(tags=tags, counts=counts)
+
+
+MESSAGES: st.SearchStrategy[Message] = st.one_of(
+    st.builds(BlindRequest, blinded_element=fixed(ELEMENT_BYTES)),
+    st.builds(Evaluation, evaluated_element=fixed(ELEMENT_BYTES), proof=fixed(PROOF_BYTES)),
+    batch_evaluations(),
+    st.builds(TagSubmission, tag=fixed(TAG_BYTES), nonce=fixed(16)),
+    released(),
+    st.builds(
+        ShareSubmission,
+        tag=fixed(TAG_BYTES),
+        contribution_id=fixed(CONTRIBUTION_ID_BYTES),
+        share=st.binary(min_size=1, max_size=300),
+    ),
+    st.builds(AcceptedContributions, tag=fixed(TAG_BYTES), contribution_ids=sorted_unique(16)),
+    st.builds(
+        AggregateShare,
+        tag=fixed(TAG_BYTES),
+        contribution_ids=sorted_unique(16),
+        values=st.integers(1, 20).flatmap(lambda n: fixed(8 * n)),
+    ),
+    st.builds(
+        SealedEnvelope,
+        recipient=st.sampled_from([Role.S_TAG, Role.S_SYN]),
+        ciphertext=st.binary(min_size=1, max_size=200),
+    ),
+    st.builds(Rejection, reason=st.sampled_from(["DecodeError", "VerificationError", "X1"])),
+)
+
+
+@given(MESSAGES)
+def test_round_trip(message: Message) -> None:
+    data = message.encode()
+    assert data[0] == message.TYPE
+    assert decode(data) == message
+    assert decode(data, type(message)) == message
+    assert message.size == len(data)
+    assert message_type_name(data) == message.TYPE.name.lower()
+
+
+@given(MESSAGES, st.data())
+def test_truncation_and_trailing_bytes_rejected(message: Message, data: st.DataObject) -> None:
+    encoded = message.encode()
+    cut = data.draw(st.integers(0, len(encoded) - 1))
+    with pytest.raises(DecodeError):
+        decode(encoded[:cut])
+    with pytest.raises(DecodeError):
+        decode(encoded + data.draw(st.binary(min_size=1, max_size=4)))
+
+
+@given(MESSAGES, st.binary(max_size=64))
+def test_decoding_is_injective(message: Message, noise: bytes) -> None:
+    """Two different byte strings never decode to the same message (one encoding per message)."""
+    other = message.encode()[:1] + noise
+    try:
+        decoded = decode(other)
+    except DecodeError:
+        return
+    assert decoded.encode() == other
+    assert (decoded == message) == (other == message.encode())
+
+
+def test_unknown_type_and_expected_type() -> None:
+    with pytest.raises(DecodeError, match="unknown message type"):
+        decode(b"\x7f" + b"\x00" * 10)
+    with pytest.raises(DecodeError, match="empty"):
+        decode(b"")
+    tag = TagSubmission(tag=b"t" * 64, nonce=b"n" * 16).encode()
+    with pytest.raises(DecodeError, match="must be ShareSubmission"):
+        decode(tag, ShareSubmission)
+    assert set(MESSAGE_CLASSES) == set(MessageType)
+    assert message_type_name(b"\x7f") == "unknown"
+
+
+def test_non_canonical_orderings_rejected() -> None:
+    """Lists that a receiver treats as sets must come sorted and without repeats."""
+    a, b = b"a" * 64, b"b" * 64
+    good = ReleasedTags(tags=(a, b), counts=(5, 6)).encode()
+    swapped = good[:5] + good[5 + 68 : 5 + 136] + good[5 : 5 + 68]
+    with pytest.raises(DecodeError, match="strictly increasing"):
+        decode(swapped)
+    with pytest.raises(InvalidInputError, match="strictly increasing"):
+        AcceptedContributions(tag=a, contribution_ids=(b"x" * 16, b"x" * 16))
+    zero_count = ReleasedTags(tags=(a,), counts=(1,)).encode()[:-4] + b"\x00" * 4
+    with pytest.raises(DecodeError, match="counts\\[0\\] must be >= 1"):
+        decode(zero_count)
+
+
+@pytest.mark.parametrize(
+    ("factory", "match"),
+    [
+        (lambda: BlindRequest(blinded_element=b"x" * 31), "32 bytes"),
+        (lambda: Evaluation(evaluated_element=b"x" * 32, proof=b"p" * 63), "proof must be 64"),
+        (lambda: TagSubmission(tag=b"t" * 63, nonce=b"n" * 16), "tag must be 64"),
+        (lambda: TagSubmission(tag="t" * 64, nonce=b"n" * 16), "must be bytes"),
+        (lambda: ShareSubmission(tag=b"t" * 64, contribution_id=b"c" * 16, share=b""), "non-empty"),
+        (
+            lambda: AggregateShare(tag=b"t" * 64, contribution_ids=(), values=b"v" * 7),
+            "multiple of 8",
+        ),
+        (lambda: SealedEnvelope(recipient=Role.PROXY, ciphertext=b"c"), "S_tag or S_syn"),
+        (lambda: Rejection(reason="no spaces"), "error type name"),
+        (
+            lambda: BatchEvaluation(
+                position=2, blinded_elements=(b"a" * 32,) * 2, evaluated_elements=(b"b" * 32,) * 2, proof=b"p" * 64
+            ),
+            "position must be < batch size 2",
+        ),
+        (
+            lambda: BatchEvaluation(
+                position=0, blinded_elements=(b"a" * 32,) * 2, evaluated_elements=(b"b" * 32,), proof=b"p" * 64
+            ),
+            "match blinded_elements",
+        ),
+        (lambda: ReleasedTags(tags=(b"a" * 64,), counts=(1, 2)), "one count per tag"),
+    ],
+)
+def test_validation_names_the_field(factory, match) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(InvalidInputError, match=match):
+        factory()
+
+
+def test_known_answer_encodings() -> None:
+    """Byte layouts fixed by the spec of this module (type byte, raw fixed fields, u32 BE)."""
+    assert BlindRequest(blinded_element=bytes(range(32))).encode() == b"\x01" + bytes(range(32))
+    sub = TagSubmission(tag=b"\xaa" * 64, nonce=b"\x01" * 16).encode()
+    assert sub == b"\x04" + b"\xaa" * 64 + b"\x01" * 16 and len(sub) == 81
+    env = SealedEnvelope(recipient=Role.S_SYN, ciphertext=b"abc").encode()
+    assert env == b"\x09\x03\x00\x00\x00\x03abc"
+    rel = ReleasedTags(tags=(b"\x00" * 64,), counts=(258,)).encode()
+    assert rel == b"\x05\x00\x00\x00\x01" + b"\x00" * 64 + b"\x00\x00\x01\x02"
+    assert Rejection(reason="DecodeError").encode() == b"\x0a\x0bDecodeError"
+
+
+def test_envelope_with_unknown_role_rejected() -> None:
+    with pytest.raises(DecodeError, match="role code"):
+        decode(b"\x09\x63\x00\x00\x00\x01x")
+    with pytest.raises(DecodeError, match="S_tag or S_syn"):
+        decode(b"\x09\x01\x00\x00\x00\x01x")
+    assert Role.from_label("S_syn") is Role.S_SYN
+    with pytest.raises(InvalidInputError):
+        Role.from_label("eve")
