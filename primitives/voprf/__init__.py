@@ -1,0 +1,57 @@
+"""RFC 9497 oblivious PRFs: the ristretto255-SHA512 suite in OPRF, VOPRF and POPRF modes.
+
+>>> from primitives.voprf import get_suite, Mode
+>>> suite = get_suite("ristretto255-SHA512", Mode.VOPRF)
+>>> sk, pk = suite.derive_key_pair(bytes(32), b"key info")
+>>> blind, blinded = suite.blind(b"input")
+>>> evaluated, proof = suite.blind_evaluate(sk, [blinded])
+>>> suite.finalize([b"input"], [blind], evaluated, blinded_elements=[blinded], pk=pk,
+...                proof=proof) == [suite.evaluate(sk, b"input")]
+True
+
+The group backend is chosen by registry name (``group="ristretto255-sodium"`` by default, or
+``"ristretto255-pure"``); see :mod:`primitives.group`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from primitives.randomness import RandomSource
+from primitives.voprf.hashing import SUITE_ID, expand_message_xmd
+from primitives.voprf.suite import Mode, OprfSuite, SecretBytes, get_suite
+
+
+class Oprf(Protocol):
+    """What callers of an RFC 9497 suite rely on (implemented by :class:`OprfSuite`)."""
+
+    @property
+    def mode(self) -> Mode: ...
+    def derive_key_pair(self, seed: SecretBytes, info: bytes = b"") -> tuple[bytes, bytes]: ...
+    def generate_key_pair(self, rng: RandomSource | None = None) -> tuple[bytes, bytes]: ...
+    def blind(
+        self, input: bytes, blind: SecretBytes | None = None, rng: RandomSource | None = None
+    ) -> tuple[bytes, bytes]: ...
+    def blind_evaluate(
+        self,
+        sk: SecretBytes,
+        blinded_elements: Sequence[bytes],
+        info: bytes = b"",
+        proof_randomness: SecretBytes | None = None,
+        rng: RandomSource | None = None,
+    ) -> tuple[list[bytes], bytes | None]: ...
+    def finalize(
+        self,
+        inputs: Sequence[bytes],
+        blinds: Sequence[SecretBytes],
+        evaluated: Sequence[bytes],
+        blinded_elements: Sequence[bytes] | None = None,
+        pk: bytes | None = None,
+        proof: bytes | None = None,
+        info: bytes = b"",
+    ) -> list[bytes]: ...
+    def evaluate(self, sk: SecretBytes, input: bytes, info: bytes = b"") -> bytes: ...
+
+
+__all__ = ["SUITE_ID", "Mode", "Oprf", "OprfSuite", "expand_message_xmd", "get_suite"]

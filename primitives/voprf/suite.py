@@ -1,0 +1,464 @@
+"""The RFC 9497 ciphersuite ristretto255-SHA512 in its three modes (OPRF, VOPRF, POPRF).
+
+One :class:`OprfSuite` object serves both roles; every call is a pure function of its arguments
+and the explicit randomness (``blind=``, ``proof_randomness=`` or a :class:`RandomSource`).
+
+Batches: :meth:`OprfSuite.blind_evaluate` evaluates a list of blinded elements and, in the
+verifiable modes, returns ONE DLEQ proof for the whole list (RFC 9497 §2.2, ComputeCompositesFast);
+:meth:`OprfSuite.finalize` verifies that proof for the list (ComputeComposites + VerifyProof).
+With a backend that releases the GIL, a large batch is cut into contiguous index ranges that run
+on a small thread pool: each range does its own decoding, scalar multiplications and partial
+composite sum; the partial sums are added and the proof is made once.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor, wait
+from enum import IntEnum
+from functools import lru_cache
+from typing import Any, TypeVar
+
+from primitives.errors import (
+    DecodeError,
+    InvalidInputError,
+    InvalidParameterError,
+    VerificationError,
+)
+from primitives.group import PrimeOrderGroup
+from primitives.randomness import RandomSource
+from primitives.secret import Secret
+from primitives.voprf import dleq
+from primitives.voprf.hashing import (
+    HASH_SIZE,
+    SUITE_ID,
+    check_input,
+    context_string,
+    derive_key_pair_dst,
+    finalize_hash,
+    framed,
+    hash_to_group_dst,
+    hash_to_scalar_dst,
+)
+
+T = TypeVar("T")
+SecretBytes = bytes | bytearray | Secret[bytes]
+
+#: Below this many elements a batch runs in the calling thread (thread hand-off costs more).
+PARALLEL_THRESHOLD = 64
+
+
+class Mode(IntEnum):
+    """Protocol variants and their one-byte identifiers (RFC 9497 §3.1)."""
+
+    OPRF = 0
+    VOPRF = 1
+    POPRF = 2
+
+
+def parse_mode(mode: int | str | Mode) -> Mode:
+    if isinstance(mode, str):
+        try:
+            return Mode[mode.upper()]
+        except KeyError:
+            pass
+    elif isinstance(mode, int) and not isinstance(mode, bool) and mode in (0, 1, 2):
+        return Mode(mode)
+    raise InvalidParameterError(f"mode must be one of 0 (OPRF), 1 (VOPRF), 2 (POPRF), got {mode!r}")
+
+
+@lru_cache(maxsize=4)
+def _pool(threads: int) -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(max_workers=threads, thread_name_prefix="voprf")
+
+
+def _reveal(value: SecretBytes) -> bytes:
+    if isinstance(value, Secret):
+        inner = value.reveal()
+        if not isinstance(inner, bytes | bytearray):
+            raise InvalidInputError(f"secret must wrap bytes, got {type(inner).__name__}")
+        return bytes(inner)
+    if isinstance(value, bytes | bytearray):
+        return bytes(value)
+    raise InvalidInputError(f"secret must be bytes or Secret[bytes], got {type(value).__name__}")
+
+
+class OprfSuite:
+    """ristretto255-SHA512 in one mode over one group backend (RFC 9497 §3, §4.1)."""
+
+    __slots__ = ("_mode", "_group", "_workers", "_context", "_h2g_dst", "_h2s_dst", "_dkp_dst")
+
+    identifier = SUITE_ID
+    element_size = 32
+    scalar_size = 32
+    proof_size = 64
+    output_size = HASH_SIZE
+
+    def __init__(
+        self, mode: int | str | Mode, group: PrimeOrderGroup[Any, Any], *, workers: int = 2
+    ) -> None:
+        if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+            raise InvalidParameterError(f"workers must be an integer >= 1, got {workers!r}")
+        self._mode = parse_mode(mode)
+        self._group = group
+        self._workers = workers
+        self._context = context_string(int(self._mode))
+        self._h2g_dst = hash_to_group_dst(self._context)
+        self._h2s_dst = hash_to_scalar_dst(self._context)
+        self._dkp_dst = derive_key_pair_dst(self._context)
+
+    def __repr__(self) -> str:
+        return (
+            f"OprfSuite({self.identifier!r}, mode={self._mode.name}, "
+            f"group={self._group.name!r}, workers={self._workers})"
+        )
+
+    @property
+    def mode(self) -> Mode:
+        return self._mode
+
+    @property
+    def group(self) -> PrimeOrderGroup[Any, Any]:
+        return self._group
+
+    @property
+    def context_string(self) -> bytes:
+        return self._context
+
+    # -- keys (RFC 9497 §3.2) ---------------------------------------------------------------
+    def derive_key_pair(self, seed: SecretBytes, info: bytes = b"") -> tuple[bytes, bytes]:
+        """DeriveKeyPair (§3.2.1): ``(skSm, pkSm)`` from a 32-byte seed and public key info."""
+        g = self._group
+        seed_bytes = _reveal(seed)
+        if len(seed_bytes) != g.scalar_size:
+            raise InvalidInputError(
+                f"seed must be {g.scalar_size} bytes long, got {len(seed_bytes)}"
+            )
+        derive_input = seed_bytes + framed(check_input(info, "info"))
+        for counter in range(256):
+            sk = g.hash_to_scalar(derive_input + counter.to_bytes(1, "big"), self._dkp_dst)
+            if not g.scalar_is_zero(sk):
+                return g.serialize_scalar(sk), g.serialize_element(g.scalar_mult_base(sk))
+        raise InvalidInputError("seed and info must derive a non-zero key within 256 counters")
+
+    def generate_key_pair(self, rng: RandomSource | None = None) -> tuple[bytes, bytes]:
+        """GenerateKeyPair (§3.2): a random non-zero ``skS`` and ``pkS = skS * G``."""
+        g = self._group
+        sk = g.random_scalar(rng if rng is not None else RandomSource.cryptographic("oprf-key"))
+        return g.serialize_scalar(sk), g.serialize_element(g.scalar_mult_base(sk))
+
+    def public_key(self, sk: SecretBytes) -> bytes:
+        """``pkS = skS * G`` for an encoded private key."""
+        g = self._group
+        return g.serialize_element(g.scalar_mult_base(self._secret_scalar(sk, "sk")))
+
+    def tweaked_key(self, pk: bytes, info: bytes = b"") -> bytes:
+        """POPRF ``tweakedKey = HashToScalar("Info" || framed(info)) * G + pkS`` (§3.3.3 Blind)."""
+        self._require_mode(Mode.POPRF, "tweaked_key")
+        g = self._group
+        return g.serialize_element(self._tweaked_key(self._decode(pk, "pk"), info))
+
+    # -- client: Blind (§3.3.1, §3.3.3) -----------------------------------------------------
+    def blind(
+        self,
+        input: bytes,
+        blind: SecretBytes | None = None,
+        rng: RandomSource | None = None,
+        *,
+        info: bytes | None = None,
+        pk: bytes | None = None,
+    ) -> tuple[bytes, bytes]:
+        """Blind: ``(blind, blindedElement = blind * HashToGroup(input))``.
+
+        ``blind`` fixes the scalar (test vectors); otherwise it is drawn from ``rng`` (a fresh
+        cryptographic source by default). In POPRF mode, passing ``info`` and ``pk`` also runs
+        the early tweaked-key check of §3.3.3 (InvalidInputError when the tweaked key is the
+        identity); :meth:`finalize` runs it in any case.
+        """
+        g = self._group
+        input_ = check_input(input, "input")
+        if self._mode is Mode.POPRF and pk is not None:
+            self._tweaked_key(self._decode(pk, "pk"), info if info is not None else b"")
+        point = g.hash_to_group(input_, self._h2g_dst)
+        if g.is_identity(point):
+            raise InvalidInputError("input must not hash to the identity element")
+        if blind is None:
+            r = g.random_scalar(rng if rng is not None else RandomSource.cryptographic("blind"))
+        else:
+            r = self._secret_scalar(blind, "blind")
+        return g.serialize_scalar(r), g.serialize_element(g.scalar_mult(r, point))
+
+    # -- server: BlindEvaluate (§3.3.1-3) ---------------------------------------------------
+    def blind_evaluate(
+        self,
+        sk: SecretBytes,
+        blinded_elements: Sequence[bytes],
+        info: bytes = b"",
+        proof_randomness: SecretBytes | None = None,
+        rng: RandomSource | None = None,
+    ) -> tuple[list[bytes], bytes | None]:
+        """Evaluate a batch; ``(evaluatedElements, proof)`` with ONE proof (None in OPRF mode).
+
+        Raises DecodeError for a malformed blinded element (naming its index) and, in POPRF
+        mode, InvalidInputError when ``info`` tweaks the key to zero (RFC 9497 InverseError;
+        the client then knows the private key, which should be rotated).
+        """
+        g = self._group
+        k = self._secret_scalar(sk, "sk")
+        encodings = self._batch(blinded_elements, "blinded_elements")
+        info_ = self._info(info)
+        if self._mode is Mode.POPRF:
+            t = g.scalar_add(k, self._info_scalar(info_))
+            if g.scalar_is_zero(t):
+                raise InvalidInputError(
+                    "info must not tweak the private key to zero (skS + HashToScalar(info) = 0)"
+                )
+            proof_key, eval_scalar = t, g.scalar_inverse(t)
+        else:
+            proof_key, eval_scalar = k, k
+        mode = self._mode
+        if mode is not Mode.OPRF:
+            b_enc = g.serialize_element(g.scalar_mult_base(proof_key))
+            seed = dleq.composite_seed(b_enc, self._context)
+            if proof_randomness is not None:
+                r = self._secret_scalar(proof_randomness, "proof_randomness")
+            else:
+                r = g.random_scalar(rng if rng is not None else RandomSource.cryptographic("proof"))
+
+        def work(lo: int, hi: int) -> tuple[list[bytes], Any]:
+            chunk = encodings[lo:hi]
+            elements = self._decode_all(chunk, "blinded_elements", lo)
+            evaluated = [g.scalar_mult(eval_scalar, e) for e in elements]
+            ev_enc = [g.serialize_element(e) for e in evaluated]
+            if mode is Mode.OPRF:
+                return ev_enc, None
+            if mode is Mode.VOPRF:  # C = blinded, D = evaluated
+                m, _ = dleq.weighted_sum(g, seed, self._h2s_dst, lo, elements, chunk, ev_enc)
+            else:  # POPRF proves t * evaluated = blinded: C = evaluated, D = blinded
+                m, _ = dleq.weighted_sum(g, seed, self._h2s_dst, lo, evaluated, ev_enc, chunk)
+            return ev_enc, m
+
+        parts = self._run(work, len(encodings))
+        evaluated_all = [enc for part in parts for enc in part[0]]
+        if mode is Mode.OPRF:
+            return evaluated_all, None
+        m_total = dleq.sum_elements(g, [part[1] for part in parts])
+        c, s = dleq.prove_composites(g, proof_key, b_enc, m_total, r, self._h2s_dst)
+        return evaluated_all, g.serialize_scalar(c) + g.serialize_scalar(s)
+
+    # -- client: Finalize (§3.3.1-3) --------------------------------------------------------
+    def finalize(
+        self,
+        inputs: Sequence[bytes],
+        blinds: Sequence[SecretBytes],
+        evaluated: Sequence[bytes],
+        blinded_elements: Sequence[bytes] | None = None,
+        pk: bytes | None = None,
+        proof: bytes | None = None,
+        info: bytes = b"",
+    ) -> list[bytes]:
+        """Unblind and hash each evaluated element; in VOPRF/POPRF verify the batch proof first.
+
+        Raises VerificationError when the proof does not verify, DecodeError for malformed
+        elements, scalars or proof, InvalidInputError for inconsistent arguments.
+        """
+        g = self._group
+        ev_enc = self._batch(evaluated, "evaluated")
+        n = len(ev_enc)
+        if isinstance(inputs, bytes | bytearray) or len(inputs) != n:
+            raise InvalidInputError(
+                f"inputs must be a list of {n} byte strings, got {inputs!r:.60}"
+            )
+        if isinstance(blinds, bytes | bytearray) or len(blinds) != n:
+            raise InvalidInputError(
+                f"blinds must be a list of {n} scalars, got {len(blinds)} items"
+            )
+        inputs_ = [check_input(x, f"inputs[{i}]") for i, x in enumerate(inputs)]
+        blinds_ = [self._secret_scalar(b, f"blinds[{i}]") for i, b in enumerate(blinds)]
+        info_ = self._info(info)
+        out_info = info_ if self._mode is Mode.POPRF else None
+        mode = self._mode
+        if mode is not Mode.OPRF:
+            if blinded_elements is None or pk is None or proof is None:
+                raise InvalidInputError(
+                    f"{mode.name} finalize needs blinded_elements, pk and proof, got "
+                    f"blinded_elements={'set' if blinded_elements is not None else None}, "
+                    f"pk={'set' if pk is not None else None}, "
+                    f"proof={'set' if proof is not None else None}"
+                )
+            bl_enc = self._batch(blinded_elements, "blinded_elements")
+            if len(bl_enc) != n:
+                raise InvalidInputError(
+                    f"blinded_elements must have {n} items like evaluated, got {len(bl_enc)}"
+                )
+            c, s = self._decode_proof(proof)
+            pk_elem = self._decode(pk, "pk")
+            key = self._tweaked_key(pk_elem, info_) if mode is Mode.POPRF else pk_elem
+            b_enc = g.serialize_element(key)
+            seed = dleq.composite_seed(b_enc, self._context)
+
+        def work(lo: int, hi: int) -> tuple[list[bytes], Any, Any]:
+            ev_chunk = ev_enc[lo:hi]
+            ev = self._decode_all(ev_chunk, "evaluated", lo)
+            outputs = [
+                finalize_hash(
+                    inputs_[lo + j],
+                    g.serialize_element(g.scalar_mult(g.scalar_inverse(blinds_[lo + j]), e)),
+                    out_info,
+                )
+                for j, e in enumerate(ev)
+            ]
+            if mode is Mode.OPRF:
+                return outputs, None, None
+            bl_chunk = bl_enc[lo:hi]
+            bl = self._decode_all(bl_chunk, "blinded_elements", lo)
+            if mode is Mode.VOPRF:  # C = blinded, D = evaluated
+                m, z = dleq.weighted_sum(g, seed, self._h2s_dst, lo, bl, bl_chunk, ev_chunk, ev)
+            else:  # C = evaluated, D = blinded
+                m, z = dleq.weighted_sum(g, seed, self._h2s_dst, lo, ev, ev_chunk, bl_chunk, bl)
+            return outputs, m, z
+
+        parts = self._run(work, n)
+        if mode is not Mode.OPRF:
+            m_total = dleq.sum_elements(g, [part[1] for part in parts])
+            z_total = dleq.sum_elements(g, [part[2] for part in parts])
+            if not dleq.verify_composites(g, key, b_enc, m_total, z_total, c, s, self._h2s_dst):
+                raise VerificationError(
+                    f"proof must verify for the batch of {n} elements under the given public key"
+                    + (" and info" if mode is Mode.POPRF else "")
+                    + ", got a proof that does not"
+                )
+        return [out for part in parts for out in part[0]]
+
+    # -- Evaluate (§3.3.1, §3.3.3) ----------------------------------------------------------
+    def evaluate(self, sk: SecretBytes, input: bytes, info: bytes = b"") -> bytes:
+        """The PRF output computed directly from the private key and the input."""
+        g = self._group
+        k = self._secret_scalar(sk, "sk")
+        input_ = check_input(input, "input")
+        info_ = self._info(info)
+        point = g.hash_to_group(input_, self._h2g_dst)
+        if g.is_identity(point):
+            raise InvalidInputError("input must not hash to the identity element")
+        if self._mode is Mode.POPRF:
+            t = g.scalar_add(k, self._info_scalar(info_))
+            if g.scalar_is_zero(t):
+                raise InvalidInputError(
+                    "info must not tweak the private key to zero (skS + HashToScalar(info) = 0)"
+                )
+            element = g.scalar_mult(g.scalar_inverse(t), point)
+            return finalize_hash(input_, g.serialize_element(element), info_)
+        return finalize_hash(input_, g.serialize_element(g.scalar_mult(k, point)), None)
+
+    # -- helpers ----------------------------------------------------------------------------
+    def _require_mode(self, mode: Mode, what: str) -> None:
+        if self._mode is not mode:
+            raise InvalidParameterError(f"{what} needs mode {mode.name}, got {self._mode.name}")
+
+    def _info(self, info: bytes) -> bytes:
+        info_ = check_input(info, "info")
+        if info_ and self._mode is not Mode.POPRF:
+            raise InvalidParameterError(
+                f"info must be empty outside POPRF mode, got {len(info_)} bytes in {self._mode.name}"
+            )
+        return info_
+
+    def _info_scalar(self, info: bytes) -> Any:
+        return self._group.hash_to_scalar(b"Info" + framed(info), self._h2s_dst)
+
+    def _tweaked_key(self, pk_elem: Any, info: bytes) -> Any:
+        g = self._group
+        key = g.add(g.scalar_mult_base(self._info_scalar(check_input(info, "info"))), pk_elem)
+        if g.is_identity(key):
+            raise InvalidInputError("info and pk must not give the identity as tweaked key")
+        return key
+
+    def _secret_scalar(self, value: SecretBytes, name: str) -> Any:
+        g = self._group
+        try:
+            scalar = g.deserialize_scalar(_reveal(value))
+        except DecodeError as exc:
+            raise DecodeError(f"{name}: {exc}") from None
+        if g.scalar_is_zero(scalar):
+            raise InvalidInputError(f"{name} must be a non-zero scalar, got zero")
+        return scalar
+
+    def _decode(self, data: bytes, name: str) -> Any:
+        try:
+            return self._group.deserialize_element(data)
+        except DecodeError as exc:
+            raise DecodeError(f"{name}: {exc}") from None
+
+    def _decode_all(self, encodings: Sequence[bytes], name: str, start: int) -> list[Any]:
+        decode = self._group.deserialize_element
+        out = []
+        for j, data in enumerate(encodings):
+            try:
+                out.append(decode(data))
+            except DecodeError as exc:
+                raise DecodeError(f"{name}[{start + j}]: {exc}") from None
+        return out
+
+    def _decode_proof(self, proof: bytes) -> tuple[Any, Any]:
+        g = self._group
+        if not isinstance(proof, bytes | bytearray) or len(proof) != 2 * g.scalar_size:
+            got = len(proof) if isinstance(proof, bytes | bytearray) else type(proof).__name__
+            raise DecodeError(f"proof must be {2 * g.scalar_size} bytes long, got {got}")
+        try:
+            return (
+                g.deserialize_scalar(bytes(proof[: g.scalar_size])),
+                g.deserialize_scalar(bytes(proof[g.scalar_size :])),
+            )
+        except DecodeError as exc:
+            raise DecodeError(f"proof: {exc}") from None
+
+    def _batch(self, items: Sequence[bytes], name: str) -> list[bytes]:
+        if isinstance(items, bytes | bytearray | memoryview | str):
+            raise InvalidInputError(
+                f"{name} must be a list of encoded elements, got a single value"
+            )
+        batch = list(items)
+        if not 1 <= len(batch) <= dleq.MAX_BATCH - 1:
+            raise InvalidInputError(
+                f"{name} must hold 1 to {dleq.MAX_BATCH - 1} elements, got {len(batch)}"
+            )
+        return batch
+
+    def _run(self, work: Callable[[int, int], T], n: int) -> list[T]:
+        """``work`` over contiguous index ranges, in parallel when the backend frees the GIL."""
+        threads = 1
+        if self._group.releases_gil and n >= PARALLEL_THRESHOLD:
+            threads = min(self._workers, n // (PARALLEL_THRESHOLD // 2), os.cpu_count() or 1)
+        if threads <= 1:
+            return [work(0, n)]
+        bounds = [(i * n // threads, (i + 1) * n // threads) for i in range(threads)]
+        pool = _pool(threads - 1)
+        futures = [pool.submit(work, lo, hi) for lo, hi in bounds[1:]]
+        try:
+            first = work(*bounds[0])
+        except BaseException:
+            wait(futures)
+            raise
+        return [first, *(future.result() for future in futures)]
+
+
+def get_suite(
+    identifier: str = SUITE_ID,
+    mode: int | str | Mode = Mode.OPRF,
+    *,
+    group: str | PrimeOrderGroup[Any, Any] = "ristretto255-sodium",
+    workers: int = 2,
+) -> OprfSuite:
+    """The suite ``identifier`` in ``mode`` over the group registered as ``group`` (or given)."""
+    from primitives.errors import UnknownComponentError
+
+    if identifier != SUITE_ID:
+        raise UnknownComponentError(f"oprf suite must be one of {[SUITE_ID]}, got {identifier!r}")
+    if isinstance(group, str):
+        from primitives.group import get_group
+
+        group_obj = get_group(group)
+    else:
+        group_obj = group
+    return OprfSuite(mode, group_obj, workers=workers)
