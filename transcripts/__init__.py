@@ -5,24 +5,36 @@ records every message through :class:`TranscriptStore` and builds its own audit 
 :mod:`transcripts.audit`.
 """
 
+from transcripts.audit import (
+    AuditFinding,
+    AuditReport,
+    check_float_vectors,
+    check_integrity,
+    check_message_types,
+    check_no_forbidden_content,
+    view_summary,
+)
 from transcripts.entry import ACCEPTED, TranscriptEntry, rejected_status
 from transcripts.header import RNG_MODES, SCHEMA_VERSION, TranscriptHeader, package_version
+from transcripts.jsonl import export_jsonl, import_jsonl
 from transcripts.store import ArtifactInfo, TranscriptStore
-
-
-def view_summary(store: TranscriptStore) -> dict[str, dict[str, dict[str, int]]]:
-    """``{view: {message_type: {"count": n, "bytes": b}}}``, computed in SQL (SPEC §6.7)."""
-    return store.summary(by=("view", "message_type"))
-
 
 __all__ = [
     "ACCEPTED",
     "RNG_MODES",
     "SCHEMA_VERSION",
     "ArtifactInfo",
+    "AuditFinding",
+    "AuditReport",
     "TranscriptEntry",
     "TranscriptHeader",
     "TranscriptStore",
+    "check_float_vectors",
+    "check_integrity",
+    "check_message_types",
+    "check_no_forbidden_content",
+    "export_jsonl",
+    "import_jsonl",
     "package_version",
     "rejected_status",
     "view_summary",

@@ -97,7 +97,9 @@ def _check_created_at(value: str) -> None:
             f"created_at must be an ISO 8601 UTC timestamp, got {value!r}"
         ) from None
     if parsed.utcoffset() is None or parsed.utcoffset() != UTC.utcoffset(None):
-        raise InvalidParameterError(f"created_at must be in UTC (suffix Z or +00:00), got {value!r}")
+        raise InvalidParameterError(
+            f"created_at must be in UTC (suffix Z or +00:00), got {value!r}"
+        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -121,7 +123,9 @@ class TranscriptHeader:
 
     def __post_init__(self) -> None:
         if self.rng_mode not in RNG_MODES:
-            raise InvalidParameterError(f"rng_mode must be one of {list(RNG_MODES)}, got {self.rng_mode!r}")
+            raise InvalidParameterError(
+                f"rng_mode must be one of {list(RNG_MODES)}, got {self.rng_mode!r}"
+            )
         if not isinstance(self.run_id, str) or not _RUN_ID.fullmatch(self.run_id):
             raise InvalidParameterError(
                 "run_id must be 1-128 characters of letters, digits, '_', '.', ':', '-' "
@@ -155,7 +159,9 @@ class TranscriptHeader:
                     )
             components[family] = name
         if not isinstance(self.params, Mapping):
-            raise InvalidParameterError(f"params must be a mapping, got {type(self.params).__name__}")
+            raise InvalidParameterError(
+                f"params must be a mapping, got {type(self.params).__name__}"
+            )
         if not isinstance(self.extra, Mapping):
             raise InvalidParameterError(f"extra must be a mapping, got {type(self.extra).__name__}")
         # Canonicalise now so equality, hashing-free comparison and JSON round trips agree.

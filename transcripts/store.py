@@ -116,7 +116,9 @@ def _sidecars(path: Path) -> list[Path]:
 
 def _check_artifact_name(name: object) -> str:
     if not isinstance(name, str) or not name or len(name) > 200:
-        raise InvalidParameterError(f"artifact name must be a non-empty string (<= 200), got {name!r}")
+        raise InvalidParameterError(
+            f"artifact name must be a non-empty string (<= 200), got {name!r}"
+        )
     parts = name.split("/")
     if any(not part or not _identifier_like(part) for part in parts):
         raise InvalidParameterError(
@@ -138,7 +140,9 @@ def _sql_filter(column: str, value: Filter, clauses: list[str], args: list[Any])
     else:
         values = list(value)
         if not all(isinstance(v, str) for v in values):
-            raise InvalidParameterError(f"{column} filter must be a string or strings, got {values!r}")
+            raise InvalidParameterError(
+                f"{column} filter must be a string or strings, got {values!r}"
+            )
         if not values:
             clauses.append("0")
             return
@@ -259,7 +263,9 @@ class TranscriptStore:
         ``overwrite=True`` deletes an existing file (and its WAL side files) first.
         """
         if not isinstance(header, TranscriptHeader):
-            raise InvalidParameterError(f"header must be a TranscriptHeader, got {type(header).__name__}")
+            raise InvalidParameterError(
+                f"header must be a TranscriptHeader, got {type(header).__name__}"
+            )
         batch_size = cls._check_options(batch_size, synchronous)
         target = Path(path)
         existing = [p for p in [target, *_sidecars(target)] if p.exists()]
@@ -268,7 +274,9 @@ class TranscriptStore:
                 f"transcript {str(target)!r} already exists; pass overwrite=True to replace it"
             )
         if target.is_dir():
-            raise InvalidParameterError(f"transcript path must be a file, got directory {str(target)!r}")
+            raise InvalidParameterError(
+                f"transcript path must be a file, got directory {str(target)!r}"
+            )
         for p in existing:
             p.unlink()
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -353,7 +361,9 @@ class TranscriptStore:
     def _configure(conn: sqlite3.Connection, synchronous: str) -> None:
         mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
         if str(mode).lower() != "wal":
-            raise InvalidInputError(f"the file system does not support SQLite WAL mode (got {mode!r})")
+            raise InvalidInputError(
+                f"the file system does not support SQLite WAL mode (got {mode!r})"
+            )
         conn.execute(f"PRAGMA synchronous = {synchronous}")
 
     @staticmethod
@@ -361,7 +371,9 @@ class TranscriptStore:
         try:
             app_id = conn.execute("PRAGMA application_id").fetchone()[0]
             version = conn.execute("PRAGMA user_version").fetchone()[0]
-            tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            tables = {
+                r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+            }
         except sqlite3.Error as exc:
             raise _decode_error(path, f"corrupt database ({exc})") from None
         if app_id != APPLICATION_ID:
@@ -422,7 +434,9 @@ class TranscriptStore:
     def state(self) -> str:
         """``open`` (being written, or the writer died), ``complete`` or ``aborted:<Error>``."""
         with self._lock:
-            row = self._connection().execute("SELECT value FROM meta WHERE key = 'state'").fetchone()
+            row = (
+                self._connection().execute("SELECT value FROM meta WHERE key = 'state'").fetchone()
+            )
         return str(row[0]) if row else STATE_OPEN
 
     def _connection(self) -> sqlite3.Connection:
@@ -479,12 +493,16 @@ class TranscriptStore:
         else:
             stored = _as_payload(payload)
             if size is not None and size != len(stored):
-                raise InvalidParameterError(f"size must equal len(payload) = {len(stored)}, got {size!r}")
+                raise InvalidParameterError(
+                    f"size must equal len(payload) = {len(stored)}, got {size!r}"
+                )
             size = len(stored)
         with self._lock:
             self._writer()
             seq = self._next_seq
-            self._buffer.append((seq, view, phase, sender, receiver, message_type, status, size, stored))
+            self._buffer.append(
+                (seq, view, phase, sender, receiver, message_type, status, size, stored)
+            )
             self._next_seq = seq + 1
             if len(self._buffer) >= self._batch_size:
                 self._flush_locked()
@@ -530,7 +548,19 @@ class TranscriptStore:
                     statuses_ok.add(check_status(status))
                 if type(payload) is not bytes:
                     payload = _as_payload(payload)
-                append((seq, view, phase, sender, receiver, message_type, status, len(payload), payload))
+                append(
+                    (
+                        seq,
+                        view,
+                        phase,
+                        sender,
+                        receiver,
+                        message_type,
+                        status,
+                        len(payload),
+                        payload,
+                    )
+                )
                 seq += 1
             self._buffer.extend(batch)
             self._next_seq = seq
@@ -650,7 +680,9 @@ class TranscriptStore:
         elif isinstance(data, Mapping | list | tuple):
             canonical = json_safe(data, where=f"artifact {name!r}")
             kind = "json"
-            blob = json.dumps(canonical, sort_keys=True, separators=(",", ":"), allow_nan=False).encode()
+            blob = json.dumps(
+                canonical, sort_keys=True, separators=(",", ":"), allow_nan=False
+            ).encode()
         else:
             raise InvalidParameterError(
                 f"artifact data must be bytes or a JSON-safe dict/list, got {type(data).__name__}"
@@ -679,12 +711,16 @@ class TranscriptStore:
         """The artifact's data: ``bytes`` for bytes artifacts, the decoded JSON value otherwise."""
         with self._lock:
             self._flush_if_writable()
-            row = self._connection().execute(
-                "SELECT kind, data FROM artifacts WHERE name = ?", (name,)
-            ).fetchone()
+            row = (
+                self._connection()
+                .execute("SELECT kind, data FROM artifacts WHERE name = ?", (name,))
+                .fetchone()
+            )
         if row is None:
             known = [info.name for info in self.artifacts()]
-            raise InvalidParameterError(f"artifact {name!r} is not in this transcript; it has {known}")
+            raise InvalidParameterError(
+                f"artifact {name!r} is not in this transcript; it has {known}"
+            )
         kind, blob = row
         if kind == "bytes":
             return bytes(blob)
@@ -695,17 +731,21 @@ class TranscriptStore:
 
     def has_artifact(self, name: str) -> bool:
         with self._lock:
-            row = self._connection().execute(
-                "SELECT 1 FROM artifacts WHERE name = ?", (name,)
-            ).fetchone()
+            row = (
+                self._connection()
+                .execute("SELECT 1 FROM artifacts WHERE name = ?", (name,))
+                .fetchone()
+            )
         return row is not None
 
     def artifacts(self) -> list[ArtifactInfo]:
         """Every artifact's name, kind, secret flag and size, sorted by name."""
         with self._lock:
-            rows = self._connection().execute(
-                "SELECT name, kind, secret, length(data) FROM artifacts ORDER BY name"
-            ).fetchall()
+            rows = (
+                self._connection()
+                .execute("SELECT name, kind, secret, length(data) FROM artifacts ORDER BY name")
+                .fetchall()
+            )
         return [ArtifactInfo(name=n, kind=k, secret=bool(s), size=int(z)) for n, k, s, z in rows]
 
     # ------------------------------------------------------------------ reading
@@ -790,7 +830,9 @@ class TranscriptStore:
 
     def _aggregate(self, select: str, **filters: Filter) -> tuple[Any, ...]:
         clauses, args = _where(**filters)
-        sql = f"SELECT {select} FROM entries" + (" WHERE " + " AND ".join(clauses) if clauses else "")
+        sql = f"SELECT {select} FROM entries" + (
+            " WHERE " + " AND ".join(clauses) if clauses else ""
+        )
         with self._lock:
             self._flush_if_writable()
             row = self._connection().execute(sql, args).fetchone()
@@ -847,7 +889,11 @@ class TranscriptStore:
         """Every view that has at least one entry, sorted."""
         with self._lock:
             self._flush_if_writable()
-            rows = self._connection().execute("SELECT DISTINCT view FROM entries ORDER BY view").fetchall()
+            rows = (
+                self._connection()
+                .execute("SELECT DISTINCT view FROM entries ORDER BY view")
+                .fetchall()
+            )
         return [str(r[0]) for r in rows]
 
     def summary(
