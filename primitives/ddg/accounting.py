@@ -1,0 +1,535 @@
+"""Privacy accounting, calibration and modulus selection for the distributed discrete Gaussian.
+
+SPEC §4.4, after Kairouz, Liu, Steinke 2021 (Thm. 1 / Prop. 14 for the RDP of a sum of discrete
+Gaussians, Thm. 1 / Prop. 22 for rounded norms, §4.4 for the modulus heuristic); the reference
+implementation cross-checked in the tests is google-research/federated
+``distributed_dp/accounting_utils.py``.
+
+With ``n`` contributors each adding ``N_Z(0, σ_int²)`` (integer units) and rounded sensitivities
+``Δ̂₂, Δ̂₁`` (integer units, :func:`~primitives.ddg.rounding.rounded_l2_bound` with ``c = Δ/γ``)::
+
+    τ     = 10 Σ_{k=1}^{n−1} exp(−2π² σ_int² k/(k+1))
+    l2    = Δ̂₂/(√n σ_int),   l1 = Δ̂₁/(√n σ_int)
+    ε(α)  = min{ α/2·l2² + τd',  α/2·(l2² + 2 l1 τ + τ² d'),  α/2·(l2 + √d' τ)² }
+    ε     = min_α [ ε(α) + ln(1 − 1/α) − (ln δ + ln α)/(α − 1) ]
+
+The order ``α`` ranges over a fixed dense grid (fractional orders from 1 + 1e-6 to 1e8, ratio
+1.004 between neighbours). Every order gives a valid bound, so the grid only affects tightness,
+and the minimum over a fixed grid is continuous and strictly monotone in ``σ_int`` — which makes
+bisection on it well defined.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from primitives.ddg.encoder import (
+    DEFAULT_BETA,
+    DEFAULT_ROTATION_SEED,
+    MAX_SCALED_NORM,
+    DDGConfig,
+)
+from primitives.ddg.hadamard import padded_dimension
+from primitives.ddg.rounding import rounded_l1_bound, rounded_l2_bound
+from primitives.errors import InfeasibleBudgetError, InvalidParameterError
+from primitives.noise.fast import MAX_SIGMA
+
+ALPHA_GRID: npt.NDArray[np.float64] = 1.0 + np.geomspace(1e-6, 1e8, 8001)
+DEFAULT_K_STDDEVS = 4.0
+DEFAULT_MODULUS_BITS = 32
+SOURCE = "KLS21 (SPEC §4.4)"
+
+
+# -- validation --------------------------------------------------------------------------------
+def _real(name: str, value: object, *, low: float, low_open: bool, high: float = math.inf) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
+        raise InvalidParameterError(f"{name} must be a number, got {type(value).__name__}")
+    v = float(value)
+    below = v <= low if low_open else v < low
+    if math.isnan(v) or below or v > high or (high == math.inf and math.isinf(v)):
+        bracket = "(" if low_open else "["
+        raise InvalidParameterError(f"{name} must be in {bracket}{low}, {high}), got {value}")
+    return v
+
+
+def _count(name: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or int(value) < 1:
+        raise InvalidParameterError(
+            f"{name} must be an integer >= 1 (use ceil(tau) for a threshold), got {value!r}"
+        )
+    return int(value)
+
+
+def _delta(value: object) -> float:
+    d = _real("delta", value, low=0.0, low_open=True, high=1.0)
+    if d >= 1.0:
+        raise InvalidParameterError(f"delta must be in (0, 1), got {value}")
+    return d
+
+
+# -- RDP → (ε, δ) -------------------------------------------------------------------------------
+def rdp_to_epsilon(
+    rdp: npt.NDArray[np.float64], alphas: npt.NDArray[np.float64], delta: float
+) -> tuple[float, float]:
+    """``min_α [rdp(α) + ln(1 − 1/α) − (ln δ + ln α)/(α − 1)]`` and the minimizing order.
+
+    The conversion of Canonne, Kamath, Steinke 2020 (Prop. 12) / Asoodeh et al.; also the one in
+    the reference accountant. Clamped at 0.
+    """
+    d = _delta(delta)
+    with np.errstate(over="ignore", invalid="ignore"):
+        eps = rdp + np.log1p(-1.0 / alphas) - (math.log(d) + np.log(alphas)) / (alphas - 1.0)
+    eps = np.where(np.isnan(eps), np.inf, eps)
+    i = int(np.argmin(eps))
+    return max(0.0, float(eps[i])), float(alphas[i])
+
+
+def gaussian_rdp_epsilon(*, sigma: float, sensitivity: float, delta: float) -> float:
+    """ε of the continuous Gaussian mechanism from its RDP ``αΔ²/(2σ²)``, same conversion/grid.
+
+    The limit the DDG accountant approaches as γ → 0 at fixed effective noise (tests).
+    """
+    s = _real("sigma", sigma, low=0.0, low_open=True)
+    sens = _real("sensitivity", sensitivity, low=0.0, low_open=True)
+    return rdp_to_epsilon(ALPHA_GRID * sens * sens / (2.0 * s * s), ALPHA_GRID, delta)[0]
+
+
+# -- the DDG accountant --------------------------------------------------------------------------
+def tau_ddg(sigma_int: float, n: int) -> float:
+    """KLS21 Thm. 1 inflation ``τ = 10 Σ_{k=1}^{n−1} exp(−2π² σ_int² k/(k+1))`` (0 for n = 1)."""
+    s = _real("sigma_int", sigma_int, low=0.0, low_open=False)
+    count = _count("n", n)
+    if count == 1:
+        return 0.0
+    k = np.arange(1, count, dtype=np.float64)
+    return 10.0 * float(np.exp(-2.0 * math.pi**2 * s * s * k / (k + 1.0)).sum())
+
+
+def _json_float(value: float) -> float | str:
+    return value if math.isfinite(value) else "inf"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DDGAccounting:
+    """Every intermediate of one DDG privacy computation (SPEC §4.4), for ledgers and audits."""
+
+    epsilon: float
+    delta: float
+    alpha: float
+    tau: float
+    rounded_l2: float  # Δ̂₂, integer units
+    rounded_l1: float  # Δ̂₁, integer units
+    l2_scale: float
+    l1_scale: float
+    sigma_int: float
+    gamma: float
+    sensitivity: float
+    padded_dim: int
+    n: int
+    beta: float
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe; infinities (no noise) are written as the string ``"inf"``."""
+        return {
+            "epsilon": _json_float(self.epsilon),
+            "delta": self.delta,
+            "alpha": _json_float(self.alpha),
+            "tau_ddg": self.tau,
+            "rounded_l2": self.rounded_l2,
+            "rounded_l1": self.rounded_l1,
+            "l2_scale": _json_float(self.l2_scale),
+            "l1_scale": _json_float(self.l1_scale),
+            "sigma_int": self.sigma_int,
+            "gamma": self.gamma,
+            "sensitivity": self.sensitivity,
+            "padded_dim": self.padded_dim,
+            "n": self.n,
+            "beta": self.beta,
+        }
+
+
+def ddg_accounting(
+    *,
+    sigma_int: float,
+    gamma: float,
+    sensitivity: float,
+    dim_padded: int,
+    n: int,
+    delta: float,
+    beta: float = DEFAULT_BETA,
+) -> DDGAccounting:
+    """The DDG (ε, δ) guarantee for a sum of ``n`` users' encodings, with all intermediates.
+
+    ``sensitivity`` is the L2 distance bound Δ between two neighbouring users' (clipped) vectors in
+    embedding units; ``gamma`` the granularity; ``sigma_int`` each user's noise scale in integer
+    units; ``beta`` the conditional-rounding parameter (0: unconditional rounding).
+    """
+    s = _real("sigma_int", sigma_int, low=0.0, low_open=False)
+    g = _real("gamma", gamma, low=0.0, low_open=True)
+    sens = _real("sensitivity", sensitivity, low=0.0, low_open=True)
+    d = _count("dim_padded", dim_padded)
+    count = _count("n", n)
+    dl = _delta(delta)
+    b = _real("beta", beta, low=0.0, low_open=False, high=1.0)
+    delta_2 = rounded_l2_bound(sens / g, d, b)
+    delta_1 = rounded_l1_bound(delta_2, d)
+    tau = tau_ddg(s, count)
+    if s == 0.0:
+        eps, alpha, l2, l1 = math.inf, math.inf, math.inf, math.inf
+    else:
+        l2 = delta_2 / (math.sqrt(count) * s)
+        l1 = delta_1 / (math.sqrt(count) * s)
+        half = ALPHA_GRID / 2.0
+        terms = np.minimum(
+            np.minimum(half * l2 * l2 + tau * d, half * (l2 * l2 + 2.0 * l1 * tau + tau * tau * d)),
+            half * (l2 + math.sqrt(d) * tau) ** 2,
+        )
+        eps, alpha = rdp_to_epsilon(terms, ALPHA_GRID, dl)
+    return DDGAccounting(
+        epsilon=eps,
+        delta=dl,
+        alpha=alpha,
+        tau=tau,
+        rounded_l2=delta_2,
+        rounded_l1=delta_1,
+        l2_scale=l2,
+        l1_scale=l1,
+        sigma_int=s,
+        gamma=g,
+        sensitivity=sens,
+        padded_dim=d,
+        n=count,
+        beta=b,
+    )
+
+
+def ddg_epsilon(
+    *,
+    sigma_int: float,
+    gamma: float,
+    sensitivity: float,
+    dim_padded: int,
+    n: int,
+    delta: float,
+    beta: float = DEFAULT_BETA,
+) -> float:
+    """ε of the DDG sum of ``n`` contributors at ``delta`` (SPEC §4.4); see :func:`ddg_accounting`."""
+    return ddg_accounting(
+        sigma_int=sigma_int,
+        gamma=gamma,
+        sensitivity=sensitivity,
+        dim_padded=dim_padded,
+        n=n,
+        delta=delta,
+        beta=beta,
+    ).epsilon
+
+
+# -- calibration ---------------------------------------------------------------------------------
+def calibrate_sigma_int(
+    *,
+    epsilon: float,
+    delta: float,
+    sensitivity: float,
+    gamma: float,
+    padded_dim: int,
+    n: int,
+    beta: float = DEFAULT_BETA,
+    rel_tol: float = 1e-12,
+) -> float:
+    """Smallest ``σ_int`` (to ``rel_tol``) with ``ddg_epsilon ≤ epsilon``: bisection in log scale.
+
+    ε is strictly decreasing in σ_int (both ``l2`` and ``τ`` decrease), so the bracket
+    ``ε(lo) > epsilon ≥ ε(hi)`` shrinks to the threshold; ``hi`` is returned.
+    """
+    target = _real("epsilon", epsilon, low=0.0, low_open=True)
+
+    def eps_at(s: float) -> float:
+        return ddg_epsilon(
+            sigma_int=s,
+            gamma=gamma,
+            sensitivity=sensitivity,
+            dim_padded=padded_dim,
+            n=n,
+            delta=delta,
+            beta=beta,
+        )
+
+    # Start from the continuous Gaussian's scale, converted to integer units.
+    guess = (
+        float(sensitivity)
+        * math.sqrt(2.0 * math.log(1.25 / float(delta)))
+        / target
+        / (float(gamma) * math.sqrt(n))
+    )
+    hi = max(guess, 1e-3)
+    while eps_at(hi) > target:
+        hi *= 2.0
+        if hi > MAX_SIGMA:
+            raise InfeasibleBudgetError(
+                f"epsilon = {target} needs sigma_int above 2^40 at gamma = {gamma}; "
+                "raise epsilon or gamma"
+            )
+    lo = hi / 2.0
+    while eps_at(lo) <= target:
+        hi, lo = lo, lo / 2.0
+        if lo < 1e-12:
+            return hi
+    while hi / lo - 1.0 > rel_tol:
+        mid = math.sqrt(lo * hi)
+        if mid <= lo or mid >= hi:
+            break
+        if eps_at(mid) <= target:
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+def aggregate_range(
+    *,
+    gamma: float,
+    sigma_int: float,
+    clip: float,
+    padded_dim: int,
+    n: int,
+    k_stddevs: float = DEFAULT_K_STDDEVS,
+    rotate: bool = True,
+) -> float:
+    """Integer range that holds ``k`` standard deviations of an aggregate coordinate (KLS21 §4.4).
+
+    ``2k·sqrt(ρ c_x² n² + (γ²/4 + σ_loc²) n)/γ`` with ``σ_loc = γ·σ_int`` the per-user noise in
+    embedding units and ``ρ = 1/d'`` the flatness of a rotated vector (``ρ = 1`` without rotation,
+    where one coordinate can carry a whole vector). The modulus ``2^b`` must be at least this.
+    """
+    g = float(gamma)
+    flat = 1.0 / padded_dim if rotate else 1.0
+    local = g * float(sigma_int)
+    variance = flat * float(clip) ** 2 * n * n + (g * g / 4.0 + local * local) * n
+    return 2.0 * float(k_stddevs) * math.sqrt(variance) / g
+
+
+def modulus_bits_for(
+    *,
+    gamma: float,
+    sigma_int: float,
+    clip: float,
+    padded_dim: int,
+    n: int,
+    k_stddevs: float = DEFAULT_K_STDDEVS,
+    rotate: bool = True,
+) -> int:
+    """``⌈log2⌉`` of :func:`aggregate_range` (at least 2)."""
+    span = aggregate_range(
+        gamma=gamma,
+        sigma_int=sigma_int,
+        clip=clip,
+        padded_dim=padded_dim,
+        n=n,
+        k_stddevs=k_stddevs,
+        rotate=rotate,
+    )
+    return max(2, math.ceil(math.log2(span)))
+
+
+def calibrate_ddg(
+    *,
+    epsilon: float,
+    delta: float,
+    sensitivity: float,
+    dim: int,
+    n: int,
+    clip: float,
+    modulus_bits: int | None = None,
+    gamma: float | None = None,
+    beta: float = DEFAULT_BETA,
+    n_modulus: int | None = None,
+    k_stddevs: float = DEFAULT_K_STDDEVS,
+    rotate: bool = True,
+    rotation_seed: bytes = DEFAULT_ROTATION_SEED,
+) -> DDGConfig:
+    """A :class:`DDGConfig` meeting (``epsilon``, ``delta``) with ``n`` contributors (SPEC §4.4).
+
+    ``n`` is the *fewest* contributors a released aggregate can have (the worst case, ``⌈τ⌉``);
+    ``n_modulus`` (default ``n``) the *most* the modulus must hold without wrapping. With
+    ``gamma`` given, ``σ_int`` is calibrated and the smallest ``b`` is chosen (or the given
+    ``modulus_bits`` is checked); otherwise ``b`` (default 32) is fixed and the finest ``γ`` whose
+    aggregate still fits ``k_stddevs`` standard deviations into ``2^b`` is found by bisection.
+    """
+    _real("epsilon", epsilon, low=0.0, low_open=True)
+    _delta(delta)
+    _real("sensitivity", sensitivity, low=0.0, low_open=True)
+    x_clip = _real("clip", clip, low=0.0, low_open=True)
+    count = _count("n", n)
+    n_mod = count if n_modulus is None else _count("n_modulus", n_modulus)
+    k = _real("k_stddevs", k_stddevs, low=0.0, low_open=True)
+    b = _real("beta", beta, low=0.0, low_open=False, high=1.0)
+    if b >= 1.0:
+        raise InvalidParameterError(f"beta must be in [0, 1), got {beta}")
+    padded = padded_dimension(dim) if rotate else int(dim)
+    if modulus_bits is not None and (
+        isinstance(modulus_bits, bool)
+        or not isinstance(modulus_bits, int | np.integer)
+        or not 2 <= modulus_bits <= 63
+    ):
+        raise InvalidParameterError(
+            f"modulus_bits must be an integer in [2, 63], got {modulus_bits!r}"
+        )
+
+    def sigma_for(g: float) -> float:
+        return calibrate_sigma_int(
+            epsilon=epsilon,
+            delta=delta,
+            sensitivity=sensitivity,
+            gamma=g,
+            padded_dim=padded,
+            n=count,
+            beta=b,
+        )
+
+    def bits_for(g: float, s: float) -> int:
+        return modulus_bits_for(
+            gamma=g,
+            sigma_int=s,
+            clip=x_clip,
+            padded_dim=padded,
+            n=n_mod,
+            k_stddevs=k,
+            rotate=rotate,
+        )
+
+    def build(g: float, s: float, bits: int) -> DDGConfig:
+        return DDGConfig(
+            dim=int(dim),
+            padded_dim=padded,
+            gamma=g,
+            sigma_int=s,
+            modulus_bits=bits,
+            clip=x_clip,
+            beta=b,
+            rotation_seed=rotation_seed,
+            rotate=rotate,
+        )
+
+    if gamma is not None:
+        g = _real("gamma", gamma, low=0.0, low_open=True)
+        s = sigma_for(g)
+        need = bits_for(g, s)
+        if modulus_bits is None:
+            if need > 63:
+                raise InfeasibleBudgetError(
+                    f"gamma = {g} needs a {need}-bit modulus for n_modulus = {n_mod} users; "
+                    "at most 63 bits are supported: raise gamma"
+                )
+            return build(g, s, need)
+        if need > modulus_bits:
+            raise InvalidParameterError(
+                f"modulus_bits = {modulus_bits} is too small for gamma = {g}: "
+                f"{k} standard deviations of the aggregate need {need} bits"
+            )
+        return build(g, s, int(modulus_bits))
+
+    bits = DEFAULT_MODULUS_BITS if modulus_bits is None else int(modulus_bits)
+    limit = float(1 << bits)
+    memo: dict[float, float] = {}
+
+    def fits(g: float) -> bool:
+        if g not in memo:
+            memo[g] = sigma_for(g)
+        span = aggregate_range(
+            gamma=g,
+            sigma_int=memo[g],
+            clip=x_clip,
+            padded_dim=padded,
+            n=n_mod,
+            k_stddevs=k,
+            rotate=rotate,
+        )
+        return span <= limit
+
+    # The range shrinks as γ grows (coarser grid, fewer integer units): bracket, then bisect.
+    hi = x_clip
+    while not fits(hi):
+        hi *= 4.0
+        if hi > 1e6 * x_clip:
+            raise InfeasibleBudgetError(
+                f"modulus_bits = {bits} cannot hold {k} standard deviations of a sum of "
+                f"{n_mod} users at (epsilon = {epsilon}, delta = {delta}); raise modulus_bits"
+            )
+    floor_gamma = 2.0 * (x_clip + math.sqrt(padded)) / MAX_SCALED_NORM
+    lo = hi / 4.0
+    while lo > floor_gamma and fits(lo):
+        hi, lo = lo, lo / 4.0
+    if lo <= floor_gamma:
+        lo = floor_gamma
+        if fits(lo):
+            return build(lo, memo[lo], bits)
+    while hi / lo - 1.0 > 1e-6:
+        mid = math.sqrt(lo * hi)
+        if fits(mid):
+            hi = mid
+        else:
+            lo = mid
+    return build(hi, memo[hi], bits)
+
+
+def ddg_ledger_term(
+    config: DDGConfig,
+    *,
+    delta: float,
+    n: int,
+    sensitivity: float,
+    epsilon: float | None = None,
+) -> dict[str, Any]:
+    """The DDG aggregation's entry for a privacy ledger, as a plain JSON-safe dict.
+
+    ``{name: "centroid_ddg", epsilon, delta, source, detail}``; ``epsilon`` is *computed* from the
+    config at the worst case of ``n`` contributors. If a target ``epsilon`` is given and the
+    config does not meet it, :class:`InfeasibleBudgetError` is raised. ``detail.sigma_effective``
+    is the standard deviation scale of the decoded SUM's per-coordinate noise in embedding units,
+    ``γ·σ_int·√n``.
+    """
+    if not isinstance(config, DDGConfig):
+        raise InvalidParameterError(f"config must be a DDGConfig, got {type(config).__name__}")
+    acc = ddg_accounting(
+        sigma_int=config.sigma_int,
+        gamma=config.gamma,
+        sensitivity=sensitivity,
+        dim_padded=config.padded_dim,
+        n=n,
+        delta=delta,
+        beta=config.beta,
+    )
+    if epsilon is not None:
+        target = _real("epsilon", epsilon, low=0.0, low_open=True)
+        if acc.epsilon > target * (1.0 + 1e-9):
+            raise InfeasibleBudgetError(
+                f"the DDG config gives epsilon = {acc.epsilon:.6g} > target {target:.6g} "
+                f"at n = {n} contributors"
+            )
+    detail = acc.to_dict()
+    detail.pop("epsilon")
+    detail.pop("delta")
+    detail.update(
+        {
+            "dim": int(config.dim),
+            "modulus_bits": int(config.modulus_bits),
+            "clip": float(config.clip),
+            "rotate": bool(config.rotate),
+            "sigma_effective": config.noise_std(acc.n),
+            "target_epsilon": None if epsilon is None else float(epsilon),
+            "accountant": "RDP, KLS21 Prop. 14 min of three; conversion CKS20 Prop. 12",
+        }
+    )
+    return {
+        "name": "centroid_ddg",
+        "epsilon": acc.epsilon,
+        "delta": acc.delta,
+        "source": SOURCE,
+        "detail": detail,
+    }
