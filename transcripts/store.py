@@ -122,14 +122,20 @@ def _check_artifact_name(name: object) -> str:
     parts = name.split("/")
     if any(not part or not _identifier_like(part) for part in parts):
         raise InvalidParameterError(
-            "artifact name must be '/'-separated identifiers (letters, digits, '_.:-'), "
+            "artifact name must be '/'-separated identifiers (a letter or digit, then letters, "
+            "digits, '_.:-'), "
             f"got {name!r}"
         )
     return name
 
 
 def _identifier_like(part: str) -> bool:
-    return all(ch.isascii() and (ch.isalnum() or ch in "_.:-") for ch in part)
+    # Each component starts with a letter or digit, so "." and ".." cannot appear.
+    return (
+        part[:1].isascii()
+        and part[:1].isalnum()
+        and all(ch.isascii() and (ch.isalnum() or ch in "_.:-") for ch in part)
+    )
 
 
 def _sql_filter(column: str, value: Filter, clauses: list[str], args: list[Any]) -> None:
