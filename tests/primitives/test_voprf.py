@@ -19,7 +19,7 @@ from primitives.voprf.hashing import context_string
 
 VECTORS = Path(__file__).resolve().parents[1] / "vectors" / "rfc9497" / "ristretto255-sha512.json"
 VECTORS_SHA256 = "c7ae504cbb9c4b3b6775c63438e9e86e5cc1a5a4ccaafee656b2e073a3f12e33"
-GROUPS = ["ristretto255-sodium"]
+GROUPS = ["ristretto255-sodium", "ristretto255-pure"]
 
 
 def _load() -> dict[str, Any]:
