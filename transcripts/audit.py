@@ -579,7 +579,9 @@ def check_float_vectors(
     about 2^-dim (each value must have a small exponent), so false alarms on ciphertexts, hashes and
     masked shares are negligible; an embedding re-encoded in another way (quantised, scaled,
     permuted across messages) is *not* caught — pair this with :func:`check_no_forbidden_content`
-    on the exact encodings. Returns one finding.
+    on the exact encodings. Returns one finding; its ``occurrences`` counts matching windows
+    (neighbouring windows of one vector often match too) and its ``examples`` give, per entry,
+    the window whose norm is closest to the middle of ``norm_range``.
     """
     selected = _views_list(views)
     dims = [dim] if isinstance(dim, int) else list(dim)
@@ -606,7 +608,10 @@ def check_float_vectors(
         raise InvalidParameterError(f"dtypes must be float dtypes, got {list(dtypes)!r}")
     min_size = min(dims) * min(d.itemsize for d in parsed)
     stats = _ScanStats()
-    hits: list[FloatVectorHit] = []
+    # Windows next to a real vector often pass too (one value swapped for a small neighbour), so
+    # each entry reports its best window: the norm closest to the middle of norm_range.
+    target = (lo + hi) / 2
+    best: dict[int, FloatVectorHit] = {}
     total = 0
     entries_hit: set[int] = set()
     for chunk in _chunks(store, selected, stats, min_size=min_size, chunk_bytes=chunk_bytes):
@@ -617,19 +622,22 @@ def check_float_vectors(
                     chunk, dim=d, dtype=dt, norm_range=norm_range, max_abs=max_abs, min_nonzero=need
                 ):
                     total += 1
-                    entries_hit.add(chunk.seqs[idx])
-                    if len(hits) < max_examples:
-                        hits.append(
-                            FloatVectorHit(
-                                seq=chunk.seqs[idx],
-                                view=chunk.views[idx],
-                                message_type=chunk.types[idx],
-                                offset=offset,
-                                dtype=dt.str,
-                                dim=d,
-                                norm=norm,
-                            )
+                    seq = chunk.seqs[idx]
+                    entries_hit.add(seq)
+                    current = best.get(seq)
+                    if current is None and len(best) >= max_examples:
+                        continue
+                    if current is None or abs(norm - target) < abs(current.norm - target):
+                        best[seq] = FloatVectorHit(
+                            seq=seq,
+                            view=chunk.views[idx],
+                            message_type=chunk.types[idx],
+                            offset=offset,
+                            dtype=dt.str,
+                            dim=d,
+                            norm=norm,
                         )
+    hits = [best[seq] for seq in sorted(best)]
     scope = (
         f"float vectors of dim {dims} ({', '.join(d.str for d in parsed)}) in views {selected} "
         f"({stats.entries} entries, {stats.scanned_bytes} bytes scanned)"
@@ -640,7 +648,8 @@ def check_float_vectors(
             for h in hits
         )
         detail = (
-            f"FOUND {total} plausible {scope.split(' (')[0]} in {len(entries_hit)} entries: {where}"
+            f"FOUND {total} plausible windows of {scope.split(' (')[0]} in "
+            f"{len(entries_hit)} entries: {where}"
         )
     else:
         detail = f"no plausible {scope}"
