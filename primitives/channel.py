@@ -1,0 +1,168 @@
+"""The sealed user→server channel (SPEC §5, §6): payloads the proxy forwards but cannot read.
+
+A user seals each payload to the receiving server's X25519 public key with libsodium's sealed box
+(``crypto_box_seal`` via pynacl): a fresh ephemeral key pair per message, X25519 + XSalsa20-
+Poly1305, 48 bytes of overhead (32-byte ephemeral public key + 16-byte tag). Only the holder of
+the private key can open it, and the box is anonymous: it does not say who sealed it, which is
+what the shuffler needs.
+
+Keys and ephemeral keys come from libsodium's ``randombytes`` (the OS CSPRNG). For reproducible
+test runs :meth:`SealedBoxChannel.generate_keypair` also accepts a seeded
+:class:`RandomSource`; ciphertexts stay non-reproducible because libsodium draws the ephemeral
+key itself. Registry family ``channel``: ``sealed-box`` → :class:`SealedBoxChannel`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import ClassVar, Protocol, runtime_checkable
+
+from nacl.exceptions import CryptoError
+from nacl.public import PrivateKey, PublicKey, SealedBox
+
+from primitives.errors import DecodeError, InvalidInputError
+from primitives.randomness import RandomSource
+from primitives.secret import Secret
+
+KEY_SIZE = 32
+#: Bytes a sealed box adds to its plaintext: ephemeral public key (32) + Poly1305 tag (16).
+SEAL_OVERHEAD = 48
+
+
+@runtime_checkable
+class Channel(Protocol):
+    """Public-key encryption of user→server payloads."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def overhead(self) -> int:
+        """Ciphertext length minus plaintext length."""
+        ...
+
+    def generate_keypair(self, rng: RandomSource | None = None) -> tuple[Secret[bytes], bytes]:
+        """``(private key, public key)`` of a receiving server."""
+        ...
+
+    def seal(self, public_key: bytes, plaintext: bytes) -> bytes: ...
+
+    def open(self, private_key: Secret[bytes] | bytes, ciphertext: bytes) -> bytes:
+        """The plaintext; :class:`DecodeError` if the ciphertext is not a valid box for the key."""
+        ...
+
+
+def _public_key(public_key: bytes) -> PublicKey:
+    if not isinstance(public_key, bytes | bytearray):
+        raise InvalidInputError(f"public_key must be bytes, got {type(public_key).__name__}")
+    if len(public_key) != KEY_SIZE:
+        raise DecodeError(f"public_key must be {KEY_SIZE} bytes, got {len(public_key)} bytes")
+    return PublicKey(bytes(public_key))
+
+
+def _private_key(private_key: Secret[bytes] | bytes) -> PrivateKey:
+    raw = private_key.reveal() if isinstance(private_key, Secret) else private_key
+    if not isinstance(raw, bytes | bytearray):
+        raise InvalidInputError(f"private_key must be bytes, got {type(raw).__name__}")
+    if len(raw) != KEY_SIZE:
+        # The length of a key is not secret; its bytes are, and are never echoed.
+        raise InvalidInputError(f"private_key must be {KEY_SIZE} bytes, got {len(raw)} bytes")
+    return PrivateKey(bytes(raw))
+
+
+def _check_plaintext(plaintext: bytes, what: str = "plaintext") -> bytes:
+    if not isinstance(plaintext, bytes | bytearray | memoryview):
+        raise InvalidInputError(f"{what} must be bytes, got {type(plaintext).__name__}")
+    return bytes(plaintext)
+
+
+class SealedBoxChannel:
+    """libsodium sealed boxes (pynacl ``SealedBox``) to a server's X25519 public key."""
+
+    __slots__ = ()
+    name: ClassVar[str] = "sealed-box"
+    overhead: ClassVar[int] = SEAL_OVERHEAD
+
+    def generate_keypair(self, rng: RandomSource | None = None) -> tuple[Secret[bytes], bytes]:
+        """A fresh X25519 key pair: from libsodium's CSPRNG, or from ``rng`` in seeded test runs."""
+        if rng is None:
+            key = PrivateKey.generate()
+        else:
+            key = PrivateKey.from_seed(rng.random_bytes(KEY_SIZE))
+        return Secret(bytes(key)), bytes(key.public_key)
+
+    def public_key(self, private_key: Secret[bytes] | bytes) -> bytes:
+        """The public key belonging to ``private_key``."""
+        return bytes(_private_key(private_key).public_key)
+
+    def seal(self, public_key: bytes, plaintext: bytes) -> bytes:
+        """``len(plaintext) + 48`` bytes that only the private key's holder can open."""
+        return self._seal_with(SealedBox(_public_key(public_key)), _check_plaintext(plaintext))
+
+    def open(self, private_key: Secret[bytes] | bytes, ciphertext: bytes) -> bytes:
+        """Open a sealed box; a truncated, tampered or misaddressed box raises DecodeError."""
+        return self._open_with(SealedBox(_private_key(private_key)), ciphertext)
+
+    def seal_many(self, public_key: bytes, plaintexts: Iterable[bytes]) -> list[bytes]:
+        """:meth:`seal` over a batch to one recipient (the key is parsed once)."""
+        box = SealedBox(_public_key(public_key))
+        return [
+            self._seal_with(box, _check_plaintext(pt, f"plaintext {k}"))
+            for k, pt in enumerate(plaintexts)
+        ]
+
+    def open_many(
+        self, private_key: Secret[bytes] | bytes, ciphertexts: Sequence[bytes]
+    ) -> list[bytes]:
+        """:meth:`open` over a batch; the first bad box raises DecodeError naming its index."""
+        box = SealedBox(_private_key(private_key))
+        out: list[bytes] = []
+        for k, ciphertext in enumerate(ciphertexts):
+            try:
+                out.append(self._open_with(box, ciphertext))
+            except DecodeError as exc:
+                raise DecodeError(f"ciphertext {k}: {exc}") from exc
+        return out
+
+    def try_open_many(
+        self, private_key: Secret[bytes] | bytes, ciphertexts: Sequence[bytes]
+    ) -> list[bytes | DecodeError]:
+        """Like :meth:`open_many`, but a bad box yields its DecodeError in place of a plaintext,
+        so one malformed message cannot stop a server from processing the rest of a batch."""
+        box = SealedBox(_private_key(private_key))
+        out: list[bytes | DecodeError] = []
+        for ciphertext in ciphertexts:
+            try:
+                out.append(self._open_with(box, ciphertext))
+            except DecodeError as exc:
+                out.append(exc)
+        return out
+
+    @staticmethod
+    def _seal_with(box: SealedBox[PublicKey], plaintext: bytes) -> bytes:
+        try:
+            return bytes(box.encrypt(plaintext))
+        except CryptoError as exc:
+            # libsodium refuses low-order public keys (an all-zero shared secret).
+            raise DecodeError("public_key is not a usable X25519 public key") from exc
+
+    @staticmethod
+    def _open_with(box: SealedBox[PrivateKey], ciphertext: bytes) -> bytes:
+        if not isinstance(ciphertext, bytes | bytearray | memoryview):
+            raise DecodeError(f"ciphertext must be bytes, got {type(ciphertext).__name__}")
+        if len(ciphertext) < SEAL_OVERHEAD:
+            raise DecodeError(
+                f"ciphertext must be at least {SEAL_OVERHEAD} bytes, got {len(ciphertext)} bytes"
+            )
+        try:
+            return bytes(box.decrypt(bytes(ciphertext)))
+        except CryptoError as exc:
+            raise DecodeError(
+                "ciphertext failed authentication: tampered, truncated or sealed to another key"
+            ) from exc
+
+    def __repr__(self) -> str:
+        return "SealedBoxChannel()"
+
+
+__all__ = ["KEY_SIZE", "SEAL_OVERHEAD", "Channel", "SealedBoxChannel"]
