@@ -1,0 +1,174 @@
+"""``fre-e2t account``: the privacy ledger of a setting, term by term (SPEC §4.1-§4.3).
+
+Prints every term with the result it comes from, the composed total and the noise it implies;
+``--json`` prints the same as one JSON object (flat keys plus ``terms``). ``--optimise-v`` first
+searches the budget factor v (and, with ``--p-grid``, p_s) for the least noise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from fre_protocol.cli.common import add_param_flags, params_from_args
+from mechanism.accounting import DEFAULT_V_GRID, calibrate_noise, optimise_budget_factor
+from mechanism.ledger import PrivacyLedger
+from mechanism.params import FreParams
+from primitives.errors import InvalidParameterError
+
+HELP = "Compute the privacy ledger (every term, its source) and the centroid noise of a setting."
+
+
+def _grid(text: str) -> tuple[float, ...]:
+    try:
+        values = tuple(float(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated numbers such as 1,2,3, got {text!r}"
+        ) from None
+    if not values:
+        raise argparse.ArgumentTypeError(f"expected at least one number, got {text!r}")
+    return values
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_param_flags(parser, defaults=FreParams.paper(8.0))
+    g = parser.add_argument_group("accounting")
+    g.add_argument(
+        "--lemma1",
+        choices=["closed", "exact"],
+        default="closed",
+        help="Lemma 1 delta: the paper's Chernoff closed form or the exact hockey-stick divergence",
+    )
+    g.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+    g.add_argument(
+        "--optimise-v",
+        action="store_true",
+        help="search the budget factor v (and p_s with --p-grid) for the least noise first",
+    )
+    g.add_argument(
+        "--v-grid",
+        type=_grid,
+        default=DEFAULT_V_GRID,
+        metavar="V1,V2,...",
+        help="budget factors tried by --optimise-v (default 0.5, 1.0, ..., 8.0)",
+    )
+    g.add_argument(
+        "--p-grid",
+        type=_grid,
+        default=None,
+        metavar="P1,P2,...",
+        help="sampling rates tried by --optimise-v (default: only --p-sample)",
+    )
+
+
+def _num(value: float) -> str:
+    if isinstance(value, float) and math.isnan(value):
+        return "nan"
+    if isinstance(value, float) and math.isinf(value):
+        return "inf"
+    return f"{value:.6g}"
+
+
+def _table(rows: Sequence[tuple[str, ...]]) -> list[str]:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
+    out = []
+    for row in rows:
+        cells = [cell.ljust(width) for cell, width in zip(row[:-1], widths, strict=True)]
+        out.append("  ".join([*cells, row[-1]]).rstrip())
+    return out
+
+
+def render_ledger(ledger: PrivacyLedger, params: FreParams, *, lemma1: str) -> str:
+    """The human-readable ledger: one aligned row per term, the total, then derived values."""
+    flat = ledger.flat()
+    lines = [
+        "Fre-E2T privacy ledger",
+        (
+            f"  setting: epsilon={_num(params.epsilon)} delta={_num(params.delta)} "
+            f"r={_num(params.radius)} t={params.threshold} k={params.k} "
+            f"p_s={_num(params.effective_p_sample)} v={_num(params.budget_factor)} "
+            f"u={_num(params.sensitivity_ratio)} m_L={_num(params.edge_multiplier)} "
+            f"rounding={params.rounding} lemma1={lemma1}"
+        ),
+        "",
+    ]
+    rows: list[tuple[str, ...]] = [("term", "epsilon", "delta", "source")]
+    rows += [(t.name, _num(t.epsilon), _num(t.delta), t.source) for t in ledger.terms]
+    rows.append(("total", _num(ledger.epsilon), _num(ledger.delta), ledger.composition))
+    lines += _table(rows)
+    lines.append("")
+    derived = [
+        ("quantity", "value", "meaning"),
+        ("tau", _num(flat["tau"]), "release threshold on sampled counts, p_s*t"),
+        ("eps_fre", _num(flat["eps_fre"]), "heavy-hitter epsilon, v*ln(1/(1-p_s))"),
+        ("delta_fre", _num(flat["delta_fre"]), "heavy-hitter delta"),
+        ("delta_sens", _num(flat["delta_sens"]), "probability the sensitivity bound fails"),
+        ("eps_agg", _num(flat["eps_agg"]), "epsilon left for the centroids"),
+        ("delta_agg", _num(flat["delta_agg"]), "delta left for the centroids"),
+        ("sensitivity", _num(flat["sensitivity"]), "L2 sensitivity Delta = u*r"),
+        ("sigma", _num(flat["sigma"]), "Gaussian std on each bucket sum (embedding units)"),
+        ("noise_multiplier", _num(flat["noise_multiplier"]), "sigma / Delta"),
+        ("bucket_edge", _num(flat["bucket_edge"]), "grid edge L = m_L*2r/sqrt(k)"),
+    ]
+    lines += _table(derived)
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    params = params_from_args(args)
+    lemma1: str = args.lemma1
+    optimisation: dict[str, Any] | None = None
+    if args.optimise_v:
+        if not params.is_dp:
+            raise InvalidParameterError("--optimise-v needs a finite --epsilon, got inf")
+        choice = optimise_budget_factor(
+            params, v_grid=args.v_grid, p_grid=args.p_grid, lemma1=lemma1
+        )
+        ledger = choice.ledger
+        params = FreParams.from_dict(dict(ledger.params))
+        optimisation = {
+            "objective": choice.objective,
+            "budget_factor": choice.budget_factor,
+            "p_sample": choice.p_sample,
+            "sigma": choice.sigma,
+            "candidates": [
+                {
+                    "budget_factor": c.budget_factor,
+                    "p_sample": c.p_sample,
+                    "feasible": c.feasible,
+                    "sigma": c.sigma if c.feasible else None,
+                    "reason": c.reason,
+                }
+                for c in choice.candidates
+            ],
+        }
+    else:
+        ledger = calibrate_noise(params, lemma1=lemma1)
+
+    if args.json:
+        out = ledger.to_dict()
+        out["lemma1"] = lemma1
+        if optimisation is not None:
+            out["optimisation"] = optimisation
+        print(json.dumps(out, indent=2, allow_nan=False, ensure_ascii=False))
+        return 0
+
+    if optimisation is not None:
+        rows: list[tuple[str, ...]] = [("p_s", "v", "sigma", "note")]
+        for c in optimisation["candidates"]:
+            best = (c["budget_factor"], c["p_sample"]) == (
+                optimisation["budget_factor"],
+                optimisation["p_sample"],
+            )
+            note = "<- best" if best else ("" if c["feasible"] else f"infeasible: {c['reason']}")
+            sigma = _num(c["sigma"]) if c["feasible"] else "-"
+            rows.append((_num(c["p_sample"]), _num(c["budget_factor"]), sigma, note))
+        print("Budget-factor search (least sigma)")
+        print("\n".join(_table(rows)))
+        print()
+    print(render_ledger(ledger, params, lemma1=lemma1))
+    return 0

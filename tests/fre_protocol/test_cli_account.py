@@ -1,0 +1,159 @@
+"""``fre-e2t account``: JSON keys and values, the table, and one-line errors with exit status 2."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+import fre_protocol.cli as cli
+from mechanism.ledger import FLAT_KEYS
+
+PAPER_EPS4 = [
+    "--epsilon", "4", "--delta", "1e-6", "--radius", "0.5", "--threshold", "100", "--k", "20",
+    "--p-sample", "0.3", "--budget-factor", "4", "--sensitivity-ratio", "2.4",
+]  # fmt: skip
+
+
+@pytest.fixture(autouse=True)
+def _only_account(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The dispatcher imports every sub-command; this test needs only its own.
+    monkeypatch.setattr(cli, "COMMANDS", {"account": "fre_protocol.cli.account"})
+
+
+def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    rc = cli.main(["account", *argv])
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def test_json_has_flat_keys_and_paper_values(capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, _ = _run(capsys, *PAPER_EPS4, "--rounding", "paper", "--json")
+    assert rc == 0
+    data = json.loads(out)  # exactly one JSON object
+    assert isinstance(data, dict)
+    for key in FLAT_KEYS:
+        assert key in data, key
+    assert data["tau"] == 30.0
+    assert data["eps_fre"] == pytest.approx(1.42670, abs=5e-6)
+    assert data["delta_fre"] == pytest.approx(2.926e-10, rel=2e-4)
+    assert data["delta_sens"] == pytest.approx(8.945e-11, abs=0.01e-11)
+    assert data["eps_agg"] == pytest.approx(2.57330, abs=5e-6)
+    assert data["delta_agg"] == pytest.approx(1e-6 - 2.926e-10 - 8.945e-11, rel=1e-6)
+    assert data["sensitivity"] == pytest.approx(1.2)
+    assert data["sigma"] == pytest.approx(2.136, abs=1e-9)
+    assert data["noise_multiplier"] == pytest.approx(1.78, abs=1e-12)
+    assert data["bucket_edge"] == pytest.approx(1 / math.sqrt(20))
+    assert data["epsilon"] == pytest.approx(4.0) and data["delta"] == pytest.approx(1e-6)
+    assert [t["name"] for t in data["terms"]] == [
+        "heavy_hitters",
+        "sensitivity_failure",
+        "centroid_gaussian",
+    ]
+    assert data["lemma1"] == "closed"
+
+
+@pytest.mark.parametrize(("eps", "p", "v", "sigma"), [(8, 0.5, 4, 1.13111), (16, 0.6, 3, 0.51490)])
+def test_json_exact_sigma(
+    capsys: pytest.CaptureFixture[str], eps: int, p: float, v: int, sigma: float
+) -> None:
+    rc, out, _ = _run(
+        capsys, "--epsilon", str(eps), "--p-sample", str(p), "--budget-factor", str(v), "--json"
+    )
+    assert rc == 0 and json.loads(out)["sigma"] == pytest.approx(sigma, abs=1e-4)
+
+
+def test_json_exact_lemma1_and_non_dp(capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, _ = _run(capsys, *PAPER_EPS4, "--lemma1", "exact", "--json")
+    data = json.loads(out)
+    assert rc == 0 and data["lemma1"] == "exact"
+    assert data["delta_fre"] == pytest.approx(1.95518e-12, rel=1e-5)
+    rc, out, _ = _run(capsys, "--epsilon", "inf", "--json")
+    data = json.loads(out)
+    assert rc == 0 and data["epsilon"] == "inf" and data["sigma"] == 0.0 and data["tau"] == 100.0
+
+
+def test_json_optimise_v(capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, _ = _run(
+        capsys, "--epsilon", "8", "--p-sample", "0.5", "--rounding", "paper", "--optimise-v",
+        "--v-grid", "1,2,3,4", "--json",
+    )  # fmt: skip
+    data = json.loads(out)
+    assert rc == 0
+    assert data["optimisation"]["budget_factor"] == 2.0
+    assert data["sigma"] == pytest.approx(0.924, abs=1e-9)
+    assert data["params"]["budget_factor"] == 2.0
+    rows = data["optimisation"]["candidates"]
+    assert [r["feasible"] for r in rows] == [False, True, True, True]
+    assert "delta_fre" in rows[0]["reason"] and rows[3]["sigma"] == pytest.approx(1.14)
+
+
+def test_table_lists_every_term_with_its_source(capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, _ = _run(capsys, *PAPER_EPS4, "--rounding", "paper")
+    assert rc == 0
+    lines = out.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("term "))
+    block = lines[header : header + 5]
+    assert [line.split()[0] for line in block] == [
+        "term",
+        "heavy_hitters",
+        "sensitivity_failure",
+        "centroid_gaussian",
+        "total",
+    ]
+    # aligned: every row's source starts in the same column
+    col = block[0].index("source")
+    assert block[1][col:].startswith("Lemma 1")
+    assert block[2][col:].startswith("Lemma 2")
+    assert block[3][col:].startswith("Theorem 3")
+    assert block[4][col:].startswith("basic composition")
+    assert block[1].split()[1] == "1.4267"
+    sigma_row = next(line for line in lines if line.startswith("sigma "))
+    assert sigma_row.split()[1] == "2.136"
+    assert any(line.startswith("noise_multiplier  1.78") for line in lines)
+
+
+def test_table_optimise_marks_best_and_infeasible(capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, _ = _run(capsys, "--epsilon", "8", "--optimise-v", "--v-grid", "1,2,4")
+    assert rc == 0
+    assert "<- best" in next(line for line in out.splitlines() if line.startswith("0.5  2 "))
+    assert "infeasible: delta budget exhausted" in out
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["--p-sample", "1.5"], "p_sample"),
+        (["--delta", "0"], "delta"),
+        (["--radius", "-1"], "radius"),
+        (["--epsilon", "2"], "eps_fre"),
+        (["--delta", "5e-11"], "delta_sens"),
+        (["--threshold", "10", "--budget-factor", "1"], "delta_fre"),
+        (["--epsilon", "inf", "--optimise-v"], "--optimise-v"),
+    ],
+)
+def test_bad_values_exit_2_with_one_line(
+    capsys: pytest.CaptureFixture[str], argv: list[str], needle: str
+) -> None:
+    rc, out, err = _run(capsys, *argv)
+    assert rc == 2 and out == ""
+    assert len(err.strip().splitlines()) == 1
+    assert err.startswith("fre-e2t account: error: ") and needle in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["--k", "abc"], "--k"),
+        (["--rounding", "up"], "--rounding"),
+        (["--v-grid", "a,b"], "--v-grid"),
+    ],
+)
+def test_unparseable_flags_exit_2(
+    capsys: pytest.CaptureFixture[str], argv: list[str], needle: str
+) -> None:
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["account", *argv])
+    assert exc.value.code == 2
+    assert needle in capsys.readouterr().err
