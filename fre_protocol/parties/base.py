@@ -1,0 +1,245 @@
+"""What every party shares: transcript recording, cost metering, chunked parallel work.
+
+Parties record what they *receive* (SPEC §6.7): each row is ``(view, phase, sender, receiver,
+message_type, payload, status)`` and goes to :meth:`transcripts.TranscriptStore.record_many` in
+batches. Roles are written, never user identities.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Protocol, TypeVar
+
+from fre_protocol.messages import Role
+from primitives.errors import DecodeError, InvalidParameterError
+from primitives.randomness import RandomSource
+from transcripts import ACCEPTED, TranscriptStore, rejected_status
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+Row = tuple[str, str, str, str, str, bytes, str]
+
+PHASE1 = "phase1"
+PHASE1_SUBMIT = "phase1_submit"
+BROADCAST = "broadcast"
+PHASE2 = "phase2"
+AGGREGATION = "aggregation"
+
+
+class Shuffler(Protocol):
+    """What the proxy needs from a shuffler (registry family ``shuffler``)."""
+
+    def shuffle(self, items: Sequence[T], rng: RandomSource) -> list[T]: ...
+
+
+class Channel(Protocol):
+    """What parties need from the user → server channel (registry family ``channel``)."""
+
+    def seal(self, public_key: bytes, plaintext: bytes) -> bytes: ...
+
+    def open(self, private_key: Any, ciphertext: bytes) -> bytes: ...
+
+
+def seal_batch(channel: Channel, public_key: bytes, plaintexts: Sequence[bytes]) -> list[bytes]:
+    """Seal many plaintexts to one key (the channel's batch call when it has one)."""
+    many = getattr(channel, "seal_many", None)
+    if many is not None:
+        return list(many(public_key, plaintexts))
+    return [channel.seal(public_key, p) for p in plaintexts]
+
+
+def open_batch(channel: Channel, private_key: Any, ciphertexts: Sequence[bytes]) -> list[bytes | DecodeError]:
+    """Open many ciphertexts; a bad one yields its DecodeError in its place."""
+    many = getattr(channel, "try_open_many", None)
+    if many is not None:
+        return list(many(private_key, ciphertexts))
+    out: list[bytes | DecodeError] = []
+    for c in ciphertexts:
+        try:
+            out.append(channel.open(private_key, c))
+        except DecodeError as exc:
+            out.append(exc)
+    return out
+
+
+def status_of(error: BaseException | None) -> str:
+    """``"accepted"`` or ``"rejected:<ErrorType>"`` (SPEC §6 robustness: typed, recorded)."""
+    return ACCEPTED if error is None else rejected_status(error)
+
+
+class Recorder:
+    """Buffers rows for a :class:`TranscriptStore`; without a store it only counts them.
+
+    Thread-safe (the store serialises writers). ``enabled`` lets a runner switch recording off
+    for throughput measurements without changing the parties' code paths.
+    """
+
+    def __init__(self, store: TranscriptStore | None = None, *, flush_every: int = 20_000) -> None:
+        self.store = store
+        self._lock = threading.Lock()
+        self._pending: list[Row] = []
+        self._flush_every = flush_every
+        self.rows_recorded = 0
+        self.bytes_recorded = 0
+
+    @property
+    def enabled(self) -> bool:
+        return self.store is not None
+
+    def add(self, rows: Iterable[Row]) -> None:
+        batch = list(rows)
+        if not batch:
+            return
+        with self._lock:
+            self.rows_recorded += len(batch)
+            self.bytes_recorded += sum(len(r[5]) for r in batch)
+            if self.store is None:
+                return
+            self._pending.extend(batch)
+            if len(self._pending) >= self._flush_every:
+                pending, self._pending = self._pending, []
+            else:
+                return
+        self.store.record_many(pending)
+
+    def flush(self) -> None:
+        with self._lock:
+            pending, self._pending = self._pending, []
+        if self.store is not None:
+            if pending:
+                self.store.record_many(pending)
+            self.store.flush()
+
+
+@dataclass
+class Meter:
+    """Accumulates time and counts per named operation (the cost table's raw material).
+
+    ``seconds`` are summed over worker threads, i.e. core-seconds; divide by ``count`` for a
+    per-operation figure. ``wall`` holds wall-clock time of whole phases.
+    """
+
+    seconds: dict[str, float] = field(default_factory=dict)
+    counts: dict[str, int] = field(default_factory=dict)
+    wall: dict[str, float] = field(default_factory=dict)
+    bytes: dict[str, int] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def add(self, name: str, seconds: float, count: int = 1) -> None:
+        with self._lock:
+            self.seconds[name] = self.seconds.get(name, 0.0) + seconds
+            self.counts[name] = self.counts.get(name, 0) + count
+
+    def add_bytes(self, name: str, n: int) -> None:
+        with self._lock:
+            self.bytes[name] = self.bytes.get(name, 0) + n
+
+    @contextmanager
+    def timed(self, name: str, count: int = 1) -> Iterator[None]:
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.add(name, time.perf_counter() - start, count)
+
+    @contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            with self._lock:
+                self.wall[name] = self.wall.get(name, 0.0) + time.perf_counter() - start
+
+    def per_op(self, name: str) -> float:
+        n = self.counts.get(name, 0)
+        return self.seconds.get(name, 0.0) / n if n else float("nan")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "seconds": dict(self.seconds),
+            "counts": dict(self.counts),
+            "wall": dict(self.wall),
+            "bytes": dict(self.bytes),
+        }
+
+
+class Workers:
+    """A small thread pool for chunked work. The heavy calls (libsodium scalar multiplications,
+    sealing, AES, numpy) release the GIL, so two threads use two cores."""
+
+    def __init__(self, workers: int = 2, *, progress: bool = False) -> None:
+        if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+            raise InvalidParameterError(f"workers must be an integer >= 1, got {workers!r}")
+        self.workers = workers
+        self.progress = progress
+        self._pool: ThreadPoolExecutor | None = None
+
+    def map(self, fn: Callable[[T], R], items: Sequence[T], *, desc: str | None = None) -> list[R]:
+        """``[fn(item) for item in items]``, in order, on up to ``workers`` threads; with
+        ``progress`` and a ``desc``, a tqdm bar counts finished items."""
+        bar: Any = None
+        if self.progress and desc is not None and len(items) > 1:
+            from tqdm import tqdm
+
+            bar = tqdm(total=len(items), desc=desc, unit="chunk", leave=False)
+        try:
+            if self.workers == 1 or len(items) < 2:
+                results = []
+                for item in items:
+                    results.append(fn(item))
+                    if bar is not None:
+                        bar.update(1)
+                return results
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="fre-party")
+            out = []
+            for result in self._pool.map(fn, items):
+                out.append(result)
+                if bar is not None:
+                    bar.update(1)
+            return out
+        finally:
+            if bar is not None:
+                bar.close()
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
+
+
+def chunks(n: int, size: int) -> list[range]:
+    """Fixed-size index ranges: chunk boundaries never depend on the worker count, so seeded
+    randomness drawn per chunk is reproducible whatever ``workers`` is."""
+    return [range(lo, min(n, lo + size)) for lo in range(0, n, size)]
+
+
+def role_label(role: Role | str) -> str:
+    return role.label if isinstance(role, Role) else role
+
+
+__all__ = [
+    "AGGREGATION",
+    "BROADCAST",
+    "Channel",
+    "PHASE1",
+    "PHASE1_SUBMIT",
+    "PHASE2",
+    "Meter",
+    "Recorder",
+    "Row",
+    "Shuffler",
+    "Workers",
+    "chunks",
+    "open_batch",
+    "seal_batch",
+    "role_label",
+    "status_of",
+]

@@ -1,0 +1,122 @@
+"""Receiving sealed messages at a server: open, decode, reject replays — shared by both servers.
+
+A server never sees who sent a message (the proxy stripped it); it sees ciphertexts sealed to its
+own key. Each one is opened and decoded on the worker threads; replays (a ciphertext already
+received) are rejected with :class:`ProtocolStateError`. Every message is recorded in the server's
+view with the opened plaintext as payload (what the server learns), or the ciphertext when it
+could not be opened.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from fre_protocol.messages import Message, ShareSubmission, decode
+from fre_protocol.parties.base import Channel, Meter, Workers, chunks, open_batch
+from primitives.errors import DecodeError, ProtocolStateError
+
+
+@dataclass(slots=True)
+class Opened:
+    """One received ciphertext after opening: the message, or the error that rejected it."""
+
+    ciphertext: bytes
+    plaintext: bytes | None
+    message: Message | None
+    error: Exception | None
+
+    @property
+    def payload(self) -> bytes:
+        return self.plaintext if self.plaintext is not None else self.ciphertext
+
+    @property
+    def type_name(self) -> str:
+        if self.message is not None:
+            return self.message.type_name
+        return "sealed_payload" if self.plaintext is None else "unknown"
+
+
+class SealedInbox:
+    """Opens ciphertexts with the server's private key; remembers digests to refuse replays."""
+
+    def __init__(self, *, name: str, channel: Channel, private_key: Any, workers: Workers, meter: Meter) -> None:
+        self._name = name
+        self._channel = channel
+        self._private_key = private_key
+        self._workers = workers
+        self._meter = meter
+        self._seen: set[bytes] = set()
+
+    def open_all(
+        self, ciphertexts: Sequence[bytes], expected: type[Message] | tuple[type[Message], ...]
+    ) -> list[Opened]:
+        channel, key = self._channel, self._private_key
+
+        def work(span: range) -> list[Opened]:
+            t0 = time.perf_counter()
+            out = []
+            batch = [ciphertexts[j] for j in span]
+            for c, plain in zip(batch, open_batch(channel, key, batch), strict=True):
+                if isinstance(plain, DecodeError):
+                    out.append(Opened(c, None, None, plain))
+                    continue
+                try:
+                    out.append(Opened(c, plain, decode(plain, expected), None))
+                except DecodeError as exc:
+                    out.append(Opened(c, plain, None, exc))
+            self._meter.add(f"{self._name}.open", time.perf_counter() - t0, len(span))
+            return out
+
+        opened = [o for part in self._workers.map(work, chunks(len(ciphertexts), 1024), desc=f"{self._name}: open") for o in part]
+        # Replays are checked in arrival order on one thread: the first copy wins.
+        for o in opened:
+            digest = hashlib.blake2b(o.ciphertext, digest_size=16).digest()
+            if digest in self._seen:
+                o.error = ProtocolStateError("replayed message: this ciphertext was already received")
+                o.message = None
+            else:
+                self._seen.add(digest)
+        return opened
+
+
+def accept_shares(
+    opened: Sequence[Opened],
+    released: dict[bytes, int],
+    store: dict[bytes, dict[bytes, npt.NDArray[np.uint64]]],
+    *,
+    sharing: Any,
+    dim: int,
+    meter: Meter,
+    name: str,
+) -> None:
+    """Keep each opened ShareSubmission whose tag is released and whose contribution id is new,
+    after decoding the share (the sharing checks length and range: DecodeError). Rejections are
+    written into ``Opened.error``; nothing already stored is touched by a bad message."""
+    t0 = time.perf_counter()
+    n_ok = 0
+    for o in opened:
+        if o.error is not None:
+            continue
+        msg = o.message
+        assert isinstance(msg, ShareSubmission)
+        try:
+            if msg.tag not in released:
+                raise ProtocolStateError("share for a tag that was not released (unknown tag)")
+            per_tag = store.setdefault(msg.tag, {})
+            if msg.contribution_id in per_tag:
+                raise ProtocolStateError("duplicate contribution id for this tag")
+            per_tag[msg.contribution_id] = sharing.decode_share(msg.share, dim)
+            n_ok += 1
+        except (DecodeError, ProtocolStateError) as exc:
+            o.error = exc
+    meter.add(f"{name}.decode_share", time.perf_counter() - t0, max(n_ok, 1))
+
+
+__all__ = ["Opened", "SealedInbox", "accept_shares"]

@@ -1,0 +1,221 @@
+"""The synthesis server S_syn (SPEC §6; paper §6.1-6.2, Algorithm 2 lines 7-10 and 16-19).
+
+Phase 1: it opens the sealed tag submissions (users' and the dummy user's, indistinguishable),
+counts them per tag, keeps the tags whose count reaches the release floor ⌈τ⌉ and broadcasts them
+with their counts. Phase 2: it keeps one share of each participating user's encoding per released
+tag, tells S_tag which contributions it accepted, receives S_tag's aggregate share over the common
+contributions, reconstructs the modular sum, decodes it (DDG) and divides by the number of
+contributors: a DP centroid per released tag.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from fre_protocol.messages import (
+    AcceptedContributions,
+    AggregateShare,
+    ReleasedTags,
+    Role,
+    ShareSubmission,
+    TagSubmission,
+    decode,
+    message_type_name,
+)
+from fre_protocol.parties.base import (
+    AGGREGATION,
+    PHASE1_SUBMIT,
+    PHASE2,
+    Channel,
+    Meter,
+    Recorder,
+    Row,
+    Workers,
+    status_of,
+)
+from fre_protocol.parties.server_common import Opened, SealedInbox, accept_shares
+from primitives.errors import DecodeError, InvalidParameterError, ProtocolStateError
+from primitives.secret import Secret
+
+VIEW = Role.S_SYN.label
+
+WITHHOLD = "withhold"
+TOPUP = "topup"
+DROPOUT_POLICIES = (WITHHOLD, TOPUP)
+
+
+@dataclass
+class Reconstruction:
+    """S_syn's output for the released tags: centroids of those it could release."""
+
+    centroids: dict[bytes, npt.NDArray[np.float64]] = field(default_factory=dict)
+    contributors: dict[bytes, int] = field(default_factory=dict)
+    withheld: dict[bytes, str] = field(default_factory=dict)
+
+
+class SynthesisServer:
+    def __init__(
+        self,
+        *,
+        box_key: tuple[Secret[bytes], bytes],
+        channel: Channel,
+        workers: Workers,
+        meter: Meter,
+        recorder: Recorder,
+        release_floor: int,
+    ) -> None:
+        if isinstance(release_floor, bool) or not isinstance(release_floor, int) or release_floor < 1:
+            raise InvalidParameterError(f"release_floor must be an integer >= 1, got {release_floor!r}")
+        self._box_sk, self.box_public_key = box_key
+        self._meter = meter
+        self._recorder = recorder
+        self.release_floor = release_floor
+        self._inbox = SealedInbox(name="S_syn", channel=channel, private_key=self._box_sk, workers=workers, meter=meter)
+        self._nonces: set[bytes] = set()
+        self._tags: list[bytes] = []
+        self.counts: Counter[bytes] = Counter()
+        self.released: dict[bytes, int] = {}
+        self._shares: dict[bytes, dict[bytes, npt.NDArray[np.uint64]]] = {}
+        self.rejections: dict[str, int] = {}
+
+    # -- phase 1 ---------------------------------------------------------------------------------
+    def receive_submissions(self, ciphertexts: Sequence[bytes]) -> None:
+        """Open and keep tag submissions; a repeated nonce is a duplicate (rejected)."""
+        opened = self._inbox.open_all(ciphertexts, TagSubmission)
+        for o in opened:
+            if o.error is not None:
+                continue
+            msg = o.message
+            assert isinstance(msg, TagSubmission)
+            if msg.nonce in self._nonces:
+                o.error = ProtocolStateError("duplicate tag submission (nonce already seen)")
+                continue
+            self._nonces.add(msg.nonce)
+            self._tags.append(msg.tag)
+        self._record(PHASE1_SUBMIT, opened)
+
+    def release(self) -> bytes:
+        """Count the submissions per tag, threshold at the release floor, and encode the
+        broadcast (sorted by tag)."""
+        t0 = time.perf_counter()
+        counts = Counter(self._tags)
+        t1 = time.perf_counter()
+        self._meter.add("S_syn.count", t1 - t0, len(self._tags))
+        floor = self.release_floor
+        released = sorted(tag for tag, c in counts.items() if c >= floor)
+        self._meter.add("S_syn.threshold", time.perf_counter() - t1, len(counts))
+        self.counts = counts
+        self.released = {tag: counts[tag] for tag in released}
+        return ReleasedTags(tags=tuple(released), counts=tuple(counts[t] for t in released)).encode()
+
+    @property
+    def n_submissions(self) -> int:
+        return len(self._tags)
+
+    # -- phase 2 ---------------------------------------------------------------------------------
+    def receive_shares(self, ciphertexts: Sequence[bytes], *, sharing: Any, dim: int) -> None:
+        opened = self._inbox.open_all(ciphertexts, ShareSubmission)
+        accept_shares(opened, self.released, self._shares, sharing=sharing, dim=dim, meter=self._meter, name="S_syn")
+        self._record(PHASE2, opened)
+
+    def accepted_contributions(self) -> list[bytes]:
+        """One AcceptedContributions per released tag (sorted ids; possibly empty)."""
+        return [
+            AcceptedContributions(
+                tag=tag, contribution_ids=tuple(sorted(self._shares.get(tag, {})))
+            ).encode()
+            for tag in sorted(self.released)
+        ]
+
+    def reconstruct(
+        self,
+        aggregates: Sequence[bytes],
+        *,
+        sharing: Any,
+        encoder: Any,
+        policy: str = WITHHOLD,
+    ) -> Reconstruction:
+        """Combine S_tag's aggregate shares with its own, decode, divide by the contributors.
+
+        A tag with fewer contributors than the release floor is withheld (policy ``withhold``) or
+        released with the noise S_tag topped up (policy ``topup``); with none it is withheld.
+        """
+        if policy not in DROPOUT_POLICIES:
+            raise InvalidParameterError(f"policy must be one of {list(DROPOUT_POLICIES)}, got {policy!r}")
+        out = Reconstruction()
+        rows: list[Row] = []
+        width = int(encoder.config.padded_dim)
+        modulus = int(sharing.modulus)
+        seen: set[bytes] = set()
+        for data in aggregates:
+            error: Exception | None = None
+            try:
+                msg = decode(data, AggregateShare)
+                assert isinstance(msg, AggregateShare)
+                if msg.tag not in self.released:
+                    raise ProtocolStateError("aggregate share for a tag that was not released")
+                if msg.tag in seen:
+                    raise ProtocolStateError("second aggregate share for one tag")
+                mine = self._shares.get(msg.tag, {})
+                if not set(msg.contribution_ids) <= set(mine):
+                    raise ProtocolStateError("aggregate covers contributions S_syn did not accept")
+                if len(msg.values) != 8 * width:
+                    raise DecodeError(
+                        f"aggregate share must hold {width} words of 8 bytes, got {len(msg.values)} bytes"
+                    )
+                theirs = np.frombuffer(msg.values, dtype=">u8").astype(np.uint64)
+                if modulus < 1 << 64 and bool(np.any(theirs >= np.uint64(modulus))):
+                    raise DecodeError("aggregate share holds words outside the ring")
+            except (DecodeError, ProtocolStateError) as exc:
+                error = exc
+            rows.append((VIEW, AGGREGATION, Role.S_TAG.label, VIEW, message_type_name(data), data, status_of(error)))
+            if error is not None:
+                continue
+            seen.add(msg.tag)
+            count = msg.count
+            if count == 0:
+                out.withheld[msg.tag] = "no contributors"
+                continue
+            if count < self.release_floor and policy == WITHHOLD:
+                out.withheld[msg.tag] = f"{count} contributors < release floor {self.release_floor}"
+                continue
+            t0 = time.perf_counter()
+            stacked = np.stack([mine[c] for c in msg.contribution_ids])
+            t1 = time.perf_counter()
+            own = sharing.aggregate(stacked)
+            t2 = time.perf_counter()
+            total = sharing.reconstruct(theirs, own)
+            t3 = time.perf_counter()
+            decoded = encoder.decode_sum(total, count)
+            t4 = time.perf_counter()
+            self._meter.add("S_syn.gather", t1 - t0, count)
+            self._meter.add("S_syn.accumulate", t2 - t1, count)
+            self._meter.add("S_syn.reconstruct", t3 - t2, 1)
+            self._meter.add("S_syn.decode", t4 - t3, 1)
+            out.centroids[msg.tag] = decoded / float(count)
+            out.contributors[msg.tag] = count
+        for tag in self.released:
+            if tag not in seen and tag not in out.withheld:
+                out.withheld[tag] = "no aggregate share from S_tag"
+        self._recorder.add(rows)
+        return out
+
+    # -- helpers ---------------------------------------------------------------------------------
+    def _record(self, phase: str, opened: Sequence[Opened]) -> None:
+        rows: list[Row] = []
+        for o in opened:
+            status = status_of(o.error)
+            if o.error is not None:
+                self.rejections[status] = self.rejections.get(status, 0) + 1
+            rows.append((VIEW, phase, Role.PROXY.label, VIEW, o.type_name, o.payload, status))
+        self._recorder.add(rows)
+
+
+__all__ = ["DROPOUT_POLICIES", "TOPUP", "WITHHOLD", "Reconstruction", "SynthesisServer"]

@@ -1,0 +1,246 @@
+"""The tagging server S_tag (SPEC §6; paper §6.1-6.2, Algorithm 2 and Algorithm 4).
+
+S_tag holds the VOPRF key. Phase 1: it evaluates the users' blinded elements obliviously with a
+DLEQ proof (RFC 9497 VOPRF), ``proof_batch_size`` elements per proof; it runs the dummy user
+(:mod:`fre_protocol.parties.dummy_user`). Phase 2: it receives one share of every participating
+user's encoding, tagged, sums its shares per released tag over the contributions S_syn also
+accepted, and sends S_syn the per-tag aggregate share with the contribution ids it covers.
+
+It never sees a tag submission (sealed to S_syn) and so learns only released tags, which are
+public anyway.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from fre_protocol.messages import (
+    AcceptedContributions,
+    AggregateShare,
+    BatchEvaluation,
+    BlindRequest,
+    Evaluation,
+    Rejection,
+    ReleasedTags,
+    Role,
+    ShareSubmission,
+    decode,
+    message_type_name,
+)
+from fre_protocol.parties.base import (
+    AGGREGATION,
+    BROADCAST,
+    PHASE1,
+    PHASE2,
+    Channel,
+    Meter,
+    Recorder,
+    Row,
+    Workers,
+    chunks,
+    status_of,
+)
+from fre_protocol.parties.server_common import Opened, SealedInbox, accept_shares
+from primitives.errors import DecodeError, InvalidParameterError, ProtocolStateError
+from primitives.randomness import RandomSource
+from primitives.secret import Secret
+
+VIEW = Role.S_TAG.label
+
+
+class TaggingServer:
+    def __init__(
+        self,
+        *,
+        suite: Any,
+        voprf_key: tuple[Secret[bytes], bytes],
+        box_key: tuple[Secret[bytes], bytes],
+        channel: Channel,
+        rng: RandomSource,
+        workers: Workers,
+        meter: Meter,
+        recorder: Recorder,
+        proof_batch_size: int = 1,
+    ) -> None:
+        if isinstance(proof_batch_size, bool) or not isinstance(proof_batch_size, int) or proof_batch_size < 1:
+            raise InvalidParameterError(f"proof_batch_size must be an integer >= 1, got {proof_batch_size!r}")
+        self._suite = suite
+        self._sk, self.voprf_public_key = voprf_key
+        self._box_sk, self.box_public_key = box_key
+        self._rng = rng
+        self._workers = workers
+        self._meter = meter
+        self._recorder = recorder
+        self.proof_batch_size = proof_batch_size
+        self._inbox = SealedInbox(name="S_tag", channel=channel, private_key=self._box_sk, workers=workers, meter=meter)
+        self._batches = 0
+        self.released: dict[bytes, int] = {}
+        self._shares: dict[bytes, dict[bytes, npt.NDArray[np.uint64]]] = {}
+        self.rejections: dict[str, int] = {}
+
+    # -- phase 1 ---------------------------------------------------------------------------------
+    def evaluate(self, ciphertexts: Sequence[bytes]) -> list[bytes]:
+        """Answer each blinded element, by position: Evaluation / BatchEvaluation / Rejection.
+
+        Malformed, non-canonical or identity elements and replays are rejected one by one
+        (typed error, recorded); the valid ones are evaluated in proof batches.
+        """
+        opened = self._inbox.open_all(ciphertexts, BlindRequest)
+        group = self._suite.group
+        valid: list[int] = []
+        t0 = time.perf_counter()
+        for j, o in enumerate(opened):
+            if o.error is None:
+                assert isinstance(o.message, BlindRequest)
+                try:
+                    group.deserialize_element(o.message.blinded_element)
+                    valid.append(j)
+                except DecodeError as exc:  # non-canonical encoding or the identity
+                    o.error = exc
+        self._meter.add("S_tag.validate", time.perf_counter() - t0, len(opened))
+        responses: list[bytes] = [b""] * len(opened)
+        for j, o in enumerate(opened):
+            if o.error is not None:
+                responses[j] = Rejection(reason=type(o.error).__name__).encode()
+        elements = [opened[j].message.blinded_element for j in valid]  # type: ignore[union-attr]
+        size = self.proof_batch_size
+        sk, suite = self._sk.reveal(), self._suite
+        rng_root = self._rng.child(f"evaluate/{self._batches}")
+        self._batches += 1
+
+        eval_start = time.perf_counter()
+        if size == 1:
+            def work_single(job: tuple[int, range]) -> list[bytes]:
+                index, span = job
+                rng = rng_root.child(f"chunk/{index}")
+                t = time.perf_counter()
+                out = []
+                for j in span:
+                    (ev,), proof = suite.blind_evaluate(sk, [elements[j]], rng=rng)
+                    out.append(Evaluation(evaluated_element=ev, proof=proof).encode())
+                self._meter.add("S_tag.voprf_eval", time.perf_counter() - t, len(span))
+                return out
+
+            parts = self._workers.map(
+                work_single, list(enumerate(chunks(len(elements), 512))), desc="S_tag: VOPRF evaluate"
+            )
+            answers = [a for part in parts for a in part]
+        else:
+            answers = []
+            for index, span in enumerate(chunks(len(elements), size)):
+                batch = elements[span.start : span.stop]
+                t = time.perf_counter()
+                # The suite splits a large batch over its own threads.
+                evaluated, proof = suite.blind_evaluate(sk, batch, rng=rng_root.child(f"batch/{index}"))
+                self._meter.add("S_tag.voprf_eval", time.perf_counter() - t, len(batch))
+                blinded_t, evaluated_t = tuple(batch), tuple(evaluated)
+                answers.extend(
+                    BatchEvaluation(
+                        position=p, blinded_elements=blinded_t, evaluated_elements=evaluated_t, proof=proof
+                    ).encode()
+                    for p in range(len(batch))
+                )
+        self._meter.wall["S_tag.voprf_eval"] = self._meter.wall.get("S_tag.voprf_eval", 0.0) + (
+            time.perf_counter() - eval_start
+        )
+        for j, answer in zip(valid, answers, strict=True):
+            responses[j] = answer
+        self._record(PHASE1, opened)
+        return responses
+
+    # -- broadcast -------------------------------------------------------------------------------
+    def receive_broadcast(self, data: bytes) -> None:
+        error: Exception | None = None
+        try:
+            msg = decode(data, ReleasedTags)
+            assert isinstance(msg, ReleasedTags)
+            self.released = msg.as_dict()
+        except DecodeError as exc:
+            error = exc
+        self._recorder.add(
+            [(VIEW, BROADCAST, Role.S_SYN.label, VIEW, message_type_name(data), data, status_of(error))]
+        )
+
+    # -- phase 2 ---------------------------------------------------------------------------------
+    def receive_shares(self, ciphertexts: Sequence[bytes], *, sharing: Any, dim: int) -> None:
+        """Validate and keep each share: released tag, fresh contribution id, well-formed share."""
+        opened = self._inbox.open_all(ciphertexts, ShareSubmission)
+        accept_shares(opened, self.released, self._shares, sharing=sharing, dim=dim, meter=self._meter, name="S_tag")
+        self._record(PHASE2, opened)
+
+    def aggregate(
+        self,
+        accepted: Sequence[bytes],
+        *,
+        sharing: Any,
+        topup: tuple[int, Any, float] | None = None,
+    ) -> list[bytes]:
+        """For each AcceptedContributions from S_syn, the AggregateShare over the common ids.
+
+        ``topup = (min_contributors, sampler, sigma_int)``: when fewer than ``min_contributors``
+        remain, S_tag adds the missing users' worth of discrete Gaussian noise to its aggregate
+        share, so the sum carries the noise the ledger assumed (SPEC §6 dropouts, "top up").
+        """
+        rows: list[Row] = []
+        out: list[bytes] = []
+        rng = self._rng.child("topup")
+        self.topped_up: dict[str, int] = {}
+        for data in accepted:
+            error: Exception | None = None
+            try:
+                msg = decode(data, AcceptedContributions)
+                assert isinstance(msg, AcceptedContributions)
+                if msg.tag not in self.released:
+                    raise ProtocolStateError("aggregation requested for a tag that was not released")
+            except (DecodeError, ProtocolStateError) as exc:
+                error = exc
+            rows.append((VIEW, AGGREGATION, Role.S_SYN.label, VIEW, message_type_name(data), data, status_of(error)))
+            if error is not None:
+                continue
+            mine = self._shares.get(msg.tag, {})
+            ids = tuple(sorted(set(msg.contribution_ids) & set(mine)))
+            t0 = time.perf_counter()
+            if ids:
+                stacked = np.stack([mine[c] for c in ids])
+                t1 = time.perf_counter()
+                total = sharing.aggregate(stacked)
+                self._meter.add("S_tag.accumulate", time.perf_counter() - t1, len(ids))
+                self._meter.add("S_tag.gather", t1 - t0, len(ids))
+            else:
+                total = np.zeros(next(iter(mine.values())).shape if mine else (1,), dtype=np.uint64)
+            if topup is not None and ids:
+                need, sampler, sigma = topup
+                missing = max(0, need - len(ids))
+                if missing and sigma > 0:
+                    draws = sampler.sample(sigma, missing * total.shape[0], rng).reshape(missing, -1)
+                    noise = np.sum(draws, axis=0, dtype=np.int64)
+                    total = ((total.astype(np.int64) + noise) & np.int64(sharing.modulus - 1)).astype(np.uint64)
+                    self.topped_up[msg.tag.hex()] = missing
+            values = total.astype(">u8").tobytes()
+            out.append(AggregateShare(tag=msg.tag, contribution_ids=ids, values=values).encode())
+        self._recorder.add(rows)
+        return out
+
+    # -- helpers ---------------------------------------------------------------------------------
+    def _record(self, phase: str, opened: Sequence[Opened]) -> None:
+        rows: list[Row] = []
+        for o in opened:
+            status = status_of(o.error)
+            if o.error is not None:
+                self.rejections[status] = self.rejections.get(status, 0) + 1
+            rows.append((VIEW, phase, Role.PROXY.label, VIEW, o.type_name, o.payload, status))
+        self._recorder.add(rows)
+
+
+def missing_users(count: int, tau: float) -> int:
+    """How many contributors short of ⌈τ⌉ an aggregate is (for the dropout policy)."""
+    return max(0, math.ceil(tau) - count)
+
+
+__all__ = ["TaggingServer", "missing_users"]

@@ -1,0 +1,380 @@
+"""The users U_i (SPEC §6 steps 1-3; paper Algorithm 2, lines 2-6 and 11-15).
+
+One :class:`UserPopulation` simulates many user devices at once: user ``i``'s state is entry
+``i`` of its arrays, and every user's messages are real (its own blind, VOPRF finalization with
+proof verification, sealing to the servers' keys, DDG encoding with its own noise, its own
+shares). Work that the maths allows is vectorized across users (DDG encoding and sharing of a
+chunk of users is one array operation); per-user cryptography runs in chunks on a thread pool.
+
+Chunks have a fixed size, and in seeded test mode each chunk draws from its own labelled child
+stream, so results do not depend on the number of worker threads.
+
+A user that receives a malformed or unverifiable evaluation (or none at all) aborts: it submits
+no tag and sends no shares, and records the rejection in its own view. Nothing else is affected.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from fre_protocol.messages import (
+    BatchEvaluation,
+    BlindRequest,
+    Evaluation,
+    Rejection,
+    ReleasedTags,
+    Role,
+    SealedEnvelope,
+    ShareSubmission,
+    TagSubmission,
+    decode,
+    message_type_name,
+)
+from fre_protocol.parties.base import (
+    BROADCAST,
+    PHASE1,
+    Channel,
+    Meter,
+    Recorder,
+    Row,
+    Workers,
+    chunks,
+    seal_batch,
+    status_of,
+)
+from primitives.errors import DecodeError, FreError, ProtocolStateError, VerificationError
+from primitives.randomness import RandomSource
+
+VIEW = Role.USER.label
+
+# Placeholder input and blind for batch positions that belong to no simulated user (e.g. an
+# injected request): they only make finalize's batch verification possible; outputs are ignored.
+_PLACEHOLDER_INPUT = b"fre-e2t/placeholder"
+_PLACEHOLDER_BLIND = (1).to_bytes(32, "little")
+
+OK = "ok"
+
+
+@dataclass(frozen=True, slots=True)
+class ServerKeys:
+    """What users know about the servers: S_tag's VOPRF public key and both sealing keys."""
+
+    voprf_public_key: bytes
+    tag_box_key: bytes
+    syn_box_key: bytes
+
+
+class UserPopulation:
+    """N users' devices. ``encodings[i]`` is user i's bucket index b_i, canonically encoded."""
+
+    def __init__(
+        self,
+        x: npt.NDArray[np.floating[Any]],
+        encodings: Sequence[bytes],
+        coins: npt.NDArray[np.bool_],
+        *,
+        suite: Any,
+        keys: ServerKeys,
+        channel: Channel,
+        rng: RandomSource,
+        workers: Workers,
+        meter: Meter,
+        recorder: Recorder,
+        chunk_size: int = 1024,
+    ) -> None:
+        n = int(x.shape[0])
+        if len(encodings) != n or coins.shape != (n,):
+            raise FreError(
+                f"encodings and coins must have one entry per user ({n}), got "
+                f"{len(encodings)} and {coins.shape}"
+            )
+        self.n = n
+        self.x = x
+        self.encodings = list(encodings)
+        self.coins = np.asarray(coins, dtype=bool)
+        self._suite = suite
+        self._keys = keys
+        self._channel = channel
+        self._rng = rng
+        self._workers = workers
+        self._meter = meter
+        self._recorder = recorder
+        self._chunk = chunk_size
+        self.blinds: list[bytes | None] = [None] * n
+        self.blinded: list[bytes | None] = [None] * n
+        self.tags: list[bytes | None] = [None] * n
+        self.status: list[str] = ["no_response"] * n
+        self.submitted = np.zeros(n, dtype=bool)
+        self.released: dict[bytes, int] = {}
+        self.participants = np.zeros(0, dtype=np.int64)
+        self.dropped = np.zeros(0, dtype=np.int64)
+
+    # -- phase 1: blind -------------------------------------------------------------------------
+    def blind_requests(self) -> list[tuple[int, Role, bytes]]:
+        """Every user's sealed BlindRequest for S_tag (RFC 9497 §3.3.2 Blind)."""
+        suite, channel, key = self._suite, self._channel, self._keys.tag_box_key
+
+        def work(job: tuple[int, range]) -> list[tuple[int, Role, bytes]]:
+            index, users = job
+            rng = self._rng.child(f"blind/{index}")
+            out = []
+            t0 = time.perf_counter()
+            blinded_all = []
+            for i in users:
+                blind, blinded = suite.blind(self.encodings[i], rng=rng)
+                self.blinds[i] = blind
+                self.blinded[i] = blinded
+                blinded_all.append(blinded)
+            t1 = time.perf_counter()
+            sealed = seal_batch(channel, key, [BlindRequest(blinded_element=b).encode() for b in blinded_all])
+            for i, c in zip(users, sealed, strict=True):
+                out.append((i, Role.USER, SealedEnvelope(recipient=Role.S_TAG, ciphertext=c).encode()))
+            t2 = time.perf_counter()
+            self._meter.add("user.blind", t1 - t0, len(users))
+            self._meter.add("user.seal", t2 - t1, len(users))
+            return out
+
+        parts = self._workers.map(work, list(enumerate(chunks(self.n, self._chunk))), desc="users: blind")
+        out = [item for part in parts for item in part]
+        self._meter.add_bytes("user.upload.blind_request", sum(len(e) for _, _, e in out))
+        return out
+
+    # -- phase 1: finalize ----------------------------------------------------------------------
+    def receive_evaluations(self, deliveries: Sequence[tuple[int, bytes]]) -> None:
+        """Verify the proof and finalize each user's tag (RFC 9497 §3.3.2 Finalize)."""
+        by_user: dict[int, bytes] = {}
+        extra_rows: list[Row] = []
+        for conn, data in deliveries:
+            if 0 <= conn < self.n and conn not in by_user:
+                by_user[conn] = data
+            else:  # a second response for one request, or one for nobody
+                extra_rows.append(
+                    (VIEW, PHASE1, Role.S_TAG.label, VIEW, message_type_name(data), data,
+                     status_of(ProtocolStateError("unexpected response")))
+                )
+        self._meter.add_bytes("user.download.evaluation", sum(len(d) for d in by_user.values()))
+        singles: list[tuple[int, Evaluation]] = []
+        batches: dict[bytes, list[tuple[int, BatchEvaluation]]] = {}
+        errors: dict[int, Exception] = {}
+        for i, data in by_user.items():
+            try:
+                msg = decode(data, (Evaluation, BatchEvaluation, Rejection))
+            except DecodeError as exc:
+                errors[i] = exc
+                continue
+            if isinstance(msg, Rejection):
+                errors[i] = ProtocolStateError(f"S_tag rejected the request ({msg.reason})")
+                self.status[i] = f"rejected_by_server:{msg.reason}"
+            elif isinstance(msg, Evaluation):
+                singles.append((i, msg))
+            else:
+                assert isinstance(msg, BatchEvaluation)
+                if msg.blinded_elements[msg.position] != self.blinded[i]:
+                    errors[i] = VerificationError("batch does not hold this user's blinded element")
+                    continue
+                batches.setdefault(msg.proof + b"".join(msg.blinded_elements), []).append((i, msg))
+
+        suite, pk = self._suite, self._keys.voprf_public_key
+
+        def work_singles(items: list[tuple[int, Evaluation]]) -> dict[int, Exception | None]:
+            res: dict[int, Exception | None] = {}
+            t0 = time.perf_counter()
+            for i, msg in items:
+                try:
+                    (tag,) = suite.finalize(
+                        [self.encodings[i]],
+                        [self.blinds[i]],
+                        [msg.evaluated_element],
+                        blinded_elements=[self.blinded[i]],
+                        pk=pk,
+                        proof=msg.proof,
+                    )
+                    self.tags[i] = tag
+                    res[i] = None
+                except (DecodeError, VerificationError) as exc:
+                    res[i] = exc
+            self._meter.add("user.finalize", time.perf_counter() - t0, len(items))
+            return res
+
+        def work_batch(group: list[tuple[int, BatchEvaluation]]) -> dict[int, Exception | None]:
+            # Each user of a batch would verify the same proof over the same elements; the
+            # simulation verifies it once and unblinds every member's element in that call.
+            first = group[0][1]
+            size = len(first.blinded_elements)
+            inputs = [_PLACEHOLDER_INPUT] * size
+            blinds: list[bytes] = [_PLACEHOLDER_BLIND] * size
+            for i, msg in group:
+                inputs[msg.position] = self.encodings[i]
+                blinds[msg.position] = self.blinds[i]  # type: ignore[assignment]
+            t0 = time.perf_counter()
+            res: dict[int, Exception | None] = {}
+            try:
+                outputs = suite.finalize(
+                    inputs,
+                    blinds,
+                    list(first.evaluated_elements),
+                    blinded_elements=list(first.blinded_elements),
+                    pk=pk,
+                    proof=first.proof,
+                )
+                for i, msg in group:
+                    self.tags[i] = outputs[msg.position]
+                    res[i] = None
+            except (DecodeError, VerificationError) as exc:
+                res = {i: exc for i, _ in group}
+            elapsed = time.perf_counter() - t0
+            # Per-user cost: one verification of the whole batch (each user runs it alone).
+            self._meter.add("user.finalize", elapsed * len(group), len(group))
+            self._meter.add("user.finalize.batch_verifications", elapsed, 1)
+            return res
+
+        jobs: list[Any] = [("s", singles[c.start : c.stop]) for c in chunks(len(singles), 256)]
+        jobs += [("b", g) for g in batches.values()]
+
+        def run(job: Any) -> dict[int, Exception | None]:
+            kind, payload = job
+            return work_singles(payload) if kind == "s" else work_batch(payload)
+
+        for result in self._workers.map(run, jobs, desc="users: verify + finalize"):
+            for i, err in result.items():
+                if err is not None:
+                    errors[i] = err
+                else:
+                    self.status[i] = OK
+        for i, err in errors.items():
+            self.tags[i] = None
+            if not self.status[i].startswith("rejected_by_server"):
+                self.status[i] = status_of(err)
+        rows: list[Row] = [
+            (VIEW, PHASE1, Role.S_TAG.label, VIEW, message_type_name(data), data,
+             status_of(errors.get(i)))
+            for i, data in sorted(by_user.items())
+        ]
+        self._recorder.add(rows + extra_rows)
+
+    # -- phase 1: submit ------------------------------------------------------------------------
+    def tag_submissions(self) -> list[tuple[int, Role, bytes]]:
+        """With its coin, each user with a tag sends it to S_syn, sealed (Algorithm 2, l. 4-6)."""
+        have_tag = np.array([t is not None for t in self.tags], dtype=bool)
+        senders = np.flatnonzero(self.coins & have_tag)
+        channel, key = self._channel, self._keys.syn_box_key
+
+        def work(job: tuple[int, range]) -> list[tuple[int, Role, bytes]]:
+            index, span = job
+            rng = self._rng.child(f"submit/{index}")
+            users = senders[span.start : span.stop]
+            nonces = rng.random_bytes(16 * len(users))
+            t0 = time.perf_counter()
+            plains = []
+            for j, i in enumerate(users.tolist()):
+                tag = self.tags[i]
+                assert tag is not None
+                plains.append(TagSubmission(tag=tag, nonce=nonces[16 * j : 16 * j + 16]).encode())
+            sealed = seal_batch(channel, key, plains)
+            out = [
+                (i, Role.USER, SealedEnvelope(recipient=Role.S_SYN, ciphertext=c).encode())
+                for i, c in zip(users.tolist(), sealed, strict=True)
+            ]
+            self._meter.add("user.submit", time.perf_counter() - t0, len(users))
+            return out
+
+        parts = self._workers.map(
+            work, list(enumerate(chunks(len(senders), self._chunk))), desc="users: submit tags"
+        )
+        self.submitted[senders] = True
+        out = [item for part in parts for item in part]
+        self._meter.add_bytes("user.upload.tag_submission", sum(len(e) for _, _, e in out))
+        return out
+
+    # -- broadcast -------------------------------------------------------------------------------
+    def receive_broadcast(self, data: bytes) -> None:
+        """The released tags with their counts (Algorithm 2, l. 10). Recorded once: every user
+        receives the same broadcast."""
+        error: Exception | None = None
+        try:
+            msg = decode(data, ReleasedTags)
+            assert isinstance(msg, ReleasedTags)
+            self.released = msg.as_dict()
+        except DecodeError as exc:
+            error, self.released = exc, {}
+        self._recorder.add(
+            [(VIEW, BROADCAST, Role.S_SYN.label, VIEW, message_type_name(data), data, status_of(error))]
+        )
+        self._meter.add_bytes("user.download.broadcast", len(data))
+
+    # -- phase 2 --------------------------------------------------------------------------------
+    def share_submissions(
+        self,
+        *,
+        encoder: Any,
+        sharing: Any,
+        noise: bool,
+        active: npt.NDArray[np.bool_] | None = None,
+    ) -> list[tuple[int, Role, bytes]]:
+        """Users whose submitted tag was released: DDG-encode x_i, split it into two shares,
+        seal one to S_tag and one to S_syn, both tagged with h_i (Algorithm 2, l. 11-15).
+
+        ``active`` marks users still online (False = dropped out between the phases).
+        """
+        released = self.released
+        eligible = np.array(
+            [bool(self.submitted[i]) and self.tags[i] in released for i in range(self.n)], dtype=bool
+        )
+        if active is None:
+            active = np.ones(self.n, dtype=bool)
+        self.participants = np.flatnonzero(eligible & active)
+        self.dropped = np.flatnonzero(eligible & ~active)
+        parts_idx = self.participants
+        channel = self._channel
+        tag_key, syn_key = self._keys.tag_box_key, self._keys.syn_box_key
+        dim = int(encoder.config.dim)
+
+        def work(job: tuple[int, range]) -> list[tuple[int, Role, bytes]]:
+            index, span = job
+            users = parts_idx[span.start : span.stop]
+            rng = self._rng.child(f"phase2/{index}")
+            t0 = time.perf_counter()
+            values = encoder.encode(
+                np.asarray(self.x[users], dtype=np.float64).reshape(len(users), dim), rng, noise=noise
+            )
+            t1 = time.perf_counter()
+            first, second = sharing.share(values, rng)
+            cids = rng.random_bytes(16 * len(users))
+            t2 = time.perf_counter()
+            to_tag, to_syn = [], []
+            for j, i in enumerate(users.tolist()):
+                tag = self.tags[i]
+                assert tag is not None
+                cid = cids[16 * j : 16 * j + 16]
+                to_tag.append(
+                    ShareSubmission(tag=tag, contribution_id=cid, share=sharing.encode_share(first, j)).encode()
+                )
+                to_syn.append(
+                    ShareSubmission(tag=tag, contribution_id=cid, share=sharing.encode_share(second, j)).encode()
+                )
+            sealed_tag = seal_batch(channel, tag_key, to_tag)
+            sealed_syn = seal_batch(channel, syn_key, to_syn)
+            out = []
+            for i, a, b in zip(users.tolist(), sealed_tag, sealed_syn, strict=True):
+                out.append((i, Role.USER, SealedEnvelope(recipient=Role.S_TAG, ciphertext=a).encode()))
+                out.append((i, Role.USER, SealedEnvelope(recipient=Role.S_SYN, ciphertext=b).encode()))
+            t3 = time.perf_counter()
+            self._meter.add("user.ddg_encode", t1 - t0, len(users))
+            self._meter.add("user.share", t2 - t1, len(users))
+            self._meter.add("user.seal_shares", t3 - t2, len(users))
+            return out
+
+        jobs = list(enumerate(chunks(len(parts_idx), self._chunk)))
+        parts = self._workers.map(work, jobs, desc="users: DDG encode + share")
+        out = [item for part in parts for item in part]
+        self._meter.add_bytes("user.upload.shares", sum(len(e) for _, _, e in out))
+        return out
+
+
+__all__ = ["OK", "ServerKeys", "UserPopulation"]

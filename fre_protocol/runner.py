@@ -1,0 +1,669 @@
+"""Play the whole two-server, two-phase protocol for N users in one process (SPEC §6).
+
+:func:`run_protocol` builds the parties, runs
+
+1. local pre-processing (public grid → bucket index b_i → its canonical encoding),
+2. phase 1: blind → proxy → S_tag evaluates with proofs → proxy → users verify and finalize → tag
+   h_i; with its coin a user seals h_i to S_syn; S_tag's dummy user adds TSDLap dummy tags; the
+   proxy shuffles; S_syn counts, thresholds at τ and broadcasts the released tags with counts,
+3. phase 2: users of released tags DDG-encode x_i, share it, seal one share to each server; each
+   server keeps its shares per tag; S_syn tells S_tag which contributions it accepted; S_tag sends
+   its aggregate share per tag; S_syn reconstructs, decodes, divides by the contributors,
+
+and returns a :class:`~mechanism.release.Release` whose ledger is the protocol's
+(:func:`mechanism.accounting.protocol_ledger`: heavy hitters ∨ dummies, sensitivity failure, DDG).
+Every message is real and recorded (when ``out_dir`` is given) in the receiver's view and the
+proxy's view of ``out_dir/transcript.sqlite``.
+
+Randomness: public randomness (projection, offsets) from the public seed; coins from
+:func:`mechanism.fre_e2t.sample_coins` (seeded only in test mode, where they equal the
+mechanism's, which is what makes the two comparable); keys, blinds, nonces, DDG rounding and
+noise, share masks, shuffles and dummies from labelled streams of ``seeds.secret`` —
+cryptographic unless the seed plan is in test mode.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+import tracemalloc
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from fre_protocol.components import Components, build_components
+from fre_protocol.messages import Role
+from fre_protocol.parties.base import (
+    BROADCAST,
+    PHASE1,
+    PHASE1_SUBMIT,
+    PHASE2,
+    Meter,
+    Recorder,
+    Workers,
+    status_of,
+)
+from fre_protocol.parties.dummy_user import DummyUser
+from fre_protocol.parties.proxy import AnonymizingProxy, Delivery, Interceptor
+from fre_protocol.parties.synthesis_server import DROPOUT_POLICIES, TOPUP, WITHHOLD, SynthesisServer
+from fre_protocol.parties.tagging_server import TaggingServer
+from fre_protocol.parties.user import ServerKeys, UserPopulation
+from mechanism.accounting import calibrate_noise, protocol_ledger
+from mechanism.fre_e2t import release_threshold, sample_coins
+from mechanism.grid import PublicGrid, encode_buckets
+from mechanism.ledger import LedgerTerm, PrivacyLedger
+from mechanism.params import FreParams
+from mechanism.release import Release, ReleasedBucket
+from mechanism.seeds import SeedPlan
+from primitives.errors import InvalidInputError, InvalidParameterError, ProtocolStateError
+from primitives.secret import Secret
+
+TRANSCRIPT_FILE = "transcript.sqlite"
+VOPRF_KEY_INFO = b"fre-e2t/S_tag/voprf-key"
+VOPRF_KEY_LABEL = "voprf/key"
+DROPOUT_LABEL = "dropout"
+
+Dropout = float | Callable[[int], npt.NDArray[np.bool_]]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProtocolConfig:
+    """Protocol choices that are not privacy parameters (all public, recorded in the header).
+
+    ``proof_batch_size``: blinded elements per DLEQ proof. 1 (default) gives each user its own
+    proof: the user verifies with a constant number of scalar multiplications and downloads 97
+    bytes, and S_tag pays ~4 scalar multiplications per element. Larger batches bring S_tag to
+    ~2 per element, but every user must download the whole batch (65 bytes per element) and
+    verify it (2 multiplications per element): user-side cost is what a device pays, so the
+    default keeps it constant.
+
+    ``dummy_epsilon0``/``dummy_delta0``: TSDLap parameters (ε0, δ0). Default: half of Lemma 1's
+    (eps_fre, delta_fre), so the dummies' (2ε0, 2δ0) equals the heavy-hitter term and the
+    histogram release costs exactly what the centralized mechanism pays (SPEC §4.5).
+
+    ``clip``: public L2 clip of raw embeddings in the DDG encoder (1 suits normalized embeddings;
+    larger norms are clipped, which only the centralized mechanism would not do).
+
+    ``modulus_bits``/``modulus_stddevs``: the ring Z_{2^b} of the shares (24 bits keeps a
+    768-d user's upload under 4.5 kB) and how many standard deviations of the largest released
+    aggregate it must hold without wrapping (8: wrap probability per coordinate < 1e-14 for the
+    sub-Gaussian rotated coordinates); the DDG granularity γ is then the finest that fits.
+
+    ``dropout_policy``: for a released tag whose phase-2 contributors fall below ⌈τ⌉, ``withhold``
+    its centroid or let S_tag ``topup`` the missing users' noise.
+    """
+
+    proof_batch_size: int = 1
+    dummy_epsilon0: float | None = None
+    dummy_delta0: float | None = None
+    clip: float = 1.0
+    modulus_bits: int = 24
+    modulus_stddevs: float = 8.0
+    dropout_policy: str = WITHHOLD
+    chunk_size: int = 1024
+
+    def __post_init__(self) -> None:
+        if isinstance(self.proof_batch_size, bool) or not isinstance(self.proof_batch_size, int) or self.proof_batch_size < 1:
+            raise InvalidParameterError(f"proof_batch_size must be an integer >= 1, got {self.proof_batch_size!r}")
+        for name in ("dummy_epsilon0", "dummy_delta0"):
+            value = getattr(self, name)
+            if value is not None and not (isinstance(value, int | float) and math.isfinite(value) and value > 0):
+                raise InvalidParameterError(f"{name} must be a finite number > 0, got {value!r}")
+        if self.dummy_delta0 is not None and not self.dummy_delta0 < 0.5:
+            raise InvalidParameterError(f"dummy_delta0 must be in (0, 0.5), got {self.dummy_delta0!r}")
+        if not (isinstance(self.clip, int | float) and math.isfinite(self.clip) and self.clip > 0):
+            raise InvalidParameterError(f"clip must be a finite number > 0, got {self.clip!r}")
+        if isinstance(self.modulus_bits, bool) or not isinstance(self.modulus_bits, int) or not 8 <= self.modulus_bits <= 62:
+            raise InvalidParameterError(f"modulus_bits must be an integer in [8, 62], got {self.modulus_bits!r}")
+        if not (isinstance(self.modulus_stddevs, int | float) and self.modulus_stddevs >= 1):
+            raise InvalidParameterError(f"modulus_stddevs must be >= 1, got {self.modulus_stddevs!r}")
+        if self.dropout_policy not in DROPOUT_POLICIES:
+            raise InvalidParameterError(
+                f"dropout_policy must be one of {list(DROPOUT_POLICIES)}, got {self.dropout_policy!r}"
+            )
+        if isinstance(self.chunk_size, bool) or not isinstance(self.chunk_size, int) or self.chunk_size < 1:
+            raise InvalidParameterError(f"chunk_size must be an integer >= 1, got {self.chunk_size!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclass
+class ProtocolResult:
+    """What :func:`run_protocol` returns: the release, where the transcript is, and the costs."""
+
+    release: Release
+    transcript_path: Path | None
+    costs: dict[str, Any] = field(default_factory=dict)
+
+
+# -- keys -----------------------------------------------------------------------------------------
+def tagging_key(seeds: SeedPlan, suite: Any) -> tuple[Secret[bytes], bytes]:
+    """S_tag's VOPRF key pair: DeriveKeyPair from ``seeds.secret("voprf/key")`` in test mode
+    (so tests and audits can recompute tags), GenerateKeyPair otherwise (RFC 9497 §3.2)."""
+    if seeds.rng_mode == "seeded":
+        seed = seeds.secret(VOPRF_KEY_LABEL).random_bytes(32)
+        sk, pk = suite.derive_key_pair(seed, VOPRF_KEY_INFO)
+    else:
+        sk, pk = suite.generate_key_pair()
+    return (sk if isinstance(sk, Secret) else Secret(sk)), pk
+
+
+def _box_key(seeds: SeedPlan, channel: Any, role: Role) -> tuple[Secret[bytes], bytes]:
+    if seeds.rng_mode == "seeded":
+        return tuple(channel.generate_keypair(rng=seeds.secret(f"channel/{role.label}")))  # type: ignore[return-value]
+    return tuple(channel.generate_keypair())  # type: ignore[return-value]
+
+
+# -- budget pieces ---------------------------------------------------------------------------------
+def _budget(params: FreParams) -> dict[str, Any]:
+    return calibrate_noise(params).to_dict()
+
+
+def dummy_parameters(params: FreParams, config: ProtocolConfig) -> tuple[float, float]:
+    """(ε0, δ0) of the TSDLap dummies: half of Lemma 1's (eps_fre, delta_fre) by default."""
+    flat = _budget(params)
+    eps0 = config.dummy_epsilon0 if config.dummy_epsilon0 is not None else float(flat["eps_fre"]) / 2
+    delta0 = config.dummy_delta0 if config.dummy_delta0 is not None else float(flat["delta_fre"]) / 2
+    return float(eps0), float(delta0)
+
+
+def ddg_config_for(
+    params: FreParams, dim: int, config: ProtocolConfig, *, n_modulus: int
+) -> Any:
+    """The DDG configuration: σ_int calibrated (RDP, SPEC §4.4) to the aggregation budget
+    (eps_agg, delta_agg) of CalibrateNoise at the worst case of ⌈τ⌉ contributors; the modulus
+    holds ``modulus_stddevs`` standard deviations of an aggregate of ``n_modulus`` users."""
+    from primitives.ddg import DDGConfig, calibrate_ddg, padded_dimension
+
+    floor = release_threshold(params)
+    n_mod = max(int(n_modulus), floor)
+    if not params.is_dp:
+        # No noise: the finest γ whose noiseless aggregate fits the ring (KLS21 §4.4 range with
+        # σ = 0, plus the rounding term).
+        # range(γ) = 2k·sqrt(A + nγ²/4)/γ ≤ 2^b with A = c²n²/d'  ⇔  γ ≥ 2k·sqrt(A)/sqrt(4^b − k²n).
+        padded = padded_dimension(dim)
+        k = float(config.modulus_stddevs)
+        room = float(1 << config.modulus_bits) ** 2 - k * k * n_mod
+        if room <= 0:
+            raise InvalidParameterError(
+                f"modulus_bits = {config.modulus_bits} cannot hold {n_mod} users' rounding; raise it"
+            )
+        gamma = 1.01 * 2.0 * k * math.sqrt(config.clip**2 * n_mod * n_mod / padded) / math.sqrt(room)
+        return DDGConfig(
+            dim=dim,
+            padded_dim=padded,
+            gamma=gamma,
+            sigma_int=0.0,
+            modulus_bits=config.modulus_bits,
+            clip=config.clip,
+        )
+    flat = _budget(params)
+    return calibrate_ddg(
+        epsilon=float(flat["eps_agg"]),
+        delta=float(flat["delta_agg"]),
+        sensitivity=params.sensitivity,
+        dim=dim,
+        n=floor,
+        clip=config.clip,
+        modulus_bits=config.modulus_bits,
+        n_modulus=n_mod,
+        k_stddevs=config.modulus_stddevs,
+    )
+
+
+def aggregation_term(params: FreParams, ddg_config: Any) -> LedgerTerm:
+    """The DDG term of the ledger (primitives.ddg's plain dict wrapped as a LedgerTerm)."""
+    if not params.is_dp:
+        return LedgerTerm(
+            name="centroid_ddg",
+            epsilon=math.inf,
+            delta=0.0,
+            source="no noise: epsilon = inf (non-DP reference)",
+            detail={"sigma_effective": 0.0, "ddg": ddg_config.to_dict()},
+        )
+    from primitives.ddg import ddg_ledger_term
+
+    flat = _budget(params)
+    term = ddg_ledger_term(
+        ddg_config,
+        delta=float(flat["delta_agg"]),
+        n=release_threshold(params),
+        sensitivity=params.sensitivity,
+        epsilon=float(flat["eps_agg"]),
+    )
+    return LedgerTerm(
+        name=str(term["name"]),
+        epsilon=float(term["epsilon"]),
+        delta=float(term["delta"]),
+        source=str(term["source"]),
+        detail=dict(term["detail"]),
+    )
+
+
+def build_ledger(
+    params: FreParams, ddg_config: Any, dummy: tuple[float, float], extra: tuple[LedgerTerm, ...] = ()
+) -> PrivacyLedger:
+    """protocol_ledger with the dummies' (2ε0, 2δ0) and the DDG term; ``extra`` zero-cost terms
+    record what happened (dropouts) without changing the totals."""
+    eps0, delta0 = dummy
+    if params.is_dp:
+        ledger = protocol_ledger(
+            params,
+            dummy_epsilon=2 * eps0,
+            dummy_delta=2 * delta0,
+            aggregation=aggregation_term(params, ddg_config),
+            strict=True,
+        )
+    else:
+        ledger = protocol_ledger(
+            params, dummy_epsilon=math.inf, dummy_delta=0.0, aggregation=aggregation_term(params, ddg_config)
+        )
+    if extra:
+        ledger = dataclasses.replace(ledger, terms=tuple(ledger.terms) + tuple(extra))
+    return ledger
+
+
+# -- the run ---------------------------------------------------------------------------------------
+def _check_x(x: Any) -> npt.NDArray[np.floating[Any]]:
+    arr = np.asarray(x)
+    if arr.ndim != 2 or arr.shape[0] == 0 or arr.shape[1] == 0:
+        raise InvalidInputError(f"x must be a non-empty (N, d) array, got shape {arr.shape}")
+    if not np.issubdtype(arr.dtype, np.floating):
+        arr = arr.astype(np.float64)
+    if not np.all(np.isfinite(arr)):
+        raise InvalidInputError("x must be finite (found NaN or infinity)")
+    return arr
+
+
+def _dropout_mask(dropout: Dropout, n: int, seeds: SeedPlan) -> npt.NDArray[np.bool_]:
+    """True for users who go offline between the phases."""
+    if callable(dropout):
+        mask = np.asarray(dropout(n), dtype=bool)
+        if mask.shape != (n,):
+            raise InvalidParameterError(f"dropout(n) must return {n} booleans, got shape {mask.shape}")
+        return mask
+    if isinstance(dropout, bool) or not isinstance(dropout, int | float) or not 0 <= dropout < 1:
+        raise InvalidParameterError(f"dropout must be a fraction in [0, 1) or a callable, got {dropout!r}")
+    if dropout == 0:
+        return np.zeros(n, dtype=bool)
+    out: npt.NDArray[np.bool_] = seeds.secret(DROPOUT_LABEL).bernoulli(float(dropout), n)
+    return out
+
+
+def run_protocol(
+    x: npt.ArrayLike,
+    params: FreParams,
+    seeds: SeedPlan,
+    *,
+    noise: bool = True,
+    out_dir: str | Path | None = None,
+    dropout: Dropout = 0.0,
+    components: Mapping[str, str] | None = None,
+    progress: bool = False,
+    workers: int = 2,
+    config: ProtocolConfig | None = None,
+    interceptor: Interceptor | None = None,
+    measure_memory: bool = False,
+) -> ProtocolResult:
+    """Run Fre-E2T's distributed protocol on embeddings ``x`` (one row per user).
+
+    ``noise=False`` runs every step but adds no DDG noise (the equivalence setting of SPEC §6).
+    ``dropout`` is a fraction of users that go offline between the phases (drawn from
+    ``seeds.secret("dropout")``) or a callable ``n -> bool mask``. ``components`` overrides
+    registry names (see :mod:`fre_protocol.components`). ``interceptor`` is a network adversary
+    at the proxy, for robustness tests. With ``out_dir``, writes ``centroids.npy`` +
+    ``release.json`` (the same contract as the mechanism) and ``transcript.sqlite``.
+    """
+    if not isinstance(params, FreParams):
+        raise InvalidParameterError(f"params must be FreParams, got {type(params).__name__}")
+    if not isinstance(seeds, SeedPlan):
+        raise InvalidParameterError(f"seeds must be a SeedPlan, got {type(seeds).__name__}")
+    if not isinstance(noise, bool):
+        raise InvalidParameterError(f"noise must be a bool, got {noise!r}")
+    cfg = config if config is not None else ProtocolConfig()
+    arr = _check_x(x)
+    n, dim = (int(s) for s in arr.shape)
+    dropped_mask = _dropout_mask(dropout, n, seeds)
+    base_ledger = calibrate_noise(params)  # an infeasible budget fails before any work
+    floor = release_threshold(params)
+    comps = build_components(components, workers=workers)
+    dummy = dummy_parameters(params, cfg) if params.is_dp else (math.inf, 0.0)
+    if measure_memory:
+        tracemalloc.start()
+    t_start = time.perf_counter()
+    meter = Meter()
+    pool = Workers(workers, progress=progress)
+    store = None
+    transcript_path: Path | None = None
+    out_path = Path(out_dir) if out_dir is not None else None
+    if out_path is not None:
+        store = _open_store(out_path, params, seeds, comps, cfg, noise=noise, n=n, dim=dim, floor=floor)
+        transcript_path = out_path / TRANSCRIPT_FILE
+    recorder = Recorder(store)
+    try:
+        release, info = _play(
+            arr, params, seeds, cfg, comps,
+            noise=noise, dropped_mask=dropped_mask, floor=floor, dummy=dummy,
+            meter=meter, pool=pool, recorder=recorder, interceptor=interceptor,
+            base_ledger=base_ledger, store=store,
+        )
+        recorder.flush()
+        if store is not None:
+            assert out_path is not None
+            with meter.phase("save"):
+                release.save(out_path)
+    finally:
+        pool.close()
+        if store is not None:
+            store.close()
+    meter.wall["total"] = time.perf_counter() - t_start
+    peak = None
+    if measure_memory:
+        _, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+    from fre_protocol.costs import summarize
+
+    costs = summarize(meter, info, peak_bytes=peak, workers=workers)
+    return ProtocolResult(release=release, transcript_path=transcript_path, costs=costs)
+
+
+def _open_store(
+    out: Path, params: FreParams, seeds: SeedPlan, comps: Components, cfg: ProtocolConfig,
+    *, noise: bool, n: int, dim: int, floor: int,
+) -> Any:
+    from transcripts import TranscriptHeader, TranscriptStore
+
+    if out.exists() and not out.is_dir():
+        raise InvalidParameterError(f"out_dir must be a directory, got existing file {str(out)!r}")
+    out.mkdir(parents=True, exist_ok=True)
+    public_seeds = {k: v for k, v in seeds.to_dict().items() if k != "test_seed"}
+    header = TranscriptHeader(
+        rng_mode=seeds.rng_mode,
+        components=comps.header(),
+        params=params.to_dict(),
+        extra={
+            "protocol": "fre-e2t two-server two-phase (SPEC §6)",
+            "seeds": public_seeds,
+            "n_users": n,
+            "dim": dim,
+            "noise": noise,
+            "release_floor": floor,
+            "tau": params.tau,
+            "config": cfg.to_dict(),
+        },
+    )
+    return TranscriptStore.create(out / TRANSCRIPT_FILE, header, overwrite=True)
+
+
+def _route(
+    phase: str,
+    deliveries: Mapping[Role, Delivery],
+    handlers: Mapping[Role, Callable[[Delivery], None]],
+    refuse: Callable[[Role, str, Delivery], None],
+) -> None:
+    for role, delivery in deliveries.items():
+        handler = handlers.get(role)
+        if handler is None:
+            refuse(role, phase, delivery)
+        else:
+            handler(delivery)
+
+
+def _play(
+    x: npt.NDArray[np.floating[Any]],
+    params: FreParams,
+    seeds: SeedPlan,
+    cfg: ProtocolConfig,
+    comps: Components,
+    *,
+    noise: bool,
+    dropped_mask: npt.NDArray[np.bool_],
+    floor: int,
+    dummy: tuple[float, float],
+    meter: Meter,
+    pool: Workers,
+    recorder: Recorder,
+    interceptor: Interceptor | None,
+    base_ledger: PrivacyLedger,
+    store: Any,
+) -> tuple[Release, dict[str, Any]]:
+    n, dim = (int(s) for s in x.shape)
+    suite, channel = comps.suite, comps.channel
+
+    # -- set-up: keys, parties ---------------------------------------------------------------------
+    with meter.phase("setup"):
+        voprf_key = tagging_key(seeds, suite)
+        tag_box = _box_key(seeds, channel, Role.S_TAG)
+        syn_box = _box_key(seeds, channel, Role.S_SYN)
+        proxy = AnonymizingProxy(
+            shuffler=comps.shuffler, rng=seeds.secret("proxy/shuffle"), recorder=recorder,
+            meter=meter, interceptor=interceptor,
+        )
+        s_tag = TaggingServer(
+            suite=suite, voprf_key=voprf_key, box_key=tag_box, channel=channel,
+            rng=seeds.secret("S_tag"), workers=pool, meter=meter, recorder=recorder,
+            proof_batch_size=cfg.proof_batch_size,
+        )
+        s_syn = SynthesisServer(
+            box_key=syn_box, channel=channel, workers=pool, meter=meter, recorder=recorder,
+            release_floor=floor,
+        )
+        keys = ServerKeys(
+            voprf_public_key=voprf_key[1], tag_box_key=tag_box[1], syn_box_key=syn_box[1]
+        )
+
+    # -- step 1: local pre-processing (public grid) ------------------------------------------------
+    with meter.phase("bucketing"):
+        grid = PublicGrid.derive(seeds, dim, params)
+        encodings = encode_buckets(grid.bucket_indices(x))
+        coins = sample_coins(seeds, n, params)
+    meter.add("user.bucketing", meter.wall["bucketing"], n)
+    users = UserPopulation(
+        x, encodings, coins, suite=suite, keys=keys, channel=channel, rng=seeds.secret("users"),
+        workers=pool, meter=meter, recorder=recorder, chunk_size=cfg.chunk_size,
+    )
+
+    def refuse(role: Role, phase: str, delivery: Delivery) -> None:
+        server = s_tag if role is Role.S_TAG else s_syn
+        err = ProtocolStateError(f"{role.label} takes no user messages in {phase}")
+        status = status_of(err)
+        server.rejections[status] = server.rejections.get(status, 0) + len(delivery.ciphertexts)
+        recorder.add(
+            (role.label, phase, Role.PROXY.label, role.label, "sealed_payload", c, status)
+            for c in delivery.ciphertexts
+        )
+
+    # -- step 2: phase 1 ---------------------------------------------------------------------------
+    with meter.phase("phase1_voprf"):
+        requests = users.blind_requests()
+        answered: list[tuple[int, bytes]] = []
+
+        def on_tag(delivery: Delivery) -> None:
+            answered.extend(proxy.route_back(PHASE1, delivery, s_tag.evaluate(delivery.ciphertexts)))
+
+        _route(
+            PHASE1, proxy.forward(PHASE1, requests),
+            {Role.S_TAG: on_tag, Role.S_SYN: lambda d: s_syn.receive_submissions(d.ciphertexts)},
+            refuse,
+        )
+        users.receive_evaluations(answered)
+
+    with meter.phase("phase1_submit"):
+        submissions = users.tag_submissions()
+        dummy_user: DummyUser | None = None
+        if params.is_dp:
+            dummy_user = DummyUser(
+                generator=comps.make_dummy_generator(*dummy), channel=channel,
+                syn_box_key=syn_box[1], rng=seeds.secret("S_tag/dummy"), workers=pool, meter=meter,
+            )
+            submissions += dummy_user.submissions(params.tau)
+        _route(
+            PHASE1_SUBMIT, proxy.forward(PHASE1_SUBMIT, submissions),
+            {Role.S_SYN: lambda d: s_syn.receive_submissions(d.ciphertexts)},
+            refuse,
+        )
+
+    with meter.phase("broadcast"):
+        broadcast = proxy.broadcast(BROADCAST, Role.S_SYN, s_syn.release())
+        users.receive_broadcast(broadcast)
+        s_tag.receive_broadcast(broadcast)
+
+    # -- step 3: phase 2 ---------------------------------------------------------------------------
+    released_counts = dict(s_syn.released)
+    n_modulus = max(released_counts.values(), default=floor)
+    ddg_config = ddg_config_for(params, dim, cfg, n_modulus=n_modulus)
+    encoder = comps.make_encoder(ddg_config)
+    sharing = comps.make_sharing(int(ddg_config.modulus_bits))
+    width = int(ddg_config.padded_dim)
+
+    with meter.phase("phase2_shares"):
+        shares = users.share_submissions(encoder=encoder, sharing=sharing, noise=noise, active=~dropped_mask)
+        _route(
+            PHASE2, proxy.forward(PHASE2, shares),
+            {
+                Role.S_TAG: lambda d: s_tag.receive_shares(d.ciphertexts, sharing=sharing, dim=width),
+                Role.S_SYN: lambda d: s_syn.receive_shares(d.ciphertexts, sharing=sharing, dim=width),
+            },
+            refuse,
+        )
+
+    with meter.phase("aggregation"):
+        accepted = s_syn.accepted_contributions()
+        topup = None
+        if cfg.dropout_policy == TOPUP and noise and params.is_dp:
+            topup = (floor, comps.sampler, float(ddg_config.sigma_int))
+        aggregates = s_tag.aggregate(accepted, sharing=sharing, topup=topup)
+        result = s_syn.reconstruct(aggregates, sharing=sharing, encoder=encoder, policy=cfg.dropout_policy)
+
+    # -- the release ---------------------------------------------------------------------------
+    tags = sorted(result.centroids)
+    extra: list[LedgerTerm] = []
+    if result.withheld:
+        extra.append(
+            LedgerTerm(
+                name="dropout_withheld",
+                epsilon=0.0,
+                delta=0.0,
+                source="SPEC §6 robustness: a released tag with fewer than ⌈τ⌉ phase-2 contributors is not aggregated",
+                detail={"tags": {t.hex(): why for t, why in sorted(result.withheld.items())}},
+            )
+        )
+    topped = getattr(s_tag, "topped_up", {})
+    if topped:
+        extra.append(
+            LedgerTerm(
+                name="dropout_topup",
+                epsilon=0.0,
+                delta=0.0,
+                source="SPEC §6 robustness: S_tag adds the missing users' discrete Gaussian noise, so the DDG term at ⌈τ⌉ users holds",
+                detail={"tags": dict(sorted(topped.items()))},
+            )
+        )
+    ledger = build_ledger(params, ddg_config, dummy, tuple(extra))
+    centroids = (
+        np.stack([result.centroids[t] for t in tags]) if tags else np.zeros((0, dim), dtype=np.float64)
+    )
+    rejections = _merge_counts(s_tag.rejections, s_syn.rejections)
+    user_status: dict[str, int] = {}
+    for s in users.status:
+        user_status[s] = user_status.get(s, 0) + 1
+    info: dict[str, Any] = {
+        "path": "protocol",
+        "n_users": n,
+        "dim": dim,
+        "k": params.k,
+        "release_floor": floor,
+        "n_submissions": s_syn.n_submissions,
+        "n_real_submissions": int(users.submitted.sum()),
+        "n_distinct_tags_seen": len(s_syn.counts),
+        "n_released_tags": len(released_counts),
+        "n_released": len(tags),
+        "n_participants": int(users.participants.size),
+        "n_dropped_out": int(users.dropped.size),
+        "contributors": {t.hex(): result.contributors[t] for t in tags},
+        "withheld": {t.hex(): why for t, why in sorted(result.withheld.items())},
+        "topped_up": dict(sorted(topped.items())),
+        "dropout_policy": cfg.dropout_policy,
+        "dummies": dummy_user.summary() if dummy_user is not None else None,
+        "ddg": ddg_config.to_dict(),
+        "sigma_effective": float(ddg_config.noise_std(floor)) if noise else 0.0,
+        "sigma_mechanism": float(base_ledger.sigma),
+        "proof_batch_size": cfg.proof_batch_size,
+        "components": comps.header(),
+        "rejections": rejections,
+        "user_status": user_status,
+        "rng_mode": seeds.rng_mode,
+    }
+    release = Release(
+        buckets=tuple(ReleasedBucket(id=t.hex(), count=released_counts[t]) for t in tags),
+        centroids=centroids,
+        ledger=ledger,
+        params=params,
+        seeds=seeds.to_dict(),
+        noise=noise,
+        info=info,
+    )
+    if store is not None:
+        _store_artifacts(store, release, ledger, ddg_config, seeds, voprf_key, tag_box, syn_box, keys, dummy_user, released_counts)
+    info["sizes"] = {
+        "width": width,
+        "share_bytes": list(sharing.share_sizes(width)),
+    }
+    return release, info
+
+
+def _merge_counts(*maps: Mapping[str, int]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for m in maps:
+        for k, v in m.items():
+            out[k] = out.get(k, 0) + v
+    return out
+
+
+def _store_artifacts(
+    store: Any, release: Release, ledger: PrivacyLedger, ddg_config: Any, seeds: SeedPlan,
+    voprf_key: tuple[Secret[bytes], bytes], tag_box: tuple[Secret[bytes], bytes],
+    syn_box: tuple[Secret[bytes], bytes], keys: ServerKeys, dummy_user: DummyUser | None,
+    released_counts: Mapping[bytes, int],
+) -> None:
+    store.put_artifact("release", release.to_json())
+    store.put_artifact("ledger", ledger.to_dict())
+    store.put_artifact("ddg_config", ddg_config.to_dict())
+    store.put_artifact("centroids", np.ascontiguousarray(release.centroids, dtype="<f8").tobytes())
+    store.put_artifact(
+        "public_keys",
+        {
+            "voprf": keys.voprf_public_key.hex(),
+            "S_tag_box": keys.tag_box_key.hex(),
+            "S_syn_box": keys.syn_box_key.hex(),
+        },
+    )
+    if seeds.rng_mode == "seeded":
+        assert seeds.test_seed is not None
+        store.put_artifact("secrets/test_seed", seeds.test_seed, secret=True)
+        store.put_artifact("secrets/voprf_sk", voprf_key[0].reveal(), secret=True)
+        store.put_artifact("secrets/S_tag_box_sk", tag_box[0].reveal(), secret=True)
+        store.put_artifact("secrets/S_syn_box_sk", syn_box[0].reveal(), secret=True)
+        if dummy_user is not None:
+            store.put_artifact(
+                "secrets/dummy_plan", {str(c): z for c, z in sorted(dummy_user.plan.items())}, secret=True
+            )
+
+
+__all__ = [
+    "TRANSCRIPT_FILE",
+    "ProtocolConfig",
+    "ProtocolResult",
+    "aggregation_term",
+    "build_ledger",
+    "ddg_config_for",
+    "dummy_parameters",
+    "run_protocol",
+    "tagging_key",
+]
