@@ -22,7 +22,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import partial
+from functools import lru_cache, partial
 from typing import ClassVar
 
 import numpy as np
@@ -38,6 +38,7 @@ from primitives.sharing.wire import as_residues, pack_words, stream_word_bytes, 
 EXPAND_DOMAIN = b"fre-e2t/sharing/seed-expand/v1"
 
 
+@lru_cache(maxsize=64)
 def _initial_counter(bits: int) -> bytes:
     return hashlib.sha256(EXPAND_DOMAIN + bytes([bits])).digest()[:8] + bytes(8)
 

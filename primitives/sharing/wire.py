@@ -49,8 +49,10 @@ def as_residues(
         return np.array([int(v) for v in arr.flat], dtype=np.uint64).reshape(arr.shape)
     if arr.dtype.kind not in "iu":
         raise InvalidInputError(f"{name} must hold integers, got dtype {arr.dtype}")
-    if arr.size:
-        low, high = int(arr.min()), int(arr.max())
+    # One pass for unsigned input (no lower bound to check), none when uint64 meets 2^64.
+    if arr.size and not (arr.dtype == np.uint64 and modulus == 1 << 64):
+        low = int(arr.min()) if arr.dtype.kind == "i" else 0
+        high = int(arr.max())
         if low < 0 or high >= modulus:
             # The values are private inputs: report how many are off, never which values.
             off = int(np.count_nonzero(arr < 0)) if arr.dtype.kind == "i" else 0
