@@ -12,11 +12,13 @@ from __future__ import annotations
 
 from primitives.ddg.accounting import (
     DDGAccounting,
+    aggregate_range,
     calibrate_ddg,
     calibrate_sigma_int,
     ddg_accounting,
     ddg_epsilon,
     ddg_ledger_term,
+    ddg_rdp,
     gaussian_rdp_epsilon,
     modulus_bits_for,
     rdp_to_epsilon,
@@ -28,6 +30,7 @@ from primitives.ddg.rounding import randomized_round, rounded_l1_bound, rounded_
 
 __all__ = [
     "DDGAccounting",
+    "aggregate_range",
     "DDGConfig",
     "DDGEncoder",
     "DEFAULT_BETA",
@@ -37,6 +40,7 @@ __all__ = [
     "ddg_accounting",
     "ddg_epsilon",
     "ddg_ledger_term",
+    "ddg_rdp",
     "fwht",
     "gaussian_rdp_epsilon",
     "modulus_bits_for",

@@ -114,6 +114,22 @@ def _json_float(value: float) -> float | str:
     return value if math.isfinite(value) else "inf"
 
 
+def ddg_rdp(
+    alphas: npt.ArrayLike, *, l2_scale: float, l1_scale: float, tau: float, padded_dim: int
+) -> npt.NDArray[np.float64]:
+    """RDP of the distributed discrete Gaussian at orders ``alphas`` (KLS21 Prop. 14, SPEC §4.4).
+
+    ``min{α/2·l2² + τd',  α/2·(l2² + 2·l1·τ + τ²d'),  α/2·(l2 + √d'·τ)²}``.
+    """
+    half = np.asarray(alphas, dtype=np.float64) / 2.0
+    l2, l1, d = float(l2_scale), float(l1_scale), float(padded_dim)
+    first = half * l2 * l2 + tau * d
+    second = half * (l2 * l2 + 2.0 * l1 * tau + tau * tau * d)
+    third = half * (l2 + math.sqrt(d) * tau) ** 2
+    out: npt.NDArray[np.float64] = np.minimum(np.minimum(first, second), third)
+    return out
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DDGAccounting:
     """Every intermediate of one DDG privacy computation (SPEC §4.4), for ledgers and audits."""
@@ -184,12 +200,8 @@ def ddg_accounting(
     else:
         l2 = delta_2 / (math.sqrt(count) * s)
         l1 = delta_1 / (math.sqrt(count) * s)
-        half = ALPHA_GRID / 2.0
-        terms = np.minimum(
-            np.minimum(half * l2 * l2 + tau * d, half * (l2 * l2 + 2.0 * l1 * tau + tau * tau * d)),
-            half * (l2 + math.sqrt(d) * tau) ** 2,
-        )
-        eps, alpha = rdp_to_epsilon(terms, ALPHA_GRID, dl)
+        rdp = ddg_rdp(ALPHA_GRID, l2_scale=l2, l1_scale=l1, tau=tau, padded_dim=d)
+        eps, alpha = rdp_to_epsilon(rdp, ALPHA_GRID, dl)
     return DDGAccounting(
         epsilon=eps,
         delta=dl,
@@ -288,6 +300,11 @@ def calibrate_sigma_int(
             hi = mid
         else:
             lo = mid
+    if hi > MAX_SIGMA:
+        raise InfeasibleBudgetError(
+            f"epsilon = {target} needs sigma_int = {hi:.4g} > 2^40 at gamma = {gamma}; "
+            "raise epsilon or gamma"
+        )
     return hi
 
 
