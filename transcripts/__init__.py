@@ -17,6 +17,7 @@ from transcripts.audit import (
 from transcripts.entry import ACCEPTED, TranscriptEntry, rejected_status
 from transcripts.header import RNG_MODES, SCHEMA_VERSION, TranscriptHeader, package_version
 from transcripts.jsonl import export_jsonl, import_jsonl
+from transcripts.redaction import extract_views
 from transcripts.store import ArtifactInfo, TranscriptStore
 
 __all__ = [
@@ -34,6 +35,7 @@ __all__ = [
     "check_message_types",
     "check_no_forbidden_content",
     "export_jsonl",
+    "extract_views",
     "import_jsonl",
     "package_version",
     "rejected_status",

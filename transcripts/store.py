@@ -578,22 +578,22 @@ class TranscriptStore:
         """Append already-numbered entries (copying or importing a transcript); returns the count.
 
         ``seq`` must strictly increase and start at or after :attr:`next_seq`; gaps are kept.
+        Entries are committed batch by batch as they stream in (memory stays bounded), so an
+        invalid entry stops the copy after the entries before it.
         """
         count = 0
         with self._lock:
             self._writer()
-            batch: list[tuple[Any, ...]] = []
-            seq = self._next_seq
             for entry in entries:
                 if not isinstance(entry, TranscriptEntry):
                     raise InvalidParameterError(
                         f"append_entries takes TranscriptEntry objects, got {type(entry).__name__}"
                     )
-                if entry.seq < seq:
+                if entry.seq < self._next_seq:
                     raise InvalidParameterError(
-                        f"entry seq must increase and be >= {seq}, got {entry.seq}"
+                        f"entry seq must increase and be >= {self._next_seq}, got {entry.seq}"
                     )
-                batch.append(
+                self._buffer.append(
                     (
                         entry.seq,
                         entry.view,
@@ -606,12 +606,10 @@ class TranscriptStore:
                         entry.payload if entry.payload_recorded else None,
                     )
                 )
-                seq = entry.seq + 1
+                self._next_seq = entry.seq + 1
                 count += 1
-            self._buffer.extend(batch)
-            self._next_seq = seq
-            if len(self._buffer) >= self._batch_size:
-                self._flush_locked()
+                if len(self._buffer) >= self._batch_size:
+                    self._flush_locked()
         return count
 
     def flush(self) -> None:

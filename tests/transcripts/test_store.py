@@ -527,3 +527,38 @@ def test_sigkill_at_an_arbitrary_moment_leaves_a_prefix_of_batches(tmp_path: Pat
     proc.communicate(timeout=60)
     assert proc.returncode == -signal.SIGKILL
     assert _check_prefix(path, 300) >= 5 * 300
+
+
+# ----------------------------------------------------------------------------- per-party copies
+
+
+def test_extract_views_copies_one_party_and_no_secrets(tmp_path: Path) -> None:
+    from transcripts.redaction import extract_views
+
+    src = TranscriptStore.create(tmp_path / "full.sqlite", _header("seeded"), batch_size=3)
+    src.record_many(_row(i, view=("S_tag", "S_syn", "proxy")[i % 3]) for i in range(12))
+    src.put_artifact("release", {"buckets": []})
+    src.put_artifact("secret/keys", b"k", secret=True)
+    src.close()
+    with TranscriptStore.open(tmp_path / "full.sqlite") as full:
+        with extract_views(
+            full, tmp_path / "syn.sqlite", views="S_syn", artifacts=["release"]
+        ) as syn:
+            assert [e.seq for e in syn] == [1, 4, 7, 10]  # seq kept for cross-reference
+            assert list(syn.entries()) == list(full.entries(view="S_syn"))
+            assert [a.name for a in syn.artifacts()] == ["release"]
+            assert syn.header.extra["extracted_from"] == full.header.run_id
+        with extract_views(
+            full, tmp_path / "vol.sqlite", views=["S_tag", "proxy"], size_only=True
+        ) as vol:
+            got = list(vol)
+            assert [e.seq for e in got] == [0, 2, 3, 5, 6, 8, 9, 11]
+            assert all(not e.payload_recorded and e.size == 32 for e in got)
+            assert view_summary(vol) == {
+                "S_tag": {"tag": {"count": 4, "bytes": 128}},
+                "proxy": {"tag": {"count": 4, "bytes": 128}},
+            }
+        with pytest.raises(InvalidParameterError, match="never copied"):
+            extract_views(full, tmp_path / "x.sqlite", views="S_syn", artifacts=["secret/keys"])
+        with pytest.raises(InvalidParameterError, match="not in the source"):
+            extract_views(full, tmp_path / "y.sqlite", views="S_syn", artifacts=["nope"])
