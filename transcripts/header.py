@@ -75,10 +75,10 @@ def json_safe(value: Any, *, where: str) -> Any:
         return out
     if isinstance(value, list | tuple):
         return [json_safe(item, where=f"{where}[{i}]") for i, item in enumerate(value)]
-    # numpy scalars (and anything else exposing .item()) without importing numpy here.
-    item_method = getattr(value, "item", None)
-    if callable(item_method) and type(value).__module__ == "numpy":
-        return json_safe(item_method(), where=where)
+    # numpy scalars and arrays, recognised without importing numpy here.
+    to_list = getattr(value, "tolist", None)
+    if callable(to_list) and type(value).__module__ == "numpy":
+        return json_safe(to_list(), where=where)
     if isinstance(value, bytes | bytearray | memoryview):
         raise InvalidParameterError(
             f"{where} must be JSON-safe, got bytes (encode it as hex first)"

@@ -964,9 +964,14 @@ class TranscriptStore:
                     self._set_meta("closed_at", utc_now())
                     conn.execute(_SUMMARY_INDEX)
                     conn.execute("COMMIT")
-                    # One self-contained file from now on (readable without -wal/-shm).
-                    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-                    conn.execute("PRAGMA journal_mode = DELETE")
+                    # One self-contained file from now on (readable without -wal/-shm). Needs
+                    # exclusive access: while a reader is still open the file stays in WAL mode,
+                    # which is just as consistent, so a busy database is not an error here.
+                    try:
+                        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                        conn.execute("PRAGMA journal_mode = DELETE")
+                    except sqlite3.OperationalError:
+                        pass
             finally:
                 self._conn = None
                 conn.close()

@@ -56,11 +56,25 @@ def _row(i: int, view: str = "S_syn") -> tuple[str, str, str, str, str, bytes, s
 def test_header_round_trips_and_canonicalises_json() -> None:
     h = TranscriptHeader(
         rng_mode="seeded",
-        params={"epsilon": math.inf, "delta": 1e-6, "t": np.int64(100), "pair": (1, 2)},
+        params={
+            "epsilon": math.inf,
+            "delta": 1e-6,
+            "t": np.int64(100),
+            "pair": (1, 2),
+            "offsets": np.array([0.5, np.inf]),
+            "flag": np.bool_(True),
+        },
         extra={"nested": {"x": -math.inf}},
     )
     # inf becomes "inf" (the ledger's convention), numpy scalars become Python, tuples lists.
-    assert h.params == {"epsilon": "inf", "delta": 1e-6, "t": 100, "pair": [1, 2]}
+    assert h.params == {
+        "epsilon": "inf",
+        "delta": 1e-6,
+        "t": 100,
+        "pair": [1, 2],
+        "offsets": [0.5, "inf"],
+        "flag": True,
+    }
     assert type(h.params["t"]) is int
     assert h.extra == {"nested": {"x": "-inf"}}
     assert h.schema_version == SCHEMA_VERSION
@@ -366,6 +380,19 @@ def test_read_only_append_and_closed(tmp_path: Path) -> None:
     with TranscriptStore.open(path) as store:
         assert [e.seq for e in store] == [0, 1, 2, 3]
         assert store.state == "complete"
+
+
+def test_close_while_a_reader_is_open(tmp_path: Path) -> None:
+    path = tmp_path / "t.sqlite"
+    writer = TranscriptStore.create(path, _header())
+    writer.record_many(_row(i) for i in range(4))
+    writer.flush()
+    with TranscriptStore.open(path) as reader:
+        assert reader.count() == 4
+        writer.close()  # cannot leave WAL mode while the reader holds the file: still fine
+        assert reader.state == "complete" and reader.count() == 4
+    with TranscriptStore.open(path) as again:
+        assert [e.seq for e in again] == [0, 1, 2, 3] and again.integrity_errors() == []
 
 
 def test_exception_in_with_block_keeps_entries_and_marks_aborted(tmp_path: Path) -> None:
