@@ -36,6 +36,7 @@ import json
 import os
 import sqlite3
 import threading
+import warnings
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -997,6 +998,16 @@ class TranscriptStore:
                 if self._conn is not None:
                     self._conn.close()
                     self._conn = None
+
+    def __del__(self) -> None:
+        # Never flush from a finaliser (it may run at interpreter shutdown); say what is lost.
+        if getattr(self, "_conn", None) is not None and getattr(self, "_buffer", None):
+            warnings.warn(
+                f"transcript {str(self._path)!r} was not closed; {len(self._buffer)} buffered "
+                "entries were not committed (use close() or a with block)",
+                ResourceWarning,
+                stacklevel=1,
+            )
 
     def __repr__(self) -> str:
         mode = "closed" if self.closed else ("rw" if self._writable else "ro")

@@ -589,3 +589,13 @@ def test_extract_views_copies_one_party_and_no_secrets(tmp_path: Path) -> None:
             extract_views(full, tmp_path / "x.sqlite", views="S_syn", artifacts=["secret/keys"])
         with pytest.raises(InvalidParameterError, match="not in the source"):
             extract_views(full, tmp_path / "y.sqlite", views="S_syn", artifacts=["nope"])
+
+
+def test_unclosed_store_with_buffered_entries_warns(tmp_path: Path) -> None:
+    import gc
+
+    store = TranscriptStore.create(tmp_path / "t.sqlite", _header())
+    store.record_many([_row(0)])
+    with pytest.warns(ResourceWarning, match="1 buffered entries were not committed"):
+        del store
+        gc.collect()
