@@ -38,6 +38,7 @@ import numpy.typing as npt
 from primitives.errors import InvalidInputError, InvalidParameterError
 from primitives.randomness import RandomSource
 from primitives.sharing import ShareBatch, check_index
+from primitives.sharing.ring2k import CHUNK_COORDINATES
 from primitives.sharing.wire import as_residues, pack_words, unpack_words, word_bytes
 
 #: The Mersenne prime ``2^31 - 1`` (see the module docstring for why).
@@ -101,9 +102,16 @@ class AdditivePrimeField:
         if dim < 1:
             raise InvalidInputError(f"values must have at least one column, got shape {x.shape}")
         p = np.uint64(self.prime)
-        mask = rng.integers_below(self.prime, n * dim).reshape(n, dim).astype(np.uint64)
-        # x + (p - r) < 2p < 2^64: no wrap before the reduction.
-        other = (x + (p - mask)) % p
+        mask = np.empty((n, dim), dtype=np.uint64)
+        other = np.empty((n, dim), dtype=np.uint64)
+        # Row blocks keep the keystream and temporaries in cache (see AdditiveRing2k.share).
+        step = max(1, CHUNK_COORDINATES // dim)
+        for start in range(0, n, step):
+            stop = min(n, start + step)
+            block = rng.integers_below(self.prime, (stop - start) * dim).reshape(stop - start, dim)
+            mask[start:stop] = block
+            # x + (p - r) < 2p < 2^64: no wrap before the reduction.
+            other[start:stop] = (x[start:stop] + (p - block)) % p
         return (
             ShareBatch(modulus=self.prime, dim=dim, data=mask),
             ShareBatch(modulus=self.prime, dim=dim, data=other),

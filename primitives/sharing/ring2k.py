@@ -29,6 +29,9 @@ from primitives.sharing.wire import (
     words_from_stream,
 )
 
+#: Coordinates per block when drawing masks for many users.
+CHUNK_COORDINATES = 1 << 18
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AdditiveRing2k:
@@ -76,8 +79,17 @@ class AdditiveRing2k:
         n, dim = x.shape
         if dim < 1:
             raise InvalidInputError(f"values must have at least one column, got shape {x.shape}")
-        mask = self.random_elements(n * dim, rng).reshape(n, dim)
-        other = (x - mask) & self.mask
+        mask = np.empty((n, dim), dtype=np.uint64)
+        other = np.empty((n, dim), dtype=np.uint64)
+        # Row blocks of ~2^18 coordinates keep the keystream and temporaries in cache (several
+        # times faster than one huge draw); the stream is consumed in the same order either way.
+        step = max(1, CHUNK_COORDINATES // dim)
+        for start in range(0, n, step):
+            stop = min(n, start + step)
+            block = self.random_elements((stop - start) * dim, rng).reshape(stop - start, dim)
+            mask[start:stop] = block
+            np.subtract(x[start:stop], block, out=other[start:stop])
+        other &= self.mask
         return (
             ShareBatch(modulus=self.modulus, dim=dim, data=mask),
             ShareBatch(modulus=self.modulus, dim=dim, data=other),

@@ -40,7 +40,7 @@ def _values(scheme: SecretSharing, n: int) -> np.ndarray:
 
 
 @pytest.mark.benchmark(group="sharing-share")
-@pytest.mark.parametrize("n", [256, 4096])
+@pytest.mark.parametrize("n", [1, 256, 4096])
 @pytest.mark.parametrize("name", ["ring2k", "seeded", "prime"])
 def test_share(benchmark: Any, name: str, n: int) -> None:
     """Split n users' vectors into two shares (mask draw + subtraction; seeds + expansion)."""
