@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from numbers import Real
 from typing import ClassVar
 
 import numpy as np
@@ -33,11 +34,11 @@ DEFAULT_TAG_SIZE = 64
 
 
 def _check_params(epsilon0: float, delta0: float, sensitivity: int) -> None:
-    if isinstance(epsilon0, bool) or not isinstance(epsilon0, int | float):
+    if isinstance(epsilon0, bool) or not isinstance(epsilon0, Real):
         raise InvalidParameterError(f"epsilon0 must be a number, got {type(epsilon0).__name__}")
-    if not (math.isfinite(epsilon0) and epsilon0 > 0):
+    if not (math.isfinite(float(epsilon0)) and epsilon0 > 0):
         raise InvalidParameterError(f"epsilon0 must be finite and > 0, got {epsilon0}")
-    if isinstance(delta0, bool) or not isinstance(delta0, int | float):
+    if isinstance(delta0, bool) or not isinstance(delta0, Real):
         raise InvalidParameterError(f"delta0 must be a number, got {type(delta0).__name__}")
     if not 0 < delta0 < 1:
         raise InvalidParameterError(f"delta0 must be in (0, 1), got {delta0}")
@@ -85,7 +86,7 @@ def tsdlap_privacy(epsilon0: float, delta0: float) -> tuple[float, float]:
 
 def count_levels(tau: float) -> int:
     """``L = ⌈τ⌉ - 1``: the number of sub-threshold count levels ``1 .. L`` (all ``< τ``)."""
-    if isinstance(tau, bool) or not isinstance(tau, int | float) or not math.isfinite(tau):
+    if isinstance(tau, bool) or not isinstance(tau, Real) or not math.isfinite(tau):
         raise InvalidParameterError(f"tau must be a finite number, got {tau!r}")
     if tau <= 0:
         raise InvalidParameterError(f"tau must be > 0, got {tau}")
