@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from tqdm.auto import tqdm
+from tqdm import tqdm
 
 from primitives.errors import InvalidInputError, InvalidParameterError
 
