@@ -49,7 +49,7 @@ from fre_protocol.parties.base import (
     status_of,
 )
 from fre_protocol.parties.dummy_user import DummyUser
-from fre_protocol.parties.proxy import AnonymizingProxy, Delivery, Interceptor
+from fre_protocol.parties.proxy import AnonymizingProxy, Delivery, NetworkAdversary
 from fre_protocol.parties.synthesis_server import DROPOUT_POLICIES, TOPUP, WITHHOLD, SynthesisServer
 from fre_protocol.parties.tagging_server import TaggingServer
 from fre_protocol.parties.user import ServerKeys, UserPopulation
@@ -308,7 +308,7 @@ def run_protocol(
     progress: bool = False,
     workers: int = 2,
     config: ProtocolConfig | None = None,
-    interceptor: Interceptor | None = None,
+    adversary: NetworkAdversary | None = None,
     measure_memory: bool = False,
 ) -> ProtocolResult:
     """Run Fre-E2T's distributed protocol on embeddings ``x`` (one row per user).
@@ -316,8 +316,8 @@ def run_protocol(
     ``noise=False`` runs every step but adds no DDG noise (the equivalence setting of SPEC §6).
     ``dropout`` is a fraction of users that go offline between the phases (drawn from
     ``seeds.secret("dropout")``) or a callable ``n -> bool mask``. ``components`` overrides
-    registry names (see :mod:`fre_protocol.components`). ``interceptor`` is a network adversary
-    at the proxy, for robustness tests. With ``out_dir``, writes ``centroids.npy`` +
+    registry names (see :mod:`fre_protocol.components`). ``adversary`` sits on the network at the
+    proxy (it may drop, replay, tamper with or inject messages), for robustness tests. With ``out_dir``, writes ``centroids.npy`` +
     ``release.json`` (the same contract as the mechanism) and ``transcript.sqlite``.
     """
     if not isinstance(params, FreParams):
@@ -350,7 +350,7 @@ def run_protocol(
         release, info = _play(
             arr, params, seeds, cfg, comps,
             noise=noise, dropped_mask=dropped_mask, floor=floor, dummy=dummy,
-            meter=meter, pool=pool, recorder=recorder, interceptor=interceptor,
+            meter=meter, pool=pool, recorder=recorder, adversary=adversary,
             base_ledger=base_ledger, store=store,
         )
         recorder.flush()
@@ -358,10 +358,16 @@ def run_protocol(
             assert out_path is not None
             with meter.phase("save"):
                 release.save(out_path)
-    finally:
-        pool.close()
+    except BaseException as exc:
+        if store is not None:
+            # Keep what was exchanged and mark the transcript aborted (never "complete").
+            store.__exit__(type(exc), exc, exc.__traceback__)
+        raise
+    else:
         if store is not None:
             store.close()
+    finally:
+        pool.close()
     meter.wall["total"] = time.perf_counter() - t_start
     peak = None
     if measure_memory:
@@ -429,7 +435,7 @@ def _play(
     meter: Meter,
     pool: Workers,
     recorder: Recorder,
-    interceptor: Interceptor | None,
+    adversary: NetworkAdversary | None,
     base_ledger: PrivacyLedger,
     store: Any,
 ) -> tuple[Release, dict[str, Any]]:
@@ -443,7 +449,7 @@ def _play(
         syn_box = _box_key(seeds, channel, Role.S_SYN)
         proxy = AnonymizingProxy(
             shuffler=comps.shuffler, rng=seeds.secret("proxy/shuffle"), recorder=recorder,
-            meter=meter, interceptor=interceptor,
+            meter=meter, adversary=adversary,
         )
         s_tag = TaggingServer(
             suite=suite, voprf_key=voprf_key, box_key=tag_box, channel=channel,

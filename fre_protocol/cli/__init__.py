@@ -20,6 +20,7 @@ COMMANDS: dict[str, str] = {
     "mechanism": "fre_protocol.cli.mechanism_cmd",
     "simulate": "fre_protocol.cli.simulate",
     "audit": "fre_protocol.cli.audit",
+    "costs": "fre_protocol.cli.costs",
     "synthesize": "fre_protocol.cli.synthesize",
 }
 

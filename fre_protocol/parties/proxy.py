@@ -11,7 +11,7 @@ proxy. Its own view (what it relays) is recorded with roles only, never connecti
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from fre_protocol.messages import Role, SealedEnvelope, decode, message_type_name
@@ -21,10 +21,20 @@ from primitives.randomness import RandomSource
 
 VIEW = Role.PROXY.label
 
-#: A network-level adversary hook for robustness tests: it sees the proxy's incoming batch
-#: ``[(connection, sender role, envelope bytes)]`` for a phase and returns the batch to relay
-#: (it may drop, duplicate, replay, tamper with or inject messages).
-Interceptor = Callable[[str, list[tuple[int, Role, bytes]]], list[tuple[int, Role, bytes]]]
+class NetworkAdversary:
+    """A network attacker at the proxy, for robustness tests; this base passes everything on.
+
+    :meth:`on_forward` sees each incoming batch ``[(connection, sender role, envelope)]`` of a
+    phase before the proxy handles it, :meth:`on_response` each batch of responses
+    ``[(connection, response)]`` before users receive it; both return what is delivered instead
+    (they may drop, duplicate, replay, tamper with or inject messages).
+    """
+
+    def on_forward(self, phase: str, items: list[tuple[int, Role, bytes]]) -> list[tuple[int, Role, bytes]]:
+        return items
+
+    def on_response(self, phase: str, pairs: list[tuple[int, bytes]]) -> list[tuple[int, bytes]]:
+        return pairs
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,13 +54,13 @@ class AnonymizingProxy:
         rng: RandomSource,
         recorder: Recorder,
         meter: Meter,
-        interceptor: Interceptor | None = None,
+        adversary: NetworkAdversary | None = None,
     ) -> None:
         self._shuffler = shuffler
         self._rng = rng
         self._recorder = recorder
         self._meter = meter
-        self._interceptor = interceptor
+        self._adversary = adversary
         self._routes: dict[int, list[int]] = {}
         self._ids = itertools.count()
 
@@ -59,8 +69,8 @@ class AnonymizingProxy:
     ) -> dict[Role, Delivery]:
         """Relay a batch of ``(connection, sender role, envelope)`` to the servers, shuffled."""
         items = list(batch)
-        if self._interceptor is not None:
-            items = self._interceptor(phase, items)
+        if self._adversary is not None:
+            items = self._adversary.on_forward(phase, items)
         rows: list[Row] = []
         by_recipient: dict[Role, list[tuple[int, bytes]]] = {}
         with self._meter.timed("proxy.forward", len(items)):
@@ -103,7 +113,10 @@ class AnonymizingProxy:
             (VIEW, phase, sender, Role.USER.label, message_type_name(r), r, status_of(None))
             for r in responses
         )
-        return list(zip(routes, responses, strict=True))
+        pairs = list(zip(routes, responses, strict=True))
+        if self._adversary is not None:
+            pairs = self._adversary.on_response(phase, pairs)
+        return pairs
 
     def broadcast(self, phase: str, sender: Role, message: bytes) -> bytes:
         """A server's broadcast to every user, relayed once (recorded once)."""
@@ -117,4 +130,4 @@ class AnonymizingProxy:
         return len(self._routes)
 
 
-__all__ = ["AnonymizingProxy", "Delivery", "Interceptor"]
+__all__ = ["AnonymizingProxy", "Delivery", "NetworkAdversary"]

@@ -1,0 +1,392 @@
+"""The protocol's audit of a recorded run (SPEC §6.7; ``fre-e2t audit RUN``).
+
+Built on the generic checks of :mod:`transcripts.audit`, it reports
+
+* what each party saw: per view, message types with counts and bytes;
+* structure: the store is sound and complete; views, senders and receivers are protocol roles
+  (never a user identity); each view holds only the message types its party may receive; the
+  header names every component family;
+* leaks: no server or proxy view holds a raw embedding, a bucket index encoding or a user
+  identifier — with the embeddings given, their exact bytes and the bucket encodings recomputed
+  from the public seed are searched for; without them a float-vector heuristic still runs;
+* the release recomputed from S_syn's view alone: tag submissions counted (rejected ones
+  excluded), thresholded at the release floor, compared with the broadcast and the recorded
+  release; centroids reconstructed from S_syn's own shares plus S_tag's aggregate shares,
+  decoded and divided by the contributors, compared with the recorded centroids;
+* the privacy ledger of the run with every term, and that its total is within the parameters.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from fre_protocol.components import DEFAULT_COMPONENTS
+from fre_protocol.messages import (
+    AggregateShare,
+    ReleasedTags,
+    Role,
+    ShareSubmission,
+    TagSubmission,
+    decode,
+)
+from fre_protocol.runner import TRANSCRIPT_FILE
+from mechanism.params import FreParams
+from primitives.errors import DecodeError, InvalidInputError
+from transcripts import TranscriptStore, view_summary
+from transcripts.audit import (
+    AuditFinding,
+    AuditReport,
+    check_float_vectors,
+    check_integrity,
+    check_message_types,
+    check_no_forbidden_content,
+)
+
+ROLES = {r.label for r in Role}
+SERVER_VIEWS = (Role.S_TAG.label, Role.S_SYN.label, Role.PROXY.label)
+_ERROR_TYPES = {"sealed_payload", "unknown"}
+ALLOWED_TYPES: dict[str, set[str]] = {
+    Role.PROXY.label: {"sealed_envelope", "evaluation", "batch_evaluation", "rejection", "released_tags", "unknown"},
+    Role.S_TAG.label: {"blind_request", "share_submission", "released_tags", "accepted_contributions"} | _ERROR_TYPES,
+    Role.S_SYN.label: {"tag_submission", "share_submission", "aggregate_share"} | _ERROR_TYPES,
+    Role.USER.label: {"evaluation", "batch_evaluation", "rejection", "released_tags", "unknown"},
+}
+REQUIRED_TERMS_DP = ("heavy_hitters", "dummy_padding", "sensitivity_failure", "centroid_ddg")
+
+
+def resolve_transcript(run: str | Path) -> Path:
+    """``RUN`` may be the run directory or the transcript file itself."""
+    path = Path(run)
+    if path.is_dir():
+        path = path / TRANSCRIPT_FILE
+    if not path.is_file():
+        raise InvalidInputError(f"no transcript at {str(path)!r} (expected a run directory or {TRANSCRIPT_FILE})")
+    return path
+
+
+# -- forbidden byte strings -----------------------------------------------------------------------
+def embedding_needles(x: npt.NDArray[Any], *, prefix: int = 8) -> list[bytes]:
+    """Byte prefixes of every row as float32/float64, little- and big-endian: a verbatim raw
+    embedding in any of these layouts contains one of them."""
+    needles: list[bytes] = []
+    for dtype in ("<f4", ">f4", "<f8", ">f8"):
+        arr = np.ascontiguousarray(np.asarray(x)[:, :prefix], dtype=dtype)
+        width = arr.shape[1] * arr.dtype.itemsize
+        raw = arr.tobytes()
+        needles.extend(raw[i : i + width] for i in range(0, len(raw), width))
+    return needles
+
+
+def bucket_needles(x: npt.NDArray[Any], params: FreParams, public_seed: bytes) -> list[bytes]:
+    """Every user's bucket index encoding, recomputed from the public seed (SPEC §3 steps 1-2)."""
+    from mechanism.grid import PublicGrid, encode_buckets
+    from mechanism.seeds import SeedPlan
+
+    grid = PublicGrid.derive(SeedPlan(public_seed=public_seed), int(x.shape[1]), params)
+    return sorted(set(encode_buckets(grid.bucket_indices(x))))
+
+
+# -- recomputing the release from S_syn's view ------------------------------------------------------
+def _recompute_counts(store: TranscriptStore) -> Counter[bytes]:
+    counts: Counter[bytes] = Counter()
+    for entry in store.entries(view=Role.S_SYN.label, message_type="tag_submission"):
+        if not entry.accepted:
+            continue
+        msg = decode(entry.payload, TagSubmission)
+        assert isinstance(msg, TagSubmission)
+        counts[msg.tag] += 1
+    return counts
+
+
+def _recompute_centroids(
+    store: TranscriptStore, released: Iterable[bytes], names: Mapping[str, str]
+) -> tuple[dict[bytes, npt.NDArray[np.float64]], dict[bytes, int]]:
+    from fre_protocol.components import build_components
+    from primitives.ddg import DDGConfig
+
+    comps = build_components(names, workers=1)
+    config = DDGConfig.from_dict(store.get_artifact("ddg_config"))
+    encoder = comps.make_encoder(config)
+    sharing = comps.make_sharing(int(config.modulus_bits))
+    width = int(config.padded_dim)
+    wanted = set(released)
+    own: dict[bytes, dict[bytes, bytes]] = {}
+    for entry in store.entries(view=Role.S_SYN.label, message_type="share_submission"):
+        if not entry.accepted:
+            continue
+        msg = decode(entry.payload, ShareSubmission)
+        assert isinstance(msg, ShareSubmission)
+        if msg.tag in wanted:
+            own.setdefault(msg.tag, {})[msg.contribution_id] = msg.share
+    centroids: dict[bytes, npt.NDArray[np.float64]] = {}
+    contributors: dict[bytes, int] = {}
+    for entry in store.entries(view=Role.S_SYN.label, message_type="aggregate_share"):
+        if not entry.accepted:
+            continue
+        agg = decode(entry.payload, AggregateShare)
+        assert isinstance(agg, AggregateShare)
+        if agg.tag not in wanted or agg.count == 0:
+            continue
+        mine = own.get(agg.tag, {})
+        rows = np.stack([sharing.decode_share(mine[c], width) for c in agg.contribution_ids])
+        theirs = np.frombuffer(agg.values, dtype=">u8").astype(np.uint64)
+        total = sharing.reconstruct(theirs, sharing.aggregate(rows))
+        centroids[agg.tag] = encoder.decode_sum(total, agg.count) / float(agg.count)
+        contributors[agg.tag] = agg.count
+    return centroids, contributors
+
+
+def check_release(store: TranscriptStore) -> list[AuditFinding]:
+    """Recompute the broadcast and the release from S_syn's view; compare with the records."""
+    header = store.header
+    floor = int(header.extra.get("release_floor", 0))
+    findings: list[AuditFinding] = []
+    counts = _recompute_counts(store)
+    recomputed = {t: c for t, c in counts.items() if c >= floor}
+    # the broadcast S_syn sent (recorded where it was received: the users' and S_tag's views)
+    broadcasts = [
+        e for e in store.entries(message_type="released_tags") if e.view in (Role.USER.label, Role.S_TAG.label)
+    ]
+    broadcast: dict[bytes, int] | None = None
+    if broadcasts:
+        msg = decode(broadcasts[0].payload, ReleasedTags)
+        assert isinstance(msg, ReleasedTags)
+        broadcast = msg.as_dict()
+    consistent = len({e.payload for e in broadcasts}) <= 1
+    findings.append(
+        AuditFinding(
+            name="release:broadcast_recomputed",
+            passed=broadcast is not None and consistent and broadcast == recomputed,
+            detail=(
+                f"{len(recomputed)} tags reach the floor {floor} among {sum(counts.values())} accepted "
+                f"submissions of {len(counts)} distinct tags; broadcast "
+                + ("missing" if broadcast is None else f"lists {len(broadcast)}")
+                + ("" if consistent else "; parties received DIFFERENT broadcasts")
+                + ("" if broadcast == recomputed else "; MISMATCH with the recomputed counts")
+            ),
+            data={"floor": floor, "recomputed": len(recomputed), "broadcast": None if broadcast is None else len(broadcast)},
+        )
+    )
+    recorded = store.get_artifact("release") if store.has_artifact("release") else None
+    if recorded is None:
+        findings.append(AuditFinding(name="release:recorded", passed=False, detail="no recorded release artifact"))
+        return findings
+    rec_counts = {bytes.fromhex(b["id"]): int(b["count"]) for b in recorded["buckets"]}
+    withheld = {bytes.fromhex(t) for t in recorded.get("info", {}).get("withheld", {})}
+    expected = {t: c for t, c in recomputed.items() if t not in withheld}
+    findings.append(
+        AuditFinding(
+            name="release:buckets_and_counts",
+            passed=rec_counts == expected,
+            detail=(
+                f"recorded release has {len(rec_counts)} buckets; recomputed {len(expected)} "
+                f"({len(withheld)} withheld)"
+                + ("" if rec_counts == expected else "; MISMATCH")
+            ),
+            data={
+                "missing": sorted(t.hex() for t in set(expected) - set(rec_counts)),
+                "extra": sorted(t.hex() for t in set(rec_counts) - set(expected)),
+                "count_mismatch": sorted(
+                    t.hex() for t in set(expected) & set(rec_counts) if expected[t] != rec_counts[t]
+                ),
+            },
+        )
+    )
+    try:
+        centroids, contributors = _recompute_centroids(store, rec_counts, header.components)
+        recorded_c = np.frombuffer(store.get_artifact("centroids"), dtype="<f8").reshape(len(rec_counts), -1)
+        order = sorted(rec_counts)
+        rec_contrib = {bytes.fromhex(k): int(v) for k, v in recorded.get("info", {}).get("contributors", {}).items()}
+        missing = [t for t in order if t not in centroids]
+        worst = 0.0
+        for row, tag in zip(recorded_c, order, strict=True):
+            if tag in centroids:
+                worst = max(worst, float(np.max(np.abs(centroids[tag] - row))) if row.size else 0.0)
+        ok = not missing and worst <= 1e-9 and contributors == {t: rec_contrib.get(t, -1) for t in contributors}
+        detail = (
+            f"{len(centroids)} centroids reconstructed from S_syn's shares and S_tag's aggregate "
+            f"shares; max |difference| to the recorded centroids {worst:.3g}"
+            + (f"; {len(missing)} released buckets could not be reconstructed" if missing else "")
+            + ("" if contributors == {t: rec_contrib.get(t, -1) for t in contributors} else "; contributor counts differ")
+        )
+    except (DecodeError, InvalidInputError, KeyError, ValueError) as exc:
+        ok, detail = False, f"could not reconstruct the centroids from S_syn's view: {type(exc).__name__}: {exc}"
+    findings.append(AuditFinding(name="release:centroids", passed=ok, detail=detail))
+    return findings
+
+
+# -- structure --------------------------------------------------------------------------------------
+def check_roles(store: TranscriptStore) -> AuditFinding:
+    """Views, senders and receivers are role names — never a user identity."""
+    rows = store.summary(by=("view", "sender", "receiver"))
+    bad = sorted(
+        {name for view, senders in rows.items() for sender, receivers in senders.items()
+         for name in (view, sender, *receivers) if name not in ROLES}
+    )
+    return AuditFinding(
+        name="roles_only",
+        passed=not bad,
+        detail="views, senders and receivers are protocol roles" if not bad else f"non-role names recorded: {bad[:10]}",
+        data={"non_roles": bad[:50]},
+    )
+
+
+def check_header(store: TranscriptStore) -> AuditFinding:
+    header = store.header
+    missing = sorted(set(DEFAULT_COMPONENTS) - set(header.components))
+    params_ok = True
+    try:
+        FreParams.from_dict(dict(header.params))
+    except (TypeError, ValueError):
+        params_ok = False
+    return AuditFinding(
+        name="header",
+        passed=not missing and params_ok,
+        detail=(
+            f"rng_mode {header.rng_mode}, package {header.package_version}, components {dict(header.components)}"
+            + (f"; MISSING component families {missing}" if missing else "")
+            + ("" if params_ok else "; parameters do not parse")
+        ),
+    )
+
+
+def check_ledger(store: TranscriptStore) -> AuditFinding:
+    if not store.has_artifact("ledger"):
+        return AuditFinding(name="ledger", passed=False, detail="no ledger recorded")
+    ledger = store.get_artifact("ledger")
+    params = FreParams.from_dict(dict(store.header.params))
+    names = [t["name"] for t in ledger.get("terms", [])]
+    missing = [n for n in REQUIRED_TERMS_DP if n not in names] if params.is_dp else []
+    eps = _float(ledger.get("epsilon"))
+    delta = _float(ledger.get("delta"))
+    within = (not params.is_dp) or (eps <= params.epsilon * (1 + 1e-9) and delta <= params.delta * (1 + 1e-9))
+    return AuditFinding(
+        name="ledger",
+        passed=not missing and within,
+        detail=(
+            f"total (epsilon {eps:.6g}, delta {delta:.4g}) against the target (epsilon {params.epsilon}, "
+            f"delta {params.delta}); terms {names}"
+            + (f"; MISSING {missing}" if missing else "")
+            + ("" if within else "; EXCEEDS the target")
+        ),
+    )
+
+
+def _float(value: Any) -> float:
+    if isinstance(value, str):
+        return math.inf if value == "inf" else float(value)
+    return float(value)
+
+
+def ledger_lines(store: TranscriptStore) -> list[str]:
+    """The run's privacy ledger, one line per term."""
+    if not store.has_artifact("ledger"):
+        return ["(no ledger recorded)"]
+    ledger = store.get_artifact("ledger")
+    lines = [
+        f"privacy ledger: epsilon {ledger.get('epsilon')}, delta {ledger.get('delta')}, "
+        f"sigma {ledger.get('sigma')} ({ledger.get('composition', '')})"
+    ]
+    for t in ledger.get("terms", []):
+        lines.append(f"  {t['name']:<22} epsilon {t['epsilon']!s:<12} delta {t['delta']!s:<12} {t['source']}")
+    return lines
+
+
+# -- the audit -----------------------------------------------------------------------------------
+def audit_run(
+    run: str | Path,
+    *,
+    embeddings: npt.NDArray[Any] | None = None,
+    user_ids: Sequence[bytes] | None = None,
+) -> AuditReport:
+    """Audit a recorded run (a run directory or its ``transcript.sqlite``)."""
+    path = resolve_transcript(run)
+    store = TranscriptStore.open(path)
+    try:
+        return _audit(store, embeddings=embeddings, user_ids=user_ids)
+    finally:
+        store.close()
+
+
+def _audit(
+    store: TranscriptStore, *, embeddings: npt.NDArray[Any] | None, user_ids: Sequence[bytes] | None
+) -> AuditReport:
+    header = store.header
+    params = FreParams.from_dict(dict(header.params))
+    dim = int(header.extra.get("dim", 0))
+    findings: list[AuditFinding] = []
+    findings += check_integrity(store)
+    findings.append(check_header(store))
+    findings.append(check_roles(store))
+    findings += check_message_types(store, {v: sorted(t) for v, t in ALLOWED_TYPES.items()})
+    forbidden: dict[str, list[bytes]] = {}
+    notes: list[str] = []
+    if embeddings is not None:
+        x = np.asarray(embeddings)
+        if x.ndim != 2 or x.shape[1] != dim or x.shape[0] != int(header.extra.get("n_users", -1)):
+            raise InvalidInputError(
+                f"embeddings must be the run's ({header.extra.get('n_users')}, {dim}) array, got shape {x.shape}"
+            )
+        forbidden["raw_embedding"] = embedding_needles(x)
+        public_seed = bytes.fromhex(str(header.extra["seeds"]["public_seed"]))
+        forbidden["bucket_index"] = bucket_needles(x, params, public_seed)
+    else:
+        notes.append("embeddings not given: exact raw-embedding and bucket-index searches skipped")
+    if user_ids:
+        forbidden["user_id"] = [bytes(u) for u in user_ids]
+    if forbidden:
+        findings += check_no_forbidden_content(store, views=list(SERVER_VIEWS), forbidden=forbidden, min_length=4)
+    if dim >= 16:
+        findings += check_float_vectors(store, views=list(SERVER_VIEWS), dim=dim, norm_range=(0.9, 1.1))
+    findings += check_release(store)
+    findings.append(check_ledger(store))
+    summary = {
+        "run_id": header.run_id,
+        "rng_mode": header.rng_mode,
+        "users": header.extra.get("n_users"),
+        "dim": dim,
+        "views": view_summary(store),
+        "notes": notes,
+        "ledger": ledger_lines(store),
+    }
+    return AuditReport(findings=tuple(findings), summary=summary)
+
+
+def render(report: AuditReport) -> str:
+    """Human-readable report: per party what it saw, the checks, the ledger."""
+    lines = [f"audit of run {report.summary.get('run_id')} ({report.summary.get('rng_mode')} mode, "
+             f"{report.summary.get('users')} users, d = {report.summary.get('dim')})", "", "what each party saw:"]
+    for view, types in sorted(report.summary.get("views", {}).items()):
+        total = sum(t["count"] for t in types.values())
+        size = sum(t["bytes"] for t in types.values())
+        lines.append(f"  {view}: {total} messages, {size} bytes")
+        for mtype, agg in sorted(types.items()):
+            lines.append(f"    {mtype:<24} {agg['count']:>10} msgs {agg['bytes']:>14} bytes")
+    lines += ["", f"checks: {'PASS' if report.passed else 'FAIL'} "
+              f"({len(report.findings) - len(report.failures)}/{len(report.findings)} passed)"]
+    width = max((len(f.name) for f in report.findings), default=0)
+    for f in report.findings:
+        lines.append(f"  [{'ok' if f.passed else 'FAIL'}] {f.name.ljust(width)}  {f.detail}")
+    for note in report.summary.get("notes", []):
+        lines.append(f"  note: {note}")
+    lines += [""] + list(report.summary.get("ledger", []))
+    return "\n".join(lines) + "\n"
+
+
+__all__ = [
+    "ALLOWED_TYPES",
+    "audit_run",
+    "bucket_needles",
+    "check_release",
+    "embedding_needles",
+    "ledger_lines",
+    "render",
+    "resolve_transcript",
+]

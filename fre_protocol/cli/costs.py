@@ -1,0 +1,54 @@
+"""``fre-e2t costs``: the per-operation cost table (paper App. B.1 / Table 17, SPEC §9) from a
+protocol run on a synthetic population, printed beside the paper's figures."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from fre_protocol.cli.common import parse_epsilon
+
+HELP = "per-operation cost table of the protocol on a synthetic population (paper App. B.1)"
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--n", type=_positive_int, default=100_000, help="number of users (default 100000)")
+    parser.add_argument("--dim", type=_positive_int, default=768, help="embedding dimension (default 768)")
+    parser.add_argument("--epsilon", type=parse_epsilon, default=8.0, help="paper setting: 4, 8, 16 or inf")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the synthetic population and the run")
+    parser.add_argument("--workers", type=_positive_int, default=2, help="worker threads (default 2)")
+    parser.add_argument("--out", metavar="DIR", default=None,
+                        help="write costs.json and costs.md (and the run's transcript) here")
+    parser.add_argument("--no-transcript", action="store_true", help="do not record the transcript")
+    parser.add_argument("--batched-sample", type=int, default=1024, metavar="B",
+                        help="also time one batched DLEQ proof over B elements (0: skip)")
+    parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=False)
+
+
+def run(args: argparse.Namespace) -> int:
+    import tempfile
+
+    from fre_protocol.costs import cost_table, measure, write_reports
+
+    with tempfile.TemporaryDirectory(prefix="fre-e2t-costs-") as tmp:
+        run_dir = args.out if args.out else tmp
+        costs = measure(
+            args.n, args.dim, seed=args.seed, epsilon=args.epsilon, workers=args.workers,
+            out_dir=run_dir, progress=args.progress, batched_sample=args.batched_sample,
+            record=not args.no_transcript,
+        )
+        sys.stdout.write(cost_table(costs, batched=costs.get("batched_proofs")))
+        if args.out:
+            json_path, md_path = write_reports(costs, args.out)
+            print(f"wrote {json_path} and {md_path}")
+    return 0
