@@ -28,6 +28,7 @@ from primitives.errors import InvalidParameterError
 Mode = Literal["crypto", "seeded"]
 
 _TWO_POW_53 = float(1 << 53)
+_CHUNK = 1 << 20
 
 
 def _seed_bytes(seed: int | bytes | str) -> bytes:
@@ -91,7 +92,16 @@ class RandomSource:
     def random_bytes(self, n: int) -> bytes:
         if n < 0:
             raise InvalidParameterError(f"n must be >= 0, got {n}")
-        return self._encryptor.update(b"\x00" * n)
+        if n <= _CHUNK:
+            return self._encryptor.update(bytes(n))
+        # Large single updates run at a third of the speed of 1 MiB pieces; the stream is the same.
+        out = bytearray(n)
+        zeros = bytes(_CHUNK)
+        view = memoryview(out)
+        for start in range(0, n, _CHUNK):
+            stop = min(n, start + _CHUNK)
+            view[start:stop] = self._encryptor.update(zeros[: stop - start])
+        return bytes(out)
 
     def uint64(self, n: int) -> np.ndarray:
         """``n`` independent uniform 64-bit unsigned integers."""
