@@ -24,7 +24,13 @@ from primitives.ddg.accounting import (
     rdp_to_epsilon,
     tau_ddg,
 )
-from primitives.ddg.encoder import DEFAULT_BETA, DEFAULT_ROTATION_SEED, DDGConfig, DDGEncoder
+from primitives.ddg.encoder import (
+    DEFAULT_BETA,
+    DEFAULT_ROTATION_SEED,
+    KLS21_BETA,
+    DDGConfig,
+    DDGEncoder,
+)
 from primitives.ddg.hadamard import fwht, padded_dimension
 from primitives.ddg.rounding import randomized_round, rounded_l1_bound, rounded_l2_bound
 
@@ -35,6 +41,7 @@ __all__ = [
     "DDGEncoder",
     "DEFAULT_BETA",
     "DEFAULT_ROTATION_SEED",
+    "KLS21_BETA",
     "calibrate_ddg",
     "calibrate_sigma_int",
     "ddg_accounting",

@@ -13,6 +13,14 @@ With ``n`` contributors each adding ``N_Z(0, σ_int²)`` (integer units) and rou
     ε(α)  = min{ α/2·l2² + τd',  α/2·(l2² + 2 l1 τ + τ² d'),  α/2·(l2 + √d' τ)² }
     ε     = min_α [ ε(α) + ln(1 − 1/α) − (ln δ + ln α)/(α − 1) ]
 
+Neighbouring relation. ``sensitivity`` Δ bounds the distance between the two neighbouring users'
+clipped vectors (replacement). With unconditional rounding (``beta = 0``, the default) the two
+users' rounding coins can be coupled so that the rounded difference is a randomized rounding of
+``(x − x')/γ``; its norm is then below ``Δ/γ + √d'`` with certainty, and joint convexity of Rényi
+divergence carries the bound through the mixture over coins. The ``β > 0`` term of ``Δ̂₂`` is
+KLS21's bound on a *single* conditionally rounded vector, i.e. for add/remove neighbours with Δ
+the clip; it is applied as SPEC §4.4 states when ``beta > 0`` is passed.
+
 The order ``α`` ranges over a fixed dense grid (fractional orders from 1 + 1e-6 to 1e8, ratio
 1.004 between neighbours). Every order gives a valid bound, so the grid only affects tightness,
 and the minimum over a fixed grid is continuous and strictly monotone in ``σ_int`` — which makes
@@ -508,8 +516,8 @@ def ddg_ledger_term(
     ``{name: "centroid_ddg", epsilon, delta, source, detail}``; ``epsilon`` is *computed* from the
     config at the worst case of ``n`` contributors. If a target ``epsilon`` is given and the
     config does not meet it, :class:`InfeasibleBudgetError` is raised. ``detail.sigma_effective``
-    is the standard deviation scale of the decoded SUM's per-coordinate noise in embedding units,
-    ``γ·σ_int·√n``.
+    is the standard deviation of the decoded SUM's per-coordinate noise in embedding units,
+    ``γ·σ_int·√n`` (exact to double precision for σ_int >= 2, an upper bound below).
     """
     if not isinstance(config, DDGConfig):
         raise InvalidParameterError(f"config must be a DDGConfig, got {type(config).__name__}")
@@ -538,6 +546,7 @@ def ddg_ledger_term(
             "modulus_bits": int(config.modulus_bits),
             "clip": float(config.clip),
             "rotate": bool(config.rotate),
+            "rounding": "conditional" if config.beta > 0 else "unconditional",
             "sigma_effective": config.noise_std(acc.n),
             "target_epsilon": None if epsilon is None else float(epsilon),
             "accountant": "RDP, KLS21 Prop. 14 min of three; conversion CKS20 Prop. 12",

@@ -35,9 +35,14 @@ from primitives.noise import DiscreteGaussianSampler
 from primitives.noise.fast import MAX_SIGMA, FastDiscreteGaussian
 from primitives.randomness import RandomSource
 
-# KLS21's default for conditional rounding (the reference implementation uses the same value):
-# a rounding attempt fails with probability at most e^{-1/2} ≈ 0.61, typically far less.
-DEFAULT_BETA = math.exp(-0.5)
+# KLS21's value for conditional rounding (the reference implementation uses it too): a rounding
+# attempt fails with probability at most e^{-1/2} ≈ 0.61, typically far less.
+KLS21_BETA = math.exp(-0.5)
+# Default: unconditional rounding. Fre-E2T's neighbours *replace* a user; coupling both users'
+# rounding coins makes the rounded difference a randomized rounding of (x − x')/γ, so its norm is
+# below Δ/γ + √d' with certainty. Conditioning each vector on its own norm (β > 0) bounds single
+# vectors — KLS21's add/remove setting — not differences. At 32 bits the cost is ~1e-6 in σ.
+DEFAULT_BETA = 0.0
 # Public, fixed default for the rotation signs. The rotation is public randomness by design; a
 # deployment may derive its own from the run's public seed.
 DEFAULT_ROTATION_SEED = b"fre-e2t/ddg/rotation/v1"
@@ -61,7 +66,8 @@ class DDGConfig:
 
     ``sigma_int`` is the scale of each user's discrete Gaussian in *integer* (post-scaling) units;
     in embedding units a user's noise has scale ``gamma * sigma_int``. ``clip`` is the public L2
-    clip of raw vectors; ``beta`` the conditional-rounding parameter (0 = unconditional).
+    clip of raw vectors; ``beta`` the conditional-rounding parameter (0, the default, =
+    unconditional rounding; see :data:`DEFAULT_BETA` for why).
     """
 
     dim: int
@@ -126,7 +132,11 @@ class DDGConfig:
         return rounded_l2_bound(self.norm_bound, int(self.padded_dim), float(self.beta))
 
     def noise_std(self, count: int) -> float:
-        """Scale of the per-coordinate noise of a decoded sum of ``count`` users: ``γσ_int√n``."""
+        """Std of the per-coordinate noise of a decoded sum of ``count`` users: ``γσ_int√n``.
+
+        Exact to double precision for ``σ_int >= 2``; below, the discrete Gaussian's variance is
+        under ``σ_int²`` and this is an upper bound.
+        """
         return float(self.gamma) * float(self.sigma_int) * math.sqrt(count)
 
     def to_dict(self) -> dict[str, Any]:

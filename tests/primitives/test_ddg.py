@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from primitives import registry
 from primitives.ddg import (
-    DEFAULT_BETA,
+    KLS21_BETA,
     DDGConfig,
     DDGEncoder,
     fwht,
@@ -131,6 +131,18 @@ def test_conditional_rounding_rerounds_when_needed() -> None:
         randomized_round(np.full((2, 4), 10.0), RandomSource.seeded(1), bound=1.0, beta=0.5)
 
 
+def test_encoder_rounding_respects_the_configured_bound() -> None:
+    """Default (β = 0): unconditional rounding, norm < clip/γ + √d' by construction. β > 0: every
+    user's rounded vector is re-rounded until its norm is within the KLS21 bound."""
+    x = _unit_rows(RandomSource.seeded(10), 300, 40)
+    for beta in (0.0, KLS21_BETA, 0.99):
+        cfg = _config(40, gamma=0.05, beta=beta)
+        assert cfg.rounding_bound == rounded_l2_bound(20.0, 64, beta)
+        q = DDGEncoder(cfg).quantize(x, RandomSource.seeded(11))
+        assert np.all(np.linalg.norm(q.astype(np.float64), axis=1) <= cfg.rounding_bound)
+    assert _config(40).beta == 0.0
+
+
 def test_randomized_rounding_is_unbiased() -> None:
     """z-test on the mean of 20k roundings of 8 fractional values: |z| <= 5 each (level 5.7e-7,
     8 checks)."""
@@ -165,7 +177,7 @@ def test_noiseless_round_trip_within_quantization_bound(
         gamma=gamma,
         modulus_bits=bits,
         rotate=rotate,
-        beta=DEFAULT_BETA if conditional else 0.0,
+        beta=KLS21_BETA if conditional else 0.0,
         sigma_int=5.0,
     )
     enc = DDGEncoder(cfg)
@@ -247,7 +259,7 @@ def test_empty_batch_and_zero_count() -> None:
 
 # -- configuration and errors -----------------------------------------------------------------------
 def test_config_round_trips_through_dict() -> None:
-    cfg = _config(768, gamma=1.5e-7, sigma_int=1.2e6, beta=0.0, rotation_seed=b"\x00\xff")
+    cfg = _config(768, gamma=1.5e-7, sigma_int=1.2e6, beta=KLS21_BETA, rotation_seed=b"\x00\xff")
     data = cfg.to_dict()
     assert data["rotation_seed"] == "00ff"
     assert DDGConfig.from_dict(data) == cfg

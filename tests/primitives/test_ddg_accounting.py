@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from primitives.ddg import (
-    DEFAULT_BETA,
+    KLS21_BETA,
     DDGEncoder,
     aggregate_range,
     calibrate_ddg,
@@ -61,7 +61,7 @@ def test_single_user_large_noise_reduces_to_the_gaussian_rdp_curve() -> None:
     """n = 1 (τ = 0), so ε = min_α[α l2²/2 + ln(1−1/α) − (ln δ + ln α)/(α−1)] with
     l2 = Δ̂₂/σ_int; compared with a golden-section minimization of that expression."""
     sigma, gamma, sens, d, delta = 40.0, 0.05, 1.0, 64, 1e-6
-    l2 = rounded_l2_bound(sens / gamma, d, DEFAULT_BETA) / sigma
+    l2 = rounded_l2_bound(sens / gamma, d, KLS21_BETA) / sigma
 
     def f(a: float) -> float:
         return a * l2 * l2 / 2 + math.log1p(-1 / a) - (math.log(delta) + math.log(a)) / (a - 1)
@@ -71,7 +71,13 @@ def test_single_user_large_noise_reduces_to_the_gaussian_rdp_curve() -> None:
         m1, m2 = lo + (hi - lo) * 0.382, lo + (hi - lo) * 0.618
         lo, hi = (lo, m2) if f(m1) < f(m2) else (m1, hi)
     acc = ddg_accounting(
-        sigma_int=sigma, gamma=gamma, sensitivity=sens, dim_padded=d, n=1, delta=delta
+        sigma_int=sigma,
+        gamma=gamma,
+        sensitivity=sens,
+        dim_padded=d,
+        n=1,
+        delta=delta,
+        beta=KLS21_BETA,
     )
     assert acc.tau == 0.0 and acc.l2_scale == pytest.approx(l2, rel=1e-15)
     assert acc.epsilon == pytest.approx(f(lo), rel=1e-6)
@@ -124,8 +130,8 @@ def _reference_epsilon(
 CASES = [
     # sigma_int, gamma, sensitivity, d', n, delta, beta: τ large / moderate / negligible
     (0.8, 0.5, 1.0, 16, 5, 1e-5, 0.0),
-    (1.1, 0.02, 2.0, 64, 100, 1e-8, DEFAULT_BETA),
-    (1e5, 1e-5, 1.2, 1024, 30, 1e-6, DEFAULT_BETA),
+    (1.1, 0.02, 2.0, 64, 100, 1e-8, KLS21_BETA),
+    (1e5, 1e-5, 1.2, 1024, 30, 1e-6, KLS21_BETA),
     (3.0, 0.01, 0.5, 256, 1000, 1e-6, 1e-3),
 ]
 
@@ -156,7 +162,7 @@ def test_matches_reference_formulas(
 
 
 # -- γ → 0 convergence to the continuous Gaussian ------------------------------------------------
-@pytest.mark.parametrize("beta", [0.0, DEFAULT_BETA])
+@pytest.mark.parametrize("beta", [0.0, KLS21_BETA])
 def test_converges_monotonically_to_the_continuous_gaussian(beta: float) -> None:
     """Fixed effective noise γ·σ_int·√n = 0.9: as γ shrinks, rounding inflation and τ vanish and ε
     decreases to the continuous Gaussian's RDP-based ε (same conversion, same α grid)."""
@@ -202,9 +208,9 @@ def test_monotone_in_each_argument() -> None:
 @pytest.mark.parametrize(
     ("epsilon", "gamma", "n", "beta"),
     [
-        (1.0, 1e-3, 30, DEFAULT_BETA),
+        (1.0, 1e-3, 30, KLS21_BETA),
         (5.0, 1e-6, 30, 0.0),
-        (2.0, 0.05, 100, DEFAULT_BETA),
+        (2.0, 0.05, 100, KLS21_BETA),
         (10.0, 0.2, 2, 0.0),
     ],
 )
