@@ -154,7 +154,8 @@ def tagging_key(seeds: SeedPlan, suite: Any) -> tuple[Secret[bytes], bytes]:
     return (sk if isinstance(sk, Secret) else Secret(sk)), pk
 
 
-def _box_key(seeds: SeedPlan, channel: Any, role: Role) -> tuple[Secret[bytes], bytes]:
+def box_key(seeds: SeedPlan, channel: Any, role: Role) -> tuple[Secret[bytes], bytes]:
+    """A server's sealing key pair: from ``seeds.secret("channel/<role>")`` in test mode."""
     if seeds.rng_mode == "seeded":
         return tuple(channel.generate_keypair(rng=seeds.secret(f"channel/{role.label}")))  # type: ignore[return-value]
     return tuple(channel.generate_keypair())  # type: ignore[return-value]
@@ -445,8 +446,8 @@ def _play(
     # -- set-up: keys, parties ---------------------------------------------------------------------
     with meter.phase("setup"):
         voprf_key = tagging_key(seeds, suite)
-        tag_box = _box_key(seeds, channel, Role.S_TAG)
-        syn_box = _box_key(seeds, channel, Role.S_SYN)
+        tag_box = box_key(seeds, channel, Role.S_TAG)
+        syn_box = box_key(seeds, channel, Role.S_SYN)
         proxy = AnonymizingProxy(
             shuffler=comps.shuffler, rng=seeds.secret("proxy/shuffle"), recorder=recorder,
             meter=meter, adversary=adversary,
@@ -667,6 +668,7 @@ __all__ = [
     "ProtocolConfig",
     "ProtocolResult",
     "aggregation_term",
+    "box_key",
     "build_ledger",
     "ddg_config_for",
     "dummy_parameters",
