@@ -1,0 +1,272 @@
+"""The centralized Fre-E2T mechanism (SPEC §3, paper §4.1 Algorithm 1): the reference oracle.
+
+``run_mechanism`` is a pure function of the embeddings, the public parameters and a
+:class:`~mechanism.seeds.SeedPlan`: public randomness (projection, offsets) from the public seed,
+the sampling coins from ``seeds.secret(COINS_LABEL)`` and the centroid noise from
+``seeds.secret(CENTROID_NOISE_LABEL)``. The distributed protocol draws its coins through
+:func:`sample_coins` too, so in seeded test mode both paths see identical coins (SPEC §6).
+
+Cost: one pass over ``X`` for the projection (a float32 matrix product in row blocks), a sort of
+the sampled rows' 64-bit bucket keys, and one gather over the contributing rows for the sums. Extra
+memory is O(N·k) for the bucket indices plus a few row blocks — never a copy of ``X``.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from mechanism.accounting import calibrate_noise, release_floor
+from mechanism.grid import PublicGrid, encode_bucket
+from mechanism.params import FreParams
+from mechanism.release import Release, ReleasedBucket
+from mechanism.seeds import CENTROID_NOISE_LABEL, COINS_LABEL, SeedPlan
+from primitives.errors import InvalidInputError, InvalidParameterError
+
+# Rows gathered at once when summing a bucket: 8192 float32 rows are 24 MiB at d = 768.
+SUM_CHUNK_ROWS = 8192
+
+# Odd multipliers of the 64-bit bucket key (a fixed, public choice: grouping must not depend on any
+# seed). Collisions are detected and resolved exactly, so these only affect speed.
+_KEY_MULTIPLIERS_SEED = 0x9E3779B97F4A7C15
+
+
+def _key_multipliers(k: int) -> npt.NDArray[np.uint64]:
+    state = _KEY_MULTIPLIERS_SEED
+    out = []
+    for _ in range(k):
+        # splitmix64 steps: well-spread odd constants without drawing on any randomness source.
+        state = (state + 0x9E3779B97F4A7C15) & 0xFFFFFFFFFFFFFFFF
+        z = state
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & 0xFFFFFFFFFFFFFFFF
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & 0xFFFFFFFFFFFFFFFF
+        out.append((z ^ (z >> 31)) | 1)
+    return np.array(out, dtype=np.uint64)
+
+
+def sample_coins(seeds: SeedPlan, n: int, params: FreParams) -> npt.NDArray[np.bool_]:
+    """User i's sampling coin is entry i (SPEC §3 step 3): Bernoulli(p_s), all True when ε = ∞."""
+    if isinstance(n, bool) or not isinstance(n, int | np.integer) or n < 0:
+        raise InvalidParameterError(f"n must be an integer >= 0, got {n!r}")
+    coins: npt.NDArray[np.bool_] = seeds.secret(COINS_LABEL).bernoulli(
+        params.effective_p_sample, int(n)
+    )
+    return coins
+
+
+def release_threshold(params: FreParams) -> int:
+    """The smallest sampled count that is released: ``n_h ≥ τ`` with τ = p_s·t (SPEC §3 step 3).
+
+    Integer counts compare against the accountant's :func:`~mechanism.accounting.release_floor`
+    so that rounding of ``p_s·t`` (0.7·100 = 70.00000000000001) cannot drop a bucket the ledger
+    pays for. The protocol must use the same rule.
+    """
+    return max(1, release_floor(params.tau))
+
+
+# -- grouping sampled rows by bucket -----------------------------------------------------------
+def _group_exact(
+    rows: npt.NDArray[np.int64],
+) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp], npt.NDArray[np.intp]]:
+    """(first row of each group, group of each row, group sizes) by lexicographic sort."""
+    n = rows.shape[0]
+    order = np.lexsort(rows.T[::-1])
+    ordered = rows[order]
+    new_group = np.ones(n, dtype=bool)
+    new_group[1:] = np.any(ordered[1:] != ordered[:-1], axis=1)
+    group_of_sorted = np.cumsum(new_group) - 1
+    inverse = np.empty(n, dtype=np.intp)
+    inverse[order] = group_of_sorted
+    starts = np.flatnonzero(new_group)
+    counts = np.diff(np.append(starts, n))
+    # First occurrence in input order: lexsort is stable, so the first of each run is it.
+    first = order[starts]
+    return first.astype(np.intp), inverse, counts.astype(np.intp)
+
+
+def group_buckets(
+    rows: npt.NDArray[np.int64],
+) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp], npt.NDArray[np.intp]]:
+    """Group identical rows of an (n, k) int64 array: (first row per group, inverse, counts).
+
+    Rows are hashed to one 64-bit key and grouped with a single sort; the grouping is then checked
+    row by row against each group's first row, and on any key collision recomputed exactly by a
+    lexicographic sort. Group numbering follows the sorted keys (callers order by bucket id).
+    """
+    n, k = rows.shape
+    if n == 0:
+        empty = np.empty(0, dtype=np.intp)
+        return empty, empty, empty
+    mult = _key_multipliers(k)
+    keys = np.zeros(n, dtype=np.uint64)
+    for j in range(k):  # column at a time: no (n, k) uint64 temporary
+        keys += rows[:, j].astype(np.uint64) * mult[j]
+    _, first, inverse, counts = np.unique(
+        keys, return_index=True, return_inverse=True, return_counts=True
+    )
+    inverse = inverse.reshape(-1)
+    consistent = True
+    for start in range(0, n, 1 << 16):
+        stop = min(n, start + (1 << 16))
+        if not np.array_equal(rows[start:stop], rows[first[inverse[start:stop]]]):
+            consistent = False
+            break
+    if not consistent:
+        return _group_exact(rows)
+    return first.astype(np.intp), inverse.astype(np.intp), counts.astype(np.intp)
+
+
+def _bucket_sums(
+    x: npt.NDArray[Any],
+    rows: npt.NDArray[np.intp],
+    slot: npt.NDArray[np.intp],
+    m: int,
+    *,
+    tick: Callable[[int], None] | None = None,
+) -> npt.NDArray[np.float64]:
+    """Σ x_i (float64) over the rows of each of ``m`` slots.
+
+    Rows are sorted by slot (stably, so ascending within a slot); each slot's rows are gathered in
+    pieces of at most ``SUM_CHUNK_ROWS`` and summed with a float64 accumulator, so no float64 copy
+    of the rows is ever made and the temporary stays at one piece.
+    """
+    d = x.shape[1]
+    sums = np.zeros((m, d), dtype=np.float64)
+    order = np.argsort(slot, kind="stable")
+    rows_sorted = rows[order]
+    slot_sorted = slot[order]
+    bounds = np.searchsorted(slot_sorted, np.arange(m + 1))
+    for h in range(m):
+        for start in range(int(bounds[h]), int(bounds[h + 1]), SUM_CHUNK_ROWS):
+            stop = min(int(bounds[h + 1]), start + SUM_CHUNK_ROWS)
+            sums[h] += x[rows_sorted[start:stop]].sum(axis=0, dtype=np.float64)
+            if tick is not None:
+                tick(stop - start)
+    return sums
+
+
+def _check_embeddings(x: npt.ArrayLike) -> npt.NDArray[Any]:
+    arr = np.asarray(x)
+    if arr.ndim != 2:
+        raise InvalidInputError(
+            f"embeddings must be a 2-D array (users × dimensions), got shape {tuple(arr.shape)}"
+        )
+    if arr.shape[0] == 0 or arr.shape[1] == 0:
+        raise InvalidInputError(f"embeddings must be non-empty, got shape {tuple(arr.shape)}")
+    if not (np.issubdtype(arr.dtype, np.floating) or np.issubdtype(arr.dtype, np.integer)):
+        raise InvalidInputError(f"embeddings must hold real numbers, got dtype {arr.dtype}")
+    return arr
+
+
+def run_mechanism(
+    x: npt.ArrayLike,
+    params: FreParams,
+    seeds: SeedPlan,
+    *,
+    noise: bool = True,
+    progress: bool = False,
+) -> Release:
+    """Algorithm 1 on embeddings ``x`` (N, d): heavy buckets and their (noisy) centroids.
+
+    SPEC §3: bucket every row on the public grid; draw coins; release buckets whose sampled count
+    reaches τ (:func:`release_threshold`); centroid = (Σ sampled x_i + σ·N(0, I_d)) / n_h, σ from
+    :func:`~mechanism.accounting.calibrate_noise`. ``noise=False`` keeps the coins and the
+    threshold but adds no Gaussian noise (the exact-equivalence setting of SPEC §6). Noise rows are
+    drawn from ``seeds.secret(CENTROID_NOISE_LABEL).normal((m, d))`` in release order (by id).
+    """
+    if not isinstance(params, FreParams):
+        raise InvalidParameterError(f"params must be FreParams, got {type(params).__name__}")
+    if not isinstance(seeds, SeedPlan):
+        raise InvalidParameterError(f"seeds must be a SeedPlan, got {type(seeds).__name__}")
+    arr = _check_embeddings(x)
+    n, d = arr.shape
+    ledger = calibrate_noise(params)  # before any work: an infeasible budget fails fast
+    sigma = float(ledger.sigma)
+    timings: dict[str, float] = {}
+    t_start = time.perf_counter()
+
+    bar: Any = None
+    tick: Callable[[int], None] | None = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=n, desc="bucketing", unit="row", leave=False)
+        tick = bar.update
+    try:
+        # Step 1-2: projection and shifted grid.
+        grid = PublicGrid.derive(seeds, d, params)
+        buckets = grid.bucket_indices(arr, on_rows=tick)
+        timings["bucketing"] = time.perf_counter() - t_start
+
+        # Step 3: sample and threshold.
+        t0 = time.perf_counter()
+        coins = sample_coins(seeds, n, params)
+        sampled = np.flatnonzero(coins)
+        sampled_buckets = buckets[sampled]
+        first, inverse, counts = group_buckets(sampled_buckets)
+        floor = release_threshold(params)
+        heavy = np.flatnonzero(counts >= floor)
+        heavy_ids = [encode_bucket(sampled_buckets[first[g]]).hex() for g in heavy.tolist()]
+        order = sorted(range(len(heavy_ids)), key=heavy_ids.__getitem__)
+        heavy = heavy[np.array(order, dtype=np.intp)] if order else heavy
+        m = int(heavy.shape[0])
+        slot_of_group = np.full(counts.shape[0], -1, dtype=np.intp)
+        slot_of_group[heavy] = np.arange(m, dtype=np.intp)
+        slot_of_sampled = slot_of_group[inverse]
+        contributing = slot_of_sampled >= 0
+        rows = sampled[contributing]
+        slots = slot_of_sampled[contributing]
+        released_counts = counts[heavy].astype(np.int64)
+        timings["sample_threshold"] = time.perf_counter() - t0
+
+        # Step 4: sums of the sampled contributors, Gaussian noise, divide by n_h.
+        t0 = time.perf_counter()
+        if bar is not None:
+            bar.reset(total=int(rows.shape[0]))
+            bar.set_description("summing")
+        sums = _bucket_sums(arr, rows, slots, m, tick=tick)
+        if noise and sigma > 0 and m > 0:
+            draws = np.asarray(seeds.secret(CENTROID_NOISE_LABEL).normal((m, d)), dtype=np.float64)
+            sums += sigma * draws
+        centroids = sums / released_counts[:, None].astype(np.float64)
+        timings["centroids"] = time.perf_counter() - t0
+    finally:
+        if bar is not None:
+            bar.close()
+    timings["total"] = time.perf_counter() - t_start
+
+    released = tuple(
+        ReleasedBucket(id=heavy_ids[i], count=int(c))
+        for i, c in zip(order, released_counts.tolist(), strict=True)
+    )
+    info: dict[str, Any] = {
+        "path": "mechanism",
+        "n_users": n,
+        "dim": d,
+        "k": params.k,
+        "n_sampled": int(sampled.shape[0]),
+        "n_sampled_buckets": int(counts.shape[0]),
+        "n_released": m,
+        "n_contributors": int(rows.shape[0]),
+        "release_floor": floor,
+        "sigma": sigma,
+        "sigma_applied": sigma if (noise and m > 0) else 0.0,
+        "rng_mode": seeds.rng_mode,
+        "timings_s": timings,
+    }
+    if not math.isfinite(params.epsilon):
+        info["note"] = "epsilon = inf: non-DP reference (p_s = 1, tau = t, sigma = 0)"
+    return Release(
+        buckets=released,
+        centroids=centroids,
+        ledger=ledger,
+        params=params,
+        seeds=seeds.to_dict(),
+        noise=bool(noise),
+        info=info,
+    )
