@@ -1,0 +1,155 @@
+"""The runner: reproducibility, what is recorded where, secrets, the saved release, batching, sizes."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fre_protocol.runner import TRANSCRIPT_FILE, ProtocolConfig, run_protocol
+from mechanism.params import FreParams
+from mechanism.population import Population, synthetic_population
+from mechanism.release import Release
+from mechanism.seeds import SeedPlan
+from primitives.errors import InfeasibleBudgetError, InvalidInputError, UnknownComponentError
+from primitives.randomness import RandomSource
+from transcripts import TranscriptStore
+
+INF = FreParams.paper(math.inf)  # no dummies, τ = t = 100: the cheapest complete runs
+
+
+def _population(dim: int = 16, seed: int = 3) -> Population:
+    return synthetic_population(2, 130, 40, dim, 0.5, RandomSource.seeded(seed, "runner"), spread=0.01)
+
+
+@pytest.fixture(scope="module")
+def pop() -> Population:
+    return _population()
+
+
+@pytest.fixture(scope="module")
+def recorded(pop: Population, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Release]:
+    out = tmp_path_factory.mktemp("run")
+    result = run_protocol(pop.embeddings, INF, SeedPlan.from_seed(1), noise=True, out_dir=out)
+    assert result.transcript_path == out / TRANSCRIPT_FILE
+    return out, result.release
+
+
+def test_seeded_runs_are_reproducible_whatever_the_worker_count(pop: Population, recorded) -> None:  # type: ignore[no-untyped-def]
+    _, first = recorded
+    again = run_protocol(pop.embeddings, INF, SeedPlan.from_seed(1), noise=True, workers=1).release
+    assert len(first) >= 1
+    assert first.ids == again.ids
+    assert np.array_equal(first.counts, again.counts)
+    assert np.array_equal(first.centroids, again.centroids)  # sealing randomness never matters
+    other = run_protocol(pop.embeddings, INF, SeedPlan.from_seed(2), noise=True).release
+    assert set(other.ids).isdisjoint(first.ids)  # another S_tag key: other tags
+
+
+def test_every_message_is_recorded_in_receiver_and_proxy_views(pop: Population, recorded) -> None:  # type: ignore[no-untyped-def]
+    out, release = recorded
+    n = pop.n
+    with TranscriptStore.open(out / TRANSCRIPT_FILE) as store:
+        summary = store.summary(by=("view", "message_type"))
+        header = store.header
+        assert header.rng_mode == "seeded"
+        assert set(header.components) >= {"oprf", "group", "secret_sharing", "ddg_encoder", "channel", "shuffler"}
+        assert header.params["threshold"] == INF.threshold
+        assert summary["S_tag"]["blind_request"]["count"] == n
+        assert summary["user"]["evaluation"]["count"] == n
+        assert summary["proxy"]["evaluation"]["count"] == n
+        subs = release.info["n_submissions"]
+        parts = release.info["n_participants"]
+        assert subs == n  # epsilon = inf: every user submits, no dummies
+        assert summary["S_syn"]["tag_submission"]["count"] == subs
+        assert summary["S_syn"]["share_submission"]["count"] == parts
+        assert summary["S_tag"]["share_submission"]["count"] == parts
+        # the proxy relayed every sealed user message once: requests + submissions + 2 shares
+        assert summary["proxy"]["sealed_envelope"]["count"] == n + subs + 2 * parts
+        assert summary["S_syn"]["aggregate_share"]["count"] == release.info["n_released_tags"]
+        assert summary["S_tag"]["accepted_contributions"]["count"] == release.info["n_released_tags"]
+        # sizes are the encoded sizes
+        assert summary["S_tag"]["blind_request"]["bytes"] == 33 * n
+        assert summary["S_syn"]["tag_submission"]["bytes"] == 81 * subs
+        assert {e.status for e in store.entries()} == {"accepted"}
+        # seeded mode keeps the secrets as artifacts; the release and ledger are recorded
+        names = {a.name for a in store.artifacts()}
+        assert {"release", "ledger", "ddg_config", "centroids", "secrets/voprf_sk"} <= names
+        assert store.get_artifact("release")["buckets"] == [b.to_dict() for b in release.buckets]
+    loaded = Release.load(out)
+    assert loaded.ids == release.ids and np.array_equal(loaded.centroids, release.centroids)
+    assert loaded.info["path"] == "protocol"
+
+
+def test_no_secrets_outside_seeded_mode(pop: Population, tmp_path: Path) -> None:
+    result = run_protocol(pop.embeddings, INF, SeedPlan.fresh(), noise=True, out_dir=tmp_path)
+    with TranscriptStore.open(result.transcript_path) as store:  # type: ignore[arg-type]
+        assert store.header.rng_mode == "crypto"
+        assert not [a.name for a in store.artifacts() if a.secret]
+        assert "test_seed" not in store.header.extra["seeds"]
+    assert "test_seed" not in result.release.seeds
+
+
+def test_batched_proofs_release_the_same(pop: Population) -> None:
+    seeds = SeedPlan.from_seed(4)
+    single = run_protocol(pop.embeddings, INF, seeds, noise=False).release
+    batched = run_protocol(
+        pop.embeddings, INF, seeds, noise=False, config=ProtocolConfig(proof_batch_size=64)
+    )
+    assert batched.release.ids == single.ids
+    assert np.array_equal(batched.release.centroids, single.centroids)
+    assert batched.release.info["proof_batch_size"] == 64
+    # each user downloads its whole proof batch: 1 + 8 + 64·64 + 64 bytes for a full batch
+    assert batched.costs["download_bytes_evaluation"] > 1000
+
+
+def test_user_upload_fits_the_budget_at_d_768() -> None:
+    """Seed-compressed shares over Z_{2^24}: a 768-d user uploads well under 4.5 kB."""
+    pop = synthetic_population(1, 120, 0, 768, 0.5, RandomSource.seeded(8, "upload"), spread=0.01)
+    result = run_protocol(pop.embeddings, INF, SeedPlan.from_seed(8), noise=True)
+    costs = result.costs
+    assert result.release.info["n_participants"] >= 100
+    # 87 (blind) + 135 (tag) + 171 (seed share) + 3211 (1024 × 3-byte words) bytes
+    assert costs["upload_bytes"] == 87 + 135 + 171 + (1 + 64 + 16 + 4 + 1024 * 3 + 48 + 6)
+    assert costs["upload_bytes"] <= 4500
+    assert costs["download_bytes_evaluation"] == 97
+    for key in ("voprf_eval_us", "tag_count_us", "share_accumulate_us", "reconstruct_us", "user_online_ms"):
+        assert costs[key] > 0
+
+
+def test_bad_input_fails_before_any_work(pop: Population, tmp_path: Path) -> None:
+    with pytest.raises(InfeasibleBudgetError):
+        run_protocol(pop.embeddings, FreParams(epsilon=1.0, p_sample=0.5), SeedPlan.from_seed(1), out_dir=tmp_path)
+    assert not (tmp_path / TRANSCRIPT_FILE).exists()
+    with pytest.raises(UnknownComponentError, match="known|must be one of"):
+        run_protocol(pop.embeddings, INF, SeedPlan.from_seed(1), components={"channel": "carrier-pigeon"})
+    bad = np.array(pop.embeddings, copy=True)
+    bad[3, 2] = np.nan
+    with pytest.raises(InvalidInputError, match="finite"):
+        run_protocol(bad, INF, SeedPlan.from_seed(1))
+
+
+def test_dp_run_records_dummies_and_its_ledger(tmp_path: Path) -> None:
+    """ε = 4: S_syn's view holds real and dummy submissions, indistinguishable; the ledger has
+    every term and its total equals the target budget."""
+    pop = synthetic_population(1, 150, 30, 16, 0.5, RandomSource.seeded(6, "dp"), spread=0.01)
+    params = FreParams.paper(4.0)
+    result = run_protocol(pop.embeddings, params, SeedPlan.from_seed(6), out_dir=tmp_path)
+    info, ledger = result.release.info, result.release.ledger
+    dummies = info["dummies"]
+    assert dummies["dummy_submissions"] > 0
+    assert info["n_submissions"] == info["n_real_submissions"] + dummies["dummy_submissions"]
+    names = [t.name for t in ledger.terms]
+    assert names[:2] == ["heavy_hitters", "dummy_padding"] and "centroid_ddg" in names
+    assert ledger.epsilon == pytest.approx(params.epsilon, rel=1e-9)
+    assert ledger.delta <= params.delta * (1 + 1e-9)
+    assert ledger.term("dummy_padding").epsilon == pytest.approx(ledger.term("heavy_hitters").epsilon)
+    with TranscriptStore.open(result.transcript_path) as store:  # type: ignore[arg-type]
+        senders = Counter(e.sender for e in store.entries(view="proxy", phase="phase1_submit"))
+        assert senders == {"user": info["n_real_submissions"], "dummy_user": dummies["dummy_submissions"]}
+        assert {e.sender for e in store.entries(view="S_syn")} == {"proxy", "S_tag"}
+        sizes = {e.size for e in store.entries(view="S_syn", message_type="tag_submission")}
+        assert sizes == {81}
