@@ -1,0 +1,338 @@
+"""Robustness (SPEC §6): dropouts between the phases, and bad input on the network — malformed and
+identity group elements, unopenable or misaddressed messages, wrong share lengths, out-of-range
+ring elements, unknown tags, replays and duplicates, failed proofs. Each bad message is rejected
+with a typed error, recorded with status ``rejected:<Type>``, and never changes other users'
+results: seeded runs with noise off are compared with the honest run exactly.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from fre_protocol.components import build_components
+from fre_protocol.messages import (
+    BatchEvaluation,
+    BlindRequest,
+    Evaluation,
+    Role,
+    SealedEnvelope,
+    ShareSubmission,
+    decode,
+)
+from fre_protocol.parties.base import PHASE1, PHASE1_SUBMIT, PHASE2
+from fre_protocol.parties.proxy import NetworkAdversary
+from fre_protocol.runner import ProtocolConfig, ProtocolResult, box_key, run_protocol
+from mechanism.grid import PublicGrid
+from mechanism.params import FreParams
+from mechanism.population import Population, synthetic_population
+from mechanism.release import Release
+from mechanism.seeds import SeedPlan
+from primitives.ddg import DDGConfig, DDGEncoder
+from primitives.randomness import RandomSource
+from transcripts import TranscriptStore
+
+INF = FreParams.paper(math.inf)
+SEEDS = SeedPlan.from_seed(21)
+# 22-bit ring: 3-byte words on the wire, so a word >= 2^22 is an out-of-range ring element.
+CONFIG = ProtocolConfig(modulus_bits=22)
+
+
+@pytest.fixture(scope="module")
+def pop() -> Population:
+    return synthetic_population(2, 130, 40, 16, 0.5, RandomSource.seeded(23, "robust"), spread=0.005)
+
+
+@pytest.fixture(scope="module")
+def honest(pop: Population) -> Release:
+    release = run_protocol(pop.embeddings, INF, SEEDS, noise=False, config=CONFIG).release
+    assert len(release) == 2, "both planted clusters must be released for these tests"
+    return release
+
+
+def _run(pop: Population, tmp_path: Path, adversary: NetworkAdversary | None = None, **kw: Any) -> ProtocolResult:
+    return run_protocol(
+        pop.embeddings, kw.pop("params", INF), SEEDS, noise=kw.pop("noise", False), out_dir=tmp_path,
+        adversary=adversary, config=kw.pop("config", CONFIG), **kw,
+    )
+
+
+def _statuses(result: ProtocolResult, view: str) -> Counter[str]:
+    with TranscriptStore.open(result.transcript_path) as store:  # type: ignore[arg-type]
+        return Counter(e.status for e in store.entries(view=view))
+
+
+def _same(a: Release, b: Release) -> None:
+    assert a.ids == b.ids
+    assert np.array_equal(a.counts, b.counts)
+    assert np.array_equal(a.centroids, b.centroids)
+
+
+class Keys:
+    """The servers' sealing keys, recomputed from the seed plan (test mode) to forge messages."""
+
+    def __init__(self) -> None:
+        self.channel = build_components().channel
+        self.tag = box_key(SEEDS, self.channel, Role.S_TAG)
+        self.syn = box_key(SEEDS, self.channel, Role.S_SYN)
+
+    def seal(self, role: Role, plain: bytes) -> bytes:
+        key = self.tag[1] if role is Role.S_TAG else self.syn[1]
+        return SealedEnvelope(recipient=role, ciphertext=self.channel.seal(key, plain)).encode()
+
+    def open(self, envelope: bytes) -> tuple[Role, bytes]:
+        env = decode(envelope)
+        assert isinstance(env, SealedEnvelope)
+        key = self.tag[0] if env.recipient is Role.S_TAG else self.syn[0]
+        return env.recipient, self.channel.open(key, env.ciphertext)
+
+
+# -- phase 1 --------------------------------------------------------------------------------------
+class Phase1Injector(NetworkAdversary):
+    def __init__(self, keys: Keys) -> None:
+        self.keys = keys
+
+    def on_forward(self, phase: str, items: list[tuple[int, Role, bytes]]) -> list[tuple[int, Role, bytes]]:
+        k = self.keys
+        if phase == PHASE1:
+            return items + [
+                (9001, Role.USER, k.seal(Role.S_TAG, BlindRequest(blinded_element=bytes(32)).encode())),  # identity
+                (9002, Role.USER, k.seal(Role.S_TAG, BlindRequest(blinded_element=b"\xff" * 32).encode())),  # non-canonical
+                (9003, Role.USER, SealedEnvelope(recipient=Role.S_TAG, ciphertext=b"\x00" * 80).encode()),  # unopenable
+                (9004, Role.USER, b"\x09\x02"),  # truncated envelope: the proxy rejects it
+                (9005, Role.USER, k.seal(Role.S_TAG, b"\x01" + bytes(31))),  # truncated BlindRequest
+            ]
+        if phase == PHASE1_SUBMIT:
+            first = items[0][2]
+            _, plain = k.open(first)
+            return items + [
+                (9006, Role.USER, first),  # replay of a user's envelope
+                (9007, Role.USER, k.seal(Role.S_SYN, plain)),  # the same submission resealed (same nonce)
+                (9008, Role.USER, k.seal(Role.S_TAG, plain)),  # a tag submission to the wrong server, wrong phase
+            ]
+        return items
+
+
+def test_bad_phase1_messages_are_rejected_and_change_nothing(pop, honest, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    result = _run(pop, tmp_path, Phase1Injector(Keys()))
+    _same(result.release, honest)
+    tag_view = _statuses(result, "S_tag")
+    assert tag_view["rejected:DecodeError"] == 4  # identity, non-canonical, unopenable, truncated
+    assert tag_view["rejected:ProtocolStateError"] == 1  # a tag submission in the wrong phase
+    # every genuine message still accepted: requests, broadcast, shares, accepted-contribution lists
+    assert tag_view["accepted"] == pop.n + 1 + sum(honest.info["contributors"].values()) + len(honest)
+    syn = _statuses(result, "S_syn")
+    assert syn["rejected:ProtocolStateError"] == 2  # replay + duplicate nonce
+    assert _statuses(result, "proxy")["rejected:DecodeError"] == 1
+    assert result.release.info["rejections"] == {"rejected:DecodeError": 4, "rejected:ProtocolStateError": 3}
+    # the injected requests got Rejection answers, routed to their connections only
+    assert result.release.info["user_status"] == {"ok": pop.n}
+
+
+# -- phase 2 --------------------------------------------------------------------------------------
+class Phase2Tamperer(NetworkAdversary):
+    """Tampers with the S_syn shares of three users and injects shares with unknown tags and
+    duplicate contribution ids."""
+
+    def __init__(self, keys: Keys) -> None:
+        self.keys = keys
+        self.victims: dict[int, str] = {}
+
+    def on_forward(self, phase: str, items: list[tuple[int, Role, bytes]]) -> list[tuple[int, Role, bytes]]:
+        if phase != PHASE2:
+            return items
+        k = self.keys
+        out, extra = [], []
+        kinds = iter(["short", "range", "duplicate"])
+        for conn, role, env in items:
+            recipient, plain = k.open(env)
+            msg = decode(plain)
+            assert isinstance(msg, ShareSubmission)
+            if recipient is Role.S_SYN and conn not in self.victims and len(self.victims) < 3:
+                kind = next(kinds)
+                self.victims[conn] = kind
+                if kind == "short":
+                    bad = ShareSubmission(tag=msg.tag, contribution_id=msg.contribution_id, share=msg.share[:-3])
+                    out.append((conn, role, k.seal(recipient, bad.encode())))
+                    continue
+                if kind == "range":
+                    word = b"\xff\xff\xff"  # 2^24 - 1 >= 2^22
+                    bad = ShareSubmission(tag=msg.tag, contribution_id=msg.contribution_id, share=word + msg.share[3:])
+                    out.append((conn, role, k.seal(recipient, bad.encode())))
+                    continue
+                # duplicate: the genuine share, then a second one with the same contribution id
+                extra.append((conn, role, k.seal(recipient, ShareSubmission(
+                    tag=msg.tag, contribution_id=msg.contribution_id, share=bytes(len(msg.share))
+                ).encode())))
+            out.append((conn, role, env))
+        unknown = ShareSubmission(tag=b"\x42" * 64, contribution_id=b"\x01" * 16, share=bytes(48))
+        extra.append((9100, Role.USER, k.seal(Role.S_SYN, unknown.encode())))
+        extra.append((9101, Role.USER, k.seal(Role.S_TAG, unknown.encode())))
+        return out + extra
+
+
+def test_bad_shares_are_rejected_and_only_their_users_drop_out(pop, honest, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    adversary = Phase2Tamperer(Keys())
+    result = _run(pop, tmp_path, adversary)
+    release = result.release
+    syn = _statuses(result, "S_syn")
+    assert syn["rejected:DecodeError"] == 2  # short share, out-of-range word
+    assert syn["rejected:ProtocolStateError"] == 2  # duplicate contribution id, unknown tag
+    assert _statuses(result, "S_tag")["rejected:ProtocolStateError"] == 1  # unknown tag
+    # the same buckets and phase-1 counts; the two users with rejected shares are left out of
+    # their bucket's sum at BOTH servers (the duplicate's first copy stays accepted)
+    assert release.ids == honest.ids and np.array_equal(release.counts, honest.counts)
+    contributors = release.info["contributors"]
+    assert sum(contributors.values()) == sum(honest.info["contributors"].values()) - 2
+    encoder = DDGEncoder(DDGConfig.from_dict(release.info["ddg"]))
+    grid = PublicGrid.derive(SEEDS, pop.dim, INF)
+    idx = [tuple(r) for r in grid.bucket_indices(pop.embeddings)]
+    dropped = [u for u, kind in adversary.victims.items() if kind in ("short", "range")]
+    for row, (tag, n_contrib) in enumerate(contributors.items()):
+        honest_row = honest.ids.index(tag)
+        if n_contrib == honest.info["contributors"][tag]:
+            assert np.array_equal(release.centroids[row], honest.centroids[honest_row])
+            continue
+        # this bucket lost the dropped users: its centroid is the mean of the others
+        members = [u for u in range(pop.n) if idx[u] == idx[dropped[0]]]
+        kept = [u for u in members if u not in dropped]
+        assert len(kept) == n_contrib
+        mean = pop.embeddings[kept].astype(np.float64).mean(axis=0)
+        assert np.linalg.norm(release.centroids[row] - mean) <= encoder.quantization_bound(n_contrib) / n_contrib + 1e-9
+
+
+# -- failed proofs ----------------------------------------------------------------------------------
+class ProofBreaker(NetworkAdversary):
+    def __init__(self, victims: int = 1) -> None:
+        self.victims = victims
+        self.hit: list[int] = []
+        self.bad_proof: bytes | None = None
+
+    def on_response(self, phase: str, pairs: list[tuple[int, bytes]]) -> list[tuple[int, bytes]]:
+        out = []
+        for conn, data in pairs:
+            msg = decode(data)
+            if isinstance(msg, Evaluation) and len(self.hit) < self.victims:
+                self.hit.append(conn)
+                proof = bytes([msg.proof[0] ^ 1]) + msg.proof[1:]
+                data = Evaluation(evaluated_element=msg.evaluated_element, proof=proof).encode()
+            elif isinstance(msg, BatchEvaluation):
+                if self.bad_proof is None:
+                    self.bad_proof = msg.proof
+                if msg.proof == self.bad_proof:
+                    self.hit.append(conn)
+                    proof = bytes([msg.proof[0] ^ 1]) + msg.proof[1:]
+                    data = BatchEvaluation(
+                        position=msg.position, blinded_elements=msg.blinded_elements,
+                        evaluated_elements=msg.evaluated_elements, proof=proof,
+                    ).encode()
+            out.append((conn, data))
+        return out
+
+
+def test_a_failed_proof_aborts_only_its_user(pop, honest, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    adversary = ProofBreaker(victims=3)
+    result = _run(pop, tmp_path, adversary)
+    status = result.release.info["user_status"]
+    assert status == {"ok": pop.n - 3, "rejected:VerificationError": 3}
+    assert _statuses(result, "user")["rejected:VerificationError"] == 3
+    # the three users submitted nothing: each released count drops by its victims, nothing else
+    assert result.release.info["n_real_submissions"] == pop.n - 3
+    assert result.release.ids == honest.ids
+    lost = Counter(_tag_of(pop, u) for u in adversary.hit)
+    for tag, count, before in zip(result.release.ids, result.release.counts, honest.counts, strict=True):
+        assert count == before - lost.get(tag, 0)
+
+
+def test_a_failed_batch_proof_aborts_only_its_batch(pop, honest, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    adversary = ProofBreaker()
+    result = _run(pop, tmp_path, adversary, config=ProtocolConfig(modulus_bits=22, proof_batch_size=64))
+    status = result.release.info["user_status"]
+    assert status["rejected:VerificationError"] == len(adversary.hit) == 64
+    assert status["ok"] == pop.n - 64
+
+
+def _tag_of(pop: Population, user: int) -> str:
+    """A user's tag, recomputed from its bucket with S_tag's seeded key."""
+    from fre_protocol.runner import tagging_key
+    from mechanism.grid import encode_bucket
+
+    suite = build_components().suite
+    sk, _ = tagging_key(SEEDS, suite)
+    index = PublicGrid.derive(SEEDS, pop.dim, INF).bucket_indices(pop.embeddings[user : user + 1])[0]
+    return str(suite.evaluate(sk, encode_bucket(index)).hex())
+
+
+# -- dropouts -------------------------------------------------------------------------------------
+def _bucket_members(pop: Population) -> list[list[int]]:
+    grid = PublicGrid.derive(SEEDS, pop.dim, INF)
+    groups: dict[tuple[int, ...], list[int]] = {}
+    for u, row in enumerate(grid.bucket_indices(pop.embeddings).tolist()):
+        groups.setdefault(tuple(row), []).append(u)
+    return sorted(groups.values(), key=len, reverse=True)
+
+
+def test_dropouts_below_the_floor_withhold_the_centroid(pop, honest, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    big, second = _bucket_members(pop)[:2]
+    gone = set(big[:40]) | set(second[:5])  # bucket 1 falls below ⌈τ⌉ = 100, bucket 2 does not
+
+    def dropout(n: int) -> np.ndarray:
+        return np.isin(np.arange(n), sorted(gone))
+
+    result = _run(pop, tmp_path, dropout=dropout)
+    release = result.release
+    info = release.info
+    assert info["n_dropped_out"] == 45
+    assert len(info["withheld"]) == 1 and len(release) == 1
+    (withheld_tag, why), = info["withheld"].items()
+    assert "release floor" in why
+    assert release.ledger.term("dropout_withheld").detail["tags"] == {withheld_tag: why}
+    assert release.ledger.epsilon == honest.ledger.epsilon  # zero-cost record, totals unchanged
+    # the other bucket: phase-1 count kept, divided by its remaining contributors
+    (tag,) = release.ids
+    assert release.counts[0] == honest.counts[honest.ids.index(tag)]
+    assert info["contributors"][tag] == len(second) - 5
+    kept = [u for u in second if u not in gone]
+    mean = pop.embeddings[kept].astype(np.float64).mean(axis=0)
+    encoder = DDGEncoder(DDGConfig.from_dict(info["ddg"]))
+    assert np.linalg.norm(release.centroids[0] - mean) <= encoder.quantization_bound(len(kept)) / len(kept) + 1e-9
+
+
+def test_dropouts_with_topup_keep_the_ddg_guarantee(tmp_path: Path) -> None:
+    """ε = 4 with noise: a tag left with fewer than ⌈τ⌉ = 30 contributors is released because
+    S_tag adds the missing users' noise; the ledger and info say so."""
+    pop = synthetic_population(1, 140, 20, 16, 0.5, RandomSource.seeded(5, "topup"), spread=0.01)
+    params = FreParams.paper(4.0)
+    (members,) = _bucket_members(pop)[:1]
+
+    def dropout(n: int) -> np.ndarray:
+        return np.isin(np.arange(n), members[: len(members) - 40])
+
+    result = _run(pop, tmp_path, params=params, noise=True, dropout=dropout,
+                  config=ProtocolConfig(dropout_policy="topup"))
+    info = result.release.info
+    assert len(result.release) == 1 and info["withheld"] == {}
+    (tag,) = result.release.ids
+    assert info["contributors"][tag] < 30
+    assert info["topped_up"] == {tag: 30 - info["contributors"][tag]}
+    assert result.release.ledger.term("dropout_topup").detail["tags"] == info["topped_up"]
+    assert np.all(np.isfinite(result.release.centroids))
+
+
+def test_random_dropout_fraction(pop, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    result = _run(pop, tmp_path, dropout=0.3)
+    info = result.release.info
+    assert 0 < info["n_dropped_out"] < 260
+    assert info["n_participants"] + info["n_dropped_out"] == 260  # the two released buckets' users
+    for tag in info["contributors"]:
+        assert info["contributors"][tag] >= 100
+    for why in info["withheld"].values():
+        assert "release floor" in why
+    assert len(info["contributors"]) + len(info["withheld"]) == 2
+    with pytest.raises(ValueError, match="dropout"):
+        _run(pop, tmp_path / "x", dropout=1.5)
