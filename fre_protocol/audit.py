@@ -58,6 +58,9 @@ ALLOWED_TYPES: dict[str, set[str]] = {
     Role.S_SYN.label: {"tag_submission", "share_submission", "aggregate_share"} | _ERROR_TYPES,
     Role.USER.label: {"evaluation", "batch_evaluation", "rejection", "released_tags", "unknown"},
 }
+FLOAT_DTYPES = ("<f4", ">f4", "<f8", ">f8")
+MIN_FLOAT_SCAN_DIM = 32
+REQUIRED_TERMS = ("heavy_hitters", "sensitivity_failure", "centroid_ddg")
 REQUIRED_TERMS_DP = ("heavy_hitters", "dummy_padding", "sensitivity_failure", "centroid_ddg")
 
 
@@ -262,19 +265,31 @@ def check_ledger(store: TranscriptStore) -> AuditFinding:
         return AuditFinding(name="ledger", passed=False, detail="no ledger recorded")
     ledger = store.get_artifact("ledger")
     params = FreParams.from_dict(dict(store.header.params))
-    names = [t["name"] for t in ledger.get("terms", [])]
-    missing = [n for n in REQUIRED_TERMS_DP if n not in names] if params.is_dp else []
+    terms = {t["name"]: t for t in ledger.get("terms", [])}
+    names = list(terms)
+    required = REQUIRED_TERMS_DP if params.is_dp else REQUIRED_TERMS
+    missing = [n for n in required if n not in terms]
     eps = _float(ledger.get("epsilon"))
     delta = _float(ledger.get("delta"))
     within = (not params.is_dp) or (eps <= params.epsilon * (1 + 1e-9) and delta <= params.delta * (1 + 1e-9))
+    # The total must be the composition of its terms (SPEC §4.5): histogram = max(heavy hitters,
+    # dummies), then basic composition with the sensitivity failure and the DDG term.
+    composed = True
+    if params.is_dp and not missing:
+        e = {n: _float(t["epsilon"]) for n, t in terms.items()}
+        d = {n: _float(t["delta"]) for n, t in terms.items()}
+        eps_c = max(e["heavy_hitters"], e["dummy_padding"]) + e["centroid_ddg"]
+        delta_c = max(d["heavy_hitters"], d["dummy_padding"]) + d["sensitivity_failure"] + d["centroid_ddg"]
+        composed = math.isclose(eps, eps_c, rel_tol=1e-9) and math.isclose(delta, delta_c, rel_tol=1e-9)
     return AuditFinding(
         name="ledger",
-        passed=not missing and within,
+        passed=not missing and within and composed,
         detail=(
             f"total (epsilon {eps:.6g}, delta {delta:.4g}) against the target (epsilon {params.epsilon}, "
             f"delta {params.delta}); terms {names}"
             + (f"; MISSING {missing}" if missing else "")
             + ("" if within else "; EXCEEDS the target")
+            + ("" if composed else "; the total is NOT the composition of the terms")
         ),
     )
 
@@ -343,8 +358,23 @@ def _audit(
         forbidden["user_id"] = [bytes(u) for u in user_ids]
     if forbidden:
         findings += check_no_forbidden_content(store, views=list(SERVER_VIEWS), forbidden=forbidden, min_length=4)
-    if dim >= 16:
-        findings += check_float_vectors(store, views=list(SERVER_VIEWS), dim=dim, norm_range=(0.9, 1.1))
+    if dim >= MIN_FLOAT_SCAN_DIM:
+        # Raw embeddings are float32/float64. With the embeddings at hand the norm window is theirs;
+        # otherwise normalized embeddings are assumed. Random bytes pass a window of `dim` values
+        # with probability about 2^-dim · 0.05, so below 32 dimensions the scan would raise false
+        # alarms on ciphertexts and is not run.
+        norm_range = (0.99, 1.01)
+        if embeddings is not None:
+            norms = np.linalg.norm(np.asarray(embeddings, dtype=np.float64), axis=1)
+            norm_range = (float(norms.min()) * 0.99, float(norms.max()) * 1.01)
+        else:
+            notes.append("float-vector scan assumes unit-norm embeddings (pass the embeddings to use theirs)")
+        max_abs = max(1.0, norm_range[1])
+        findings += check_float_vectors(
+            store, views=list(SERVER_VIEWS), dim=dim, dtypes=FLOAT_DTYPES, norm_range=norm_range, max_abs=max_abs
+        )
+    else:
+        notes.append(f"float-vector scan skipped: d = {dim} < {MIN_FLOAT_SCAN_DIM} would raise false alarms")
     findings += check_release(store)
     findings.append(check_ledger(store))
     summary = {

@@ -153,3 +153,15 @@ def test_dp_run_records_dummies_and_its_ledger(tmp_path: Path) -> None:
         assert {e.sender for e in store.entries(view="S_syn")} == {"proxy", "S_tag"}
         sizes = {e.size for e in store.entries(view="S_syn", message_type="tag_submission")}
         assert sizes == {81}
+    # the audit of a DP run passes, and fails once the ledger total no longer composes its terms
+    from fre_protocol.audit import audit_run
+
+    assert audit_run(tmp_path, embeddings=pop.embeddings).passed
+    with TranscriptStore.open(result.transcript_path, append=True) as store:  # type: ignore[arg-type]
+        doc = store.get_artifact("ledger")
+        for term in doc["terms"]:
+            if term["name"] == "dummy_padding":
+                term["epsilon"] = 3.0  # dummies spending more than the heavy hitters
+        store.put_artifact("ledger", doc, replace=True)
+    report = audit_run(tmp_path, embeddings=pop.embeddings)
+    assert [f.name for f in report.failures] == ["ledger"]
