@@ -1,0 +1,101 @@
+"""``fre-e2t simulate`` (and ``costs``): the mechanism's output contract plus the transcript."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fre_protocol.cli import main
+from fre_protocol.runner import run_protocol
+from mechanism.params import FreParams
+from mechanism.population import synthetic_population
+from mechanism.release import Release
+from mechanism.seeds import SeedPlan
+from primitives.randomness import RandomSource
+from transcripts import TranscriptStore
+
+
+@pytest.fixture(scope="module")
+def x_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    pop = synthetic_population(2, 125, 30, 32, 0.5, RandomSource.seeded(25, "audit"), spread=0.005)
+    path = tmp_path_factory.mktemp("data") / "x.npy"
+    np.save(path, pop.embeddings)
+    return path
+
+
+def test_simulate_writes_the_release_contract_and_transcript(x_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "run"
+    code = main(
+        ["simulate", "--embeddings", str(x_path), "--epsilon", "inf", "--seed", "31", "--out", str(out),
+         "--noise", "off", "--jsonl"]
+    )
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert "released" in printed and "noise OFF" in printed
+    for name in ("centroids.npy", "release.json", "transcript.sqlite", "transcript.jsonl"):
+        assert (out / name).is_file(), name
+    release = Release.load(out)
+    expected = run_protocol(np.load(x_path), FreParams.paper(math.inf), SeedPlan.from_seed(31), noise=False).release
+    assert release.ids == expected.ids
+    assert np.array_equal(release.centroids, expected.centroids)
+    # the same release.json contract as `fre-e2t mechanism`
+    mech = tmp_path / "mech"
+    assert main(["mechanism", "--embeddings", str(x_path), "--epsilon", "inf", "--seed", "31", "--out", str(mech), "--noise", "off"]) == 0
+    proto_doc = json.loads((out / "release.json").read_text())
+    mech_doc = json.loads((mech / "release.json").read_text())
+    assert set(proto_doc) == set(mech_doc)
+    assert set(proto_doc["ledger"]) >= {"epsilon", "delta", "tau", "eps_fre", "delta_fre", "sigma", "terms"}
+    # the same buckets (ids differ: bucket encoding vs VOPRF tag) with the same counts
+    assert sorted(b["count"] for b in proto_doc["buckets"]) == sorted(b["count"] for b in mech_doc["buckets"])
+    with TranscriptStore.open(out / "transcript.sqlite") as store:
+        assert store.header.rng_mode == "seeded"
+        n_entries = len(store)
+    lines = (out / "transcript.jsonl").read_text().splitlines()
+    assert len(lines) >= n_entries + 1  # the header line, then one line per entry
+
+
+def test_simulate_dropout_and_options(x_path: Path, tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    code = main(
+        ["simulate", "--embeddings", str(x_path), "--epsilon", "inf", "--seed", "5", "--out", str(out),
+         "--dropout", "0.2", "--proof-batch", "16", "--modulus-bits", "30", "--workers", "1", "--no-progress"]
+    )
+    assert code == 0
+    info = Release.load(out).info
+    assert info["n_dropped_out"] > 0 and info["proof_batch_size"] == 16
+    assert info["ddg"]["modulus_bits"] == 30
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["simulate", "--embeddings", "/nonexistent/x.npy", "--out", "OUT"],
+        ["simulate", "--embeddings", "X", "--epsilon", "1", "--out", "OUT"],  # infeasible budget
+    ],
+)
+def test_simulate_errors_are_one_line(argv: list[str], x_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = [str(x_path) if a == "X" else str(tmp_path / "o") if a == "OUT" else a for a in argv]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("fre-e2t simulate: error:") and "Traceback" not in err
+
+
+def test_simulate_rejects_bad_flags(x_path: Path, tmp_path: Path) -> None:
+    with pytest.raises(SystemExit):
+        main(["simulate", "--embeddings", str(x_path), "--out", str(tmp_path), "--dropout", "1.5"])
+
+
+def test_costs_command_small(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(
+        ["costs", "--n", "400", "--dim", "32", "--epsilon", "inf", "--batched-sample", "8", "--out", str(tmp_path)]
+    )
+    assert code == 0
+    table = capsys.readouterr().out
+    assert "VOPRF evaluation" in table and "89.5" in table and "≤ 45" in table
+    costs = json.loads((tmp_path / "costs.json").read_text())
+    assert costs["n_users"] == 400 and costs["batched_proofs"]["batch_size"] == 8
+    assert (tmp_path / "costs.md").read_text().startswith("Per-operation costs")
