@@ -11,6 +11,8 @@ Equals (§4.3.3), the one-way map (§4.3.4), and the edwards25519 group law of R
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from primitives.errors import DecodeError, InvalidInputError
 from primitives.group import (
     CURVE25519_PRIME,
@@ -239,6 +241,18 @@ class PureRistretto255:
 
     def scalar_mult(self, s: int, a: Point) -> Point:
         return point_mul(s, a)
+
+    def multi_scalar_mult(self, scalars: Sequence[int], elements: Sequence[Point]) -> Point:
+        """``Σ scalars[i] * elements[i]`` (one multiplication per term; variable time)."""
+        if len(scalars) != len(elements):
+            raise InvalidInputError(
+                f"scalars and elements must have equal lengths, got {len(scalars)} "
+                f"and {len(elements)}"
+            )
+        total = IDENTITY
+        for s, a in zip(scalars, elements, strict=True):
+            total = point_add(point_mul(s, a), total)
+        return total
 
     def scalar_mult_base(self, s: int) -> Point:
         return point_mul(s, GENERATOR)

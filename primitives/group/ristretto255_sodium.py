@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
 
@@ -25,9 +26,14 @@ from primitives.group import (
     RISTRETTO255_ORDER,
     SCALAR_SIZE,
     UNIFORM_BYTES,
+    msm_numba,
 )
 from primitives.group.expand import expand_message_xmd
 from primitives.randomness import RandomSource
+
+#: Batches at least this long use the bucket multi-scalar multiplication (below, the JIT-compiled
+#: path gains little over libsodium and the first call would pay the compilation).
+MSM_THRESHOLD = 32
 
 _L = RISTRETTO255_ORDER
 _P = CURVE25519_PRIME
@@ -78,6 +84,7 @@ class SodiumRistretto255:
     """ristretto255 (RFC 9496) on libsodium; elements and scalars are 32-byte encodings."""
 
     __slots__ = (
+        "_accelerate",
         "_from_hash",
         "_is_valid",
         "_add",
@@ -97,7 +104,9 @@ class SodiumRistretto255:
     scalar_size = SCALAR_SIZE
     releases_gil = True
 
-    def __init__(self) -> None:
+    def __init__(self, *, accelerate: bool = True) -> None:
+        """``accelerate`` lets :meth:`multi_scalar_mult` use the JIT-compiled bucket method."""
+        self._accelerate = bool(accelerate)
         lib = load_libsodium()
         # Bound once: attribute lookups on the CDLL are slow compared to the calls themselves.
         self._from_hash: Any = lib.crypto_core_ristretto255_from_hash
@@ -113,7 +122,7 @@ class SodiumRistretto255:
         self._mult_base: Any = lib.crypto_scalarmult_ristretto255_base
 
     def __repr__(self) -> str:
-        return "SodiumRistretto255()"
+        return f"SodiumRistretto255(accelerate={self._accelerate})"
 
     # -- elements ---------------------------------------------------------------------------
     def identity(self) -> bytes:
@@ -160,6 +169,26 @@ class SodiumRistretto255:
                 raise DecodeError("element operand must be a valid ristretto255 encoding")
             return _IDENTITY
         return out.raw
+
+    def multi_scalar_mult(self, scalars: Sequence[bytes], elements: Sequence[bytes]) -> bytes:
+        """``Σ scalars[i] * elements[i]`` in VARIABLE time: for public scalars only.
+
+        Batches of at least :data:`MSM_THRESHOLD` go to the bucket multi-scalar multiplication of
+        :mod:`primitives.group.msm_numba` (when numba is importable and ``accelerate`` is on);
+        smaller ones, or all without numba, are one libsodium multiplication and addition each.
+        Elements must be canonical encodings (from :meth:`deserialize_element` or an operation).
+        """
+        if len(scalars) != len(elements):
+            raise InvalidInputError(
+                f"scalars and elements must have equal lengths, got {len(scalars)} "
+                f"and {len(elements)}"
+            )
+        if self._accelerate and len(elements) >= MSM_THRESHOLD and msm_numba.available():
+            return msm_numba.multi_scalar_mult(b"".join(scalars), b"".join(elements))
+        total = _IDENTITY
+        for s, a in zip(scalars, elements, strict=True):
+            total = self.add(self.scalar_mult(s, a), total)
+        return total
 
     def scalar_mult_base(self, s: bytes) -> bytes:
         out = ctypes.create_string_buffer(ELEMENT_SIZE)

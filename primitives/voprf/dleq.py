@@ -51,13 +51,13 @@ def weighted_sum(
 
     ``d_elements`` is given on the verifying side only; the prover derives Z from M.
     """
-    m = group.identity()
-    z = group.identity() if d_elements is not None else None
-    for j, (c, c_enc, d_enc) in enumerate(zip(c_elements, c_encodings, d_encodings, strict=True)):
-        weight = composite_weight(group, seed, start + j, c_enc, d_enc, dst)
-        m = group.add(group.scalar_mult(weight, c), m)
-        if d_elements is not None:
-            z = group.add(group.scalar_mult(weight, d_elements[j]), z)
+    weights = [
+        composite_weight(group, seed, start + j, c_enc, d_enc, dst)
+        for j, (c_enc, d_enc) in enumerate(zip(c_encodings, d_encodings, strict=True))
+    ]
+    # The weights are public, so a variable-time multi-scalar multiplication is allowed here.
+    m = group.multi_scalar_mult(weights, c_elements)
+    z = group.multi_scalar_mult(weights, d_elements) if d_elements is not None else None
     return m, z
 
 

@@ -291,3 +291,46 @@ def test_group_laws_pure(a: int, b: int) -> None:
     point = PURE.scalar_mult_base(b or 1)
     assert PURE.is_identity(PURE.add(PURE.scalar_mult(L - 1, point), point))
     assert not PURE.is_identity(point)
+
+
+# -- multi-scalar multiplication (public scalars; bucket method when numba is present) -------
+def _sequential_sum(scalars: list[bytes], elements: list[bytes]) -> bytes:
+    total = SODIUM.identity()
+    for s, e in zip(scalars, elements, strict=True):
+        total = SODIUM.add(SODIUM.scalar_mult(s, e), total)
+    return total
+
+
+@pytest.mark.parametrize("n", [1, 2, 31, 32, 33, 257])
+def test_multi_scalar_mult_matches_sequential_sum(n: int) -> None:
+    rng = RandomSource.seeded(n, "msm")
+    elements = [SODIUM.hash_to_group(rng.random_bytes(16), b"msm") for _ in range(n)]
+    scalars = [SODIUM.random_scalar(rng) for _ in range(n)]
+    # Edge scalars and elements: 0, 1, L - 1, a top-window-heavy value, the identity, -G.
+    edge = [0, 1, L - 1, (1 << 252) + (1 << 251), 2**64 - 1]
+    for i, value in enumerate(edge[: max(0, n - 1)]):
+        scalars[i] = SODIUM.scalar_from_int(value)
+    if n >= 3:
+        elements[1] = SODIUM.identity()
+        elements[2] = SODIUM.scalar_mult_base(SODIUM.scalar_from_int(L - 1))
+    expected = _sequential_sum(scalars, elements)
+    assert SODIUM.multi_scalar_mult(scalars, elements) == expected
+    unaccelerated = registry.create("group", "ristretto255-sodium", accelerate=False)
+    assert unaccelerated.multi_scalar_mult(scalars, elements) == expected
+    if n <= 33:
+        points = [
+            PURE.deserialize_element(e) if e != bytes(32) else PURE.identity() for e in elements
+        ]
+        pure_sum = PURE.multi_scalar_mult([SODIUM.scalar_to_int(s) for s in scalars], points)
+        assert PURE.serialize_element(pure_sum) == expected
+
+
+def test_multi_scalar_mult_rejects_points_off_the_curve_by_index() -> None:
+    rng = RandomSource.seeded(1, "msm-bad")
+    elements = [SODIUM.hash_to_group(rng.random_bytes(16), b"msm") for _ in range(40)]
+    elements[17] = bytes.fromhex(RFC9496["invalid_encodings"][12])  # non-square x^2, canonical s
+    scalars = [SODIUM.random_scalar(rng) for _ in range(40)]
+    with pytest.raises(DecodeError, match=r"\[17\]"):
+        SODIUM.multi_scalar_mult(scalars, elements)
+    with pytest.raises(InvalidInputError, match="equal lengths"):
+        SODIUM.multi_scalar_mult(scalars[:3], elements[:4])
