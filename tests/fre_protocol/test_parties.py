@@ -215,3 +215,19 @@ def test_workers_map_keeps_order_and_validates() -> None:
     with pytest.raises(InvalidParameterError):
         Workers(0)
     assert np.array_equal(Workers(1).map(lambda v: v + 1, [1, 2]), [2, 3])
+
+
+@pytest.mark.parametrize("dim", [20, 64])
+def test_batched_decoding_equals_decode_sum(comps, dim: int) -> None:  # type: ignore[no-untyped-def]
+    """S_syn decodes all buckets in one call; each row is the encoder's decode_sum (up to the
+    float rounding of a batched versus a single-row rotation)."""
+    from fre_protocol.parties.synthesis_server import decode_many
+    from primitives.ddg import DDGConfig, padded_dimension
+
+    config = DDGConfig(dim=dim, padded_dim=padded_dimension(dim), gamma=1e-3, sigma_int=3.0, modulus_bits=20, clip=1.0)
+    encoder = comps.make_encoder(config)
+    totals = RandomSource.seeded(3, "totals").integers_below(1 << 20, 5 * config.padded_dim).reshape(5, -1)
+    counts = [3, 1, 7, 2, 9]
+    many = decode_many(encoder, totals, counts)
+    one = np.stack([encoder.decode_sum(t, c) for t, c in zip(totals, counts, strict=True)])
+    np.testing.assert_allclose(many, one, rtol=1e-12, atol=1e-9)
