@@ -110,7 +110,7 @@ def _report(figures: dict[str, Any]) -> None:
 
 
 @pytest.mark.benchmark(group="mechanism")
-@pytest.mark.parametrize("n", [20_000, 100_000])
+@pytest.mark.parametrize("n", [10_000, 50_000])
 def test_mechanism(benchmark: Any, n: int) -> None:
     x = _population(n)
     release = benchmark(run_mechanism, x, PARAMS, SEEDS)

@@ -74,12 +74,12 @@ def test_without_seed_the_public_seed_is_fresh_and_recorded(
     assert len(seeds[0]) == 64 and seeds[0] != seeds[1]
 
 
-def test_noise_off_is_recorded_and_announced(
+def test_noise_off_is_recorded_and_announced_with_progress_bars(
     capsys: pytest.CaptureFixture[str], embeddings: Path, tmp_path: Path
 ) -> None:
     rc, out, _ = _run(
         capsys, "--embeddings", str(embeddings), "--threshold", "50", "--seed", "1",
-        "--noise", "off", "--out", str(tmp_path),
+        "--noise", "off", "--progress", "--out", str(tmp_path),
     )  # fmt: skip
     assert rc == 0 and "noise OFF" in out
     assert Release.load(tmp_path).noise is False
