@@ -7,11 +7,12 @@ element, each decoding and re-encoding), while a bucket (Pippenger) multi-scalar
 decoded points costs a fraction of that. It is used for public scalars only: nothing here runs in
 constant time, and the secret-key multiplications stay in libsodium.
 
-Arithmetic: field elements of GF(2^255 - 19) are tuples of ten signed int64 limbs in radix
-2^25.5 (limb ``i`` has weight ``2^ceil(25.5·i)``); products stay below 2^61, so no 128-bit type is
-needed. Points are edwards25519 points in extended coordinates (RFC 8032 §5.1.4); decoding follows
-RFC 9496 §4.3.1. The result is returned as canonical coordinates and encoded by the reference code
-in :mod:`primitives.group.ristretto255_pure`.
+Arithmetic (in :mod:`primitives.group._msm_kernel`): field elements of GF(2^255 - 19) are five
+64-bit limbs in radix 2^51, multiplied through LLVM intrinsics with 128-bit intermediates; points
+are edwards25519 points in extended coordinates (RFC 8032 §5.1.4), decoded as RFC 9496 §4.3.1
+prescribes. The limbs of the encodings and the signed digits of the scalars are prepared here with
+numpy; the result comes back as canonical coordinates and is encoded by the reference code in
+:mod:`primitives.group.ristretto255_pure`.
 
 numba is imported lazily and only here; :func:`available` says whether it can be used.
 """
@@ -27,18 +28,47 @@ import numpy.typing as npt
 from primitives.errors import DecodeError
 from primitives.group import ristretto255_pure as ref
 
-# Bit offset and width of each limb.
-OFFSETS = (0, 26, 51, 77, 102, 128, 153, 179, 204, 230)
-WIDTHS = (26, 25, 26, 25, 26, 25, 26, 25, 26, 25)
+_MASK51 = np.uint64((1 << 51) - 1)
 
 
-def int_to_limbs(value: int) -> tuple[int, ...]:
-    value %= ref.P
-    return tuple((value >> off) & ((1 << w) - 1) for off, w in zip(OFFSETS, WIDTHS, strict=True))
+def limbs_to_int(limbs: npt.NDArray[np.uint64]) -> int:
+    return sum(int(limb) << (51 * i) for i, limb in enumerate(limbs)) % ref.P
 
 
-def limbs_to_int(limbs: npt.NDArray[np.int64] | tuple[int, ...]) -> int:
-    return sum(int(limb) << off for limb, off in zip(limbs, OFFSETS, strict=True)) % ref.P
+def field_limbs(encodings: bytes, n: int) -> npt.NDArray[np.uint64]:
+    """(n, 5) radix-2^51 limbs of the little-endian field elements, top bit dropped."""
+    w = np.frombuffer(encodings, dtype="<u8").reshape(n, 4).astype(np.uint64)
+    w3 = w[:, 3] & np.uint64(0x7FFFFFFFFFFFFFFF)
+    out = np.empty((n, 5), dtype=np.uint64)
+    out[:, 0] = w[:, 0] & _MASK51
+    out[:, 1] = ((w[:, 0] >> np.uint64(51)) | (w[:, 1] << np.uint64(13))) & _MASK51
+    out[:, 2] = ((w[:, 1] >> np.uint64(38)) | (w[:, 2] << np.uint64(26))) & _MASK51
+    out[:, 3] = ((w[:, 2] >> np.uint64(25)) | (w3 << np.uint64(39))) & _MASK51
+    out[:, 4] = (w3 >> np.uint64(12)) & _MASK51
+    return out
+
+
+def signed_digits(scalars: bytes, n: int, window: int) -> npt.NDArray[np.int64]:
+    """(n, windows) digits d_w in [-2^(window-1), 2^(window-1)] with Σ d_w·2^(window·w) = s.
+
+    Scalars are below 2^253, so ceil(254 / window) windows absorb the last carry.
+    """
+    n_windows = -(-254 // window)
+    bits = np.unpackbits(np.frombuffer(scalars, dtype=np.uint8).reshape(n, 32), axis=1,
+                         bitorder="little")  # fmt: skip
+    padded = np.zeros((n, n_windows * window), dtype=np.int64)
+    padded[:, :256] = bits[:, : n_windows * window]
+    raw = padded.reshape(n, n_windows, window) @ (np.int64(1) << np.arange(window, dtype=np.int64))
+    digits = np.empty((n, n_windows), dtype=np.int64)
+    carry = np.zeros(n, dtype=np.int64)
+    half, full = 1 << (window - 1), 1 << window
+    for w in range(n_windows):
+        value = raw[:, w] + carry
+        carry = (value > half).astype(np.int64)
+        digits[:, w] = value - carry * full
+    if carry.any():
+        raise DecodeError("scalars must be below 2^253 (reduced mod L)")
+    return digits
 
 
 @lru_cache(maxsize=1)
@@ -68,8 +98,8 @@ def _kernel() -> Any:
 def multi_scalar_mult(scalars: bytes, elements: bytes) -> bytes:
     """``Σ s_i·P_i`` for concatenated 32-byte scalars and ristretto255 encodings (variable time).
 
-    Encodings must be canonical and non-negative (as :meth:`deserialize_element` guarantees);
-    the curve equation is checked here and a DecodeError names the first element that fails.
+    Encodings must be canonical and non-negative (as ``deserialize_element`` guarantees); the
+    curve check of decoding runs here and a DecodeError names the first element that fails.
     """
     n = len(elements) // 32
     if len(elements) != 32 * n or len(scalars) != 32 * n or n == 0:
@@ -77,14 +107,10 @@ def multi_scalar_mult(scalars: bytes, elements: bytes) -> bytes:
             f"scalars and elements must be n >= 1 32-byte strings each, got {len(scalars)} "
             f"and {len(elements)} bytes"
         )
-    out = np.empty((4, 10), dtype=np.int64)
-    status = _kernel()(
-        np.frombuffer(scalars, dtype=np.uint8).reshape(n, 32),
-        np.frombuffer(elements, dtype=np.uint8).reshape(n, 32),
-        window_bits(n),
-        out,
-    )
+    window = window_bits(n)
+    out = np.empty((4, 5), dtype=np.uint64)
+    status = _kernel()(field_limbs(elements, n), signed_digits(scalars, n, window), window, out)
     if status >= 0:
         raise DecodeError(f"elements[{status}] must decode to a ristretto255 point")
-    point = tuple(limbs_to_int(out[j]) for j in range(4))
-    return ref.encode((point[0], point[1], point[2], point[3]))
+    x, y, z, t = (limbs_to_int(out[j]) for j in range(4))
+    return ref.encode((x, y, z, t))
