@@ -268,7 +268,8 @@ class OprfSuite:
         n = len(ev_enc)
         if isinstance(inputs, bytes | bytearray) or len(inputs) != n:
             raise InvalidInputError(
-                f"inputs must be a list of {n} byte strings, got {inputs!r:.60}"
+                f"inputs must be a list of {n} byte strings, got "
+                f"{type(inputs).__name__} of length {len(inputs)}"
             )
         if isinstance(blinds, bytes | bytearray) or len(blinds) != n:
             raise InvalidInputError(
