@@ -319,3 +319,25 @@ def test_secret_wrapped_keys_and_blinds_are_accepted() -> None:
     )
     assert outputs == c["outputs"]
     assert "redacted" in repr(Secret(c["sk"]))
+
+
+@pytest.mark.parametrize("bad_index", [3, 140])
+def test_malformed_element_in_a_parallel_batch_names_its_index(bad_index: int) -> None:
+    """Batches above the threading threshold run in two ranges; either range reports its error."""
+    suite = get_suite(mode=Mode.VOPRF, workers=2)
+    sk, pk = suite.derive_key_pair(bytes(32), b"parallel")
+    blinded = [suite.blind(f"x{i}".encode())[1] for i in range(150)]
+    blinded[bad_index] = IDENTITY
+    with pytest.raises(DecodeError, match=rf"blinded_elements\[{bad_index}\].*identity"):
+        suite.blind_evaluate(sk, blinded)
+    evaluated, proof = suite.blind_evaluate(
+        sk, [b if b != IDENTITY else GENERATOR for b in blinded]
+    )
+    evaluated[bad_index] = bytes.fromhex(
+        "26948d35ca62e643e26a83177332e6b6afeb9d08e4268b650f1f5bbd8d81d371"
+    )
+    blinds = [bytes(31) + b"\x01"] * 150
+    with pytest.raises(DecodeError, match=rf"evaluated\[{bad_index}\]"):
+        suite.finalize(
+            [b"x"] * 150, blinds, evaluated, blinded_elements=blinded, pk=pk, proof=proof
+        )
