@@ -46,6 +46,7 @@ from fre_protocol.parties.base import (
     Meter,
     Recorder,
     Workers,
+    chunks,
     status_of,
 )
 from fre_protocol.parties.dummy_user import DummyUser
@@ -60,7 +61,13 @@ from mechanism.ledger import LedgerTerm, PrivacyLedger
 from mechanism.params import FreParams
 from mechanism.release import Release, ReleasedBucket
 from mechanism.seeds import SeedPlan
-from primitives.errors import InvalidInputError, InvalidParameterError, ProtocolStateError
+from primitives.errors import (
+    InfeasibleBudgetError,
+    InvalidInputError,
+    InvalidParameterError,
+    ProtocolStateError,
+)
+from primitives.randomness import RandomSource
 from primitives.secret import Secret
 
 TRANSCRIPT_FILE = "transcript.sqlite"
@@ -174,6 +181,19 @@ def dummy_parameters(params: FreParams, config: ProtocolConfig) -> tuple[float, 
     return float(eps0), float(delta0)
 
 
+def _check_dummy_budget(params: FreParams, dummy: tuple[float, float]) -> None:
+    """The dummies' (2ε0, 2δ0) must fit under Lemma 1's (eps_fre, delta_fre): the aggregation
+    already spends the rest of the budget, so more would exceed (ε, δ). Checked before any work."""
+    flat = _budget(params)
+    eps_fre, delta_fre = float(flat["eps_fre"]), float(flat["delta_fre"])
+    eps0, delta0 = dummy
+    if 2 * eps0 > eps_fre * (1 + 1e-9) or 2 * delta0 > delta_fre * (1 + 1e-9):
+        raise InfeasibleBudgetError(
+            f"dummy (2·epsilon0, 2·delta0) = ({2 * eps0:.6g}, {2 * delta0:.4g}) must not exceed the "
+            f"heavy-hitter term (eps_fre, delta_fre) = ({eps_fre:.6g}, {delta_fre:.4g}) of the budget"
+        )
+
+
 def ddg_config_for(
     params: FreParams, dim: int, config: ProtocolConfig, *, n_modulus: int
 ) -> Any:
@@ -282,6 +302,18 @@ def _check_x(x: Any) -> npt.NDArray[np.floating[Any]]:
     return arr
 
 
+def user_coins(seeds: SeedPlan, n: int, params: FreParams, chunk_size: int) -> npt.NDArray[np.bool_]:
+    """Each user's sampling coin. Test mode: exactly the mechanism's
+    :func:`~mechanism.fre_e2t.sample_coins` (entry i is user i's coin), which is what makes the
+    two paths comparable. Normal mode: every device draws its own from a cryptographic source
+    (one fresh source per chunk of simulated devices)."""
+    if seeds.rng_mode == "seeded":
+        return sample_coins(seeds, n, params)
+    p = params.effective_p_sample
+    parts = [RandomSource.cryptographic(f"users/coins/{j}").bernoulli(p, len(r)) for j, r in enumerate(chunks(n, chunk_size))]
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=bool)
+
+
 def _dropout_mask(dropout: Dropout, n: int, seeds: SeedPlan) -> npt.NDArray[np.bool_]:
     """True for users who go offline between the phases."""
     if callable(dropout):
@@ -335,6 +367,8 @@ def run_protocol(
     floor = release_threshold(params)
     comps = build_components(components, workers=workers)
     dummy = dummy_parameters(params, cfg) if params.is_dp else (math.inf, 0.0)
+    if params.is_dp:
+        _check_dummy_budget(params, dummy)
     if measure_memory:
         tracemalloc.start()
     t_start = time.perf_counter()
@@ -469,7 +503,7 @@ def _play(
     with meter.phase("bucketing"):
         grid = PublicGrid.derive(seeds, dim, params)
         encodings = encode_buckets(grid.bucket_indices(x))
-        coins = sample_coins(seeds, n, params)
+        coins = user_coins(seeds, n, params, cfg.chunk_size)
     meter.add("user.bucketing", meter.wall["bucketing"], n)
     users = UserPopulation(
         x, encodings, coins, suite=suite, keys=keys, channel=channel, rng=seeds.secret("users"),
@@ -561,7 +595,7 @@ def _play(
                 detail={"tags": {t.hex(): why for t, why in sorted(result.withheld.items())}},
             )
         )
-    topped = getattr(s_tag, "topped_up", {})
+    topped = s_tag.topped_up
     if topped:
         extra.append(
             LedgerTerm(
@@ -674,4 +708,5 @@ __all__ = [
     "dummy_parameters",
     "run_protocol",
     "tagging_key",
+    "user_coins",
 ]

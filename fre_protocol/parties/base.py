@@ -157,6 +157,10 @@ class Meter:
             with self._lock:
                 self.wall[name] = self.wall.get(name, 0.0) + time.perf_counter() - start
 
+    def add_wall(self, name: str, seconds: float) -> None:
+        with self._lock:
+            self.wall[name] = self.wall.get(name, 0.0) + seconds
+
     def per_op(self, name: str) -> float:
         n = self.counts.get(name, 0)
         return self.seconds.get(name, 0.0) / n if n else float("nan")

@@ -83,6 +83,7 @@ class TaggingServer:
         self.released: dict[bytes, int] = {}
         self._shares: dict[bytes, dict[bytes, npt.NDArray[np.uint64]]] = {}
         self.rejections: dict[str, int] = {}
+        self.topped_up: dict[str, int] = {}
 
     # -- phase 1 ---------------------------------------------------------------------------------
     def evaluate(self, ciphertexts: Sequence[bytes]) -> list[bytes]:
@@ -146,9 +147,7 @@ class TaggingServer:
                     ).encode()
                     for p in range(len(batch))
                 )
-        self._meter.wall["S_tag.voprf_eval"] = self._meter.wall.get("S_tag.voprf_eval", 0.0) + (
-            time.perf_counter() - eval_start
-        )
+        self._meter.add_wall("S_tag.voprf_eval", time.perf_counter() - eval_start)
         for j, answer in zip(valid, answers, strict=True):
             responses[j] = answer
         self._record(PHASE1, opened)
@@ -190,7 +189,7 @@ class TaggingServer:
         rows: list[Row] = []
         out: list[bytes] = []
         rng = self._rng.child("topup")
-        self.topped_up: dict[str, int] = {}
+        self.topped_up = {}
         for data in accepted:
             error: Exception | None = None
             try:

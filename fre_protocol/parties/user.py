@@ -151,9 +151,11 @@ class UserPopulation:
         by_user: dict[int, bytes] = {}
         extra_rows: list[Row] = []
         for conn, data in deliveries:
-            if 0 <= conn < self.n and conn not in by_user:
+            if not 0 <= conn < self.n:
+                continue  # an answer to someone else's connection (e.g. an injected request)
+            if conn not in by_user:
                 by_user[conn] = data
-            else:  # a second response for one request, or one for nobody
+            else:  # a second response for one request
                 extra_rows.append(
                     (VIEW, PHASE1, Role.S_TAG.label, VIEW, message_type_name(data), data,
                      status_of(ProtocolStateError("unexpected response")))
