@@ -22,7 +22,7 @@ import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import ClassVar
+from typing import ClassVar, TypeVar
 
 from primitives.errors import DecodeError, InvalidInputError
 
@@ -545,6 +545,16 @@ def decode(data: bytes, expected: type[Message] | tuple[type[Message], ...] | No
     return message
 
 
+M = TypeVar("M", bound=Message)
+
+
+def decode_as(data: bytes, cls: type[M]) -> M:
+    """:func:`decode` restricted to one message class, typed as that class."""
+    message = decode(data, cls)
+    assert isinstance(message, cls)
+    return message
+
+
 def message_type_name(data: bytes) -> str:
     """The snake_case type name of an encoded message (``"unknown"`` when the byte is not one)."""
     try:
@@ -574,5 +584,6 @@ __all__ = [
     "ShareSubmission",
     "TagSubmission",
     "decode",
+    "decode_as",
     "message_type_name",
 ]

@@ -164,8 +164,10 @@ def tagging_key(seeds: SeedPlan, suite: Any) -> tuple[Secret[bytes], bytes]:
 def box_key(seeds: SeedPlan, channel: Any, role: Role) -> tuple[Secret[bytes], bytes]:
     """A server's sealing key pair: from ``seeds.secret("channel/<role>")`` in test mode."""
     if seeds.rng_mode == "seeded":
-        return tuple(channel.generate_keypair(rng=seeds.secret(f"channel/{role.label}")))  # type: ignore[return-value]
-    return tuple(channel.generate_keypair())  # type: ignore[return-value]
+        sk, pk = channel.generate_keypair(rng=seeds.secret(f"channel/{role.label}"))
+    else:
+        sk, pk = channel.generate_keypair()
+    return (sk if isinstance(sk, Secret) else Secret(sk)), pk
 
 
 # -- budget pieces ---------------------------------------------------------------------------------

@@ -26,7 +26,7 @@ from fre_protocol.messages import (
     Role,
     ShareSubmission,
     TagSubmission,
-    decode,
+    decode_as,
     message_type_name,
 )
 from fre_protocol.parties.base import (
@@ -158,8 +158,7 @@ class SynthesisServer:
         for data in aggregates:
             error: Exception | None = None
             try:
-                msg = decode(data, AggregateShare)
-                assert isinstance(msg, AggregateShare)
+                msg = decode_as(data, AggregateShare)
                 if msg.tag not in self.released:
                     raise ProtocolStateError("aggregate share for a tag that was not released")
                 if msg.tag in seen:

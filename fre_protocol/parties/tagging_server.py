@@ -30,7 +30,7 @@ from fre_protocol.messages import (
     ReleasedTags,
     Role,
     ShareSubmission,
-    decode,
+    decode_as,
     message_type_name,
 )
 from fre_protocol.parties.base import (
@@ -157,9 +157,7 @@ class TaggingServer:
     def receive_broadcast(self, data: bytes) -> None:
         error: Exception | None = None
         try:
-            msg = decode(data, ReleasedTags)
-            assert isinstance(msg, ReleasedTags)
-            self.released = msg.as_dict()
+            self.released = decode_as(data, ReleasedTags).as_dict()
         except DecodeError as exc:
             error = exc
         self._recorder.add(
@@ -193,8 +191,7 @@ class TaggingServer:
         for data in accepted:
             error: Exception | None = None
             try:
-                msg = decode(data, AcceptedContributions)
-                assert isinstance(msg, AcceptedContributions)
+                msg = decode_as(data, AcceptedContributions)
                 if msg.tag not in self.released:
                     raise ProtocolStateError("aggregation requested for a tag that was not released")
             except (DecodeError, ProtocolStateError) as exc:
