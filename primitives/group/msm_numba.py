@@ -19,6 +19,7 @@ numba is imported lazily and only here; :func:`available` says whether it can be
 
 from __future__ import annotations
 
+import warnings
 from functools import lru_cache
 from typing import Any
 
@@ -71,6 +72,9 @@ def signed_digits(scalars: bytes, n: int, window: int) -> npt.NDArray[np.int64]:
     return digits
 
 
+_DISABLED: list[str] = []
+
+
 @lru_cache(maxsize=1)
 def available() -> bool:
     """True when numba can be imported (it ships with galois, a declared dependency)."""
@@ -79,6 +83,21 @@ def available() -> bool:
     except ImportError:  # pragma: no cover - depends on the environment
         return False
     return True
+
+
+def usable() -> bool:
+    """Importable and not switched off after a failure in this process."""
+    return not _DISABLED and available()
+
+
+def disable(reason: BaseException) -> None:
+    """Stop using the kernel in this process (callers fall back to libsodium), with a warning."""
+    _DISABLED.append(repr(reason))
+    warnings.warn(
+        f"bucket multi-scalar multiplication disabled, falling back to libsodium: {reason!r}",
+        RuntimeWarning,
+        stacklevel=3,
+    )
 
 
 def window_bits(n: int) -> int:

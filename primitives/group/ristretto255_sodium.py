@@ -183,8 +183,13 @@ class SodiumRistretto255:
                 f"scalars and elements must have equal lengths, got {len(scalars)} "
                 f"and {len(elements)}"
             )
-        if self._accelerate and len(elements) >= MSM_THRESHOLD and msm_numba.available():
-            return msm_numba.multi_scalar_mult(b"".join(scalars), b"".join(elements))
+        if self._accelerate and len(elements) >= MSM_THRESHOLD and msm_numba.usable():
+            try:
+                return msm_numba.multi_scalar_mult(b"".join(scalars), b"".join(elements))
+            except DecodeError:
+                raise
+            except Exception as exc:  # a JIT that fails to build must not take the suite down
+                msm_numba.disable(exc)
         total = _IDENTITY
         for s, a in zip(scalars, elements, strict=True):
             total = self.add(self.scalar_mult(s, a), total)

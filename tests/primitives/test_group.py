@@ -334,3 +334,25 @@ def test_multi_scalar_mult_rejects_points_off_the_curve_by_index() -> None:
         SODIUM.multi_scalar_mult(scalars, elements)
     with pytest.raises(InvalidInputError, match="equal lengths"):
         SODIUM.multi_scalar_mult(scalars[:3], elements[:4])
+
+
+def test_multi_scalar_mult_falls_back_when_the_kernel_fails(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A JIT failure switches the process to libsodium with a warning instead of failing."""
+    from primitives.group import msm_numba
+
+    rng = RandomSource.seeded(5, "msm-fallback")
+    elements = [SODIUM.hash_to_group(rng.random_bytes(16), b"msm") for _ in range(40)]
+    scalars = [SODIUM.random_scalar(rng) for _ in range(40)]
+    expected = _sequential_sum(scalars, elements)
+
+    def broken(*_: object) -> bytes:
+        raise RuntimeError("no LLVM today")
+
+    monkeypatch.setattr(msm_numba, "multi_scalar_mult", broken)
+    monkeypatch.setattr(msm_numba, "_DISABLED", [])
+    with pytest.warns(RuntimeWarning, match="falling back to libsodium"):
+        assert SODIUM.multi_scalar_mult(scalars, elements) == expected
+    assert not msm_numba.usable()
+    assert SODIUM.multi_scalar_mult(scalars, elements) == expected  # no second warning needed
