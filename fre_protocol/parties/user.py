@@ -204,10 +204,40 @@ class UserPopulation:
             self._meter.add("user.finalize", time.perf_counter() - t0, len(items))
             return res
 
+        tools = batch_tools(suite, pk)
+
         def work_batch(group: list[tuple[int, BatchEvaluation]]) -> dict[int, Exception | None]:
-            # Each user of a batch would verify the same proof over the same elements; the
-            # simulation verifies it once and unblinds every member's element in that call.
+            # Every user of a batch verifies the same proof over the same elements and then
+            # unblinds its own element. The simulation verifies once per batch and charges that
+            # verification to each member, plus the member's own unblinding.
             first = group[0][1]
+            res: dict[int, Exception | None] = {}
+            if tools is not None:
+                verify, unblind = tools
+                t0 = time.perf_counter()
+                try:
+                    ok = verify(list(first.blinded_elements), list(first.evaluated_elements), first.proof)
+                    error: Exception | None = None if ok else VerificationError("batch proof does not verify")
+                except DecodeError as exc:
+                    error = exc
+                verify_time = time.perf_counter() - t0
+                own = 0.0
+                for i, msg in group:
+                    if error is not None:
+                        res[i] = error
+                        continue
+                    t1 = time.perf_counter()
+                    try:
+                        self.tags[i] = unblind(self.encodings[i], self.blinds[i], msg.evaluated_elements[msg.position])
+                        res[i] = None
+                    except (DecodeError, VerificationError) as exc:
+                        res[i] = exc
+                    own += time.perf_counter() - t1
+                self._meter.add("user.finalize", verify_time * len(group) + own, len(group))
+                self._meter.add("user.finalize.batch_verifications", verify_time, 1)
+                return res
+            # A suite without the batch pieces: one finalize over the whole batch (placeholders
+            # for positions no simulated user holds), charged in full to every member.
             size = len(first.blinded_elements)
             inputs = [_PLACEHOLDER_INPUT] * size
             blinds: list[bytes] = [_PLACEHOLDER_BLIND] * size
@@ -215,15 +245,10 @@ class UserPopulation:
                 inputs[msg.position] = self.encodings[i]
                 blinds[msg.position] = self.blinds[i]  # type: ignore[assignment]
             t0 = time.perf_counter()
-            res: dict[int, Exception | None] = {}
             try:
                 outputs = suite.finalize(
-                    inputs,
-                    blinds,
-                    list(first.evaluated_elements),
-                    blinded_elements=list(first.blinded_elements),
-                    pk=pk,
-                    proof=first.proof,
+                    inputs, blinds, list(first.evaluated_elements),
+                    blinded_elements=list(first.blinded_elements), pk=pk, proof=first.proof,
                 )
                 for i, msg in group:
                     self.tags[i] = outputs[msg.position]
@@ -231,7 +256,6 @@ class UserPopulation:
             except (DecodeError, VerificationError) as exc:
                 res = {i: exc for i, _ in group}
             elapsed = time.perf_counter() - t0
-            # Per-user cost: one verification of the whole batch (each user runs it alone).
             self._meter.add("user.finalize", elapsed * len(group), len(group))
             self._meter.add("user.finalize.batch_verifications", elapsed, 1)
             return res
@@ -379,4 +403,38 @@ class UserPopulation:
         return out
 
 
-__all__ = ["OK", "ServerKeys", "UserPopulation"]
+def batch_tools(suite: Any, pk: bytes) -> tuple[Any, Any] | None:
+    """``(verify(blinded, evaluated, proof) -> bool, unblind(input, blind, evaluated) -> tag)``
+    for the RFC 9497 suite: what one user runs on a batched proof (VerifyProof over the whole
+    batch, RFC 9497 §2.2.2, then Finalize of its own element without re-verifying). ``None`` for
+    suites that do not expose these pieces."""
+    try:
+        from primitives.voprf import Mode, OprfSuite, dleq, get_suite
+        from primitives.voprf.hashing import hash_to_scalar_dst
+    except ImportError:  # pragma: no cover - another oprf backend
+        return None
+    if not isinstance(suite, OprfSuite) or suite.mode is not Mode.VOPRF:
+        return None
+    group = suite.group
+    context = suite.context_string
+    dst = hash_to_scalar_dst(context)
+    oprf = get_suite(mode=Mode.OPRF, group=group, workers=1)
+    key = group.deserialize_element(pk)
+
+    def verify(blinded: list[bytes], evaluated: list[bytes], proof: bytes) -> bool:
+        if len(proof) != 2 * group.scalar_size:
+            raise DecodeError(f"proof must be {2 * group.scalar_size} bytes, got {len(proof)}")
+        c = group.deserialize_scalar(proof[: group.scalar_size])
+        s = group.deserialize_scalar(proof[group.scalar_size :])
+        cs = [group.deserialize_element(x) for x in blinded]
+        ds = [group.deserialize_element(x) for x in evaluated]
+        return bool(dleq.verify_proof(group, key, cs, ds, (c, s), context=context, dst=dst))
+
+    def unblind(input_: bytes, blind: bytes, evaluated: bytes) -> bytes:
+        (tag,) = oprf.finalize([input_], [blind], [evaluated])
+        return bytes(tag)
+
+    return verify, unblind
+
+
+__all__ = ["OK", "ServerKeys", "UserPopulation", "batch_tools"]
