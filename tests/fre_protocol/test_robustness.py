@@ -336,3 +336,33 @@ def test_random_dropout_fraction(pop, tmp_path) -> None:  # type: ignore[no-unty
     assert len(info["contributors"]) + len(info["withheld"]) == 2
     with pytest.raises(ValueError, match="dropout"):
         _run(pop, tmp_path / "x", dropout=1.5)
+
+
+def test_out_of_range_aggregate_share_is_rejected(pop, honest, tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """S_tag → S_syn: an aggregate share with a word outside Z_{2^b} is rejected (DecodeError);
+    that tag gets no centroid, the other tag's centroid is untouched."""
+    from fre_protocol.messages import AggregateShare
+    from fre_protocol.parties.tagging_server import TaggingServer
+
+    original = TaggingServer.aggregate
+
+    def tampered(self, accepted, **kw):  # type: ignore[no-untyped-def]
+        out = original(self, accepted, **kw)
+        msg = decode(out[0])
+        assert isinstance(msg, AggregateShare)
+        values = (1 << 40).to_bytes(8, "big") + msg.values[8:]
+        out[0] = AggregateShare(tag=msg.tag, contribution_ids=msg.contribution_ids, values=values).encode()
+        return out
+
+    monkeypatch.setattr(TaggingServer, "aggregate", tampered)
+    result = _run(pop, tmp_path)
+    release = result.release
+    assert len(release) == len(honest) - 1
+    (why,) = release.info["withheld"].values()
+    assert why == "no aggregate share from S_tag"
+    (tag,) = release.ids
+    # the same sum, decoded in a batch of one row instead of two (float rounding only)
+    np.testing.assert_allclose(release.centroids[0], honest.centroids[honest.ids.index(tag)], rtol=1e-12, atol=1e-12)
+    with TranscriptStore.open(result.transcript_path) as store:  # type: ignore[arg-type]
+        statuses = Counter(e.status for e in store.entries(view="S_syn", message_type="aggregate_share"))
+    assert statuses == {"accepted": 1, "rejected:DecodeError": 1}
