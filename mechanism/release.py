@@ -63,7 +63,7 @@ def _sha256(array: npt.NDArray[np.float64]) -> str:
     return hashlib.sha256(np.ascontiguousarray(array, dtype="<f8").tobytes()).hexdigest()
 
 
-def _replace_atomically(path: Path, write: Any, mode: str) -> None:
+def write_atomically(path: Path, write: Any, mode: str) -> None:
     """Write via ``write(fh)`` to a temporary file in ``path``'s directory, fsync, rename."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -160,13 +160,13 @@ class Release:
             "dtype": "float64",
             "sha256": _sha256(self.centroids),
         }
-        _replace_atomically(
+        write_atomically(
             out / CENTROIDS_FILE,
             lambda fh: np.save(fh, np.ascontiguousarray(self.centroids), allow_pickle=False),
             "wb",
         )
         text = json.dumps(document, indent=2, allow_nan=False) + "\n"
-        _replace_atomically(out / RELEASE_FILE, lambda fh: fh.write(text), "w")
+        write_atomically(out / RELEASE_FILE, lambda fh: fh.write(text), "w")
 
     @classmethod
     def load(cls, out_dir: str | os.PathLike[str]) -> Release:

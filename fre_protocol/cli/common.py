@@ -6,13 +6,13 @@ import argparse
 import json
 import math
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from mechanism.params import FreParams
+from mechanism.release import write_atomically
 from primitives.errors import InvalidInputError, InvalidParameterError
 
 
@@ -94,27 +94,17 @@ def load_embeddings(path: str | os.PathLike[str]) -> np.ndarray:
 def write_json_atomic(path: Path, data: Any) -> None:
     """Write JSON so that a crash never leaves a half-written file behind."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(data, fh, indent=2, sort_keys=False, allow_nan=False)
-            fh.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+
+    def dump(fh: Any) -> None:
+        json.dump(data, fh, indent=2, allow_nan=False)
+        fh.write("\n")
+
+    write_atomically(path, dump, "w")
 
 
 def write_npy_atomic(path: Path, array: np.ndarray) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            np.save(fh, array, allow_pickle=False)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_atomically(path, lambda fh: np.save(fh, array, allow_pickle=False), "wb")
 
 
 def prepare_out_dir(path: str | os.PathLike[str]) -> Path:
