@@ -25,11 +25,11 @@ from primitives.ddg import DDGConfig, DDGEncoder
 from primitives.randomness import RandomSource
 
 
-def _population(dim: int, seed: int) -> Population:
+def _population(dim: int, seed: int, clusters: int = 4, size: int = 240) -> Population:
     # Tight clusters (spread ≪ bucket edge 2r/√k ≈ 0.22) so most of a cluster shares a bucket and
-    # clusters of 260 clear τ = t = 100 even at ε = ∞; rare points never do.
+    # clusters of 240 clear τ = t = 100 even at ε = ∞; rare points never do.
     return synthetic_population(
-        6, 260, 150, dim, 0.5, RandomSource.seeded(seed, "equivalence/population"), spread=0.02
+        clusters, size, 60, dim, 0.5, RandomSource.seeded(seed, "equivalence/population"), spread=0.02
     )
 
 
@@ -81,8 +81,8 @@ def test_noise_matches_the_ddg_sigma() -> None:
     approximation of the chi-square; two-sided α ≈ 2e-9 for a fresh seed). Also the mean is
     within ±6/√K of 0. Fixed seed: deterministic.
     """
-    pop = _population(128, 5)
-    params = FreParams.paper(8.0)
+    pop = _population(128, 5, clusters=5, size=200)
+    params = FreParams.paper(4.0)
     seeds = SeedPlan.from_seed(99)
     mech = run_mechanism(pop.embeddings, params, seeds, noise=False)
     proto = run_protocol(pop.embeddings, params, seeds, noise=True).release
