@@ -356,8 +356,16 @@ def _audit(
         notes.append("embeddings not given: exact raw-embedding and bucket-index searches skipped")
     if user_ids:
         forbidden["user_id"] = [bytes(u) for u in user_ids]
+    # Outside seeded mode S_tag's received shares are recorded size-only (with S_syn's shares
+    # they would unmask every user's encoding); those, and only those, may go unscanned.
+    share_size_only = sum(
+        1 for e in store.entries(view=Role.S_TAG.label, message_type="share_submission") if not e.payload_recorded
+    )
+    scans: list[AuditFinding] = []
     if forbidden:
-        findings += check_no_forbidden_content(store, views=list(SERVER_VIEWS), forbidden=forbidden, min_length=4)
+        scans += check_no_forbidden_content(
+            store, views=list(SERVER_VIEWS), forbidden=forbidden, min_length=4, allow_unscanned=True
+        )
     if dim >= MIN_FLOAT_SCAN_DIM:
         # Raw embeddings are float32/float64. With the embeddings at hand the norm window is theirs;
         # otherwise normalized embeddings are assumed. Random bytes pass a window of `dim` values
@@ -370,11 +378,28 @@ def _audit(
         else:
             notes.append("float-vector scan assumes unit-norm embeddings (pass the embeddings to use theirs)")
         max_abs = max(1.0, norm_range[1])
-        findings += check_float_vectors(
-            store, views=list(SERVER_VIEWS), dim=dim, dtypes=FLOAT_DTYPES, norm_range=norm_range, max_abs=max_abs
+        scans += check_float_vectors(
+            store, views=list(SERVER_VIEWS), dim=dim, dtypes=FLOAT_DTYPES, norm_range=norm_range,
+            max_abs=max_abs, allow_unscanned=True,
         )
     else:
         notes.append(f"float-vector scan skipped: d = {dim} < {MIN_FLOAT_SCAN_DIM} would raise false alarms")
+    findings += scans
+    unscanned = max((int(f.data.get("size_only_entries", 0)) for f in scans), default=share_size_only)
+    expected = 0 if header.rng_mode == "seeded" else share_size_only
+    findings.append(
+        AuditFinding(
+            name="size_only_records",
+            passed=unscanned == expected == share_size_only,
+            detail=(
+                f"{unscanned} server/proxy entries recorded without payload; {share_size_only} of them are "
+                f"S_tag's received shares"
+                + (" (a secret outside seeded mode)" if header.rng_mode != "seeded" else "")
+                + ("" if unscanned == expected == share_size_only else ": UNEXPECTED size-only records")
+            ),
+            data={"size_only": unscanned, "share_size_only": share_size_only},
+        )
+    )
     findings += check_release(store)
     findings.append(check_ledger(store))
     summary = {

@@ -491,7 +491,7 @@ def _play(
         s_tag = TaggingServer(
             suite=suite, voprf_key=voprf_key, box_key=tag_box, channel=channel,
             rng=seeds.secret("S_tag"), workers=pool, meter=meter, recorder=recorder,
-            proof_batch_size=cfg.proof_batch_size,
+            proof_batch_size=cfg.proof_batch_size, record_shares=seeds.rng_mode == "seeded",
         )
         s_syn = SynthesisServer(
             box_key=syn_box, channel=channel, workers=pool, meter=meter, recorder=recorder,

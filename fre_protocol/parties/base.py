@@ -23,7 +23,9 @@ from transcripts import ACCEPTED, TranscriptStore, rejected_status
 T = TypeVar("T")
 R = TypeVar("R")
 
-Row = tuple[str, str, str, str, str, bytes, str]
+#: ``(view, phase, sender, receiver, message_type, payload, status)``; a payload given as an
+#: ``int`` is a size-only record (the bytes are a secret outside seeded mode, SPEC §6.7).
+Row = tuple[str, str, str, str, str, bytes | int, str]
 
 PHASE1 = "phase1"
 PHASE1_SUBMIT = "phase1_submit"
@@ -98,7 +100,7 @@ class Recorder:
             return
         with self._lock:
             self.rows_recorded += len(batch)
-            self.bytes_recorded += sum(len(r[5]) for r in batch)
+            self.bytes_recorded += sum(r[5] if isinstance(r[5], int) else len(r[5]) for r in batch)
             if self.store is None:
                 return
             self._pending.extend(batch)
@@ -106,14 +108,31 @@ class Recorder:
                 pending, self._pending = self._pending, []
             else:
                 return
-        self.store.record_many(pending)
+        self._write(pending)
+
+    def _write(self, rows: list[Row]) -> None:
+        assert self.store is not None
+        full: list[tuple[str, str, str, str, str, bytes, str]] = []
+        for view, phase, sender, receiver, mtype, payload, status in rows:
+            if isinstance(payload, int):
+                if full:  # keep the order of the entries
+                    self.store.record_many(full)
+                    full = []
+                self.store.record(
+                    view=view, phase=phase, sender=sender, receiver=receiver, message_type=mtype,
+                    payload=None, size=payload, status=status,
+                )
+            else:
+                full.append((view, phase, sender, receiver, mtype, payload, status))
+        if full:
+            self.store.record_many(full)
 
     def flush(self) -> None:
         with self._lock:
             pending, self._pending = self._pending, []
         if self.store is not None:
             if pending:
-                self.store.record_many(pending)
+                self._write(pending)
             self.store.flush()
 
 

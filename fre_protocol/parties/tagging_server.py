@@ -67,6 +67,7 @@ class TaggingServer:
         meter: Meter,
         recorder: Recorder,
         proof_batch_size: int = 1,
+        record_shares: bool = True,
     ) -> None:
         if isinstance(proof_batch_size, bool) or not isinstance(proof_batch_size, int) or proof_batch_size < 1:
             raise InvalidParameterError(f"proof_batch_size must be an integer >= 1, got {proof_batch_size!r}")
@@ -78,6 +79,10 @@ class TaggingServer:
         self._meter = meter
         self._recorder = recorder
         self.proof_batch_size = proof_batch_size
+        # S_syn's view already holds the other share of every contribution: recording S_tag's
+        # shares too would let the transcript file unmask each user's encoding. Outside seeded
+        # test mode they are recorded size-only (SPEC §6.7: no unmasked shares).
+        self.record_shares = record_shares
         self._inbox = SealedInbox(name="S_tag", channel=channel, private_key=self._box_sk, workers=workers, meter=meter)
         self._batches = 0
         self.released: dict[bytes, int] = {}
@@ -226,11 +231,13 @@ class TaggingServer:
     # -- helpers ---------------------------------------------------------------------------------
     def _record(self, phase: str, opened: Sequence[Opened]) -> None:
         rows: list[Row] = []
+        size_only = phase == PHASE2 and not self.record_shares
         for o in opened:
             status = status_of(o.error)
             if o.error is not None:
                 self.rejections[status] = self.rejections.get(status, 0) + 1
-            rows.append((VIEW, phase, Role.PROXY.label, VIEW, o.type_name, o.payload, status))
+            payload: bytes | int = len(o.payload) if size_only else o.payload
+            rows.append((VIEW, phase, Role.PROXY.label, VIEW, o.type_name, payload, status))
         self._recorder.add(rows)
 
 

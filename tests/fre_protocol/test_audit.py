@@ -163,6 +163,11 @@ def _overspend(path: Path) -> None:
     _edit_artifact(path, "ledger", edit)
 
 
+def _hidden_payload(path: Path) -> None:
+    _append(path, view="S_syn", phase="phase1", sender="proxy", receiver="S_syn",
+            message_type="tag_submission", payload=None, size=81, status="rejected:DecodeError")
+
+
 def _foreign_message(path: Path) -> None:
     _append(path, view="user", phase="phase2", sender="S_syn", receiver="user",
             message_type="aggregate_share", payload=b"\x08")
@@ -180,6 +185,7 @@ def _foreign_message(path: Path) -> None:
         ("centroids", {"release:centroids"}),
         ("ledger", {"ledger"}),
         ("message_type", {"message_types:user"}),
+        ("size_only", {"size_only_records"}),
     ],
 )
 def test_corrupted_transcripts_fail(pop: Population, run_dir: Path, tmp_path: Path, corruption: str, failing: set[str]) -> None:
@@ -193,6 +199,7 @@ def test_corrupted_transcripts_fail(pop: Population, run_dir: Path, tmp_path: Pa
         "centroids": _shift_centroids,
         "ledger": _overspend,
         "message_type": _foreign_message,
+        "size_only": _hidden_payload,
     }[corruption]
     path = _copy(run_dir, tmp_path)
     corrupt(path)

@@ -75,6 +75,7 @@ def test_every_message_is_recorded_in_receiver_and_proxy_views(pop: Population, 
         assert summary["S_tag"]["blind_request"]["bytes"] == 33 * n
         assert summary["S_syn"]["tag_submission"]["bytes"] == 81 * subs
         assert {e.status for e in store.entries()} == {"accepted"}
+        assert all(e.payload_recorded for e in store.entries())  # seeded mode keeps every payload
         # seeded mode keeps the secrets as artifacts; the release and ledger are recorded
         names = {a.name for a in store.artifacts()}
         assert {"release", "ledger", "ddg_config", "centroids", "secrets/voprf_sk"} <= names
@@ -90,6 +91,11 @@ def test_no_secrets_outside_seeded_mode(pop: Population, tmp_path: Path) -> None
         assert store.header.rng_mode == "crypto"
         assert not [a.name for a in store.artifacts() if a.secret]
         assert "test_seed" not in store.header.extra["seeds"]
+        # S_syn holds the other share of each contribution, so S_tag's shares are size-only:
+        # the transcript file alone can never unmask a user's encoding
+        tag_shares = list(store.entries(view="S_tag", message_type="share_submission"))
+        assert tag_shares and all(not e.payload_recorded and e.size > 0 for e in tag_shares)
+        assert all(e.payload_recorded for e in store.entries(view="S_syn", message_type="share_submission"))
     assert "test_seed" not in result.release.seeds
 
 
