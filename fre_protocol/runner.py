@@ -383,6 +383,7 @@ def run_protocol(
         store = _open_store(out_path, params, seeds, comps, cfg, noise=noise, n=n, dim=dim, floor=floor)
         transcript_path = out_path / TRANSCRIPT_FILE
     recorder = Recorder(store)
+    blas = _single_threaded_blas()
     try:
         release, info = _play(
             arr, params, seeds, cfg, comps,
@@ -405,6 +406,7 @@ def run_protocol(
             store.close()
     finally:
         pool.close()
+        blas.close()
     meter.wall["total"] = time.perf_counter() - t_start
     peak = None
     if measure_memory:
@@ -414,6 +416,28 @@ def run_protocol(
 
     costs = summarize(meter, info, peak_bytes=peak, workers=workers)
     return ProtocolResult(release=release, transcript_path=transcript_path, costs=costs)
+
+
+class _NoLimit:
+    def close(self) -> None:
+        return None
+
+
+def _single_threaded_blas() -> Any:
+    """The parties already run on ``workers`` threads; a multi-threaded BLAS inside each of them
+    (the DDG rotation's block products) would oversubscribe the cores, so BLAS is limited to one
+    thread for the run when threadpoolctl is available (a no-op otherwise)."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        return _NoLimit()
+    limits = threadpool_limits(limits=1, user_api="blas")
+
+    class _Restore:
+        def close(self) -> None:
+            limits.restore_original_limits()
+
+    return _Restore()
 
 
 def _open_store(
