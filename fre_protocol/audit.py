@@ -204,7 +204,9 @@ def check_release(store: TranscriptStore) -> list[AuditFinding]:
     )
     try:
         centroids, contributors = _recompute_centroids(store, rec_counts, header.components)
-        recorded_c = np.frombuffer(store.get_artifact("centroids"), dtype="<f8").reshape(len(rec_counts), -1)
+        recorded_c = np.frombuffer(store.get_artifact("centroids"), dtype="<f8").reshape(
+            len(rec_counts), int(header.extra.get("dim", 0))
+        )
         order = sorted(rec_counts)
         rec_contrib = {bytes.fromhex(k): int(v) for k, v in recorded.get("info", {}).get("contributors", {}).items()}
         missing = [t for t in order if t not in centroids]

@@ -605,7 +605,7 @@ def _play(
         topup = None
         if cfg.dropout_policy == TOPUP and noise and params.is_dp:
             topup = (floor, comps.sampler, float(ddg_config.sigma_int))
-        aggregates = s_tag.aggregate(accepted, sharing=sharing, topup=topup)
+        aggregates = s_tag.aggregate(accepted, sharing=sharing, dim=width, topup=topup)
         result = s_syn.reconstruct(aggregates, sharing=sharing, encoder=encoder, policy=cfg.dropout_policy)
 
     # -- the release ---------------------------------------------------------------------------

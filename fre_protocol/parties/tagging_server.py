@@ -181,6 +181,7 @@ class TaggingServer:
         accepted: Sequence[bytes],
         *,
         sharing: Any,
+        dim: int,
         topup: tuple[int, Any, float] | None = None,
     ) -> list[bytes]:
         """For each AcceptedContributions from S_syn, the AggregateShare over the common ids.
@@ -214,7 +215,7 @@ class TaggingServer:
                 self._meter.add("S_tag.accumulate", time.perf_counter() - t1, len(ids))
                 self._meter.add("S_tag.gather", t1 - t0, len(ids))
             else:
-                total = np.zeros(next(iter(mine.values())).shape if mine else (1,), dtype=np.uint64)
+                total = np.zeros(dim, dtype=np.uint64)
             if topup is not None and ids:
                 need, sampler, sigma = topup
                 missing = max(0, need - len(ids))

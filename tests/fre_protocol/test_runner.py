@@ -171,3 +171,38 @@ def test_dp_run_records_dummies_and_its_ledger(tmp_path: Path) -> None:
         store.put_artifact("ledger", doc, replace=True)
     report = audit_run(tmp_path, embeddings=pop.embeddings)
     assert [f.name for f in report.failures] == ["ledger"]
+
+
+def test_nothing_released(tmp_path: Path) -> None:
+    """Only rare points: no tag reaches the floor; an empty release, still audited clean."""
+    from fre_protocol.audit import audit_run
+
+    pop = synthetic_population(0, 1, 200, 32, 0.5, RandomSource.seeded(2, "rare"))
+    result = run_protocol(pop.embeddings, INF, SeedPlan.from_seed(2), out_dir=tmp_path)
+    assert len(result.release) == 0 and result.release.centroids.shape == (0, 32)
+    assert result.release.info["n_participants"] == 0
+    assert audit_run(tmp_path, embeddings=pop.embeddings).passed
+
+
+def test_every_share_lost_at_s_tag_means_no_contributors(pop: Population, tmp_path: Path) -> None:
+    """S_tag receives none of a tag's shares: its aggregate covers nobody, the tag is withheld."""
+    from fre_protocol.messages import Role, SealedEnvelope, decode
+    from fre_protocol.parties.base import PHASE2
+    from fre_protocol.parties.proxy import NetworkAdversary
+
+    class DropToTag(NetworkAdversary):
+        def on_forward(self, phase, items):  # type: ignore[no-untyped-def]
+            if phase != PHASE2:
+                return items
+            keep = []
+            for item in items:
+                env = decode(item[2])
+                assert isinstance(env, SealedEnvelope)
+                if env.recipient is not Role.S_TAG:
+                    keep.append(item)
+            return keep
+
+    result = run_protocol(pop.embeddings, INF, SeedPlan.from_seed(1), out_dir=tmp_path, adversary=DropToTag())
+    info = result.release.info
+    assert len(result.release) == 0 and info["n_released_tags"] >= 1
+    assert set(info["withheld"].values()) == {"no contributors"}
