@@ -50,6 +50,7 @@ _REQUIRED = (
     "crypto_core_ristretto255_scalar_mul",
     "crypto_core_ristretto255_scalar_negate",
     "crypto_core_ristretto255_scalar_invert",
+    "crypto_core_ristretto255_scalar_random",
     "crypto_scalarmult_ristretto255",
     "crypto_scalarmult_ristretto255_base",
 )
@@ -94,6 +95,7 @@ class SodiumRistretto255:
         "_smul",
         "_sneg",
         "_sinv",
+        "_srandom",
         "_mult",
         "_mult_base",
     )
@@ -118,6 +120,7 @@ class SodiumRistretto255:
         self._smul: Any = lib.crypto_core_ristretto255_scalar_mul
         self._sneg: Any = lib.crypto_core_ristretto255_scalar_negate
         self._sinv: Any = lib.crypto_core_ristretto255_scalar_invert
+        self._srandom: Any = lib.crypto_core_ristretto255_scalar_random
         self._mult: Any = lib.crypto_scalarmult_ristretto255
         self._mult_base: Any = lib.crypto_scalarmult_ristretto255_base
 
@@ -150,12 +153,20 @@ class SodiumRistretto255:
     def add(self, a: bytes, b: bytes) -> bytes:
         # libsodium returns -1 only when an input does not decode; ours were validated, and the
         # identity (all zeros) decodes in libsodium, so a sum that is the identity is fine.
+        # An addition in libsodium decodes both operands and encodes the sum (three field
+        # exponentiations, ~20 µs): an identity operand is answered without it.
+        if a == _IDENTITY:
+            return b
+        if b == _IDENTITY:
+            return a
         out = ctypes.create_string_buffer(ELEMENT_SIZE)
         if self._add(out, a, b) != 0:
             raise DecodeError("element operands must be valid ristretto255 encodings")
         return out.raw
 
     def sub(self, a: bytes, b: bytes) -> bytes:
+        if b == _IDENTITY:
+            return a
         out = ctypes.create_string_buffer(ELEMENT_SIZE)
         if self._sub(out, a, b) != 0:
             raise DecodeError("element operands must be valid ristretto255 encodings")
@@ -190,6 +201,8 @@ class SodiumRistretto255:
                 raise
             except Exception as exc:  # a JIT that fails to build must not take the suite down
                 msm_numba.disable(exc)
+        # Accumulate from the first product: no libsodium addition of the identity (a full
+        # decode/encode round trip), so one element costs exactly one scalar multiplication.
         total = _IDENTITY
         for s, a in zip(scalars, elements, strict=True):
             total = self.add(self.scalar_mult(s, a), total)
@@ -268,9 +281,22 @@ class SodiumRistretto255:
         return out.raw
 
     def scalar_inverse(self, a: bytes) -> bytes:
-        out = ctypes.create_string_buffer(SCALAR_SIZE)
-        if self._sinv(out, a) != 0:
+        """``a^-1 mod L`` as ``u · (a·u)^-1`` for a fresh uniform non-zero mask ``u``.
+
+        libsodium inverts by a constant-time exponentiation (~40 µs); Python's extended-Euclid
+        ``pow(x, -1, L)`` takes a few µs but runs in variable time, so it only ever sees ``a·u``,
+        which is uniform and independent of ``a`` (``u`` comes from libsodium's CSPRNG and never
+        leaves this call). The result is exact and deterministic: the mask cancels.
+        """
+        mask = ctypes.create_string_buffer(SCALAR_SIZE)
+        self._srandom(mask)
+        masked = ctypes.create_string_buffer(SCALAR_SIZE)
+        self._smul(masked, a, mask)
+        value = int.from_bytes(masked.raw, "little")
+        if value == 0:  # a·u = 0 with u ≠ 0 exactly when a = 0 (mod L)
             raise InvalidInputError("scalar must be non-zero to be inverted, got zero")
+        out = ctypes.create_string_buffer(SCALAR_SIZE)
+        self._smul(out, pow(value, -1, _L).to_bytes(SCALAR_SIZE, "little"), mask)
         return out.raw
 
     def scalar_is_zero(self, a: bytes) -> bool:

@@ -356,3 +356,32 @@ def test_multi_scalar_mult_falls_back_when_the_kernel_fails(
         assert SODIUM.multi_scalar_mult(scalars, elements) == expected
     assert not msm_numba.usable()
     assert SODIUM.multi_scalar_mult(scalars, elements) == expected  # no second warning needed
+
+
+# -- shortcuts of the libsodium backend --------------------------------------------------------
+@settings(max_examples=20, deadline=None, derandomize=True)
+@given(a=scalars.filter(bool))
+def test_sodium_identity_operands_agree_with_pure(a: int) -> None:
+    """add/sub answer an identity operand without libsodium; the results equal the reference."""
+    point = SODIUM.scalar_mult_base(SODIUM.scalar_from_int(a))
+    identity = SODIUM.identity()
+    ref = PURE.scalar_mult_base(a)
+    for got, want in (
+        (SODIUM.add(point, identity), ref),
+        (SODIUM.add(identity, point), ref),
+        (SODIUM.sub(point, identity), ref),
+        (SODIUM.sub(identity, point), PURE.sub(PURE.identity(), ref)),
+        (SODIUM.sub(point, point), PURE.identity()),
+    ):
+        assert got == PURE.serialize_element(want)
+
+
+@settings(max_examples=30, deadline=None, derandomize=True)
+@given(a=scalars.filter(bool))
+def test_sodium_masked_inverse_is_exact_and_deterministic(a: int) -> None:
+    """The masked inversion returns a^-1 mod L whatever the random mask: two calls agree, and
+    a · a^-1 = 1."""
+    s = SODIUM.scalar_from_int(a)
+    first, second = SODIUM.scalar_inverse(s), SODIUM.scalar_inverse(s)
+    assert first == second
+    assert SODIUM.scalar_to_int(SODIUM.scalar_mul(s, first)) == 1
