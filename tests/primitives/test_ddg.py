@@ -59,10 +59,14 @@ def _unit_rows(rng: RandomSource, n: int, d: int) -> npt.NDArray[np.float64]:
 
 
 # -- rotation ------------------------------------------------------------------------------------
-@pytest.mark.parametrize("d", [1, 2, 8, 64])
+@pytest.mark.parametrize("d", [1, 2, 8, 32, 64, 1024, 2048])
 def test_fwht_is_the_normalized_sylvester_hadamard(d: int) -> None:
+    """Against the dense matrix: d ≤ 32 is one block product, 64 and 1024 add the second
+    (middle-bits) product, 2048 also a butterfly pass. The input is left unchanged."""
     x = RandomSource.seeded(1).normal((5, d))
+    before = x.copy()
     assert np.allclose(fwht(x), x @ _sylvester(d) / math.sqrt(d), atol=1e-12)
+    assert np.array_equal(x, before)
     assert np.allclose(fwht(x[0]), fwht(x)[0])
 
 
