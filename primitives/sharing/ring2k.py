@@ -97,6 +97,23 @@ class AdditiveRing2k:
 
     def reconstruct(self, a: npt.ArrayLike, b: npt.ArrayLike) -> npt.NDArray[np.uint64]:
         """Elementwise ``(a + b) mod 2^bits`` of two shares (or two aggregates)."""
+        if (
+            isinstance(a, np.ndarray)
+            and isinstance(b, np.ndarray)
+            and a.dtype == np.uint64
+            and b.dtype == np.uint64
+            and a.shape == b.shape
+        ):
+            # Hot path (the server reconstructs every bucket at once): for a power-of-two modulus
+            # ``a | b < 2^bits`` exactly when both are, so one pass checks both ranges, and its
+            # buffer then takes the sum (three passes and one array instead of four and two).
+            out = np.bitwise_or(a, b)
+            if self.bits < 64 and out.size and int(out.max()) >= self.modulus:
+                as_residues(a, self.modulus, name="first share")
+                as_residues(b, self.modulus, name="second share")
+            np.add(a, b, out=out)
+            out &= self.mask
+            return out
         left = as_residues(a, self.modulus, name="first share")
         right = as_residues(b, self.modulus, name="second share")
         if left.shape != right.shape:

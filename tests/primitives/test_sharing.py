@@ -250,6 +250,27 @@ def test_share_rejects_malformed_values() -> None:
         scheme.reconstruct(np.zeros(3, dtype=np.uint64), np.zeros(4, dtype=np.uint64))
 
 
+@pytest.mark.parametrize("bits", [1, 8, 24, 63, 64])
+def test_reconstruct_uint64_fast_path_checks_each_share(bits: int) -> None:
+    """The uint64 path checks both ranges in one pass: it agrees with Python integers mod 2^bits
+    and still names the share holding a word outside the ring."""
+    scheme = AdditiveRing2k(bits=bits)
+    rng = RandomSource.seeded(bits, "reconstruct")
+    a = scheme.random_elements(40, rng).reshape(5, 8)
+    b = scheme.random_elements(40, rng).reshape(5, 8)
+    a_before = a.copy()
+    want = [[(int(x) + int(y)) % (1 << bits) for x, y in zip(r, q, strict=True)] for r, q in zip(a, b, strict=True)]
+    assert scheme.reconstruct(a, b).tolist() == want
+    assert np.array_equal(a, a_before)
+    if bits < 64:
+        bad = a.copy()
+        bad[3, 5] = np.uint64(1 << bits)
+        with pytest.raises(InvalidInputError, match="first share"):
+            scheme.reconstruct(bad, b)
+        with pytest.raises(InvalidInputError, match="second share"):
+            scheme.reconstruct(a, bad)
+
+
 def test_encode_checks_index_and_batch() -> None:
     scheme = AdditiveRing2k(bits=16)
     first, _ = scheme.share(np.zeros((2, 4), dtype=np.uint64), RandomSource.seeded(0))
