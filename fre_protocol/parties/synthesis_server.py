@@ -232,9 +232,17 @@ def decode_many(encoder: Any, totals: npt.NDArray[np.uint64], counts: Sequence[i
     m = int(config.modulus)
     if totals.size and int(totals.max()) >= m:
         raise ProtocolStateError("reconstructed sums must lie in the ring")
-    centred = totals.astype(np.int64)
-    centred[centred >= m // 2] -= m
-    out: npt.NDArray[np.float64] = encoder.unrotate(centred.astype(np.float64) * float(config.gamma))
+    # Centre in float64 (exact: the ring has at most 2^53 elements here, else the int path),
+    # in place: one conversion, one comparison, one masked subtraction, one scaling.
+    if m > 1 << 53:
+        centred = totals.astype(np.int64)
+        centred[centred >= m // 2] -= m
+        values = centred.astype(np.float64)
+    else:
+        values = totals.astype(np.float64)
+        np.subtract(values, float(m), out=values, where=totals >= m // 2)
+    values *= float(config.gamma)
+    out: npt.NDArray[np.float64] = encoder.unrotate(values)
     return out
 
 

@@ -217,7 +217,7 @@ def test_workers_map_keeps_order_and_validates() -> None:
     assert np.array_equal(Workers(1).map(lambda v: v + 1, [1, 2]), [2, 3])
 
 
-@pytest.mark.parametrize("dim", [20, 64])
+@pytest.mark.parametrize("dim", [20, 64, 768])
 def test_batched_decoding_equals_decode_sum(comps, dim: int) -> None:  # type: ignore[no-untyped-def]
     """S_syn decodes all buckets in one call; each row is the encoder's decode_sum (up to the
     float rounding of a batched versus a single-row rotation)."""
