@@ -63,7 +63,8 @@ OK = "ok"
 # A user's costs are the CPU time of the thread doing its work: each simulated device is one
 # user on its own processor, so time this thread spends waiting for the GIL held by a sibling
 # worker, or descheduled on a shared machine, is not that user's time (wall clocks per thread
-# overstated it by up to the number of workers).
+# overstated it by up to the number of workers). This counts all of a user's work only while
+# BLAS runs in the calling thread, which the runner arranges (threadpoolctl) for the whole run.
 _clock = time.thread_time
 
 
