@@ -155,6 +155,9 @@ class SynthesisServer:
         modulus = int(sharing.modulus)
         seen: set[bytes] = set()
         ready: list[tuple[bytes, int, npt.NDArray[np.uint64], npt.NDArray[np.uint64]]] = []
+        # S_tag's aggregates are converted from the wire straight into consecutive rows of one
+        # array (row i belongs to ready[i]), so reconstruction need not stack them again.
+        theirs_rows = np.empty((len(aggregates), width), dtype=np.uint64)
         for data in aggregates:
             error: Exception | None = None
             try:
@@ -170,7 +173,8 @@ class SynthesisServer:
                     raise DecodeError(
                         f"aggregate share must hold {width} words of 8 bytes, got {len(msg.values)} bytes"
                     )
-                theirs = np.frombuffer(msg.values, dtype=">u8").astype(np.uint64)
+                theirs = theirs_rows[len(ready)]
+                theirs[:] = np.frombuffer(msg.values, dtype=">u8")
                 if modulus < 1 << 64 and bool(np.any(theirs >= np.uint64(modulus))):
                     raise DecodeError("aggregate share holds words outside the ring")
             except (DecodeError, ProtocolStateError) as exc:
@@ -196,7 +200,7 @@ class SynthesisServer:
         if ready:
             # All buckets at once: one ring addition and one batched decode (rotation of m rows).
             t0 = time.perf_counter()
-            totals = sharing.reconstruct(np.stack([r[2] for r in ready]), np.stack([r[3] for r in ready]))
+            totals = sharing.reconstruct(theirs_rows[: len(ready)], np.stack([r[3] for r in ready]))
             t1 = time.perf_counter()
             decoded = decode_many(encoder, totals, [r[1] for r in ready])
             t2 = time.perf_counter()
