@@ -329,6 +329,9 @@ def evaluate_release(
         block: dict[str, Any] = {"n_outputs": int(len(outputs))}
         if len(outputs) and n_freq:
             block["utility"] = metrics.utility(outputs, x, r, frequent=frequent)
+            # α = 1 (a hit must lie within r itself): with unit-norm embeddings such as MiniLM's,
+            # α·r = 1.35 at r = 0.9 is close to the distance of unrelated texts (≈ 1.4).
+            block["utility_strict"] = metrics.utility(outputs, x, r, alpha=1.0, frequent=frequent)
         elif len(outputs):
             block["utility"] = metrics.utility(outputs, x, r)  # F empty: against all of V only
             block["note"] = "no frequent text at (r, t): utility is against all texts V"

@@ -13,11 +13,13 @@ Sources (each optional):
   used when present;
 * any number of user files (``.txt`` / ``.jsonl`` / ``.csv``, read by the corpus loaders).
 
-Sentences are split with a simple punctuation rule, cleaned (the archive's mangled closing quotes
-``"?`` are repaired, whitespace collapsed), kept when 20–240 characters and 3–60 words long, and
-de-duplicated (first occurrence wins). ``max_texts`` caps the built-in sources with an evenly
-spaced, deterministic selection per source (shares: headlines 25%, sentences 45%, WordNet 30%) (user files are always kept whole): embedding the pool
-is a one-time cost (cached on disk), and the cap keeps the first run of the demo short.
+Sentences are split with a simple punctuation rule, cleaned (the archive's mangled typographic
+punctuation — ``"?`` for a closing quote or dash, ``"`` for an apostrophe — is repaired, whitespace
+collapsed), kept when 20–240 characters and 3–60 words long, and de-duplicated (first occurrence
+wins). ``max_texts`` caps the built-in sources with an evenly spaced, deterministic selection per
+source (shares: headlines 25%, sentences 45%, WordNet 30%; user files are always kept whole):
+embedding the pool is a one-time cost (cached on disk), and the cap keeps the first run of the
+demo short.
 """
 
 from __future__ import annotations
@@ -41,7 +43,12 @@ DEFAULT_MAX_TEXTS = 24_000
 _WEIGHTS = {"news-headline": 0.25, "news": 0.45, "wordnet": 0.30}
 
 _SENTENCE_SPLIT = re.compile(r"(?<=[.!?])[\"”’']?\s+(?=[\"“‘']?[A-Z0-9])")
-_MANGLED_QUOTE = re.compile(r"\"\?(?=\s|$|[,.;:])")
+# The archive's text lost its typographic punctuation: "’" became '"' and "”"/"—" became '"?'.
+_MANGLED_APOSTROPHE = re.compile(r"(?<=\w)\"(?=(?:t|s|re|ve|ll|d|m)\b)")
+_MANGLED_DASH = re.compile(r"(?<=\s)\"\?\s*")
+_MANGLED_POSSESSIVE = re.compile(r"(?<=\w)\"\?(?=\w)")
+_MANGLED_QUOTE = re.compile(r"\"\?(?=\w)")
+_MANGLED_QUOTE_END = re.compile(r"\"\?")
 _SPACE = re.compile(r"\s+")
 
 
@@ -71,8 +78,17 @@ class PublicPool:
         return out
 
 
+def repair_punctuation(text: str) -> str:
+    """Undo the archive's mangled typographic punctuation (see the patterns above)."""
+    text = _MANGLED_APOSTROPHE.sub("'", text)
+    text = _MANGLED_DASH.sub("— ", text)
+    text = _MANGLED_POSSESSIVE.sub("' ", text)
+    text = _MANGLED_QUOTE.sub('" ', text)
+    return _MANGLED_QUOTE_END.sub('"', text)
+
+
 def clean_sentence(text: str) -> str:
-    return _SPACE.sub(" ", _MANGLED_QUOTE.sub('"', text)).strip()
+    return _SPACE.sub(" ", repair_punctuation(text)).strip()
 
 
 def _keep(text: str) -> bool:
@@ -82,7 +98,7 @@ def _keep(text: str) -> bool:
 
 def split_sentences(text: str) -> list[str]:
     """Sentences of a paragraph by a punctuation rule (good enough for news prose)."""
-    repaired = _MANGLED_QUOTE.sub('"', text)  # before splitting: '"?' is not a sentence end
+    repaired = repair_punctuation(text)  # before splitting: '"?' is not a sentence end
     return [s for s in (clean_sentence(p) for p in _SENTENCE_SPLIT.split(repaired)) if s]
 
 

@@ -11,6 +11,7 @@ from fre_protocol.text.public_pool import (
     PublicPool,
     allocate,
     build_pool,
+    repair_punctuation,
     split_sentences,
     wordnet_texts,
 )
@@ -45,6 +46,19 @@ def test_sentence_split_and_quote_repair() -> None:
     assert split_sentences(text) == [
         "The vote was 51-50.", '"It is hard," Warren said.', "Was it?", "Yes!", "3 more followed."
     ]
+
+
+@pytest.mark.parametrize(
+    ("raw", "repaired"),
+    [
+        ('Exports yield $15 bln "?PM', "Exports yield $15 bln — PM"),
+        ('terms for Cyprus"?reunification', "terms for Cyprus' reunification"),
+        ('we don"t have it, they"re out', "we don't have it, they're out"),
+        ('"It is hard,"? Warren said', '"It is hard," Warren said'),
+    ],
+)
+def test_mangled_punctuation_is_repaired(raw: str, repaired: str) -> None:
+    assert repair_punctuation(raw) == repaired
 
 
 def test_allocate_water_fills() -> None:

@@ -81,6 +81,9 @@ def test_evaluation_separates_frequent_from_infrequent(scene: dict) -> None:
     text = ev["text"]
     assert text["utility"]["precision"] == 1.0 and text["utility"]["recall"] == 1.0
     assert np.median(text["nearest_frequent"]) < np.median(text["nearest_infrequent"])
+    strict = text["utility_strict"]  # α = 1: a hit needs a frequent text within r, not 1.5·r
+    assert strict["alpha"] == 1.0 and strict["precision"] <= text["utility"]["precision"]
+    assert strict["recall"] <= text["utility"]["recall"]
     assert dict(text["ssp"])[1.0] == pytest.approx(float(np.mean(text["nearest_infrequent"] <= 0.5)))
 
 
