@@ -39,6 +39,12 @@ USER_PROMPT = (
 )
 PLAIN_PROMPT = "Original: {text}\nParaphrase:"
 
+# Lines where a small chat model talks about the task instead of answering it.
+_META = re.compile(
+    r"^(?:sure|certainly|of course|okay|ok|i(?:'ll| will| can|'d be| would be)|you(?:'ve| have)|"
+    r"as an ai|note|rewritten|the rewritten|original)\b",
+    re.IGNORECASE,
+)
 _LEADS = re.compile(r"^(?:here(?:'s| is)[^:]*:|rewritten(?: text)?:|paraphrase:|text:)\s*", re.IGNORECASE)
 
 
@@ -59,9 +65,12 @@ def smollm2_location() -> tuple[Path, str]:
 
 
 def clean_variation(text: str) -> str:
-    """First non-empty line, without a lead-in ("Paraphrase:") or wrapping quotes."""
+    """First non-empty line that answers (not "Sure, here is…"), without a lead-in
+    ("Paraphrase:") or wrapping quotes; "" when there is none."""
     for line in text.splitlines():
         line = _LEADS.sub("", line.strip()).strip()
+        if _META.match(line):
+            continue
         if len(line) >= 2 and line[0] == line[-1] and line[0] in "\"'“”":
             line = line[1:-1].strip()
         line = line.strip("“”").strip()

@@ -444,7 +444,8 @@ def run_synthesis(
         x = embedder.embed(list(corpus.texts), progress=options.progress)
 
     # 3. release
-    with stages.stage("release", f"release: {options.protocol} protocol, ε = {params.epsilon:g}"):
+    path = "the two-server protocol" if options.protocol == "distributed" else "the centralized mechanism"
+    with stages.stage("release", f"release: {path}, ε = {params.epsilon:g}"):
         release, transcript_path, costs = _release(x, params, seeds, options, out)
     m = len(release)
     with stages.stage("write"):

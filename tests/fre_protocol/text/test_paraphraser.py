@@ -99,6 +99,8 @@ def test_temperature_zero_is_greedy_and_argument_checks() -> None:
         ("Here is the rewritten text: Eat more greens", "Eat more greens"),
         ("\n\n“Quoted”", "Quoted"),
         ("   ", ""),
+        ("You've rewritten the text in terms of various words.", ""),
+        ("Sure! Here it is:\nFlu shots save lives", "Flu shots save lives"),
     ],
 )
 def test_clean_variation(raw: str, clean: str) -> None:
