@@ -170,7 +170,7 @@ ROWS: tuple[tuple[str, str, str], ...] = (
     ("  … share decode/expand (per server)", "share_decode_us", "µs/share"),
     ("  … opening a sealed message", "open_sealed_us", "µs/msg"),
     ("bucket reconstruction (ring + DDG decode)", "reconstruct_us", "µs/bucket"),
-    ("user online time (participating user)", "user_online_ms", "ms"),
+    ("user online time (participating user, CPU time of its thread)", "user_online_ms", "ms"),
     ("  … phase 1 (blind, seal, verify + finalize)", "user_phase1_ms", "ms"),
     ("  … tag submission (seal)", "user_submit_ms", "ms"),
     ("  … phase 2 (DDG encode, share, seal ×2)", "user_phase2_ms", "ms"),
