@@ -202,3 +202,17 @@ def test_full_healthtweets_at_epsilon_8_releases_a_meaningful_set(tmp_path: Path
     text = result.evaluation["text"]
     assert text["utility"]["precision"] >= 0.9 and text["delta_star_at_r"] <= 0.05
     assert (tmp_path / "transcript.sqlite").is_file()
+
+
+def test_radius_from_the_public_pool(corpus, pool_file, minilm, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """--radius-quantile: r is the quantile of nearest-neighbour distances of the PUBLIC pool."""
+    from mechanism import metrics
+
+    result = run_synthesis(corpus, minilm_params(math.inf, threshold=5), SeedPlan.from_seed(3),
+                           options(pool_file, protocol="central", radius_quantile=0.5, evaluate=False),
+                           tmp_path, embedder=minilm, log=lambda m: None)
+    pool_x = minilm.embed(PUBLIC)
+    expected = metrics.nn_distance_quantile(pool_x, 0.5)
+    assert result.release.params.radius == pytest.approx(expected)
+    assert "public pool" in result.summary["radius_source"]
+    assert result.evaluation is None and not (tmp_path / "evaluation.json").exists()
