@@ -26,6 +26,26 @@ def parse_epsilon(text: str) -> float:
     return value
 
 
+def _integer_at_least(text: str, minimum: int, what: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+    if value < minimum:
+        raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    """argparse type: an integer >= 0 (seeds, counts)."""
+    return _integer_at_least(text, 0, "a non-negative integer")
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1 (sizes, worker counts)."""
+    return _integer_at_least(text, 1, "a positive integer")
+
+
 def add_param_flags(parser: argparse.ArgumentParser, *, defaults: FreParams | None = None) -> None:
     """The public parameters of a release, named as in the paper (SPEC §3)."""
     d = defaults or FreParams()

@@ -6,27 +6,19 @@ from __future__ import annotations
 import argparse
 import sys
 
-from fre_protocol.cli.common import parse_epsilon
+from fre_protocol.cli.common import parse_epsilon, positive_int
 
 HELP = "per-operation cost table of the protocol on a synthetic population (paper App. B.1)"
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--n", type=_positive_int, default=100_000, help="number of users (default 100000)")
-    parser.add_argument("--dim", type=_positive_int, default=768, help="embedding dimension (default 768)")
+    parser.add_argument("--n", type=positive_int, default=100_000, help="number of users (default 100000)")
+    parser.add_argument("--dim", type=positive_int, default=768, help="embedding dimension (default 768)")
     parser.add_argument("--epsilon", type=parse_epsilon, default=8.0, help="paper setting: 4, 8, 16 or inf")
     parser.add_argument("--seed", type=int, default=0, help="seed of the synthetic population and the run")
-    parser.add_argument("--workers", type=_positive_int, default=2, help="worker threads (default 2)")
+    parser.add_argument("--workers", type=positive_int, default=2, help="worker threads (default 2)")
     parser.add_argument("--out", metavar="DIR", default=None,
                         help="write costs.json and costs.md (and the run's transcript) here")
     parser.add_argument("--no-transcript", action="store_true", help="do not record the transcript")

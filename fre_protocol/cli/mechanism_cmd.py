@@ -19,6 +19,7 @@ import numpy as np
 from fre_protocol.cli.common import (
     add_param_flags,
     load_embeddings,
+    non_negative_int,
     params_from_args,
     prepare_out_dir,
 )
@@ -52,7 +53,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_param_flags(parser)
     parser.add_argument(
         "--seed",
-        type=_non_negative_int,
+        type=non_negative_int,
         default=None,
         help="seeded test mode: public randomness, coins and noise reproducible from this integer "
         "(recorded in release.json); default: fresh public seed, cryptographic coins and noise",
@@ -67,14 +68,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--progress", action="store_true", help="show progress bars")
 
 
-def _non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}")
-    return value
 
 
 def demo_population(radius: float) -> Population:

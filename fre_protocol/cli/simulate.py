@@ -17,7 +17,9 @@ import numpy as np
 from fre_protocol.cli.common import (
     add_param_flags,
     load_embeddings,
+    non_negative_int,
     params_from_args,
+    positive_int,
     prepare_out_dir,
 )
 
@@ -34,21 +36,8 @@ def _fraction(text: str) -> float:
     return value
 
 
-def _non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}")
-    return value
 
 
-def _positive_int(text: str) -> int:
-    value = _non_negative_int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
-    return value
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -57,7 +46,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     source.add_argument("--demo", action="store_true", help="the built-in synthetic population of `fre-e2t mechanism --demo`")
     add_param_flags(parser)
     parser.add_argument(
-        "--seed", type=_non_negative_int, default=None,
+        "--seed", type=non_negative_int, default=None,
         help="seeded test mode: public randomness, coins, keys and noise reproducible from this "
         "integer (secrets are then recorded in the transcript); default: fresh and cryptographic",
     )
@@ -71,12 +60,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dropout-policy", choices=["withhold", "topup"], default="withhold",
                         help="a released tag left with fewer than ⌈τ⌉ contributors: withhold its "
                         "centroid, or let S_tag top up the missing noise")
-    parser.add_argument("--proof-batch", type=_positive_int, default=1, metavar="B",
+    parser.add_argument("--proof-batch", type=positive_int, default=1, metavar="B",
                         help="blinded elements per DLEQ proof (1: per-user proofs, the default)")
-    parser.add_argument("--modulus-bits", type=_positive_int, default=24, metavar="b",
+    parser.add_argument("--modulus-bits", type=positive_int, default=24, metavar="b",
                         help="shares live in Z_{2^b} (default 24)")
     parser.add_argument("--clip", type=float, default=1.0, help="public L2 clip of embeddings in the DDG encoder")
-    parser.add_argument("--workers", type=_positive_int, default=2, help="worker threads (default 2)")
+    parser.add_argument("--workers", type=positive_int, default=2, help="worker threads (default 2)")
     parser.add_argument("--jsonl", action="store_true", help="also export the transcript as DIR/transcript.jsonl")
     parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=False,
                         help="show progress bars")
