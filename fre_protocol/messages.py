@@ -19,6 +19,7 @@ own those checks), so a message can be well-formed and still be rejected by its 
 from __future__ import annotations
 
 import struct
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import IntEnum
@@ -159,7 +160,7 @@ def _var(value: bytes) -> bytes:
 
 
 # -- messages -------------------------------------------------------------------------------------
-class Message:
+class Message(ABC):
     """Base class: ``encode`` writes the type byte and the fields; ``decode`` dispatches on it."""
 
     __slots__ = ()
@@ -168,12 +169,14 @@ class Message:
     def encode(self) -> bytes:
         return bytes((self.TYPE,)) + self._body()
 
-    def _body(self) -> bytes:  # pragma: no cover - every subclass overrides
-        raise NotImplementedError
+    @abstractmethod
+    def _body(self) -> bytes:
+        """The fields after the type byte, canonically encoded."""
 
     @classmethod
-    def _read(cls, reader: _Reader) -> Message:  # pragma: no cover - every subclass overrides
-        raise NotImplementedError
+    @abstractmethod
+    def _read(cls, reader: _Reader) -> Message:
+        """Parse the fields after the type byte (strict: DecodeError on anything malformed)."""
 
     @property
     def size(self) -> int:
