@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -128,6 +129,7 @@ def _bucket_sums(
     m: int,
     *,
     tick: Callable[[int], None] | None = None,
+    workers: int = 2,
 ) -> npt.NDArray[np.float64]:
     """Σ x_i (float64) over the rows of each of ``m`` slots.
 
@@ -141,12 +143,25 @@ def _bucket_sums(
     rows_sorted = rows[order]
     slot_sorted = slot[order]
     bounds = np.searchsorted(slot_sorted, np.arange(m + 1))
-    for h in range(m):
-        for start in range(int(bounds[h]), int(bounds[h + 1]), SUM_CHUNK_ROWS):
-            stop = min(int(bounds[h + 1]), start + SUM_CHUNK_ROWS)
-            sums[h] += x[rows_sorted[start:stop]].sum(axis=0, dtype=np.float64)
-            if tick is not None:
-                tick(stop - start)
+
+    def sum_slots(first: int, last: int) -> None:
+        for h in range(first, last):
+            for start in range(int(bounds[h]), int(bounds[h + 1]), SUM_CHUNK_ROWS):
+                stop = min(int(bounds[h + 1]), start + SUM_CHUNK_ROWS)
+                sums[h] += x[rows_sorted[start:stop]].sum(axis=0, dtype=np.float64)
+                if tick is not None:
+                    tick(stop - start)
+
+    if workers > 1 and m > 1:
+        # Slots are disjoint and numpy releases the GIL while gathering and summing, so the
+        # slots are split into ``workers`` ranges of about equal row counts, one per thread.
+        targets = np.linspace(0, bounds[-1], workers + 1)[1:-1]
+        cuts = [0, *np.searchsorted(bounds, targets).tolist(), m]
+        with ThreadPoolExecutor(workers) as pool:
+            for future in [pool.submit(sum_slots, a, b) for a, b in zip(cuts, cuts[1:], strict=False)]:
+                future.result()
+    else:
+        sum_slots(0, m)
     return sums
 
 

@@ -30,6 +30,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 
 import numpy as np
@@ -52,6 +54,16 @@ _U32 = 2.0**-24  # unit roundoff of float32
 _U64 = 2.0**-53  # unit roundoff of float64
 # Bucket indices beyond this magnitude would overflow int64 arithmetic downstream.
 _INDEX_LIMIT = 2.0**62
+
+
+def _single_threaded_blas() -> AbstractContextManager[object]:
+    """BLAS limited to one thread (threadpoolctl) while our own threads split the work."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # optional at run time: then BLAS and our threads share the cores
+        return nullcontext()
+    limits: AbstractContextManager[object] = threadpool_limits(limits=1, user_api="blas")
+    return limits
 
 
 def _gamma(n: int, unit: float) -> float:
@@ -174,10 +186,12 @@ class PublicGrid:
         *,
         chunk_rows: int | None = None,
         on_rows: Callable[[int], None] | None = None,
+        workers: int = 2,
     ) -> npt.NDArray[np.int64]:
         """Canonical bucket index ``b_i`` (n, k) of every row; independent of batching (see above).
 
-        ``on_rows(count)`` is called after each block (progress reporting).
+        ``on_rows(count)`` is called after each block (progress reporting); ``workers`` threads
+        process blocks in parallel.
         """
         arr = self._check_rows(x)
         n, d = arr.shape
@@ -201,7 +215,7 @@ class PublicGrid:
         b32 = (-self.offsets / self.edge).astype(np.float32)
         row_coef = float(z_norm.max()) * scale * (g32 + 16 * _U32) * (1.0 + 1e-3)
         row_base = 16 * _U32 * (float(np.abs(b32).max()) + 2.0) + 1e-9
-        for start, stop in self._blocks(n, chunk_rows):
+        def bucket_block(start: int, stop: int) -> None:
             block = np.asarray(arr[start:stop], dtype=np.float32)
             with np.errstate(invalid="ignore", over="ignore"):  # bad rows are reported below
                 v = np.matmul(block, z32)
@@ -223,8 +237,23 @@ class PublicGrid:
             rows = np.flatnonzero(unsure.any(axis=1))
             if rows.size:
                 out[start + rows] = self._exact_cells(block[rows], z64, g64 * norms[rows], z_norm)
-            if on_rows is not None:
-                on_rows(stop - start)
+
+        blocks = list(self._blocks(n, chunk_rows))
+        if workers > 1 and len(blocks) > 1:
+            # Blocks are independent and numpy releases the GIL in the product and the elementwise
+            # passes, so two threads with single-threaded BLAS also parallelize the exactness work
+            # that a multithreaded BLAS call alone leaves on one core. Results do not depend on it.
+            with _single_threaded_blas(), ThreadPoolExecutor(workers) as pool:
+                pending = [pool.submit(bucket_block, start, stop) for start, stop in blocks]
+                for (start, stop), future in zip(blocks, pending, strict=True):
+                    future.result()  # re-raises the first bad block's error, in row order
+                    if on_rows is not None:
+                        on_rows(stop - start)
+        else:
+            for start, stop in blocks:
+                bucket_block(start, stop)
+                if on_rows is not None:
+                    on_rows(stop - start)
         return out
 
     def _exact_cells(
