@@ -44,6 +44,7 @@ from fre_protocol.text.corpora import Corpus
 from fre_protocol.text.embedder import SentenceTransformerEmbedder
 from fre_protocol.text.public_pool import DEFAULT_MAX_TEXTS, DEFAULT_SOURCES
 from fre_protocol.text.tuning import EVALUATION_LABEL, explain_empty_release, preflight
+from mechanism.ledger import json_safe
 from mechanism.params import FreParams
 from mechanism.release import Release
 from mechanism.seeds import SeedPlan
@@ -161,26 +162,16 @@ def _json_default(value: Any) -> Any:
     raise TypeError(f"not JSON serializable: {type(value).__name__}")
 
 
-def _safe(value: Any) -> Any:
-    """Replace non-finite floats with strings (strict JSON)."""
-    if isinstance(value, float | np.floating):
-        v = float(value)
-        if math.isnan(v):
-            return "nan"
-        if math.isinf(v):
-            return "inf" if v > 0 else "-inf"
-        return v
-    if isinstance(value, dict):
-        return {str(k): _safe(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_safe(v) for v in value]
-    return value
+def _json_ready(value: Any) -> Any:
+    """Strict-JSON form: numpy and Path values made native (``_json_default``), then non-finite
+    floats spelled as strings by the ledger's ``json_safe``."""
+    return json_safe(json.loads(json.dumps(value, default=_json_default)))
 
 
 def write_json(path: Path, data: Any) -> None:
     from fre_protocol.cli.common import write_json_atomic
 
-    write_json_atomic(path, json.loads(json.dumps(_safe(data), default=_json_default)))
+    write_json_atomic(path, _json_ready(data))
 
 
 def write_jsonl(path: Path, rows: Sequence[dict[str, Any]]) -> None:
@@ -191,7 +182,7 @@ def write_jsonl(path: Path, rows: Sequence[dict[str, Any]]) -> None:
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             for row in rows:
-                fh.write(json.dumps(_safe(row), ensure_ascii=False, default=_json_default) + "\n")
+                fh.write(json.dumps(_json_ready(row), ensure_ascii=False) + "\n")
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
