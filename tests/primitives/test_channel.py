@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from primitives import registry
 from primitives.channel import KEY_SIZE, SEAL_OVERHEAD, Channel, SealedBoxChannel
-from primitives.errors import DecodeError, InvalidInputError
+from primitives.errors import DecodeError, InvalidInputError, ProtocolStateError
 from primitives.randomness import RandomSource
 from primitives.secret import Secret
 
@@ -104,3 +104,40 @@ def test_registry_and_protocol_conformance() -> None:
     channel = registry.create("channel", "sealed-box")
     assert isinstance(channel, SealedBoxChannel) and isinstance(channel, Channel)
     assert channel.name == "sealed-box" and channel.overhead == 48
+
+
+@settings(max_examples=30)
+@given(st.binary(max_size=4000))
+def test_prepared_seal_is_a_sealed_box(plaintext: bytes) -> None:
+    (prepared,) = CHANNEL.prepare_seals(PK, 1, RandomSource.seeded(7, "device"))
+    ciphertext = CHANNEL.seal_prepared(prepared, plaintext)
+    assert len(ciphertext) == len(plaintext) + SEAL_OVERHEAD
+    # The recipient opens it with the ordinary sealed-box open (libsodium crypto_box_seal_open).
+    assert CHANNEL.open(SK, ciphertext) == plaintext
+    assert CHANNEL.try_open_many(SK, [ciphertext]) == [plaintext]
+
+
+def test_prepared_seals_are_distinct_reproducible_and_single_use() -> None:
+    seals = CHANNEL.prepare_seals(PK, 3, RandomSource.seeded(7, "device"))
+    again = CHANNEL.prepare_seals(PK, 3, RandomSource.seeded(7, "device"))
+    boxes = [CHANNEL.seal_prepared(s, b"same payload") for s in seals]
+    assert len(set(boxes)) == 3  # fresh ephemeral key per seal
+    assert [CHANNEL.seal_prepared(s, b"same payload") for s in again] == boxes  # seeded: reproducible
+    assert all(s.used for s in seals) and "Secret" not in repr(seals[0])
+    with pytest.raises(ProtocolStateError, match="used once"):
+        CHANNEL.seal_prepared(seals[0], b"a second payload")
+    fresh = CHANNEL.prepare_seals(PK, 1, RandomSource.cryptographic("device"))[0]
+    assert CHANNEL.open(SK, CHANNEL.seal_prepared(fresh, b"x")) == b"x"
+
+
+def test_prepared_seal_bad_input() -> None:
+    rng = RandomSource.seeded(1, "device")
+    with pytest.raises(InvalidInputError, match="count must be an integer >= 0, got -1"):
+        CHANNEL.prepare_seals(PK, -1, rng)
+    with pytest.raises(DecodeError, match="public_key must be 32 bytes, got 31 bytes"):
+        CHANNEL.prepare_seals(bytes(31), 1, rng)
+    with pytest.raises(DecodeError, match="not a usable X25519 public key"):
+        CHANNEL.prepare_seals(bytes(32), 1, rng)
+    with pytest.raises(InvalidInputError, match="prepared must be a PreparedSeal, got bytes"):
+        CHANNEL.seal_prepared(PK, b"x")  # type: ignore[arg-type]
+    assert CHANNEL.prepare_seals(PK, 0, rng) == []
