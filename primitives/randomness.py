@@ -27,7 +27,7 @@ from primitives.errors import InvalidParameterError
 
 Mode = Literal["crypto", "seeded"]
 
-_TWO_POW_53 = float(1 << 53)
+_TWO_POW_MINUS_53 = 2.0**-53
 _CHUNK = 1 << 20
 
 
@@ -113,7 +113,10 @@ class RandomSource:
     # -- derived distributions --------------------------------------------------------------
     def uniform(self, n: int) -> np.ndarray:
         """``n`` floats uniform on [0, 1) with 53 random bits each."""
-        return (self.uint64(n) >> np.uint64(11)).astype(np.float64) / _TWO_POW_53
+        # Values below 2^53 convert exactly either way; numpy converts signed integers to float
+        # about twice as fast as unsigned ones.
+        top = np.frombuffer(self.random_bytes(8 * n), dtype="<u8") >> np.uint64(11)
+        return top.view(np.int64).astype(np.float64) * _TWO_POW_MINUS_53
 
     def bernoulli(self, p: float, n: int) -> np.ndarray:
         """``n`` booleans, each True with probability ``p`` (exactly True for p = 1)."""
