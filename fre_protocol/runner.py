@@ -535,6 +535,8 @@ def _play(
         x, encodings, coins, suite=suite, keys=keys, channel=channel, rng=seeds.secret("users"),
         workers=pool, meter=meter, recorder=recorder, chunk_size=cfg.chunk_size,
     )
+    with meter.phase("users_offline"):
+        users.prepare()
 
     def refuse(role: Role, phase: str, delivery: Delivery) -> None:
         server = s_tag if role is Role.S_TAG else s_syn

@@ -56,6 +56,24 @@ def seal_batch(channel: Channel, public_key: bytes, plaintexts: Sequence[bytes])
     return [channel.seal(public_key, p) for p in plaintexts]
 
 
+def prepare_seals(channel: Channel, public_key: bytes, count: int, rng: RandomSource) -> list[Any]:
+    """Key material for ``count`` later seals to one key, made ahead of time (the channel's
+    ``prepare_seals`` when it has one). A channel without it gets the key back, once per seal,
+    and seals in full at use time."""
+    prepare = getattr(channel, "prepare_seals", None)
+    if prepare is not None:
+        return list(prepare(public_key, count, rng))
+    return [public_key] * count
+
+
+def seal_prepared_batch(channel: Channel, prepared: Sequence[Any], plaintexts: Sequence[bytes]) -> list[bytes]:
+    """Seal each plaintext with its item from :func:`prepare_seals`."""
+    seal = getattr(channel, "seal_prepared", None)
+    if seal is None:
+        return [channel.seal(key, p) for key, p in zip(prepared, plaintexts, strict=True)]
+    return [seal(item, p) for item, p in zip(prepared, plaintexts, strict=True)]
+
+
 def open_batch(channel: Channel, private_key: Any, ciphertexts: Sequence[bytes]) -> list[bytes | DecodeError]:
     """Open many ciphertexts; a bad one yields its DecodeError in its place."""
     many = getattr(channel, "try_open_many", None)
@@ -262,7 +280,9 @@ __all__ = [
     "Workers",
     "chunks",
     "open_batch",
+    "prepare_seals",
     "seal_batch",
+    "seal_prepared_batch",
     "role_label",
     "status_of",
 ]

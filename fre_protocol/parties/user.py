@@ -6,6 +6,14 @@ proof verification, sealing to the servers' keys, DDG encoding with its own nois
 shares). Work that the maths allows is vectorized across users (DDG encoding and sharing of a
 chunk of users is one array operation); per-user cryptography runs in chunks on a thread pool.
 
+Offline and online work. What a device can do before the protocol starts, because it depends
+neither on its data nor on any server message, is done in :meth:`UserPopulation.prepare` and
+metered apart ("user.offline.*"): drawing the VOPRF blind r and its inverse, and the public-key
+half of each sealed box it will send (:meth:`primitives.channel.SealedBoxChannel.prepare_seals`).
+Everything else — hashing its bucket to the group and blinding it, verifying S_tag's proof and
+unblinding, the DDG encoding (its scale depends on the broadcast), sharing, and encrypting each
+payload — is online work, metered per step. The cost table reports both.
+
 Chunks have a fixed size, and in seeded test mode each chunk draws from its own labelled child
 stream, so results do not depend on the number of worker threads.
 
@@ -45,7 +53,8 @@ from fre_protocol.parties.base import (
     Row,
     Workers,
     chunks,
-    seal_batch,
+    prepare_seals,
+    seal_prepared_batch,
     status_of,
 )
 from primitives.errors import DecodeError, FreError, ProtocolStateError, VerificationError
@@ -114,6 +123,9 @@ class UserPopulation:
         self._recorder = recorder
         self._chunk = chunk_size
         self.blinds: list[bytes | None] = [None] * n
+        self.blind_inverses: list[bytes | None] = [None] * n
+        # Prepared seals, one list per message kind, entry i for user i (None: not needed).
+        self._seals: dict[str, list[Any]] = {}
         self.blinded: list[bytes | None] = [None] * n
         self.tags: list[bytes | None] = [None] * n
         self.status: list[str] = ["no_response"] * n
@@ -122,26 +134,76 @@ class UserPopulation:
         self.participants = np.zeros(0, dtype=np.int64)
         self.dropped = np.zeros(0, dtype=np.int64)
 
+    # -- before the protocol: what needs neither the data nor a server message ------------------
+    def prepare(self) -> None:
+        """Offline work of every device: the blind r and r^-1, and key material for each sealed
+        box it will send (its blind request to S_tag; with its coin, its tag submission to S_syn
+        and its two phase-2 shares)."""
+        group, channel = self._suite.group, self._channel
+        tag_key, syn_key = self._keys.tag_box_key, self._keys.syn_box_key
+        kinds = ("blind_request", "tag_submission", "share_to_tag", "share_to_syn")
+        self._seals = {kind: [None] * self.n for kind in kinds}
+
+        def work(job: tuple[int, range]) -> None:
+            index, users = job
+            rng = self._rng.child(f"prepare/{index}")
+            t0 = _clock()
+            for i in users:
+                r = group.random_scalar(rng)
+                self.blinds[i] = group.serialize_scalar(r)
+                self.blind_inverses[i] = group.serialize_scalar(group.scalar_inverse(r))
+            t1 = _clock()
+            idx = list(users)
+            coin = [i for i in idx if self.coins[i]]
+            for kind, key, who in (
+                ("blind_request", tag_key, idx),
+                ("tag_submission", syn_key, coin),
+                ("share_to_tag", tag_key, coin),
+                ("share_to_syn", syn_key, coin),
+            ):
+                for i, seal in zip(who, prepare_seals(channel, key, len(who), rng), strict=True):
+                    self._seals[kind][i] = seal
+            t2 = _clock()
+            self._meter.add("user.offline.blind_scalar", t1 - t0, len(idx))
+            self._meter.add("user.offline.seal_keys", t2 - t1, len(idx) + 3 * len(coin))
+
+        self._workers.map(work, list(enumerate(chunks(self.n, self._chunk))), desc="users: prepare")
+
+    def _take_seals(self, kind: str, users: Sequence[int]) -> list[Any]:
+        if not self._seals:
+            raise ProtocolStateError("users must prepare() before they send anything")
+        seals = self._seals[kind]
+        out = []
+        for i in users:
+            seal = seals[i]
+            if seal is None:
+                raise ProtocolStateError(f"user {i} has no prepared seal for its {kind}")
+            seals[i] = None
+            out.append(seal)
+        return out
+
     # -- phase 1: blind -------------------------------------------------------------------------
     def blind_requests(self) -> list[tuple[int, Role, bytes]]:
-        """Every user's sealed BlindRequest for S_tag (RFC 9497 §3.3.2 Blind)."""
-        suite, channel, key = self._suite, self._channel, self._keys.tag_box_key
+        """Every user's sealed BlindRequest for S_tag (RFC 9497 §3.3.2 Blind, with its prepared r)."""
+        suite, channel = self._suite, self._channel
 
         def work(job: tuple[int, range]) -> list[tuple[int, Role, bytes]]:
-            index, users = job
-            rng = self._rng.child(f"blind/{index}")
-            out = []
+            _, users = job
             t0 = _clock()
             blinded_all = []
             for i in users:
-                blind, blinded = suite.blind(self.encodings[i], rng=rng)
-                self.blinds[i] = blind
+                _, blinded = suite.blind(self.encodings[i], blind=self.blinds[i])
                 self.blinded[i] = blinded
                 blinded_all.append(blinded)
             t1 = _clock()
-            sealed = seal_batch(channel, key, [BlindRequest(blinded_element=b).encode() for b in blinded_all])
-            for i, c in zip(users, sealed, strict=True):
-                out.append((i, Role.USER, SealedEnvelope(recipient=Role.S_TAG, ciphertext=c).encode()))
+            sealed = seal_prepared_batch(
+                channel, self._take_seals("blind_request", users),
+                [BlindRequest(blinded_element=b).encode() for b in blinded_all],
+            )
+            out = [
+                (i, Role.USER, SealedEnvelope(recipient=Role.S_TAG, ciphertext=c).encode())
+                for i, c in zip(users, sealed, strict=True)
+            ]
             t2 = _clock()
             self._meter.add("user.blind", t1 - t0, len(users))
             self._meter.add("user.seal", t2 - t1, len(users))
@@ -191,23 +253,31 @@ class UserPopulation:
 
         suite, pk = self._suite, self._keys.voprf_public_key
 
+        singles_tools = single_tools(suite, pk)
+
         def work_singles(items: list[tuple[int, Evaluation]]) -> dict[int, Exception | None]:
             res: dict[int, Exception | None] = {}
             t0 = _clock()
-            for i, msg in items:
-                try:
-                    (tag,) = suite.finalize(
-                        [self.encodings[i]],
-                        [self.blinds[i]],
-                        [msg.evaluated_element],
-                        blinded_elements=[self.blinded[i]],
-                        pk=pk,
-                        proof=msg.proof,
-                    )
-                    self.tags[i] = tag
-                    res[i] = None
-                except (DecodeError, VerificationError) as exc:
-                    res[i] = exc
+            if singles_tools is not None:
+                verify_many, unblind = singles_tools
+                verdicts = verify_many(
+                    [(self.blinded[i], msg.evaluated_element, msg.proof) for i, msg in items]  # type: ignore[misc]
+                )
+                for (i, msg), verdict in zip(items, verdicts, strict=True):
+                    if verdict is None:
+                        self.tags[i] = unblind(self.encodings[i], self.blind_inverses[i], msg.evaluated_element)
+                    res[i] = verdict
+            else:  # a suite without the pieces: its own finalize, one user at a time
+                for i, msg in items:
+                    try:
+                        (tag,) = suite.finalize(
+                            [self.encodings[i]], [self.blinds[i]], [msg.evaluated_element],
+                            blinded_elements=[self.blinded[i]], pk=pk, proof=msg.proof,
+                        )
+                        self.tags[i] = tag
+                        res[i] = None
+                    except (DecodeError, VerificationError) as exc:
+                        res[i] = exc
             self._meter.add("user.finalize", _clock() - t0, len(items))
             return res
 
@@ -296,7 +366,7 @@ class UserPopulation:
         """With its coin, each user with a tag sends it to S_syn, sealed (Algorithm 2, l. 4-6)."""
         have_tag = np.array([t is not None for t in self.tags], dtype=bool)
         senders = np.flatnonzero(self.coins & have_tag)
-        channel, key = self._channel, self._keys.syn_box_key
+        channel = self._channel
 
         def work(job: tuple[int, range]) -> list[tuple[int, Role, bytes]]:
             index, span = job
@@ -309,7 +379,7 @@ class UserPopulation:
                 tag = self.tags[i]
                 assert tag is not None
                 plains.append(TagSubmission(tag=tag, nonce=nonces[16 * j : 16 * j + 16]).encode())
-            sealed = seal_batch(channel, key, plains)
+            sealed = seal_prepared_batch(channel, self._take_seals("tag_submission", users.tolist()), plains)
             out = [
                 (i, Role.USER, SealedEnvelope(recipient=Role.S_SYN, ciphertext=c).encode())
                 for i, c in zip(users.tolist(), sealed, strict=True)
@@ -365,7 +435,6 @@ class UserPopulation:
         self.dropped = np.flatnonzero(eligible & ~active)
         parts_idx = self.participants
         channel = self._channel
-        tag_key, syn_key = self._keys.tag_box_key, self._keys.syn_box_key
         dim = int(encoder.config.dim)
 
         def work(job: tuple[int, range]) -> list[tuple[int, Role, bytes]]:
@@ -391,8 +460,9 @@ class UserPopulation:
                 to_syn.append(
                     ShareSubmission(tag=tag, contribution_id=cid, share=sharing.encode_share(second, j)).encode()
                 )
-            sealed_tag = seal_batch(channel, tag_key, to_tag)
-            sealed_syn = seal_batch(channel, syn_key, to_syn)
+            idx = users.tolist()
+            sealed_tag = seal_prepared_batch(channel, self._take_seals("share_to_tag", idx), to_tag)
+            sealed_syn = seal_prepared_batch(channel, self._take_seals("share_to_syn", idx), to_syn)
             out = []
             for i, a, b in zip(users.tolist(), sealed_tag, sealed_syn, strict=True):
                 out.append((i, Role.USER, SealedEnvelope(recipient=Role.S_TAG, ciphertext=a).encode()))
@@ -408,6 +478,60 @@ class UserPopulation:
         out = [item for part in parts for item in part]
         self._meter.add_bytes("user.upload.shares", sum(len(e) for _, _, e in out))
         return out
+
+
+def single_tools(suite: Any, pk: bytes) -> tuple[Any, Any] | None:
+    """What a user runs on its own evaluation with a one-element proof, for the RFC 9497 VOPRF
+    suite: ``verify_many([(blinded, evaluated, proof), ...]) -> [None | error]`` (VerifyProof,
+    RFC 9497 §2.2.2, each proof on its own; variable-time arithmetic, since every input is
+    public) and ``unblind(input, blind_inverse, evaluated) -> tag`` (Finalize with the inverse
+    prepared offline, in libsodium's constant time). ``None`` for suites without these pieces."""
+    try:
+        from primitives.voprf import Mode, OprfSuite, dleq
+        from primitives.voprf.hashing import finalize_hash, hash_to_scalar_dst
+    except ImportError:  # pragma: no cover - another oprf backend
+        return None
+    if not isinstance(suite, OprfSuite) or suite.mode is not Mode.VOPRF:
+        return None
+    group = suite.group
+    context = suite.context_string
+    dst = hash_to_scalar_dst(context)
+    pk_enc = group.serialize_element(group.deserialize_element(pk))
+
+    def verify_many(items: Sequence[tuple[bytes, bytes, bytes]]) -> list[Exception | None]:
+        out: list[Exception | None] = [None] * len(items)
+        todo: list[int] = []
+        proofs: list[tuple[bytes, bytes]] = []
+        for k, (_blinded, evaluated, proof) in enumerate(items):
+            try:
+                if len(proof) != 2 * group.scalar_size:
+                    raise DecodeError(f"proof must be {2 * group.scalar_size} bytes, got {len(proof)}")
+                c = group.deserialize_scalar(proof[: group.scalar_size])
+                s = group.deserialize_scalar(proof[group.scalar_size :])
+                group.deserialize_element(evaluated)
+            except DecodeError as exc:
+                out[k] = exc
+                continue
+            todo.append(k)
+            proofs.append((c, s))
+        verify = getattr(dleq, "verify_single_proofs", None)  # TEMPORARY until the kernel lands
+        if verify is None:
+            def verify(group, b, cs, ds, prs, *, context, dst):  # type: ignore[no-redef]
+                return [dleq.verify_proof(group, b, [c], [d], pr, context=context, dst=dst) for c, d, pr in zip(cs, ds, prs, strict=True)]
+        verdicts = verify(
+            group, pk_enc, [items[k][0] for k in todo], [items[k][1] for k in todo], proofs,
+            context=context, dst=dst,
+        )
+        for k, ok in zip(todo, verdicts, strict=True):
+            if not ok:
+                out[k] = VerificationError("proof does not verify")
+        return out
+
+    def unblind(input_: bytes, blind_inverse: bytes, evaluated: bytes) -> bytes:
+        unblinded = group.scalar_mult(blind_inverse, group.deserialize_element(evaluated))
+        return finalize_hash(input_, group.serialize_element(unblinded), None)
+
+    return verify_many, unblind
 
 
 def batch_tools(suite: Any, pk: bytes) -> tuple[Any, Any] | None:
@@ -444,4 +568,4 @@ def batch_tools(suite: Any, pk: bytes) -> tuple[Any, Any] | None:
     return verify, unblind
 
 
-__all__ = ["OK", "ServerKeys", "UserPopulation", "batch_tools"]
+__all__ = ["OK", "ServerKeys", "UserPopulation", "batch_tools", "single_tools"]
