@@ -6,10 +6,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from fre_protocol.cli.common import parse_epsilon, positive_int
+from fre_protocol.cli.common import non_negative_int, parse_epsilon, positive_int
 
 HELP = "per-operation cost table of the protocol on a synthetic population (paper App. B.1)"
-
 
 
 
@@ -22,8 +21,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", metavar="DIR", default=None,
                         help="write costs.json and costs.md (and the run's transcript) here")
     parser.add_argument("--no-transcript", action="store_true", help="do not record the transcript")
-    parser.add_argument("--batched-sample", type=int, default=1024, metavar="B",
-                        help="also time one batched DLEQ proof over B elements (0: skip)")
+    parser.add_argument("--batched-run", type=non_negative_int, default=1024, metavar="B",
+                        help="also run the same population with one DLEQ proof per B elements and "
+                             "show it beside the default per-user proofs (0 or 1: skip; default 1024)")
     parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=False)
 
 
@@ -36,10 +36,10 @@ def run(args: argparse.Namespace) -> int:
         run_dir = args.out if args.out else tmp
         costs = measure(
             args.n, args.dim, seed=args.seed, epsilon=args.epsilon, workers=args.workers,
-            out_dir=run_dir, progress=args.progress, batched_sample=args.batched_sample,
+            out_dir=run_dir, progress=args.progress, batched_run=args.batched_run,
             record=not args.no_transcript,
         )
-        sys.stdout.write(cost_table(costs, batched=costs.get("batched_proofs")))
+        sys.stdout.write(cost_table(costs, batched=costs.get("batched_run")))
         if args.out:
             json_path, md_path = write_reports(costs, args.out)
             print(f"wrote {json_path} and {md_path}")

@@ -91,11 +91,21 @@ def test_simulate_rejects_bad_flags(x_path: Path, tmp_path: Path) -> None:
 
 def test_costs_command_small(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code = main(
-        ["costs", "--n", "400", "--dim", "32", "--epsilon", "inf", "--batched-sample", "8", "--out", str(tmp_path)]
+        ["costs", "--n", "400", "--dim", "32", "--epsilon", "inf", "--batched-run", "8", "--out", str(tmp_path)]
     )
     assert code == 0
     table = capsys.readouterr().out
     assert "VOPRF evaluation" in table and "89.5" in table and "≤ 45" in table
     costs = json.loads((tmp_path / "costs.json").read_text())
-    assert costs["n_users"] == 400 and costs["batched_proofs"]["batch_size"] == 8
+    assert costs["n_users"] == 400 and costs["batched_run"]["proof_batch_size"] == 8
     assert (tmp_path / "costs.md").read_text().startswith("Per-operation costs")
+    assert "ours, one proof per 8" in table and "user offline preparation" in table
+    single, batched = costs, costs["batched_run"]
+    assert single["proof_batch_size"] == 1
+    # The same population and seed: the two layouts release the same buckets.
+    assert single["released_buckets"] == batched["released_buckets"]
+    # Per-user proofs: a user downloads one element and a proof; a batch: every element of it.
+    assert single["download_bytes_evaluation"] < batched["download_bytes_evaluation"]
+    for key in ("user_online_ms", "user_offline_ms", "user_total_ms"):
+        assert single[key] > 0
+    assert single["user_total_ms"] == pytest.approx(single["user_online_ms"] + single["user_offline_ms"])
