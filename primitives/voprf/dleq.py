@@ -7,6 +7,10 @@ knowing ``k``, computes ``Z = k*M`` instead (§2.2.1 ComputeCompositesFast).
 
 The weighted sums are exposed per index range (:func:`weighted_sum`) so the suite can split a
 large batch over threads and add the partial sums; the proof stays one per batch.
+
+:func:`verify_single_proofs` verifies many independent proofs over one element each (m = 1), with
+the JIT-compiled variable-time kernel of :mod:`primitives.group.vartime_numba` when the group is
+the libsodium backend.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import hashlib
 from collections.abc import Sequence
 from typing import Any
 
+from primitives.errors import DecodeError, InvalidInputError
 from primitives.group import PrimeOrderGroup
 from primitives.voprf.hashing import framed
 
@@ -142,3 +147,153 @@ def verify_proof(
     d_enc = [group.serialize_element(x) for x in d_elements]
     m, z = weighted_sum(group, seed, dst, 0, c_elements, c_enc, d_enc, d_elements)
     return verify_composites(group, b, b_enc, m, z, proof[0], proof[1], dst)
+
+
+def _kernel_applies(group: Group) -> bool:
+    """The libsodium backend with acceleration on, and a usable numba kernel."""
+    from primitives.group import vartime_numba
+    from primitives.group.ristretto255_sodium import SodiumRistretto255
+
+    # ``accelerate=False`` asks the backend for libsodium only; honour it here as well.
+    return (
+        isinstance(group, SodiumRistretto255)
+        and bool(getattr(group, "_accelerate", True))
+        and vartime_numba.usable()
+    )
+
+
+def _kernel_points(
+    group: Group,
+    b_enc: bytes,
+    c_encodings: Sequence[bytes],
+    d_encodings: Sequence[bytes],
+    proofs: Sequence[tuple[bytes, bytes]],
+    weights: Sequence[bytes],
+) -> tuple[list[bytes], list[bytes], list[bytes], list[bytes]] | None:
+    """M, Z, t2, t3 of every proof from the kernel; None when the kernel fails to build or run."""
+    from primitives.group import vartime_numba
+
+    n = len(proofs)
+    try:
+        status, ms, zs, t2s, t3s = vartime_numba.single_proof_points(
+            b_enc * n,
+            b"".join(c_encodings),
+            b"".join(d_encodings),
+            b"".join(weights),
+            b"".join(proof[0] for proof in proofs),
+            b"".join(proof[1] for proof in proofs),
+            n,
+        )
+    except InvalidInputError:  # DecodeError included: a precondition the caller broke
+        raise
+    except Exception as exc:  # a JIT that fails to build must not take verification down
+        vartime_numba.disable(exc)
+        return None
+    if status.any():
+        i = int(status.nonzero()[0][0])
+        bits = int(status[i])
+        name = (
+            "b_enc"
+            if bits & vartime_numba.BAD_PK
+            else f"c_encodings[{i}]"
+            if bits & vartime_numba.BAD_C
+            else f"d_encodings[{i}]"
+        )
+        raise DecodeError(f"{name}: element encoding must be canonical and decode to a point")
+    return ms, zs, t2s, t3s
+
+
+def verify_single_proofs(
+    group: Group,
+    b_enc: bytes,
+    c_encodings: Sequence[bytes],
+    d_encodings: Sequence[bytes],
+    proofs: Sequence[tuple[bytes, bytes]],
+    *,
+    context: bytes,
+    dst: bytes,
+) -> list[bool]:
+    """VerifyProof (§2.2.2) with m = 1 for each ``(C_i, D_i, proofs[i])`` under one key B.
+
+    Entry i is exactly ``verify_proof(group, B, [C_i], [D_i], proofs[i], ...)``. Inputs are
+    encodings: ``b_enc`` and the ``C_i, D_i`` canonical non-identity elements, each proof a pair
+    ``(c, s)`` of 32-byte scalars below the group order, as the caller's deserialization left them.
+    A broken precondition raises DecodeError naming the argument and index (it does not count as a
+    failed proof). With the libsodium backend the points come from the variable-time kernel of
+    :mod:`primitives.group.vartime_numba` (all inputs are public); otherwise, without numba or
+    after a JIT failure, each proof goes through :func:`verify_proof`.
+    """
+    n = len(proofs)
+    if len(c_encodings) != n or len(d_encodings) != n:
+        raise InvalidInputError(
+            f"c_encodings, d_encodings and proofs must have equal lengths, got "
+            f"{len(c_encodings)}, {len(d_encodings)} and {n}"
+        )
+    if n == 0:
+        return []
+    if _kernel_applies(group):
+        _check_encoded_inputs(group, b_enc, c_encodings, d_encodings, proofs)
+        seed = composite_seed(b_enc, context)
+        weights = [
+            group.serialize_scalar(composite_weight(group, seed, 0, c_enc, d_enc, dst))
+            for c_enc, d_enc in zip(c_encodings, d_encodings, strict=True)
+        ]
+        points = _kernel_points(group, b_enc, c_encodings, d_encodings, proofs, weights)
+        if points is not None:
+            # Elements of the libsodium backend are their encodings: challenge() takes the bytes.
+            return [
+                group.serialize_scalar(challenge(group, b_enc, m, z, t2, t3, dst)) == proof[0]
+                for m, z, t2, t3, proof in zip(*points, proofs, strict=True)
+            ]
+    b = _deserialize_element(group, b_enc, "b_enc")
+    results = []
+    for i, (c_enc, d_enc, proof) in enumerate(zip(c_encodings, d_encodings, proofs, strict=True)):
+        c_elem = _deserialize_element(group, c_enc, f"c_encodings[{i}]")
+        d_elem = _deserialize_element(group, d_enc, f"d_encodings[{i}]")
+        try:
+            scalars = (group.deserialize_scalar(proof[0]), group.deserialize_scalar(proof[1]))
+        except DecodeError as exc:
+            raise DecodeError(f"proofs[{i}]: {exc}") from None
+        results.append(
+            verify_proof(group, b, [c_elem], [d_elem], scalars, context=context, dst=dst)
+        )
+    return results
+
+
+def _check_encoded_inputs(
+    group: Group,
+    b_enc: bytes,
+    c_encodings: Sequence[bytes],
+    d_encodings: Sequence[bytes],
+    proofs: Sequence[tuple[bytes, bytes]],
+) -> None:
+    """The cheap part of deserialization before the kernel (which checks the curve itself).
+
+    Lengths and the identity for elements, the full scalar check for proofs: the same errors as
+    the backend's ``deserialize_*`` raise on the fallback path, named by argument and index.
+    """
+    identity = group.serialize_element(group.identity())
+    size = group.element_size
+    named = [("b_enc", [b_enc]), ("c_encodings", c_encodings), ("d_encodings", d_encodings)]
+    for name, encodings in named:
+        for i, enc in enumerate(encodings):
+            if isinstance(enc, bytes) and len(enc) == size and enc != identity:
+                continue
+            where = name if name == "b_enc" else f"{name}[{i}]"
+            if enc == identity:
+                raise DecodeError(f"{where}: element must not be the identity")
+            got = len(enc) if isinstance(enc, bytes) else type(enc).__name__
+            raise DecodeError(f"{where}: element must be {size} bytes, got {got}")
+    for i, proof in enumerate(proofs):
+        try:
+            group.deserialize_scalar(proof[0])
+            group.deserialize_scalar(proof[1])
+        except DecodeError as exc:
+            raise DecodeError(f"proofs[{i}]: {exc}") from None
+
+
+def _deserialize_element(group: Group, data: bytes, name: str) -> Any:
+    try:
+        return group.deserialize_element(data)
+    except DecodeError as exc:
+        raise DecodeError(f"{name}: {exc}") from None
