@@ -139,6 +139,11 @@ def test_kernel_scalar_helpers_match_python_integers() -> None:
     """Montgomery multiplication mod L and the split width-w NAF used for the chains."""
     from primitives.group import _vartime_kernel as kernel
 
+    assert (kernel.BAD_PK, kernel.BAD_C, kernel.BAD_D) == (
+        vartime_numba.BAD_PK,
+        vartime_numba.BAD_C,
+        vartime_numba.BAD_D,
+    )
     rng = RandomSource.seeded(3, "vartime-scalars")
     values = EDGE_SCALARS + [int.from_bytes(rng.random_bytes(32), "little") % L for _ in range(50)]
     r_inv = pow(1 << 256, -1, L)
