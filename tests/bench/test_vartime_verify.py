@@ -87,7 +87,8 @@ def _points_args(case: dict[str, Any]) -> tuple[bytes, ...]:
 
 
 def _points(args: tuple[bytes, ...]) -> Any:
-    return vartime_numba.single_proof_points(*args, PROOFS)
+    pk, c, d, d0, ch, s = args
+    return vartime_numba.single_proof_points(pk, c, d, d0, ch, s, PROOFS)
 
 
 IMPLS: dict[str, Callable[[], Any]] = {

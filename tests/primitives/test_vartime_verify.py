@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -66,9 +67,14 @@ def _expected(pk: bytes, c: bytes, d: bytes, d0: bytes, ch: bytes, s: bytes) -> 
     return [m, z, t2, t3]
 
 
+def _call(columns: Sequence[Any], n: int) -> Any:
+    """single_proof_points on six concatenated columns (pk, C, D, d0, c, s)."""
+    pk, c, d, d0, ch, s = columns
+    return vartime_numba.single_proof_points(pk, c, d, d0, ch, s, n)
+
+
 def _points(rows: list[tuple[bytes, ...]]) -> tuple[np.ndarray, list[list[bytes]]]:
-    columns = [b"".join(row[k] for row in rows) for k in range(6)]
-    status, *points = vartime_numba.single_proof_points(*columns, len(rows))
+    status, *points = _call([b"".join(row[k] for row in rows) for k in range(6)], len(rows))
     return status, [list(p) for p in zip(*points, strict=True)]
 
 
@@ -260,7 +266,7 @@ def test_rfc9497_vectors_with_batch_size_one_verify() -> None:
                 b = suite.tweaked_key(pk, bytes.fromhex(vector["info"]))
                 c, d = evaluated, blinded
             context = context_string(mode["mode"])
-            kwargs = {"context": context, "dst": hash_to_scalar_dst(context)}
+            kwargs: dict[str, Any] = {"context": context, "dst": hash_to_scalar_dst(context)}
             args = ([c], [d], [(proof[:32], proof[32:])])
             assert dleq.verify_single_proofs(SODIUM, b, *args, **kwargs) == [True]
             assert dleq.verify_single_proofs(PURE, b, *args, **kwargs) == [True]
@@ -367,15 +373,13 @@ def test_broken_preconditions_raise_decode_error_naming_the_input(accelerate: bo
 def test_single_proof_points_argument_errors() -> None:
     row = _random_rows(1, 5)[0]
     with pytest.raises(InvalidParameterError, match="n must be"):
-        vartime_numba.single_proof_points(*row, 0)
+        _call(row, 0)
     with pytest.raises(InvalidInputError, match=r"d must be 2 concatenated 32-byte strings"):
-        vartime_numba.single_proof_points(
-            *(x * 2 for x in row[:2]), row[2], *(x * 2 for x in row[3:]), 2
-        )
+        _call([x * (1 if k == 2 else 2) for k, x in enumerate(row)], 2)
     with pytest.raises(DecodeError, match=r"s\[1\] must be a scalar below the group order"):
-        vartime_numba.single_proof_points(*(x * 2 for x in row[:5]), row[5] + _scalar(L), 2)
+        _call([x * 2 for x in row[:5]] + [row[5] + _scalar(L)], 2)
     with pytest.raises(InvalidInputError, match="ch must be bytes, got str"):
-        vartime_numba.single_proof_points(*row[:4], "x", row[5], 1)  # type: ignore[arg-type]
+        _call([*row[:4], "x", row[5]], 1)
 
 
 def test_pure_reference_encoder_agrees_on_kernel_identity_outputs() -> None:
