@@ -79,6 +79,12 @@ class TaggingServer:
         self._meter = meter
         self._recorder = recorder
         self.proof_batch_size = proof_batch_size
+        if proof_batch_size > 1:
+            # A batched proof's composite uses the JIT-compiled multi-scalar multiplication: load
+            # (or compile) it now, once per process, rather than inside the first timed batch.
+            from primitives.group import msm_numba
+
+            msm_numba.warm_up()
         # S_syn's view already holds the other share of every contribution: recording S_tag's
         # shares too would let the transcript file unmask each user's encoding. Outside seeded
         # test mode they are recorded size-only (SPEC §6.7: no unmasked shares).

@@ -497,6 +497,10 @@ def single_tools(suite: Any, pk: bytes) -> tuple[Any, Any] | None:
     context = suite.context_string
     dst = hash_to_scalar_dst(context)
     pk_enc = group.serialize_element(group.deserialize_element(pk))
+    # The proof kernel loads (or compiles) here, once per process: not a user's metered work.
+    from primitives.group import vartime_numba
+
+    vartime_numba.warm_up()
 
     def verify_many(items: Sequence[tuple[bytes, bytes, bytes]]) -> list[Exception | None]:
         out: list[Exception | None] = [None] * len(items)
@@ -514,11 +518,9 @@ def single_tools(suite: Any, pk: bytes) -> tuple[Any, Any] | None:
                 continue
             todo.append(k)
             proofs.append((c, s))
-        verify = getattr(dleq, "verify_single_proofs", None)  # TEMPORARY until the kernel lands
-        if verify is None:
-            def verify(group, b, cs, ds, prs, *, context, dst):  # type: ignore[no-redef]
-                return [dleq.verify_proof(group, b, [c], [d], pr, context=context, dst=dst) for c, d, pr in zip(cs, ds, prs, strict=True)]
-        verdicts = verify(
+        if not todo:
+            return out
+        verdicts = dleq.verify_single_proofs(
             group, pk_enc, [items[k][0] for k in todo], [items[k][1] for k in todo], proofs,
             context=context, dst=dst,
         )
@@ -551,6 +553,10 @@ def batch_tools(suite: Any, pk: bytes) -> tuple[Any, Any] | None:
     dst = hash_to_scalar_dst(context)
     oprf = get_suite(mode=Mode.OPRF, group=group, workers=1)
     key = group.deserialize_element(pk)
+    # The batch verification's multi-scalar kernel loads here, once per process, unmetered.
+    from primitives.group import msm_numba
+
+    msm_numba.warm_up()
 
     def verify(blinded: list[bytes], evaluated: list[bytes], proof: bytes) -> bool:
         if len(proof) != 2 * group.scalar_size:

@@ -108,6 +108,21 @@ def window_bits(n: int) -> int:
     return 9
 
 
+@lru_cache(maxsize=1)
+def warm_up() -> bool:
+    """Load (or, without a cache, compile) the kernel once per process, so that no caller's
+    timing includes it; False when it cannot be used (numba missing or the build failed)."""
+    if not usable():
+        return False
+    generator = bytes.fromhex("e2f2ae0a6abc4e71a884a961c500515f58e30b6aa582dd8db6a65945e08d2d76")
+    try:
+        multi_scalar_mult((1).to_bytes(32, "little"), generator)
+    except Exception as exc:  # a JIT that fails to build must not take the caller down
+        disable(exc)
+        return False
+    return True
+
+
 def _kernel() -> Any:
     from primitives.group import _msm_kernel
 

@@ -59,6 +59,22 @@ def disable(reason: BaseException) -> None:
 
 
 @lru_cache(maxsize=1)
+def warm_up() -> bool:
+    """Load (or, without a cache, compile) the kernel once per process, so that no caller's
+    timing includes it; False when it cannot be used (numba missing or the build failed)."""
+    if not usable():
+        return False
+    generator = bytes.fromhex("e2f2ae0a6abc4e71a884a961c500515f58e30b6aa582dd8db6a65945e08d2d76")
+    one = (1).to_bytes(SCALAR_SIZE, "little")
+    try:
+        single_proof_points(generator, generator, generator, one, one, one, 1)
+    except Exception as exc:  # a JIT that fails to build must not take the caller down
+        disable(exc)
+        return False
+    return True
+
+
+@lru_cache(maxsize=1)
 def _kernel() -> tuple[Any, npt.NDArray[np.uint64]]:
     """The compiled kernel and the generator table (built once per process)."""
     from primitives.group import _vartime_kernel

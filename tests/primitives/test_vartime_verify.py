@@ -387,3 +387,13 @@ def test_pure_reference_encoder_agrees_on_kernel_identity_outputs() -> None:
     row = (SODIUM.generator(), SODIUM.generator(), SODIUM.generator(), *map(_scalar, (0, 0, 0)))
     _, points = _points([row])
     assert points[0] == [pure.encode(pure.IDENTITY)] * 4 == [IDENTITY] * 4
+
+
+def test_kernels_warm_up_once_per_process() -> None:
+    """warm_up loads both JIT kernels (so no timed call pays for it) and is then a no-op."""
+    from primitives.group import msm_numba
+
+    assert vartime_numba.warm_up() is True and msm_numba.warm_up() is True
+    hits = vartime_numba.warm_up.cache_info().hits
+    assert vartime_numba.warm_up() is True
+    assert vartime_numba.warm_up.cache_info().hits == hits + 1  # answered without running again
