@@ -6,11 +6,9 @@ four points a verifier hashes into the challenge::
 
     M = d0·C,   Z = d0·D,   t2 = s·G + c·pk,   t3 = s·M + c·Z
 
-Every input is public, so the arithmetic is variable time. Field additions, subtractions, the
-canonical form, the exponentiation and Decode come from :mod:`primitives.group._msm_kernel`;
-products and squares in this file use :func:`fe_mul` and :func:`fe_sq`, the same radix-2^51
-arithmetic with the constant factors applied to 64-bit operands (about a fifth fewer
-instructions; the point formulas are three quarters of the run time). This file adds the point
+Every input is public, so the arithmetic is variable time. The field arithmetic (radix 2^51,
+products with the constant factors applied to 64-bit operands), the exponentiation and Decode
+come from :mod:`primitives.group._msm_kernel`. This file adds the point
 formulas in "completed" form, scalar arithmetic mod L, width-w NAF recoding and an encoder. Per
 proof (nothing is shared between proofs except the fixed table of the generator G):
 
@@ -38,22 +36,18 @@ difference a + 4p - b of reduced values plus at most one more reduced value, so 
 from __future__ import annotations
 
 import numpy as np
-from llvmlite import ir
 from numba import njit
-from numba.extending import intrinsic
 
 from primitives.group import ristretto255_pure as ref
 from primitives.group._msm_kernel import (
-    FE,
-    _pack,
-    _reduce128,
-    _unpack,
     canonical,
     const,
     decode,
     fabs,
     fadd,
+    fmul,
     fneg,
+    fsq,
     fsqn,
     fsub,
     is_negative,
@@ -117,61 +111,6 @@ def base_table() -> np.ndarray:
         out[j, 2] = limbs(ref.D2 * x * y)
         cur = ref.point_add(cur, g2)
     return out
-
-
-# -- multiplication and squaring with the constant factors on 64-bit operands -----------------
-_I128 = ir.IntType(128)
-_I64 = ir.IntType(64)
-
-
-def _wide(builder, values):
-    return [builder.zext(x, _I128) for x in values]
-
-
-@intrinsic
-def fe_mul(typingctx, f, g):
-    """f·g mod p like ``_msm_kernel.fmul``, with 19·g_j formed in 64 bits (a quarter fewer
-    instructions: no 128-bit products by a 69-bit operand). Needs limbs < 2^58 (19·2^58 < 2^64);
-    point formulas here feed limbs below 2^55, so each 128-bit column stays below 2^123.
-    """
-
-    def codegen(context, builder, signature, args):
-        a64, b64 = _unpack(builder, args[0]), _unpack(builder, args[1])
-        a, b = _wide(builder, a64), _wide(builder, b64)
-        b19 = _wide(builder, [builder.mul(x, ir.Constant(_I64, 19)) for x in b64])
-        r = []
-        for k in range(5):
-            acc = None
-            for i in range(5):
-                j = (k - i) % 5
-                term = builder.mul(a[i], b[j] if i <= k else b19[j])
-                acc = term if acc is None else builder.add(acc, term)
-            r.append(acc)
-        return _pack(context, builder, _reduce128(builder, r))
-
-    return FE(FE, FE), codegen
-
-
-@intrinsic
-def fe_sq(typingctx, f):
-    """f² mod p like ``_msm_kernel.fsq``, with the factors 2 and 19 applied to 64-bit operands
-    (15 wide multiplications and nothing else wide). Limbs < 2^58 as for :func:`fe_mul`.
-    """
-
-    def codegen(context, builder, signature, args):
-        a64 = _unpack(builder, args[0])
-        a = _wide(builder, a64)
-        d = _wide(builder, [builder.add(x, x) for x in a64])
-        a19_3, a19_4 = _wide(builder, [builder.mul(a64[k], ir.Constant(_I64, 19)) for k in (3, 4)])
-        m, add = builder.mul, builder.add
-        r0 = add(add(m(a[0], a[0]), m(d[1], a19_4)), m(d[2], a19_3))
-        r1 = add(add(m(d[0], a[1]), m(d[2], a19_4)), m(a[3], a19_3))
-        r2 = add(add(m(d[0], a[2]), m(a[1], a[1])), m(d[3], a19_4))
-        r3 = add(add(m(d[0], a[3]), m(d[1], a[2])), m(a[4], a19_4))
-        r4 = add(add(m(d[0], a[4]), m(d[1], a[3])), m(a[2], a[2]))
-        return _pack(context, builder, _reduce128(builder, [r0, r1, r2, r3, r4]))
-
-    return FE(FE), codegen
 
 
 # -- bytes <-> field elements ----------------------------------------------------------------------
@@ -244,7 +183,7 @@ def load_point(b, i):
 @njit(cache=True, nogil=True)
 def finv(z):
     """z^(p-2) = (z^(2^252-3))^8 · z^3; zero maps to zero."""
-    return fe_mul(fsqn(pow22523(z), 3), fe_mul(fe_sq(z), z))
+    return fmul(fsqn(pow22523(z), 3), fmul(fsq(z), z))
 
 
 @njit(cache=True, nogil=True)
@@ -264,14 +203,14 @@ def encode_doubles(pts, work, out, i):
         x = (pts[j, 0, 0], pts[j, 0, 1], pts[j, 0, 2], pts[j, 0, 3], pts[j, 0, 4])
         y = (pts[j, 1, 0], pts[j, 1, 1], pts[j, 1, 2], pts[j, 1, 3], pts[j, 1, 4])
         z = (pts[j, 2, 0], pts[j, 2, 1], pts[j, 2, 2], pts[j, 2, 3], pts[j, 2, 4])
-        xx = fe_sq(x)
-        yy = fe_sq(y)
-        e = fe_mul(fadd(x, x), y)
+        xx = fsq(x)
+        yy = fsq(y)
+        e = fmul(fadd(x, x), y)
         f = fsub(yy, xx)
         g = fadd(yy, xx)
-        zz = fe_sq(z)
+        zz = fsq(z)
         h = fadd(fsub(fadd(zz, zz), yy), xx)  # 2Z² - F, without subtracting an unreduced F
-        den = fe_mul(fe_mul(fe_sq(f), fe_sq(e)), fe_mul(g, h))
+        den = fmul(fmul(fsq(f), fsq(e)), fmul(g, h))
         zero = is_zero(den)
         if zero:
             den = one
@@ -283,13 +222,13 @@ def encode_doubles(pts, work, out, i):
             work[j, 4, k] = den[k]
             work[j, 5, k] = acc[k]  # product of the denominators before j
         work[j, 6, 0] = np.uint64(1) if zero else np.uint64(0)
-        acc = fe_mul(acc, den)
+        acc = fmul(acc, den)
     inv = finv(acc)
     for j in range(3, -1, -1):
         prefix = (work[j, 5, 0], work[j, 5, 1], work[j, 5, 2], work[j, 5, 3], work[j, 5, 4])
         den = (work[j, 4, 0], work[j, 4, 1], work[j, 4, 2], work[j, 4, 3], work[j, 4, 4])
-        inv_j = fe_mul(inv, prefix)
-        inv = fe_mul(inv, den)
+        inv_j = fmul(inv, prefix)
+        inv = fmul(inv, den)
         if work[j, 6, 0] != np.uint64(0):
             for k in range(32):
                 out[i, j, k] = np.uint8(0)
@@ -298,27 +237,27 @@ def encode_doubles(pts, work, out, i):
         f = (work[j, 1, 0], work[j, 1, 1], work[j, 1, 2], work[j, 1, 3], work[j, 1, 4])
         g = (work[j, 2, 0], work[j, 2, 1], work[j, 2, 2], work[j, 2, 3], work[j, 2, 4])
         h = (work[j, 3, 0], work[j, 3, 1], work[j, 3, 2], work[j, 3, 3], work[j, 3, 4])
-        x0 = fe_mul(e, h)
-        y0 = fe_mul(f, g)
-        z0 = fe_mul(f, h)
-        t0 = fe_mul(e, g)
-        invsqrt = canonical(fabs(fe_mul(const(_INVSQRT_A_MINUS_D), inv_j)))
-        u1 = fe_mul(fadd(z0, y0), fsub(z0, y0))
-        u2 = fe_mul(x0, y0)
-        den1 = fe_mul(invsqrt, u1)
-        den2 = fe_mul(invsqrt, u2)
-        z_inv = fe_mul(fe_mul(den1, den2), t0)
-        if is_negative(fe_mul(t0, z_inv)):
-            xr = fe_mul(y0, const(_SQRT_M1))
-            yr = fe_mul(x0, const(_SQRT_M1))
-            den_inv = fe_mul(den1, const(_INVSQRT_A_MINUS_D))
+        x0 = fmul(e, h)
+        y0 = fmul(f, g)
+        z0 = fmul(f, h)
+        t0 = fmul(e, g)
+        invsqrt = canonical(fabs(fmul(const(_INVSQRT_A_MINUS_D), inv_j)))
+        u1 = fmul(fadd(z0, y0), fsub(z0, y0))
+        u2 = fmul(x0, y0)
+        den1 = fmul(invsqrt, u1)
+        den2 = fmul(invsqrt, u2)
+        z_inv = fmul(fmul(den1, den2), t0)
+        if is_negative(fmul(t0, z_inv)):
+            xr = fmul(y0, const(_SQRT_M1))
+            yr = fmul(x0, const(_SQRT_M1))
+            den_inv = fmul(den1, const(_INVSQRT_A_MINUS_D))
         else:
             xr = x0
             yr = y0
             den_inv = den2
-        if is_negative(fe_mul(xr, z_inv)):
+        if is_negative(fmul(xr, z_inv)):
             yr = canonical(fneg(yr))
-        s = fabs(fe_mul(den_inv, fsub(z0, yr)))
+        s = fabs(fmul(den_inv, fsub(z0, yr)))
         store_fe(out, i, j, s)
 
 
@@ -326,12 +265,12 @@ def encode_doubles(pts, work, out, i):
 @njit(cache=True, nogil=True, inline="always")
 def dbl(x1, y1, z1):
     """2·(X:Y:Z) as completed (e, f, g, h): 4 squarings (dbl-2008-hwcd, a = -1)."""
-    a = fe_sq(x1)
-    b = fe_sq(y1)
-    zz = fe_sq(z1)
+    a = fsq(x1)
+    b = fsq(y1)
+    zz = fsq(z1)
     c = fadd(zz, zz)
     h = fadd(a, b)
-    e = fsub(h, fe_sq(fadd(x1, y1)))
+    e = fsub(h, fsq(fadd(x1, y1)))
     g = fsub(a, b)
     f = fadd(c, g)
     return e, f, g, h
@@ -340,13 +279,13 @@ def dbl(x1, y1, z1):
 @njit(cache=True, nogil=True, inline="always")
 def to_p3(r):
     e, f, g, h = r
-    return fe_mul(e, f), fe_mul(g, h), fe_mul(f, g), fe_mul(e, h)
+    return fmul(e, f), fmul(g, h), fmul(f, g), fmul(e, h)
 
 
 @njit(cache=True, nogil=True, inline="always")
 def to_p2(r):
     e, f, g, h = r
-    return fe_mul(e, f), fe_mul(g, h), fe_mul(f, g)
+    return fmul(e, f), fmul(g, h), fmul(f, g)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -365,10 +304,10 @@ def add_cached(p, tabs, t, j, negate):
     else:
         yp = tget(tabs, t, j, 0)
         ym = tget(tabs, t, j, 1)
-    a = fe_mul(fsub(y1, x1), ym)
-    b = fe_mul(fadd(y1, x1), yp)
-    c = fe_mul(t1, tget(tabs, t, j, 3))
-    dd = fe_mul(z1, tget(tabs, t, j, 2))
+    a = fmul(fsub(y1, x1), ym)
+    b = fmul(fadd(y1, x1), yp)
+    c = fmul(t1, tget(tabs, t, j, 3))
+    dd = fmul(z1, tget(tabs, t, j, 2))
     if negate:
         return fsub(b, a), fadd(dd, c), fsub(dd, c), fadd(b, a)
     return fsub(b, a), fsub(dd, c), fadd(dd, c), fadd(b, a)
@@ -385,9 +324,9 @@ def add_affine(p, base, j, negate):
         yp = (base[j, 0, 0], base[j, 0, 1], base[j, 0, 2], base[j, 0, 3], base[j, 0, 4])
         ym = (base[j, 1, 0], base[j, 1, 1], base[j, 1, 2], base[j, 1, 3], base[j, 1, 4])
     t2d = (base[j, 2, 0], base[j, 2, 1], base[j, 2, 2], base[j, 2, 3], base[j, 2, 4])
-    a = fe_mul(fsub(y1, x1), ym)
-    b = fe_mul(fadd(y1, x1), yp)
-    c = fe_mul(t1, t2d)
+    a = fmul(fsub(y1, x1), ym)
+    b = fmul(fadd(y1, x1), yp)
+    c = fmul(t1, t2d)
     dd = fadd(z1, z1)
     if negate:
         return fsub(b, a), fadd(dd, c), fsub(dd, c), fadd(b, a)
@@ -397,7 +336,7 @@ def add_affine(p, base, j, negate):
 @njit(cache=True, nogil=True)
 def put_cached(tabs, t, j, p):
     x, y, z, tt = p
-    vals = (fadd(y, x), fsub(y, x), fadd(z, z), fe_mul(tt, const(_D2)))
+    vals = (fadd(y, x), fsub(y, x), fadd(z, z), fmul(tt, const(_D2)))
     for k in range(4):
         v = vals[k]
         for m in range(5):
@@ -410,14 +349,14 @@ def build_table(p, tabs, t):
     put_cached(tabs, t, 0, p)
     two = to_p3(dbl(p[0], p[1], p[2]))
     x, y, z, tt = two
-    two_c = (fadd(y, x), fsub(y, x), fadd(z, z), fe_mul(tt, const(_D2)))
+    two_c = (fadd(y, x), fsub(y, x), fadd(z, z), fmul(tt, const(_D2)))
     cur = p
     for j in range(1, 8):
         x1, y1, z1, t1 = cur
-        a = fe_mul(fsub(y1, x1), two_c[1])
-        b = fe_mul(fadd(y1, x1), two_c[0])
-        c = fe_mul(t1, two_c[3])
-        dd = fe_mul(z1, two_c[2])
+        a = fmul(fsub(y1, x1), two_c[1])
+        b = fmul(fadd(y1, x1), two_c[0])
+        c = fmul(t1, two_c[3])
+        dd = fmul(z1, two_c[2])
         cur = to_p3((fsub(b, a), fsub(dd, c), fadd(dd, c), fadd(b, a)))
         put_cached(tabs, t, j, cur)
 
