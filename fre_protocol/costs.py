@@ -203,7 +203,9 @@ ROWS: tuple[tuple[str, str, str], ...] = (
 def cost_table(costs: Mapping[str, Any], *, batched: Mapping[str, Any] | None = None) -> str:
     """A Markdown table: operation, ours (per-user proofs; and with ``batched``, the run with one
     proof per batch), the paper's figure, our target."""
-    batch_col = f"ours, one proof per {batched.get('proof_batch_size')}" if batched else None
+    batch_col = (
+        f"ours, one proof per {batched.get('proof_batch_size')} (N = {batched.get('n_users')})" if batched else None
+    )
     lines = [
         f"Per-operation costs, N = {costs.get('n_users')}, d = {costs.get('dim')} "
         f"(d' = {costs.get('padded_dim')}, ring 2^{costs.get('modulus_bits')}), ε = {costs.get('epsilon')}, "
@@ -241,10 +243,16 @@ def measure(
 ) -> dict[str, Any]:
     """Run the protocol on a synthetic population of ``n`` users in ``dim`` dimensions (planted
     clusters of ~1% of the users plus rare points) and return the cost summary of the default run
-    (per-user proofs); with ``batched_run`` = B > 1, the summary of a second run of the same
-    population with one proof per B elements is under ``"batched_run"`` (its transcript is not
-    recorded)."""
-    from fre_protocol.runner import ProtocolConfig, run_protocol
+    (per-user proofs); with ``batched_run`` = B > 1, the summary of a second run with one proof
+    per B elements is under ``"batched_run"``: of the same population, or of a smaller one built
+    the same way when all its batched answers would not fit in memory (its ``n_users`` says; its
+    transcript is not recorded)."""
+    from fre_protocol.runner import (
+        MAX_BATCH_RESPONSE_BYTES,
+        ProtocolConfig,
+        batch_response_bytes,
+        run_protocol,
+    )
     from mechanism.params import FreParams
     from primitives.errors import InvalidParameterError
 
@@ -255,19 +263,19 @@ def measure(
     from primitives.randomness import RandomSource
 
     params = FreParams.paper(epsilon)
-    n_clusters = max(1, min(50, n // 2000))
-    cluster_size = max(int(params.threshold * 4), (n * 8 // 10) // n_clusters)
-    n_rare = max(0, n - n_clusters * cluster_size)
-    t0 = time.perf_counter()
-    # Planted clusters as in the mechanism's demo (spread 0.1·r): most of a cluster shares a
-    # bucket, so the released set |H| is about the number of clusters.
-    pop = synthetic_population(
-        n_clusters, cluster_size, n_rare, dim, params.radius, RandomSource.seeded(seed, "cost/population"),
-        spread=0.1 * params.radius,
-    )
-    population_s = time.perf_counter() - t0
 
-    def one_run(batch: int, record_dir: str | Path | None) -> dict[str, Any]:
+    def population(n_users: int) -> Any:
+        # Planted clusters as in the mechanism's demo (spread 0.1·r): most of a cluster shares a
+        # bucket, so the released set |H| is about the number of clusters.
+        n_clusters = max(1, min(50, n_users // 2000))
+        cluster_size = max(int(params.threshold * 4), (n_users * 8 // 10) // n_clusters)
+        n_rare = max(0, n_users - n_clusters * cluster_size)
+        return synthetic_population(
+            n_clusters, cluster_size, n_rare, dim, params.radius,
+            RandomSource.seeded(seed, "cost/population"), spread=0.1 * params.radius,
+        ), n_clusters
+
+    def one_run(pop: Any, batch: int, record_dir: str | Path | None) -> dict[str, Any]:
         result = run_protocol(
             pop.embeddings, params, SeedPlan.from_seed(seed), noise=True, out_dir=record_dir,
             progress=progress, workers=workers, config=ProtocolConfig(proof_batch_size=batch),
@@ -282,12 +290,22 @@ def measure(
         )
         return costs
 
-    costs = one_run(1, out_dir if record else None)
+    t0 = time.perf_counter()
+    pop, n_clusters = population(n)
+    population_s = time.perf_counter() - t0
+    costs = one_run(pop, 1, out_dir if record else None)
     costs["population_s"] = population_s
     costs["n_clusters"] = n_clusters
     costs["machine"] = {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()}
     if batched_run > 1:
-        costs["batched_run"] = one_run(batched_run, None)
+        # Every member of a batch receives the whole batch, and this one-process simulation holds
+        # all answers at once: the batched run takes as many users as half that memory allows
+        # (its per-element figures do not depend on N once there are several batches).
+        n_batched = n
+        while batch_response_bytes(n_batched, batched_run) > MAX_BATCH_RESPONSE_BYTES // 2:
+            n_batched //= 2
+        pop_batched = pop if n_batched == n else population(n_batched)[0]
+        costs["batched_run"] = one_run(pop_batched, batched_run, None)
     return costs
 
 

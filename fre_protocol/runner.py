@@ -293,6 +293,32 @@ def build_ledger(
 
 
 # -- the run ---------------------------------------------------------------------------------------
+#: What the in-process simulation may hold of batched evaluations at once (see below).
+MAX_BATCH_RESPONSE_BYTES = 4 << 30
+
+
+def batch_response_bytes(n: int, proof_batch_size: int) -> int:
+    """Bytes of S_tag's phase-1 answers with one proof per ``proof_batch_size`` elements: every
+    member receives its whole batch (both element lists and the proof), about 64·B bytes each."""
+    if proof_batch_size <= 1:
+        return 0
+    per_member = 64 * min(proof_batch_size, n) + 64 + 16
+    return n * per_member
+
+
+def _check_batch_memory(n: int, proof_batch_size: int) -> None:
+    """This simulation holds every user's answer in memory at once; a batch layout whose answers
+    would not fit is refused before any work instead of being killed midway."""
+    need = batch_response_bytes(n, proof_batch_size)
+    if need > MAX_BATCH_RESPONSE_BYTES:
+        raise InvalidParameterError(
+            f"proof_batch_size = {proof_batch_size} with {n} users means {need / 2**30:.1f} GiB of "
+            f"batched answers held at once in this single-process simulation (each user receives "
+            f"its whole batch); expected at most {MAX_BATCH_RESPONSE_BYTES / 2**30:.0f} GiB: use a "
+            f"smaller proof_batch_size or fewer users"
+        )
+
+
 def _check_x(x: Any) -> npt.NDArray[np.floating[Any]]:
     arr = np.asarray(x)
     if arr.ndim != 2 or arr.shape[0] == 0 or arr.shape[1] == 0:
@@ -364,6 +390,7 @@ def run_protocol(
     cfg = config if config is not None else ProtocolConfig()
     arr = _check_x(x)
     n, dim = (int(s) for s in arr.shape)
+    _check_batch_memory(n, cfg.proof_batch_size)
     dropped_mask = _dropout_mask(dropout, n, seeds)
     base_ledger = calibrate_noise(params)  # an infeasible budget fails before any work
     floor = release_threshold(params)

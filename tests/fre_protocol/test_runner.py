@@ -14,7 +14,12 @@ from mechanism.params import FreParams
 from mechanism.population import Population, synthetic_population
 from mechanism.release import Release
 from mechanism.seeds import SeedPlan
-from primitives.errors import InfeasibleBudgetError, InvalidInputError, UnknownComponentError
+from primitives.errors import (
+    InfeasibleBudgetError,
+    InvalidInputError,
+    InvalidParameterError,
+    UnknownComponentError,
+)
 from primitives.randomness import RandomSource
 from transcripts import TranscriptStore
 
@@ -136,6 +141,20 @@ def test_bad_input_fails_before_any_work(pop: Population, tmp_path: Path) -> Non
     bad[3, 2] = np.nan
     with pytest.raises(InvalidInputError, match="finite"):
         run_protocol(bad, INF, SeedPlan.from_seed(1))
+
+
+def test_batched_answers_that_cannot_fit_are_refused_up_front(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Every member of a proof batch receives the whole batch; a layout whose answers exceed what
+    the simulation may hold is refused before any work, naming the parameter and the sizes."""
+    from fre_protocol import runner
+
+    assert runner.batch_response_bytes(1000, 1) == 0
+    assert runner.batch_response_bytes(1000, 8) == 1000 * (64 * 8 + 80)
+    x = np.zeros((1000, 4))
+    monkeypatch.setattr(runner, "MAX_BATCH_RESPONSE_BYTES", 1000 * (64 * 8 + 80) - 1)
+    with pytest.raises(InvalidParameterError, match=r"proof_batch_size = 8 with 1000 users .* GiB"):
+        run_protocol(x, INF, SeedPlan.from_seed(1), out_dir=tmp_path, config=ProtocolConfig(proof_batch_size=8))
+    assert not (tmp_path / TRANSCRIPT_FILE).exists()
 
 
 def test_dp_run_records_dummies_and_its_ledger(tmp_path: Path) -> None:
