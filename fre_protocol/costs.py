@@ -108,6 +108,7 @@ def summarize(
         "padded_dim": (info.get("ddg") or {}).get("padded_dim"),
         "modulus_bits": (info.get("ddg") or {}).get("modulus_bits"),
         "workers": workers,
+        "user_workers": info.get("user_workers", workers),
         "proof_batch_size": info.get("proof_batch_size"),
         "n_released_buckets": buckets,
         "n_participants": n_part,
@@ -209,7 +210,8 @@ def cost_table(costs: Mapping[str, Any], *, batched: Mapping[str, Any] | None = 
     lines = [
         f"Per-operation costs, N = {costs.get('n_users')}, d = {costs.get('dim')} "
         f"(d' = {costs.get('padded_dim')}, ring 2^{costs.get('modulus_bits')}), ε = {costs.get('epsilon')}, "
-        f"{costs.get('workers')} worker threads, {os.cpu_count()} CPUs",
+        f"{costs.get('workers')} server threads, {costs.get('user_workers')} user-device thread(s), "
+        f"{os.cpu_count()} CPUs",
         "",
         "| operation | ours, per-user proofs |" + (f" {batch_col} |" if batch_col else "")
         + " paper (App. B.1) | target | unit |",
@@ -240,13 +242,16 @@ def measure(
     progress: bool = False,
     batched_run: int = 1024,
     record: bool = True,
+    user_workers: int = 1,
 ) -> dict[str, Any]:
     """Run the protocol on a synthetic population of ``n`` users in ``dim`` dimensions (planted
     clusters of ~1% of the users plus rare points) and return the cost summary of the default run
     (per-user proofs); with ``batched_run`` = B > 1, the summary of a second run with one proof
     per B elements is under ``"batched_run"``: of the same population, or of a smaller one built
     the same way when all its batched answers would not fit in memory (its ``n_users`` says; its
-    transcript is not recorded)."""
+    transcript is not recorded). ``user_workers`` threads play the users' devices (1: each
+    device's time is measured with no other device's work beside it on the machine; the servers
+    still use ``workers``)."""
     from fre_protocol.runner import (
         MAX_BATCH_RESPONSE_BYTES,
         ProtocolConfig,
@@ -278,7 +283,8 @@ def measure(
     def one_run(pop: Any, batch: int, record_dir: str | Path | None) -> dict[str, Any]:
         result = run_protocol(
             pop.embeddings, params, SeedPlan.from_seed(seed), noise=True, out_dir=record_dir,
-            progress=progress, workers=workers, config=ProtocolConfig(proof_batch_size=batch),
+            progress=progress, workers=workers,
+            config=ProtocolConfig(proof_batch_size=batch, user_workers=user_workers),
         )
         costs = dict(result.costs)
         costs["epsilon"] = epsilon

@@ -89,6 +89,11 @@ class ProtocolConfig:
     verify it (2 multiplications per element): user-side cost is what a device pays, so the
     default keeps it constant.
 
+    ``user_workers``: threads that play the users' devices (default: as many as the run's
+    workers). Each user's costs are the CPU time of the thread doing its work; on a small machine
+    two threads side by side slow each other down (shared caches and cores), so a measurement of
+    what one device pays runs the users on one thread.
+
     ``dummy_epsilon0``/``dummy_delta0``: TSDLap parameters (ε0, δ0). Default: half of Lemma 1's
     (eps_fre, delta_fre), so the dummies' (2ε0, 2δ0) equals the heavy-hitter term and the
     histogram release costs exactly what the centralized mechanism pays (SPEC §4.5).
@@ -106,6 +111,7 @@ class ProtocolConfig:
     """
 
     proof_batch_size: int = 1
+    user_workers: int | None = None
     dummy_epsilon0: float | None = None
     dummy_delta0: float | None = None
     clip: float = 1.0
@@ -117,6 +123,10 @@ class ProtocolConfig:
     def __post_init__(self) -> None:
         if isinstance(self.proof_batch_size, bool) or not isinstance(self.proof_batch_size, int) or self.proof_batch_size < 1:
             raise InvalidParameterError(f"proof_batch_size must be an integer >= 1, got {self.proof_batch_size!r}")
+        if self.user_workers is not None and (
+            isinstance(self.user_workers, bool) or not isinstance(self.user_workers, int) or self.user_workers < 1
+        ):
+            raise InvalidParameterError(f"user_workers must be None or an integer >= 1, got {self.user_workers!r}")
         for name in ("dummy_epsilon0", "dummy_delta0"):
             value = getattr(self, name)
             if value is not None and not (isinstance(value, int | float) and math.isfinite(value) and value > 0):
@@ -403,6 +413,9 @@ def run_protocol(
     t_start = time.perf_counter()
     meter = Meter()
     pool = Workers(workers, progress=progress)
+    user_pool = (
+        pool if cfg.user_workers in (None, workers) else Workers(int(cfg.user_workers), progress=progress)
+    )
     store = None
     transcript_path: Path | None = None
     out_path = Path(out_dir) if out_dir is not None else None
@@ -415,7 +428,7 @@ def run_protocol(
         release, info = _play(
             arr, params, seeds, cfg, comps,
             noise=noise, dropped_mask=dropped_mask, floor=floor, dummy=dummy,
-            meter=meter, pool=pool, recorder=recorder, adversary=adversary,
+            meter=meter, pool=pool, user_pool=user_pool, recorder=recorder, adversary=adversary,
             base_ledger=base_ledger, store=store,
         )
         recorder.flush()
@@ -433,6 +446,7 @@ def run_protocol(
             store.close()
     finally:
         pool.close()
+        user_pool.close()
         blas.close()
     meter.wall["total"] = time.perf_counter() - t_start
     peak = None
@@ -522,6 +536,7 @@ def _play(
     dummy: tuple[float, float],
     meter: Meter,
     pool: Workers,
+    user_pool: Workers,
     recorder: Recorder,
     adversary: NetworkAdversary | None,
     base_ledger: PrivacyLedger,
@@ -560,7 +575,7 @@ def _play(
     meter.add("user.bucketing", meter.wall["bucketing"], n)
     users = UserPopulation(
         x, encodings, coins, suite=suite, keys=keys, channel=channel, rng=seeds.secret("users"),
-        workers=pool, meter=meter, recorder=recorder, chunk_size=cfg.chunk_size,
+        workers=user_pool, meter=meter, recorder=recorder, chunk_size=cfg.chunk_size,
     )
     with meter.phase("users_offline"):
         users.prepare()
@@ -691,6 +706,7 @@ def _play(
         "sigma_effective": float(ddg_config.noise_std(floor)) if noise else 0.0,
         "sigma_mechanism": float(base_ledger.sigma),
         "proof_batch_size": cfg.proof_batch_size,
+        "user_workers": user_pool.workers,
         "components": comps.header(),
         "rejections": rejections,
         "user_status": user_status,

@@ -17,7 +17,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dim", type=positive_int, default=768, help="embedding dimension (default 768)")
     parser.add_argument("--epsilon", type=parse_epsilon, default=8.0, help="paper setting: 4, 8, 16 or inf")
     parser.add_argument("--seed", type=int, default=0, help="seed of the synthetic population and the run")
-    parser.add_argument("--workers", type=positive_int, default=2, help="worker threads (default 2)")
+    parser.add_argument("--workers", type=positive_int, default=2, help="server worker threads (default 2)")
+    parser.add_argument("--user-workers", type=positive_int, default=1,
+                        help="threads playing the users' devices (default 1: each device's time is "
+                             "measured without another device's work beside it)")
     parser.add_argument("--out", metavar="DIR", default=None,
                         help="write costs.json and costs.md (and the run's transcript) here")
     parser.add_argument("--no-transcript", action="store_true", help="do not record the transcript")
@@ -37,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
         costs = measure(
             args.n, args.dim, seed=args.seed, epsilon=args.epsilon, workers=args.workers,
             out_dir=run_dir, progress=args.progress, batched_run=args.batched_run,
-            record=not args.no_transcript,
+            record=not args.no_transcript, user_workers=args.user_workers,
         )
         sys.stdout.write(cost_table(costs, batched=costs.get("batched_run")))
         if args.out:

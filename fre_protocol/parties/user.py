@@ -480,22 +480,32 @@ class UserPopulation:
         return out
 
 
+def _rfc_voprf_parts(suite: Any) -> tuple[Any, bytes, bytes] | None:
+    """``(group, context string, HashToScalar DST)`` of our RFC 9497 suite in VOPRF mode, whose
+    pieces the users' verification calls directly; ``None`` for any other suite."""
+    try:
+        from primitives.voprf import Mode, OprfSuite
+        from primitives.voprf.hashing import hash_to_scalar_dst
+    except ImportError:  # pragma: no cover - another oprf backend
+        return None
+    if not isinstance(suite, OprfSuite) or suite.mode is not Mode.VOPRF:
+        return None
+    return suite.group, suite.context_string, hash_to_scalar_dst(suite.context_string)
+
+
 def single_tools(suite: Any, pk: bytes) -> tuple[Any, Any] | None:
     """What a user runs on its own evaluation with a one-element proof, for the RFC 9497 VOPRF
     suite: ``verify_many([(blinded, evaluated, proof), ...]) -> [None | error]`` (VerifyProof,
     RFC 9497 §2.2.2, each proof on its own; variable-time arithmetic, since every input is
     public) and ``unblind(input, blind_inverse, evaluated) -> tag`` (Finalize with the inverse
     prepared offline, in libsodium's constant time). ``None`` for suites without these pieces."""
-    try:
-        from primitives.voprf import Mode, OprfSuite, dleq
-        from primitives.voprf.hashing import finalize_hash, hash_to_scalar_dst
-    except ImportError:  # pragma: no cover - another oprf backend
+    parts = _rfc_voprf_parts(suite)
+    if parts is None:
         return None
-    if not isinstance(suite, OprfSuite) or suite.mode is not Mode.VOPRF:
-        return None
-    group = suite.group
-    context = suite.context_string
-    dst = hash_to_scalar_dst(context)
+    from primitives.voprf import dleq
+    from primitives.voprf.hashing import finalize_hash
+
+    group, context, dst = parts
     pk_enc = group.serialize_element(group.deserialize_element(pk))
     # The proof kernel loads (or compiles) here, once per process: not a user's metered work.
     from primitives.group import vartime_numba
@@ -530,7 +540,8 @@ def single_tools(suite: Any, pk: bytes) -> tuple[Any, Any] | None:
         return out
 
     def unblind(input_: bytes, blind_inverse: bytes, evaluated: bytes) -> bytes:
-        unblinded = group.scalar_mult(blind_inverse, group.deserialize_element(evaluated))
+        # ``evaluated`` passed verify_many, which deserialized it (canonical, on the curve).
+        unblinded = group.scalar_mult(blind_inverse, evaluated)
         return finalize_hash(input_, group.serialize_element(unblinded), None)
 
     return verify_many, unblind
@@ -541,16 +552,12 @@ def batch_tools(suite: Any, pk: bytes) -> tuple[Any, Any] | None:
     for the RFC 9497 suite: what one user runs on a batched proof (VerifyProof over the whole
     batch, RFC 9497 §2.2.2, then Finalize of its own element without re-verifying). ``None`` for
     suites that do not expose these pieces."""
-    try:
-        from primitives.voprf import Mode, OprfSuite, dleq, get_suite
-        from primitives.voprf.hashing import hash_to_scalar_dst
-    except ImportError:  # pragma: no cover - another oprf backend
+    parts = _rfc_voprf_parts(suite)
+    if parts is None:
         return None
-    if not isinstance(suite, OprfSuite) or suite.mode is not Mode.VOPRF:
-        return None
-    group = suite.group
-    context = suite.context_string
-    dst = hash_to_scalar_dst(context)
+    from primitives.voprf import Mode, dleq, get_suite
+
+    group, context, dst = parts
     oprf = get_suite(mode=Mode.OPRF, group=group, workers=1)
     key = group.deserialize_element(pk)
     # The batch verification's multi-scalar kernel loads here, once per process, unmetered.

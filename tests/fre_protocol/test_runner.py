@@ -50,6 +50,14 @@ def test_seeded_runs_are_reproducible_whatever_the_worker_count(pop: Population,
     assert first.ids == again.ids
     assert np.array_equal(first.counts, again.counts)
     assert np.array_equal(first.centroids, again.centroids)  # sealing randomness never matters
+    # Users on their own single thread (how the cost table times a device): the same release.
+    alone = run_protocol(
+        pop.embeddings, INF, SeedPlan.from_seed(1), noise=True, config=ProtocolConfig(user_workers=1)
+    )
+    assert alone.costs["user_workers"] == 1
+    assert np.array_equal(first.centroids, alone.release.centroids)
+    with pytest.raises(InvalidParameterError, match="user_workers must be None or an integer >= 1, got 0"):
+        ProtocolConfig(user_workers=0)
     other = run_protocol(pop.embeddings, INF, SeedPlan.from_seed(2), noise=True).release
     assert set(other.ids).isdisjoint(first.ids)  # another S_tag key: other tags
 
