@@ -29,11 +29,22 @@ from primitives.errors import DecodeError, InvalidInputError
 
 ELEMENT_BYTES = 32  # ristretto255 element (RFC 9496 §4.3)
 PROOF_BYTES = 64  # DLEQ proof: two scalars (RFC 9497 §2.2)
-TAG_BYTES = 64  # VOPRF output, SHA-512 (RFC 9497 §4.1)
+# A tag h_i is the first 32 bytes of the user's VOPRF output (64 bytes of SHA-512, RFC 9497
+# §4.1). A truncated PRF is a PRF; 256 bits keep tags collision-free among any realistic number of
+# buckets (pairs among 10^10 tags collide with probability < 2^-189), and every tagged message and
+# the broadcast of released tags carry half the bytes.
+TAG_BYTES = 32
 CONTRIBUTION_ID_BYTES = 16  # random per-contribution nonce chosen by the user
 NONCE_BYTES = 16
 MAX_BATCH = 1 << 20  # sanity bound on list lengths read from the wire
 MAX_REASON = 64
+
+
+def tag_of(prf_output: bytes) -> bytes:
+    """The tag h_i of a VOPRF output: its first :data:`TAG_BYTES` bytes."""
+    if len(prf_output) < TAG_BYTES:
+        raise InvalidInputError(f"prf_output must be at least {TAG_BYTES} bytes, got {len(prf_output)}")
+    return bytes(prf_output[:TAG_BYTES])
 
 
 class MessageType(IntEnum):
@@ -573,6 +584,7 @@ __all__ = [
     "NONCE_BYTES",
     "PROOF_BYTES",
     "TAG_BYTES",
+    "tag_of",
     "AcceptedContributions",
     "AggregateShare",
     "BatchEvaluation",

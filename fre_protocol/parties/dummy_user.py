@@ -1,7 +1,7 @@
 """S_tag's dummy user: TSDLap padding of the sub-threshold tag histogram (SPEC §4.5; paper §6.1,
 Algorithm 5, following Nebula).
 
-For each count level c ∈ {1, …, ⌈τ⌉−1} it draws Z_c ~ TSDLap(ε0, δ0, 1) fresh random 64-byte tags
+For each count level c ∈ {1, …, ⌈τ⌉−1} it draws Z_c ~ TSDLap(ε0, δ0, 1) fresh random 32-byte tags
 (the size and distribution of a real VOPRF output) and submits each of them c times, sealed to
 S_syn through the proxy like any user's submission. A dummy tag ends at count c < τ, so dummies
 never change the released set; one user moves at most two level counts by one, so the padded

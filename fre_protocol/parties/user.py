@@ -43,6 +43,7 @@ from fre_protocol.messages import (
     TagSubmission,
     decode,
     message_type_name,
+    tag_of,
 )
 from fre_protocol.parties.base import (
     BROADCAST,
@@ -265,7 +266,7 @@ class UserPopulation:
                 )
                 for (i, msg), verdict in zip(items, verdicts, strict=True):
                     if verdict is None:
-                        self.tags[i] = unblind(self.encodings[i], self.blind_inverses[i], msg.evaluated_element)
+                        self.tags[i] = tag_of(unblind(self.encodings[i], self.blind_inverses[i], msg.evaluated_element))
                     res[i] = verdict
             else:  # a suite without the pieces: its own finalize, one user at a time
                 for i, msg in items:
@@ -274,7 +275,7 @@ class UserPopulation:
                             [self.encodings[i]], [self.blinds[i]], [msg.evaluated_element],
                             blinded_elements=[self.blinded[i]], pk=pk, proof=msg.proof,
                         )
-                        self.tags[i] = tag
+                        self.tags[i] = tag_of(tag)
                         res[i] = None
                     except (DecodeError, VerificationError) as exc:
                         res[i] = exc
@@ -305,7 +306,7 @@ class UserPopulation:
                         continue
                     t1 = _clock()
                     try:
-                        self.tags[i] = unblind(self.encodings[i], self.blinds[i], msg.evaluated_elements[msg.position])
+                        self.tags[i] = tag_of(unblind(self.encodings[i], self.blinds[i], msg.evaluated_elements[msg.position]))
                         res[i] = None
                     except (DecodeError, VerificationError) as exc:
                         res[i] = exc
@@ -328,7 +329,7 @@ class UserPopulation:
                     blinded_elements=list(first.blinded_elements), pk=pk, proof=first.proof,
                 )
                 for i, msg in group:
-                    self.tags[i] = outputs[msg.position]
+                    self.tags[i] = tag_of(outputs[msg.position])
                     res[i] = None
             except (DecodeError, VerificationError) as exc:
                 res = {i: exc for i, _ in group}

@@ -29,8 +29,9 @@ import numpy.typing as npt
 from primitives.errors import InvalidParameterError
 from primitives.randomness import RandomSource
 
-#: Bytes of a dummy tag: the same as a VOPRF output (RFC 9497 ristretto255-SHA512, Nh = 64).
-DEFAULT_TAG_SIZE = 64
+#: Bytes of a dummy tag by default: the same as a real tag, 32 bytes (the protocol's tags are the
+#: first 32 bytes of an RFC 9497 ristretto255-SHA512 output); callers pass their tag size.
+DEFAULT_TAG_SIZE = 32
 
 
 def _check_params(epsilon0: float, delta0: float, sensitivity: int) -> None:
@@ -202,7 +203,7 @@ def dummy_submissions(
 ) -> list[bytes]:
     """The dummy user's submissions for ``plan``: each fresh random tag repeated ``c`` times.
 
-    Tags are uniform ``tag_size``-byte strings, the length of a real VOPRF output, so a dummy is
+    Tags are uniform ``tag_size``-byte strings, the length of a real tag, so a dummy is
     indistinguishable from a real tag by its bytes; a collision with a real tag has probability
     ``2^-(8·tag_size)`` per pair. The list is grouped by tag: mix it with the real submissions
     through the shuffler.

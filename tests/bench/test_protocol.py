@@ -66,9 +66,9 @@ def test_voprf_evaluation_per_element(benchmark: Any, batch: int) -> None:
 
 @pytest.mark.benchmark(group="protocol-server-ops")
 def test_tag_counting(benchmark: Any) -> None:
-    """S_syn's count of 100,000 submissions over 20,000 distinct 64-byte tags."""
-    raw = RandomSource.seeded(3).random_bytes(64 * 20_000)
-    distinct = [raw[i : i + 64] for i in range(0, len(raw), 64)]
+    """S_syn's count of 100,000 submissions over 20,000 distinct 32-byte tags."""
+    raw = RandomSource.seeded(3).random_bytes(32 * 20_000)
+    distinct = [raw[i : i + 32] for i in range(0, len(raw), 32)]
     tags = [bytes(distinct[i % 20_000]) for i in range(100_000)]
     counts = benchmark(Counter, tags)
     assert sum(counts.values()) == 100_000
@@ -118,7 +118,7 @@ def test_cost_table_100k(tmp_path: Path) -> None:
     print("\n" + cost_table(costs, batched=costs.get("batched_run")))
     assert costs["released_buckets"] > 0
     assert costs["upload_bytes"] <= TARGETS["upload_kB"] * 1000
-    # the download grows with the released set |H| (64-byte tag + count each): reported, not asserted
+    # the download grows with the released set |H| (32-byte tag + count each): reported, not asserted
     assert costs["total_s"] <= TARGETS["total_s"]
     assert costs["peak_memory_GiB"] <= TARGETS["peak_memory_GiB"]
     assert np.isfinite(costs["voprf_eval_us"]) and np.isfinite(costs["reconstruct_us"])

@@ -35,7 +35,7 @@ def test_shift(benchmark: Any, epsilon0: float, delta0: float, sensitivity: int)
 @pytest.mark.benchmark(group="tsdlap")
 @pytest.mark.parametrize("tau", [10, 100])
 def test_dummy_plan_and_submissions(benchmark: Any, tau: int) -> None:
-    """S_tag's dummy user: draw the plan and materialize its 64-byte dummy tags."""
+    """S_tag's dummy user: draw the plan and materialize its 32-byte dummy tags."""
     gen = TSDLapDummyGenerator(1.0, 1e-6)
     rng = RandomSource.seeded(2, "bench/plan")
 
@@ -43,5 +43,5 @@ def test_dummy_plan_and_submissions(benchmark: Any, tau: int) -> None:
         return dummy_submissions(gen.dummy_plan(tau, rng), rng)
 
     subs = benchmark(run)
-    benchmark.extra_info.update(submissions=len(subs), bytes=64 * len(subs))
+    benchmark.extra_info.update(submissions=len(subs), bytes=32 * len(subs))
     assert max(map(subs.count, subs[:1]), default=0) < tau

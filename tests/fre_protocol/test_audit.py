@@ -13,6 +13,7 @@ import pytest
 
 from fre_protocol.audit import audit_run, bucket_needles, render
 from fre_protocol.cli import main
+from fre_protocol.messages import TAG_BYTES
 from fre_protocol.runner import TRANSCRIPT_FILE, run_protocol
 from mechanism.params import FreParams
 from mechanism.population import Population, synthetic_population
@@ -142,7 +143,7 @@ def _drop_submission(path: Path) -> None:
     store = TranscriptStore.open(path)
     released = {bytes.fromhex(b["id"]) for b in store.get_artifact("release")["buckets"]}
     store.close()
-    seq = next(seq for seq, payload in store_rows if bytes(payload[1:65]) in released)
+    seq = next(seq for seq, payload in store_rows if bytes(payload[1 : 1 + TAG_BYTES]) in released)
     _sql(path, "DELETE FROM entries WHERE seq = ?", seq)
 
 

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from fre_protocol.components import build_components
+from fre_protocol.messages import tag_of
 from fre_protocol.runner import run_protocol, tagging_key
 from mechanism.fre_e2t import run_mechanism
 from mechanism.params import FreParams
@@ -41,7 +42,7 @@ def population() -> Population:
 def _tag_ids(mech: Release, seeds: SeedPlan) -> list[str]:
     suite = build_components().suite
     sk, _ = tagging_key(seeds, suite)
-    return [suite.evaluate(sk, bytes.fromhex(bucket_id)).hex() for bucket_id in mech.ids]
+    return [tag_of(suite.evaluate(sk, bytes.fromhex(bucket_id))).hex() for bucket_id in mech.ids]
 
 
 @pytest.mark.parametrize("epsilon", [4.0, 8.0, 16.0, math.inf])

@@ -122,7 +122,7 @@ def test_unknown_type_and_expected_type() -> None:
         decode(b"\x7f" + b"\x00" * 10)
     with pytest.raises(DecodeError, match="empty"):
         decode(b"")
-    tag = TagSubmission(tag=b"t" * 64, nonce=b"n" * 16).encode()
+    tag = TagSubmission(tag=b"t" * TAG_BYTES, nonce=b"n" * 16).encode()
     with pytest.raises(DecodeError, match="must be ShareSubmission"):
         decode(tag, ShareSubmission)
     assert set(MESSAGE_CLASSES) == set(MessageType)
@@ -131,7 +131,7 @@ def test_unknown_type_and_expected_type() -> None:
 
 def test_non_canonical_orderings_rejected() -> None:
     """Lists that a receiver treats as sets must come sorted and without repeats."""
-    a, b = b"a" * 64, b"b" * 64
+    a, b = b"a" * TAG_BYTES, b"b" * TAG_BYTES
     good = ReleasedTags(tags=(a, b), counts=(5, 6)).encode()
     swapped = good[:5] + good[5 + 68 : 5 + 136] + good[5 : 5 + 68]
     with pytest.raises(DecodeError, match="strictly increasing"):
@@ -148,11 +148,11 @@ def test_non_canonical_orderings_rejected() -> None:
     [
         (lambda: BlindRequest(blinded_element=b"x" * 31), "32 bytes"),
         (lambda: Evaluation(evaluated_element=b"x" * 32, proof=b"p" * 63), "proof must be 64"),
-        (lambda: TagSubmission(tag=b"t" * 63, nonce=b"n" * 16), "tag must be 64"),
-        (lambda: TagSubmission(tag="t" * 64, nonce=b"n" * 16), "must be bytes"),
-        (lambda: ShareSubmission(tag=b"t" * 64, contribution_id=b"c" * 16, share=b""), "non-empty"),
+        (lambda: TagSubmission(tag=b"t" * 63, nonce=b"n" * 16), "tag must be 32 bytes, got 63"),
+        (lambda: TagSubmission(tag="t" * TAG_BYTES, nonce=b"n" * 16), "must be bytes"),
+        (lambda: ShareSubmission(tag=b"t" * TAG_BYTES, contribution_id=b"c" * 16, share=b""), "non-empty"),
         (
-            lambda: AggregateShare(tag=b"t" * 64, contribution_ids=(), values=b"v" * 7),
+            lambda: AggregateShare(tag=b"t" * TAG_BYTES, contribution_ids=(), values=b"v" * 7),
             "multiple of 8",
         ),
         (lambda: SealedEnvelope(recipient=Role.PROXY, ciphertext=b"c"), "S_tag or S_syn"),
@@ -169,7 +169,7 @@ def test_non_canonical_orderings_rejected() -> None:
             ),
             "match blinded_elements",
         ),
-        (lambda: ReleasedTags(tags=(b"a" * 64,), counts=(1, 2)), "one count per tag"),
+        (lambda: ReleasedTags(tags=(b"a" * TAG_BYTES,), counts=(1, 2)), "one count per tag"),
     ],
 )
 def test_validation_names_the_field(factory, match) -> None:  # type: ignore[no-untyped-def]
@@ -180,12 +180,12 @@ def test_validation_names_the_field(factory, match) -> None:  # type: ignore[no-
 def test_known_answer_encodings() -> None:
     """Byte layouts fixed by the spec of this module (type byte, raw fixed fields, u32 BE)."""
     assert BlindRequest(blinded_element=bytes(range(32))).encode() == b"\x01" + bytes(range(32))
-    sub = TagSubmission(tag=b"\xaa" * 64, nonce=b"\x01" * 16).encode()
-    assert sub == b"\x04" + b"\xaa" * 64 + b"\x01" * 16 and len(sub) == 81
+    sub = TagSubmission(tag=b"\xaa" * 32, nonce=b"\x01" * 16).encode()
+    assert sub == b"\x04" + b"\xaa" * 32 + b"\x01" * 16 and len(sub) == 49
     env = SealedEnvelope(recipient=Role.S_SYN, ciphertext=b"abc").encode()
     assert env == b"\x09\x03\x00\x00\x00\x03abc"
-    rel = ReleasedTags(tags=(b"\x00" * 64,), counts=(258,)).encode()
-    assert rel == b"\x05\x00\x00\x00\x01" + b"\x00" * 64 + b"\x00\x00\x01\x02"
+    rel = ReleasedTags(tags=(b"\x00" * 32,), counts=(258,)).encode()
+    assert rel == b"\x05\x00\x00\x00\x01" + b"\x00" * 32 + b"\x00\x00\x01\x02"
     assert Rejection(reason="DecodeError").encode() == b"\x0a\x0bDecodeError"
 
 

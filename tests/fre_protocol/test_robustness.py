@@ -17,6 +17,7 @@ import pytest
 
 from fre_protocol.components import build_components
 from fre_protocol.messages import (
+    TAG_BYTES,
     BatchEvaluation,
     BlindRequest,
     Evaluation,
@@ -24,6 +25,7 @@ from fre_protocol.messages import (
     SealedEnvelope,
     ShareSubmission,
     decode,
+    tag_of,
 )
 from fre_protocol.parties.base import PHASE1, PHASE1_SUBMIT, PHASE2
 from fre_protocol.parties.proxy import NetworkAdversary
@@ -170,7 +172,7 @@ class Phase2Tamperer(NetworkAdversary):
                     tag=msg.tag, contribution_id=msg.contribution_id, share=bytes(len(msg.share))
                 ).encode())))
             out.append((conn, role, env))
-        unknown = ShareSubmission(tag=b"\x42" * 64, contribution_id=b"\x01" * 16, share=bytes(48))
+        unknown = ShareSubmission(tag=b"\x42" * TAG_BYTES, contribution_id=b"\x01" * 16, share=bytes(48))
         extra.append((9100, Role.USER, k.seal(Role.S_SYN, unknown.encode())))
         extra.append((9101, Role.USER, k.seal(Role.S_TAG, unknown.encode())))
         return out + extra
@@ -265,7 +267,7 @@ def _tag_of(pop: Population, user: int) -> str:
     suite = build_components().suite
     sk, _ = tagging_key(SEEDS, suite)
     index = PublicGrid.derive(SEEDS, pop.dim, INF).bucket_indices(pop.embeddings[user : user + 1])[0]
-    return str(suite.evaluate(sk, encode_bucket(index)).hex())
+    return tag_of(suite.evaluate(sk, encode_bucket(index))).hex()
 
 
 # -- dropouts -------------------------------------------------------------------------------------

@@ -86,7 +86,7 @@ def test_every_message_is_recorded_in_receiver_and_proxy_views(pop: Population, 
         assert summary["S_tag"]["accepted_contributions"]["count"] == release.info["n_released_tags"]
         # sizes are the encoded sizes
         assert summary["S_tag"]["blind_request"]["bytes"] == 33 * n
-        assert summary["S_syn"]["tag_submission"]["bytes"] == 81 * subs
+        assert summary["S_syn"]["tag_submission"]["bytes"] == (1 + 32 + 16) * subs  # type, tag, nonce
         assert {e.status for e in store.entries()} == {"accepted"}
         assert all(e.payload_recorded for e in store.entries())  # seeded mode keeps every payload
         # seeded mode keeps the secrets as artifacts; the release and ledger are recorded
@@ -131,8 +131,8 @@ def test_user_upload_fits_the_budget_at_d_768() -> None:
     result = run_protocol(pop.embeddings, INF, SeedPlan.from_seed(8), noise=True)
     costs = result.costs
     assert result.release.info["n_participants"] >= 100
-    # 87 (blind) + 135 (tag) + 171 (seed share) + 3211 (1024 × 3-byte words) bytes
-    assert costs["upload_bytes"] == 87 + 135 + 171 + (1 + 64 + 16 + 4 + 1024 * 3 + 48 + 6)
+    # 87 (blind) + 103 (tag) + 139 (seed share) + 3179 (1024 × 3-byte words) bytes, 32-byte tags
+    assert costs["upload_bytes"] == 87 + 103 + 139 + (1 + 32 + 16 + 4 + 1024 * 3 + 48 + 6)
     assert costs["upload_bytes"] <= 4500
     assert costs["download_bytes_evaluation"] == 97
     for key in ("voprf_eval_us", "tag_count_us", "share_accumulate_us", "reconstruct_us", "user_online_ms"):
@@ -185,7 +185,7 @@ def test_dp_run_records_dummies_and_its_ledger(tmp_path: Path) -> None:
         assert senders == {"user": info["n_real_submissions"], "dummy_user": dummies["dummy_submissions"]}
         assert {e.sender for e in store.entries(view="S_syn")} == {"proxy", "S_tag"}
         sizes = {e.size for e in store.entries(view="S_syn", message_type="tag_submission")}
-        assert sizes == {81}
+        assert sizes == {1 + 32 + 16}  # real and dummy submissions: type, tag, nonce
     # the audit of a DP run passes, and fails once the ledger total no longer composes its terms
     from fre_protocol.audit import audit_run
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from fre_protocol.components import build_components
-from fre_protocol.messages import Evaluation, Role, SealedEnvelope, decode
+from fre_protocol.messages import Evaluation, Role, SealedEnvelope, decode, tag_of
 from fre_protocol.parties import Meter, Recorder, ServerKeys, TaggingServer, UserPopulation, Workers
 from primitives.errors import ProtocolStateError
 from primitives.randomness import RandomSource
@@ -63,7 +63,7 @@ def test_every_user_gets_its_prf_value_and_a_bad_proof_costs_only_its_user(comps
         if i in (3, 5, 6):
             assert users.tags[i] is None and users.status[i].startswith("rejected:")
         else:
-            assert users.tags[i] == suite.evaluate(sk, encodings[i]), i
+            assert users.tags[i] == tag_of(suite.evaluate(sk, encodings[i])), i
             assert users.status[i] == "ok"
     # Offline and online work are metered apart.
     assert meter.counts["user.offline.blind_scalar"] == N
