@@ -154,10 +154,11 @@ class SynthesisServer:
         width = int(encoder.config.padded_dim)
         modulus = int(sharing.modulus)
         seen: set[bytes] = set()
-        ready: list[tuple[bytes, int, npt.NDArray[np.uint64], npt.NDArray[np.uint64]]] = []
+        ready: list[tuple[bytes, int]] = []
         # S_tag's aggregates are converted from the wire straight into consecutive rows of one
         # array (row i belongs to ready[i]), so reconstruction need not stack them again.
         theirs_rows = np.empty((len(aggregates), width), dtype=np.uint64)
+        own_rows = np.empty((len(aggregates), width), dtype=np.uint64)  # S_syn's, row for row
         for data in aggregates:
             error: Exception | None = None
             try:
@@ -193,20 +194,21 @@ class SynthesisServer:
             t0 = time.perf_counter()
             stacked = np.stack([mine[c] for c in msg.contribution_ids])
             t1 = time.perf_counter()
-            own = sharing.aggregate(stacked)
+            own_rows[len(ready)] = sharing.aggregate(stacked)
             self._meter.add("S_syn.gather", t1 - t0, count)
             self._meter.add("S_syn.accumulate", time.perf_counter() - t1, count)
-            ready.append((msg.tag, count, theirs, own))
+            ready.append((msg.tag, count))
         if ready:
             # All buckets at once: one ring addition and one batched decode (rotation of m rows).
             t0 = time.perf_counter()
-            totals = sharing.reconstruct(theirs_rows[: len(ready)], np.stack([r[3] for r in ready]))
+            # In place: S_tag's rows take the sums (no fresh buffer to fault in per bucket).
+            totals = sharing.reconstruct(theirs_rows[: len(ready)], own_rows[: len(ready)], out=theirs_rows[: len(ready)])
             t1 = time.perf_counter()
             decoded = decode_many(encoder, totals, [r[1] for r in ready])
             t2 = time.perf_counter()
             self._meter.add("S_syn.reconstruct", t1 - t0, len(ready))
             self._meter.add("S_syn.decode", t2 - t1, len(ready))
-            for (tag, count, _, _), row in zip(ready, decoded, strict=True):
+            for (tag, count), row in zip(ready, decoded, strict=True):
                 out.centroids[tag] = row / float(count)
                 out.contributors[tag] = count
         for tag in self.released:

@@ -122,8 +122,11 @@ class SecretSharing(Protocol):
         """Split ``(n, d)`` integers in ``[0, M)`` into two share batches."""
         ...
 
-    def reconstruct(self, a: npt.ArrayLike, b: npt.ArrayLike) -> npt.NDArray[np.uint64]:
-        """Elementwise ``(a + b) mod M``."""
+    def reconstruct(
+        self, a: npt.ArrayLike, b: npt.ArrayLike, *, out: npt.NDArray[np.uint64] | None = None
+    ) -> npt.NDArray[np.uint64]:
+        """Elementwise ``(a + b) mod M``, into ``out`` when given (a uint64 array of their shape,
+        which may be ``a`` itself: a server reconstructing many buckets reuses its buffer)."""
         ...
 
     def aggregate(self, shares: npt.ArrayLike | ShareBatch) -> npt.NDArray[np.uint64]:

@@ -39,7 +39,7 @@ from primitives.errors import InvalidInputError, InvalidParameterError
 from primitives.randomness import RandomSource
 from primitives.sharing import ShareBatch, check_index
 from primitives.sharing.ring2k import CHUNK_COORDINATES
-from primitives.sharing.wire import as_residues, pack_words, unpack_words, word_bytes
+from primitives.sharing.wire import as_residues, check_out, pack_words, unpack_words, word_bytes
 
 #: The Mersenne prime ``2^31 - 1`` (see the module docstring for why).
 DEFAULT_PRIME = (1 << 31) - 1
@@ -117,15 +117,22 @@ class AdditivePrimeField:
             ShareBatch(modulus=self.prime, dim=dim, data=other),
         )
 
-    def reconstruct(self, a: npt.ArrayLike, b: npt.ArrayLike) -> npt.NDArray[np.uint64]:
-        """Elementwise ``(a + b) mod p``."""
+    def reconstruct(
+        self, a: npt.ArrayLike, b: npt.ArrayLike, *, out: npt.NDArray[np.uint64] | None = None
+    ) -> npt.NDArray[np.uint64]:
+        """Elementwise ``(a + b) mod p``, into ``out`` when given (it may be ``a``)."""
         left = as_residues(a, self.prime, name="first share")
         right = as_residues(b, self.prime, name="second share")
         if left.shape != right.shape:
             raise InvalidInputError(
                 f"shares must have the same shape, got {left.shape} and {right.shape}"
             )
-        return (left + right) % np.uint64(self.prime)
+        if out is not None:
+            out = check_out(out, left.shape)
+        # Residues are < p < 2^63 here, so the uint64 sum cannot wrap before the reduction.
+        total = np.add(left, right, out=out)
+        total %= np.uint64(self.prime)
+        return total
 
     def aggregate(self, shares: npt.ArrayLike | ShareBatch) -> npt.NDArray[np.uint64]:
         """Sum over users mod ``p``: uint64 block sums that cannot overflow, reduced between blocks.

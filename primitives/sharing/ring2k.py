@@ -11,8 +11,9 @@ integers mod ``2^b``.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
@@ -22,6 +23,7 @@ from primitives.randomness import RandomSource
 from primitives.sharing import ShareBatch, check_index
 from primitives.sharing.wire import (
     as_residues,
+    check_out,
     pack_words,
     stream_word_bytes,
     unpack_words,
@@ -32,6 +34,31 @@ from primitives.sharing.wire import (
 #: Coordinates per block when drawing masks for many users.
 CHUNK_COORDINATES = 1 << 18
 
+
+
+@functools.lru_cache(maxsize=1)
+def _fused_kernel() -> Any:
+    """``kernel(a, b, out, mask) -> high``: ``high`` = the bits of ``a | b`` above the mask
+    (non-zero iff an input is out of range) and, only when it is zero, ``out = (a + b) & mask``:
+    compiled passes over contiguous uint64 rows, so an invalid input leaves ``out`` (which may be
+    ``a``) untouched; None without numba."""
+    try:
+        from numba import njit
+    except ImportError:  # pragma: no cover - numba ships with galois, a dependency
+        return None
+
+    @njit(cache=True, nogil=True)
+    def kernel(a: Any, b: Any, out: Any, mask: Any) -> Any:
+        high = np.uint64(0)
+        for i in range(a.shape[0]):
+            high |= (a[i] | b[i]) & ~mask
+        if high:
+            return high
+        for i in range(a.shape[0]):
+            out[i] = (a[i] + b[i]) & mask
+        return high
+
+    return kernel
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AdditiveRing2k:
@@ -95,8 +122,13 @@ class AdditiveRing2k:
             ShareBatch(modulus=self.modulus, dim=dim, data=other),
         )
 
-    def reconstruct(self, a: npt.ArrayLike, b: npt.ArrayLike) -> npt.NDArray[np.uint64]:
-        """Elementwise ``(a + b) mod 2^bits`` of two shares (or two aggregates)."""
+    def reconstruct(
+        self, a: npt.ArrayLike, b: npt.ArrayLike, *, out: npt.NDArray[np.uint64] | None = None
+    ) -> npt.NDArray[np.uint64]:
+        """Elementwise ``(a + b) mod 2^bits`` of two shares (or two aggregates), into ``out``
+        when given (it may be ``a``: the sum is element by element)."""
+        if out is not None:
+            out = check_out(out, np.shape(a))
         if (
             isinstance(a, np.ndarray)
             and isinstance(b, np.ndarray)
@@ -105,22 +137,30 @@ class AdditiveRing2k:
             and a.shape == b.shape
         ):
             # Hot path (the server reconstructs every bucket at once): for a power-of-two modulus
-            # ``a | b < 2^bits`` exactly when both are, so one pass checks both ranges, and its
-            # buffer then takes the sum (three passes and one array instead of four and two).
-            out = np.bitwise_or(a, b)
-            if self.bits < 64 and out.size and int(out.max()) >= self.modulus:
+            # ``a | b < 2^bits`` exactly when both are, so the range check is one read of both
+            # inputs and the masked sum one more (compiled loops; four numpy passes without numba).
+            fused = _fused_kernel()
+            contiguous = a.flags.c_contiguous and b.flags.c_contiguous
+            if fused is not None and contiguous and (out is None or out.flags.c_contiguous):
+                target = np.empty(a.shape, dtype=np.uint64) if out is None else out
+                high = fused(a.reshape(-1), b.reshape(-1), target.reshape(-1), np.uint64(self.mask))
+            else:
+                high = int(np.bitwise_or(a, b).max()) & ~self.mask if a.size else 0
+                target = np.add(a, b, out=out)
+                target &= self.mask
+            if self.bits < 64 and high:
                 as_residues(a, self.modulus, name="first share")
                 as_residues(b, self.modulus, name="second share")
-            np.add(a, b, out=out)
-            out &= self.mask
-            return out
+            return target
         left = as_residues(a, self.modulus, name="first share")
         right = as_residues(b, self.modulus, name="second share")
         if left.shape != right.shape:
             raise InvalidInputError(
                 f"shares must have the same shape, got {left.shape} and {right.shape}"
             )
-        return (left + right) & self.mask
+        total = np.add(left, right, out=out)
+        total &= self.mask
+        return total
 
     def aggregate(self, shares: npt.ArrayLike | ShareBatch) -> npt.NDArray[np.uint64]:
         """Sum of ``(n, d)`` shares over users mod ``2^bits``: a ``(d,)`` array.

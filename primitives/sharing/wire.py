@@ -65,6 +65,14 @@ def as_residues(
     return arr.astype(np.uint64, copy=False)
 
 
+def check_out(out: object, shape: tuple[int, ...]) -> npt.NDArray[np.uint64]:
+    """An ``out=`` buffer: a uint64 array of ``shape``, or InvalidInputError saying what came."""
+    if not isinstance(out, np.ndarray) or out.dtype != np.uint64 or out.shape != tuple(shape):
+        got = f"{out.dtype} array of shape {out.shape}" if isinstance(out, np.ndarray) else type(out).__name__
+        raise InvalidInputError(f"out must be a uint64 array of shape {tuple(shape)}, got {got}")
+    return out
+
+
 def pack_words(row: npt.NDArray[np.uint64], width: int) -> bytes:
     """Little-endian ``width``-byte words of a 1-D uint64 array (values must already fit)."""
     if width in _NATIVE:

@@ -271,6 +271,35 @@ def test_reconstruct_uint64_fast_path_checks_each_share(bits: int) -> None:
             scheme.reconstruct(a, bad)
 
 
+@pytest.mark.parametrize("scheme", _schemes(), ids=lambda s: type(s).__name__ + str(s.modulus))
+def test_reconstruct_into_out_in_place_and_untouched_on_error(scheme: SecretSharing) -> None:
+    """``out=`` (which may be the first share itself) gets exactly the fresh result; an input
+    outside the ring raises before ``out`` changes; a wrong buffer is named."""
+    rng = RandomSource.seeded(3, "out")
+    a = (rng.uint64(64) % np.uint64(scheme.modulus) if scheme.modulus < 1 << 64 else rng.uint64(64)).reshape(8, 8)
+    b = (rng.uint64(64) % np.uint64(scheme.modulus) if scheme.modulus < 1 << 64 else rng.uint64(64)).reshape(8, 8)
+    want = np.array(_python_sum(np.stack([a, b]).reshape(2, 64), scheme.modulus), dtype=np.uint64).reshape(8, 8)
+    assert np.array_equal(scheme.reconstruct(a, b), want)
+    buffer = np.empty((8, 8), dtype=np.uint64)
+    assert scheme.reconstruct(a, b, out=buffer) is buffer and np.array_equal(buffer, want)
+    # Strided views take the plain numpy path: the same values.
+    assert np.array_equal(scheme.reconstruct(a[:, ::2], b[:, ::2]), want[:, ::2])
+    in_place = a.copy()
+    assert scheme.reconstruct(in_place, b, out=in_place) is in_place
+    assert np.array_equal(in_place, want)
+    if scheme.modulus < 1 << 64:
+        bad = b.copy()
+        bad[2, 3] = np.uint64(scheme.modulus)
+        kept = a.copy()
+        with pytest.raises(InvalidInputError, match="second share"):
+            scheme.reconstruct(kept, bad, out=kept)
+        assert np.array_equal(kept, a)  # nothing written
+    with pytest.raises(InvalidInputError, match=r"out must be a uint64 array of shape \(8, 8\), got int64"):
+        scheme.reconstruct(a, b, out=np.empty((8, 8), dtype=np.int64))
+    with pytest.raises(InvalidInputError, match=r"out must be a uint64 array of shape \(8, 8\), got list"):
+        scheme.reconstruct(a, b, out=[0] * 64)  # type: ignore[arg-type]
+
+
 def test_encode_checks_index_and_batch() -> None:
     scheme = AdditiveRing2k(bits=16)
     first, _ = scheme.share(np.zeros((2, 4), dtype=np.uint64), RandomSource.seeded(0))
