@@ -11,9 +11,8 @@ integers mod ``2^b``.
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import numpy as np
 import numpy.typing as npt
@@ -35,30 +34,6 @@ from primitives.sharing.wire import (
 CHUNK_COORDINATES = 1 << 18
 
 
-
-@functools.lru_cache(maxsize=1)
-def _fused_kernel() -> Any:
-    """``kernel(a, b, out, mask) -> high``: ``high`` = the bits of ``a | b`` above the mask
-    (non-zero iff an input is out of range) and, only when it is zero, ``out = (a + b) & mask``:
-    compiled passes over contiguous uint64 rows, so an invalid input leaves ``out`` (which may be
-    ``a``) untouched; None without numba."""
-    try:
-        from numba import njit
-    except ImportError:  # pragma: no cover - numba ships with galois, a dependency
-        return None
-
-    @njit(cache=True, nogil=True)
-    def kernel(a: Any, b: Any, out: Any, mask: Any) -> Any:
-        high = np.uint64(0)
-        for i in range(a.shape[0]):
-            high |= (a[i] | b[i]) & ~mask
-        if high:
-            return high
-        for i in range(a.shape[0]):
-            out[i] = (a[i] + b[i]) & mask
-        return high
-
-    return kernel
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AdditiveRing2k:
@@ -136,21 +111,14 @@ class AdditiveRing2k:
             and b.dtype == np.uint64
             and a.shape == b.shape
         ):
-            # Hot path (the server reconstructs every bucket at once): for a power-of-two modulus
-            # ``a | b < 2^bits`` exactly when both are, so the range check is one read of both
-            # inputs and the masked sum one more (compiled loops; four numpy passes without numba).
-            fused = _fused_kernel()
-            contiguous = a.flags.c_contiguous and b.flags.c_contiguous
-            if fused is not None and contiguous and (out is None or out.flags.c_contiguous):
-                target = np.empty(a.shape, dtype=np.uint64) if out is None else out
-                high = fused(a.reshape(-1), b.reshape(-1), target.reshape(-1), np.uint64(self.mask))
-            else:
-                high = int(np.bitwise_or(a, b).max()) & ~self.mask if a.size else 0
-                target = np.add(a, b, out=out)
-                target &= self.mask
-            if self.bits < 64 and high:
+            # Hot path (the server reconstructs every bucket at once): two max reductions check
+            # both ranges without a temporary array, before anything is written to ``out``
+            # (which may be ``a``); then one addition and one mask, in place.
+            if self.bits < 64 and a.size and max(int(a.max()), int(b.max())) >= self.modulus:
                 as_residues(a, self.modulus, name="first share")
                 as_residues(b, self.modulus, name="second share")
+            target = np.add(a, b, out=out)
+            target &= self.mask
             return target
         left = as_residues(a, self.modulus, name="first share")
         right = as_residues(b, self.modulus, name="second share")
