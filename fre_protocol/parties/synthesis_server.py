@@ -76,7 +76,6 @@ class SynthesisServer:
         self._box_sk, self.box_public_key = box_key
         self._meter = meter
         self._recorder = recorder
-        self._workers = workers
         self.release_floor = release_floor
         self._inbox = SealedInbox(name="S_syn", channel=channel, private_key=self._box_sk, workers=workers, meter=meter)
         self._nonces: set[bytes] = set()
@@ -205,7 +204,7 @@ class SynthesisServer:
             # In place: S_tag's rows take the sums (no fresh buffer to fault in per bucket).
             totals = sharing.reconstruct(theirs_rows[: len(ready)], own_rows[: len(ready)], out=theirs_rows[: len(ready)])
             t1 = time.perf_counter()
-            decoded = decode_many(encoder, totals, [r[1] for r in ready], workers=self._workers)
+            decoded = decode_many(encoder, totals, [r[1] for r in ready])
             t2 = time.perf_counter()
             self._meter.add("S_syn.reconstruct", t1 - t0, len(ready))
             self._meter.add("S_syn.decode", t2 - t1, len(ready))
@@ -233,17 +232,10 @@ class SynthesisServer:
 DECODE_BLOCK_COORDINATES = 1 << 13
 
 
-def decode_many(
-    encoder: Any,
-    totals: npt.NDArray[np.uint64],
-    counts: Sequence[int],
-    *,
-    workers: Workers | None = None,
-) -> npt.NDArray[np.float64]:
+def decode_many(encoder: Any, totals: npt.NDArray[np.uint64], counts: Sequence[int]) -> npt.NDArray[np.float64]:
     """DDG decoding of m modular sums at once: centre into [−M/2, M/2), scale by γ, undo the
     rotation for all rows together (SPEC §4.4). Row i equals ``encoder.decode_sum(totals[i],
-    counts[i])``; encoders without the row-wise pieces are decoded one sum at a time. With
-    ``workers``, blocks of rows are decoded on its threads (numpy releases the GIL)."""
+    counts[i])``; encoders without the row-wise pieces are decoded one sum at a time."""
     config = getattr(encoder, "config", None)
     if config is None or not hasattr(encoder, "unrotate") or totals.ndim != 2:
         return np.stack([encoder.decode_sum(t, c) for t, c in zip(totals, counts, strict=True)])
@@ -256,17 +248,8 @@ def decode_many(
     rows = int(totals.shape[0])
     step = max(1, DECODE_BLOCK_COORDINATES // max(1, int(totals.shape[1])))
     out = np.empty((rows, int(config.dim)), dtype=np.float64)
-    gamma = float(config.gamma)
-
-    def block(start: int) -> None:
-        out[start : start + step] = _decode_rows(encoder, totals[start : start + step], m, gamma)
-
-    starts = list(range(0, rows, step))
-    if workers is None:
-        for start in starts:
-            block(start)
-    else:
-        workers.map(block, starts)
+    for i in range(0, rows, step):
+        out[i : i + step] = _decode_rows(encoder, totals[i : i + step], m, float(config.gamma))
     return out
 
 
