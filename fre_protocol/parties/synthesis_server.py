@@ -264,9 +264,8 @@ def _decode_rows(encoder: Any, totals: npt.NDArray[Any], m: int, gamma: float) -
     else:  # not a ring 2^b: compare and subtract
         centred = totals.astype(np.int64)
         centred[centred >= m // 2] -= m
-    values = centred.astype(np.float64)
-    values *= gamma
-    out: npt.NDArray[np.float64] = encoder.unrotate(values)
+    # γ is applied with the rotation's signs: one pass less over the block.
+    out: npt.NDArray[np.float64] = encoder.unrotate(centred.astype(np.float64), scale=gamma)
     return out
 
 

@@ -218,12 +218,16 @@ class DDGEncoder:
             return padded
         return _rotate(padded, self._signs)
 
-    def unrotate(self, y: npt.ArrayLike) -> npt.NDArray[np.float64]:
-        """Inverse of :meth:`rotate`, cut back to ``d`` coordinates; rows or a single vector."""
+    def unrotate(self, y: npt.ArrayLike, *, scale: float = 1.0) -> npt.NDArray[np.float64]:
+        """Inverse of :meth:`rotate` times ``scale``, cut back to ``d`` coordinates; rows or a
+        single vector."""
         arr = np.asarray(y, dtype=np.float64)
         single = arr.ndim == 1
         rows = arr[None, :] if single else arr
-        back = rows if self._signs is None else _unrotate(rows, self._signs)
+        if self._signs is None:
+            back = rows * scale if scale != 1.0 else rows
+        else:
+            back = _unrotate(rows, self._signs, scale)
         out = back[:, : self.config.dim]
         return out[0] if single else out
 
@@ -289,7 +293,7 @@ class DDGEncoder:
             raise InvalidInputError(f"total must lie in [0, 2^{self.config.modulus_bits})")
         centred = arr.astype(np.int64)
         centred = np.where(centred >= m // 2, centred - m, centred)
-        return self.unrotate(centred.astype(np.float64) * float(self.config.gamma))
+        return self.unrotate(centred.astype(np.float64), scale=float(self.config.gamma))
 
     def quantization_bound(self, count: int) -> float:
         """L2 bound on ``‖decode_sum − Σ clipped inputs‖`` for ``count`` users encoded without noise.

@@ -113,8 +113,11 @@ def rotate(x: npt.NDArray[np.float64], signs: npt.NDArray[np.float64]) -> npt.ND
     return fwht(x * signs)
 
 
-def unrotate(y: npt.NDArray[np.float64], signs: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
-    """``R⁻¹ y = D H y / √d'`` for each row of ``y``."""
+def unrotate(
+    y: npt.NDArray[np.float64], signs: npt.NDArray[np.float64], scale: float = 1.0
+) -> npt.NDArray[np.float64]:
+    """``scale · R⁻¹ y = scale · D H y / √d'`` for each row of ``y`` (the scale rides on the
+    signs, so it costs no pass of its own)."""
     out = fwht(y)  # a new array, so the signs are applied in place
-    out *= signs
+    out *= signs if scale == 1.0 else signs * scale
     return out

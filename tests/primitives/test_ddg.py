@@ -322,3 +322,14 @@ def test_bad_inputs_rejected() -> None:
         enc.aggregate(np.zeros((2, 4), dtype=np.int64))
     with pytest.raises(InvalidParameterError, match="config"):
         DDGEncoder({"dim": 4})  # type: ignore[arg-type]
+
+
+def test_unrotate_with_a_scale_is_the_scaled_inverse() -> None:
+    """``unrotate(y, scale=s)`` equals ``s · unrotate(y)``, with and without the rotation."""
+    rng = np.random.default_rng(11)
+    for rotate in (True, False):
+        cfg = DDGConfig(dim=20, padded_dim=32, gamma=0.1, sigma_int=1.0, modulus_bits=16, clip=1.0, rotate=rotate)
+        enc = DDGEncoder(cfg)
+        y = rng.normal(size=(3, 32))
+        np.testing.assert_allclose(enc.unrotate(y, scale=0.25), 0.25 * enc.unrotate(y), rtol=1e-15, atol=1e-15)
+        np.testing.assert_allclose(enc.unrotate(y[0], scale=3.0), 3.0 * enc.unrotate(y[0]), rtol=1e-15)
