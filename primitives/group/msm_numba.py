@@ -19,7 +19,6 @@ numba is imported lazily and only here; :func:`available` says whether it can be
 
 from __future__ import annotations
 
-import warnings
 from functools import lru_cache
 from typing import Any
 
@@ -28,8 +27,11 @@ import numpy.typing as npt
 
 from primitives.errors import DecodeError
 from primitives.group import ristretto255_pure as ref
+from primitives.group.jit_switch import JitSwitch, numba_available
 
 _MASK51 = np.uint64((1 << 51) - 1)
+# The ristretto255 generator (RFC 9496 §4.4): what warm_up multiplies.
+_GENERATOR = bytes.fromhex("e2f2ae0a6abc4e71a884a961c500515f58e30b6aa582dd8db6a65945e08d2d76")
 
 
 def limbs_to_int(limbs: npt.NDArray[np.uint64]) -> int:
@@ -72,32 +74,22 @@ def signed_digits(scalars: bytes, n: int, window: int) -> npt.NDArray[np.int64]:
     return digits
 
 
-_DISABLED: list[str] = []
+_SWITCH = JitSwitch("bucket multi-scalar multiplication")
 
 
-@lru_cache(maxsize=1)
 def available() -> bool:
     """True when numba can be imported (it ships with galois, a declared dependency)."""
-    try:
-        import numba  # noqa: F401
-    except ImportError:  # pragma: no cover - depends on the environment
-        return False
-    return True
+    return numba_available()
 
 
 def usable() -> bool:
     """Importable and not switched off after a failure in this process."""
-    return not _DISABLED and available()
+    return _SWITCH.usable()
 
 
 def disable(reason: BaseException) -> None:
     """Stop using the kernel in this process (callers fall back to libsodium), with a warning."""
-    _DISABLED.append(repr(reason))
-    warnings.warn(
-        f"bucket multi-scalar multiplication disabled, falling back to libsodium: {reason!r}",
-        RuntimeWarning,
-        stacklevel=3,
-    )
+    _SWITCH.disable(reason)
 
 
 def window_bits(n: int) -> int:
@@ -112,15 +104,8 @@ def window_bits(n: int) -> int:
 def warm_up() -> bool:
     """Load (or, without a cache, compile) the kernel once per process, so that no caller's
     timing includes it; False when it cannot be used (numba missing or the build failed)."""
-    if not usable():
-        return False
-    generator = bytes.fromhex("e2f2ae0a6abc4e71a884a961c500515f58e30b6aa582dd8db6a65945e08d2d76")
-    try:
-        multi_scalar_mult((1).to_bytes(32, "little"), generator)
-    except Exception as exc:  # a JIT that fails to build must not take the caller down
-        disable(exc)
-        return False
-    return True
+    one = (1).to_bytes(32, "little")
+    return _SWITCH.warm_up(lambda: multi_scalar_mult(one, _GENERATOR))
 
 
 def _kernel() -> Any:

@@ -19,7 +19,6 @@ be used in this process.
 
 from __future__ import annotations
 
-import warnings
 from functools import lru_cache
 from typing import Any
 
@@ -28,6 +27,7 @@ import numpy.typing as npt
 
 from primitives.errors import DecodeError, InvalidInputError, InvalidParameterError
 from primitives.group import ELEMENT_SIZE, RISTRETTO255_ORDER, SCALAR_SIZE, msm_numba
+from primitives.group.jit_switch import JitSwitch, numba_available
 
 #: Status bits: the public key, C or D of that proof is not a canonical, decodable encoding.
 BAD_PK = 1
@@ -35,43 +35,31 @@ BAD_C = 2
 BAD_D = 4
 
 _L_WORDS = tuple(np.uint64((RISTRETTO255_ORDER >> (64 * i)) & ((1 << 64) - 1)) for i in range(4))
-_DISABLED: list[str] = []
+_SWITCH = JitSwitch("variable-time proof kernel")
 
 
 def available() -> bool:
     """True when numba can be imported."""
-    return msm_numba.available()
+    return numba_available()
 
 
 def usable() -> bool:
     """Importable and not switched off after a failure in this process."""
-    return not _DISABLED and available()
+    return _SWITCH.usable()
 
 
 def disable(reason: BaseException) -> None:
     """Stop using the kernel in this process (callers fall back to libsodium), with a warning."""
-    _DISABLED.append(repr(reason))
-    warnings.warn(
-        f"variable-time proof kernel disabled, falling back to libsodium: {reason!r}",
-        RuntimeWarning,
-        stacklevel=3,
-    )
+    _SWITCH.disable(reason)
 
 
 @lru_cache(maxsize=1)
 def warm_up() -> bool:
     """Load (or, without a cache, compile) the kernel once per process, so that no caller's
     timing includes it; False when it cannot be used (numba missing or the build failed)."""
-    if not usable():
-        return False
-    generator = bytes.fromhex("e2f2ae0a6abc4e71a884a961c500515f58e30b6aa582dd8db6a65945e08d2d76")
+    generator = msm_numba._GENERATOR
     one = (1).to_bytes(SCALAR_SIZE, "little")
-    try:
-        single_proof_points(generator, generator, generator, one, one, one, 1)
-    except Exception as exc:  # a JIT that fails to build must not take the caller down
-        disable(exc)
-        return False
-    return True
+    return _SWITCH.warm_up(lambda: single_proof_points(generator, generator, generator, one, one, one, 1))
 
 
 @lru_cache(maxsize=1)

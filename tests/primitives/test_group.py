@@ -351,7 +351,7 @@ def test_multi_scalar_mult_falls_back_when_the_kernel_fails(
         raise RuntimeError("no LLVM today")
 
     monkeypatch.setattr(msm_numba, "multi_scalar_mult", broken)
-    monkeypatch.setattr(msm_numba, "_DISABLED", [])
+    monkeypatch.setattr(msm_numba._SWITCH, "failures", [])
     with pytest.warns(RuntimeWarning, match="falling back to libsodium"):
         assert SODIUM.multi_scalar_mult(scalars, elements) == expected
     assert not msm_numba.usable()

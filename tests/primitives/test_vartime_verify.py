@@ -286,7 +286,7 @@ def test_fallback_paths_agree(case: dict[str, Any], monkeypatch: pytest.MonkeyPa
     assert dleq.verify_single_proofs(unaccelerated, case["b"], *args, **kwargs) == expected
     head = (case["c"][:4], case["d"][:4], proofs[:4])  # the pure backend is slow
     assert dleq.verify_single_proofs(PURE, case["b"], *head, **kwargs) == expected[:4]
-    monkeypatch.setattr(vartime_numba, "_DISABLED", ["switched off by the test"])
+    monkeypatch.setattr(vartime_numba._SWITCH, "failures", ["switched off by the test"])
     assert not vartime_numba.usable()
     assert dleq.verify_single_proofs(SODIUM, case["b"], *args, **kwargs) == expected
 
@@ -298,7 +298,7 @@ def test_jit_failure_falls_back_with_a_warning(
         raise RuntimeError("no LLVM today")
 
     monkeypatch.setattr(vartime_numba, "single_proof_points", broken)
-    monkeypatch.setattr(vartime_numba, "_DISABLED", [])
+    monkeypatch.setattr(vartime_numba._SWITCH, "failures", [])
     kwargs = {"context": case["context"], "dst": case["dst"]}
     args = (case["b"], case["c"][:3], case["d"][:3], case["proofs"][:3])
     with pytest.warns(RuntimeWarning, match="falling back to libsodium"):
