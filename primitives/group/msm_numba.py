@@ -14,7 +14,7 @@ prescribes. The limbs of the encodings and the signed digits of the scalars are 
 numpy; the result comes back as canonical coordinates and is encoded by the reference code in
 :mod:`primitives.group.ristretto255_pure`.
 
-numba is imported lazily and only here; :func:`available` says whether it can be used.
+numba is imported lazily and only here; :data:`SWITCH` says whether the kernel can be used.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import numpy.typing as npt
 
 from primitives.errors import DecodeError
 from primitives.group import ristretto255_pure as ref
-from primitives.group.jit_switch import JitSwitch, numba_available
+from primitives.group.jit_switch import JitSwitch
 
 _MASK51 = np.uint64((1 << 51) - 1)
 # The ristretto255 generator (RFC 9496 §4.4): what warm_up multiplies.
@@ -74,22 +74,9 @@ def signed_digits(scalars: bytes, n: int, window: int) -> npt.NDArray[np.int64]:
     return digits
 
 
-_SWITCH = JitSwitch("bucket multi-scalar multiplication")
+#: Whether the kernel may run in this process (``SWITCH.usable()``, ``SWITCH.disable(exc)``).
+SWITCH = JitSwitch("bucket multi-scalar multiplication")
 
-
-def available() -> bool:
-    """True when numba can be imported (it ships with galois, a declared dependency)."""
-    return numba_available()
-
-
-def usable() -> bool:
-    """Importable and not switched off after a failure in this process."""
-    return _SWITCH.usable()
-
-
-def disable(reason: BaseException) -> None:
-    """Stop using the kernel in this process (callers fall back to libsodium), with a warning."""
-    _SWITCH.disable(reason)
 
 
 def window_bits(n: int) -> int:
@@ -105,7 +92,7 @@ def warm_up() -> bool:
     """Load (or, without a cache, compile) the kernel once per process, so that no caller's
     timing includes it; False when it cannot be used (numba missing or the build failed)."""
     one = (1).to_bytes(32, "little")
-    return _SWITCH.warm_up(lambda: multi_scalar_mult(one, _GENERATOR))
+    return SWITCH.warm_up(lambda: multi_scalar_mult(one, _GENERATOR))
 
 
 def _kernel() -> Any:

@@ -194,13 +194,13 @@ class SodiumRistretto255:
                 f"scalars and elements must have equal lengths, got {len(scalars)} "
                 f"and {len(elements)}"
             )
-        if self._accelerate and len(elements) >= MSM_THRESHOLD and msm_numba.usable():
+        if self._accelerate and len(elements) >= MSM_THRESHOLD and msm_numba.SWITCH.usable():
             try:
                 return msm_numba.multi_scalar_mult(b"".join(scalars), b"".join(elements))
             except DecodeError:
                 raise
             except Exception as exc:  # a JIT that fails to build must not take the suite down
-                msm_numba.disable(exc)
+                msm_numba.SWITCH.disable(exc)
         # Accumulate from the first product: no libsodium addition of the identity (a full
         # decode/encode round trip), so one element costs exactly one scalar multiplication.
         total = _IDENTITY

@@ -13,8 +13,8 @@ order L (checked here, DecodeError otherwise); element encodings should come fro
 canonical and non-negative and decodes, and reports failures per proof in the status array
 instead of raising, so one bad proof does not hide the results of the others.
 
-numba is imported lazily and only through the kernel module; :func:`usable` says whether it can
-be used in this process.
+numba is imported lazily and only through the kernel module; :data:`SWITCH` says whether the
+kernel can be used in this process.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import numpy.typing as npt
 
 from primitives.errors import DecodeError, InvalidInputError, InvalidParameterError
 from primitives.group import ELEMENT_SIZE, RISTRETTO255_ORDER, SCALAR_SIZE, msm_numba
-from primitives.group.jit_switch import JitSwitch, numba_available
+from primitives.group.jit_switch import JitSwitch
 
 #: Status bits: the public key, C or D of that proof is not a canonical, decodable encoding.
 BAD_PK = 1
@@ -35,22 +35,9 @@ BAD_C = 2
 BAD_D = 4
 
 _L_WORDS = tuple(np.uint64((RISTRETTO255_ORDER >> (64 * i)) & ((1 << 64) - 1)) for i in range(4))
-_SWITCH = JitSwitch("variable-time proof kernel")
+#: Whether the kernel may run in this process (``SWITCH.usable()``, ``SWITCH.disable(exc)``).
+SWITCH = JitSwitch("variable-time proof kernel")
 
-
-def available() -> bool:
-    """True when numba can be imported."""
-    return numba_available()
-
-
-def usable() -> bool:
-    """Importable and not switched off after a failure in this process."""
-    return _SWITCH.usable()
-
-
-def disable(reason: BaseException) -> None:
-    """Stop using the kernel in this process (callers fall back to libsodium), with a warning."""
-    _SWITCH.disable(reason)
 
 
 @lru_cache(maxsize=1)
@@ -59,7 +46,7 @@ def warm_up() -> bool:
     timing includes it; False when it cannot be used (numba missing or the build failed)."""
     generator = msm_numba._GENERATOR
     one = (1).to_bytes(SCALAR_SIZE, "little")
-    return _SWITCH.warm_up(lambda: single_proof_points(generator, generator, generator, one, one, one, 1))
+    return SWITCH.warm_up(lambda: single_proof_points(generator, generator, generator, one, one, one, 1))
 
 
 @lru_cache(maxsize=1)

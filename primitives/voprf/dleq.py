@@ -158,7 +158,7 @@ def _kernel_applies(group: Group) -> bool:
     return (
         isinstance(group, SodiumRistretto255)
         and bool(getattr(group, "_accelerate", True))
-        and vartime_numba.usable()
+        and vartime_numba.SWITCH.usable()
     )
 
 
@@ -187,7 +187,7 @@ def _kernel_points(
     except InvalidInputError:  # DecodeError included: a precondition the caller broke
         raise
     except Exception as exc:  # a JIT that fails to build must not take verification down
-        vartime_numba.disable(exc)
+        vartime_numba.SWITCH.disable(exc)
         return None
     if status.any():
         i = int(status.nonzero()[0][0])

@@ -33,7 +33,7 @@ from primitives.voprf.hashing import hash_to_scalar_dst
 PROOFS = 256
 SODIUM = get_group("ristretto255-sodium")
 
-pytestmark = pytest.mark.skipif(not vartime_numba.usable(), reason="needs numba")
+pytestmark = pytest.mark.skipif(not vartime_numba.SWITCH.usable(), reason="needs numba")
 
 
 @lru_cache(maxsize=1)

@@ -23,11 +23,12 @@ from primitives import registry
 from primitives.errors import DecodeError, InvalidInputError, InvalidParameterError
 from primitives.group import RISTRETTO255_ORDER, get_group, vartime_numba
 from primitives.group import ristretto255_pure as pure
+from primitives.group.jit_switch import numba_available
 from primitives.randomness import RandomSource
 from primitives.voprf import Mode, dleq, get_suite
 from primitives.voprf.hashing import context_string, hash_to_scalar_dst
 
-pytestmark = pytest.mark.skipif(not vartime_numba.available(), reason="needs numba")
+pytestmark = pytest.mark.skipif(not numba_available(), reason="needs numba")
 
 L = RISTRETTO255_ORDER
 P = (1 << 255) - 19
@@ -286,8 +287,8 @@ def test_fallback_paths_agree(case: dict[str, Any], monkeypatch: pytest.MonkeyPa
     assert dleq.verify_single_proofs(unaccelerated, case["b"], *args, **kwargs) == expected
     head = (case["c"][:4], case["d"][:4], proofs[:4])  # the pure backend is slow
     assert dleq.verify_single_proofs(PURE, case["b"], *head, **kwargs) == expected[:4]
-    monkeypatch.setattr(vartime_numba._SWITCH, "failures", ["switched off by the test"])
-    assert not vartime_numba.usable()
+    monkeypatch.setattr(vartime_numba.SWITCH, "failures", ["switched off by the test"])
+    assert not vartime_numba.SWITCH.usable()
     assert dleq.verify_single_proofs(SODIUM, case["b"], *args, **kwargs) == expected
 
 
@@ -298,12 +299,12 @@ def test_jit_failure_falls_back_with_a_warning(
         raise RuntimeError("no LLVM today")
 
     monkeypatch.setattr(vartime_numba, "single_proof_points", broken)
-    monkeypatch.setattr(vartime_numba._SWITCH, "failures", [])
+    monkeypatch.setattr(vartime_numba.SWITCH, "failures", [])
     kwargs = {"context": case["context"], "dst": case["dst"]}
     args = (case["b"], case["c"][:3], case["d"][:3], case["proofs"][:3])
     with pytest.warns(RuntimeWarning, match="falling back to libsodium"):
         assert dleq.verify_single_proofs(SODIUM, *args, **kwargs) == [True] * 3
-    assert not vartime_numba.usable()
+    assert not vartime_numba.SWITCH.usable()
     assert dleq.verify_single_proofs(SODIUM, *args, **kwargs) == [True] * 3
 
 
