@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
-import json
-from pathlib import Path
 from typing import Any
 
 import pytest
+import vectors
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -25,26 +24,13 @@ from primitives.group.expand import expand_message_xmd
 from primitives.group.ristretto255_sodium import load_libsodium
 from primitives.randomness import RandomSource
 
-VECTORS = Path(__file__).resolve().parents[1] / "vectors"
 L = RISTRETTO255_ORDER
 P = (1 << 255) - 19
 GROUPS = ["ristretto255-sodium", "ristretto255-pure"]
 
 
-def _load(relative: str, sha256: str) -> dict[str, Any]:
-    data = (VECTORS / relative).read_bytes()
-    assert hashlib.sha256(data).hexdigest() == sha256, f"{relative} changed"
-    loaded: dict[str, Any] = json.loads(data)
-    return loaded
-
-
-RFC9496 = _load(
-    "rfc9496/ristretto255.json", "dca1409417a264533ac5378aa39f1274194c3e33380d53832dcaeb83a62745f5"
-)
-RFC9380 = _load(
-    "rfc9380/expand_message_xmd_sha512.json",
-    "c015dbd315369b331c762bad0b180536632fbb2bd58cdf42ffdd1135d0c89db4",
-)
+RFC9496 = vectors.load("rfc9496/ristretto255.json")
+RFC9380 = vectors.load("rfc9380/expand_message_xmd_sha512.json")
 
 SODIUM = get_group("ristretto255-sodium")
 PURE = get_group("ristretto255-pure")

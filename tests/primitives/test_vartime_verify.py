@@ -8,14 +8,12 @@ edge scalars and points, RFC 9497 vectors, tampered proofs and invalid encodings
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+import vectors
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -34,25 +32,12 @@ L = RISTRETTO255_ORDER
 P = (1 << 255) - 19
 SODIUM = get_group("ristretto255-sodium")
 PURE = get_group("ristretto255-pure")
-VECTORS = Path(__file__).resolve().parents[1] / "vectors"
 IDENTITY = bytes(32)
 EDGE_SCALARS = [0, 1, 2, L - 1, L - 2, (L + 1) // 2, (1 << 252) - 1, 1 << 128, (1 << 128) - 1]
 
 
-def _load(relative: str, sha256: str) -> dict[str, Any]:
-    data = (VECTORS / relative).read_bytes()
-    assert hashlib.sha256(data).hexdigest() == sha256, f"{relative} changed"
-    loaded: dict[str, Any] = json.loads(data)
-    return loaded
-
-
-RFC9496 = _load(
-    "rfc9496/ristretto255.json", "dca1409417a264533ac5378aa39f1274194c3e33380d53832dcaeb83a62745f5"
-)
-RFC9497 = _load(
-    "rfc9497/ristretto255-sha512.json",
-    "c7ae504cbb9c4b3b6775c63438e9e86e5cc1a5a4ccaafee656b2e073a3f12e33",
-)
+RFC9496 = vectors.load("rfc9496/ristretto255.json")
+RFC9497 = vectors.load("rfc9497/ristretto255-sha512.json")
 
 
 def _scalar(value: int) -> bytes:

@@ -6,30 +6,17 @@ the README beside it); the checksum is verified before any vector is used.
 
 from __future__ import annotations
 
-import hashlib
-import json
-from pathlib import Path
 from typing import Any
 
 import pytest
+import vectors
 
 from primitives import registry
 from primitives.voprf import Mode, OprfSuite, get_suite
 from primitives.voprf.hashing import context_string
 
-VECTORS = Path(__file__).resolve().parents[1] / "vectors" / "rfc9497" / "ristretto255-sha512.json"
-VECTORS_SHA256 = "c7ae504cbb9c4b3b6775c63438e9e86e5cc1a5a4ccaafee656b2e073a3f12e33"
 GROUPS = ["ristretto255-sodium", "ristretto255-pure"]
-
-
-def _load() -> dict[str, Any]:
-    data = VECTORS.read_bytes()
-    assert hashlib.sha256(data).hexdigest() == VECTORS_SHA256, "vector file changed"
-    loaded: dict[str, Any] = json.loads(data)
-    return loaded
-
-
-DATA = _load()
+DATA = vectors.load("rfc9497/ristretto255-sha512.json")
 CASES = [
     pytest.param(mode, vector, id=f"{mode['name']}-{vector['index']}")
     for mode in DATA["modes"]

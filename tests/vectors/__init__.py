@@ -1,0 +1,26 @@
+"""Known-answer vector files and the one way tests read them: with their recorded sha256, so a
+changed file fails loudly instead of silently testing something else."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent
+
+#: sha256 of each vector file, as recorded in its README.
+SHA256 = {
+    "rfc9380/expand_message_xmd_sha512.json": "c015dbd315369b331c762bad0b180536632fbb2bd58cdf42ffdd1135d0c89db4",
+    "rfc9496/ristretto255.json": "dca1409417a264533ac5378aa39f1274194c3e33380d53832dcaeb83a62745f5",
+    "rfc9497/ristretto255-sha512.json": "c7ae504cbb9c4b3b6775c63438e9e86e5cc1a5a4ccaafee656b2e073a3f12e33",
+}
+
+
+def load(relative: str) -> dict[str, Any]:
+    """The parsed vector file ``relative`` (under tests/vectors), after checking its sha256."""
+    data = (ROOT / relative).read_bytes()
+    assert hashlib.sha256(data).hexdigest() == SHA256[relative], f"{relative} changed"
+    loaded: dict[str, Any] = json.loads(data)
+    return loaded
