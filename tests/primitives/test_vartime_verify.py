@@ -240,9 +240,9 @@ def test_rfc9497_vectors_with_batch_size_one_verify() -> None:
             continue
         suite = get_suite(mode=mode["mode"])
         pk = bytes.fromhex(mode["pkSm"])
-        vectors = [v for v in mode["vectors"] if v["batch_size"] == 1]
-        assert len(vectors) == 2
-        for vector in vectors:
+        singles = [v for v in mode["vectors"] if v["batch_size"] == 1]
+        assert len(singles) == 2
+        for vector in singles:
             blinded = bytes.fromhex(vector["blinded_element"][0])
             evaluated = bytes.fromhex(vector["evaluation_element"][0])
             proof = bytes.fromhex(vector["proof"])
