@@ -11,8 +11,8 @@ import ctypes
 import hashlib
 from typing import Any
 
+import known_answers
 import pytest
-import vectors
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -29,8 +29,8 @@ P = (1 << 255) - 19
 GROUPS = ["ristretto255-sodium", "ristretto255-pure"]
 
 
-RFC9496 = vectors.load("rfc9496/ristretto255.json")
-RFC9380 = vectors.load("rfc9380/expand_message_xmd_sha512.json")
+RFC9496 = known_answers.load("rfc9496/ristretto255.json")
+RFC9380 = known_answers.load("rfc9380/expand_message_xmd_sha512.json")
 
 SODIUM = get_group("ristretto255-sodium")
 PURE = get_group("ristretto255-pure")

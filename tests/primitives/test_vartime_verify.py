@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import known_answers
 import numpy as np
 import pytest
-import vectors
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -36,8 +36,8 @@ IDENTITY = bytes(32)
 EDGE_SCALARS = [0, 1, 2, L - 1, L - 2, (L + 1) // 2, (1 << 252) - 1, 1 << 128, (1 << 128) - 1]
 
 
-RFC9496 = vectors.load("rfc9496/ristretto255.json")
-RFC9497 = vectors.load("rfc9497/ristretto255-sha512.json")
+RFC9496 = known_answers.load("rfc9496/ristretto255.json")
+RFC9497 = known_answers.load("rfc9497/ristretto255-sha512.json")
 
 
 def _scalar(value: int) -> bytes:

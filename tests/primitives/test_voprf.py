@@ -8,15 +8,15 @@ from __future__ import annotations
 
 from typing import Any
 
+import known_answers
 import pytest
-import vectors
 
 from primitives import registry
 from primitives.voprf import Mode, OprfSuite, get_suite
 from primitives.voprf.hashing import context_string
 
 GROUPS = ["ristretto255-sodium", "ristretto255-pure"]
-DATA = vectors.load("rfc9497/ristretto255-sha512.json")
+DATA = known_answers.load("rfc9497/ristretto255-sha512.json")
 CASES = [
     pytest.param(mode, vector, id=f"{mode['name']}-{vector['index']}")
     for mode in DATA["modes"]

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import known_answers
 import pytest
-import vectors
 
 from primitives.errors import (
     DecodeError,
@@ -26,7 +26,7 @@ from primitives.voprf import Mode, OprfSuite, get_suite
 
 L = RISTRETTO255_ORDER
 P = (1 << 255) - 19
-DATA = vectors.load("rfc9497/ristretto255-sha512.json")
+DATA = known_answers.load("rfc9497/ristretto255-sha512.json")
 GROUPS = ["ristretto255-sodium", "ristretto255-pure"]
 IDENTITY = bytes(32)
 GENERATOR = bytes.fromhex("e2f2ae0a6abc4e71a884a961c500515f58e30b6aa582dd8db6a65945e08d2d76")

@@ -1,5 +1,5 @@
-"""Known-answer vector files and the one way tests read them: with their recorded sha256, so a
-changed file fails loudly instead of silently testing something else."""
+"""Known-answer vector files (tests/vectors) and the one way tests read them: with their
+recorded sha256, so a changed file fails loudly instead of silently testing something else."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent
+ROOT = Path(__file__).resolve().parents[1] / "vectors"
 
 #: sha256 of each vector file, as recorded in its README.
 SHA256 = {
