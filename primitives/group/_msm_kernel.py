@@ -312,9 +312,10 @@ def add(p, q):
     return (fmul(e, f), fmul(g, h), fmul(f, g), fmul(e, h))
 
 
-@njit(cache=True, nogil=True)
-def double(p):
-    x1, y1, z1, _ = p
+@njit(cache=True, nogil=True, inline="always")
+def dbl(x1, y1, z1):
+    """2·(X:Y:Z) as completed (e, f, g, h): 4 squarings (dbl-2008-hwcd, a = -1); the extended
+    point is (e·f, g·h, f·g, e·h), and a following doubling needs only its first three."""
     a = fsq(x1)
     b = fsq(y1)
     zz = fsq(z1)
@@ -323,6 +324,12 @@ def double(p):
     e = fsub(h, fsq(fadd(x1, y1)))
     g = fsub(a, b)
     f = fadd(c, g)
+    return e, f, g, h
+
+
+@njit(cache=True, nogil=True)
+def double(p):
+    e, f, g, h = dbl(p[0], p[1], p[2])
     return (fmul(e, f), fmul(g, h), fmul(f, g), fmul(e, h))
 
 

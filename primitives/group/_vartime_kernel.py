@@ -42,6 +42,7 @@ from primitives.group import ristretto255_pure as ref
 from primitives.group._msm_kernel import (
     canonical,
     const,
+    dbl,
     decode,
     fabs,
     fadd,
@@ -262,20 +263,6 @@ def encode_doubles(pts, work, out, i):
 
 
 # -- point formulas ------------------------------------------------------------------------------
-@njit(cache=True, nogil=True, inline="always")
-def dbl(x1, y1, z1):
-    """2·(X:Y:Z) as completed (e, f, g, h): 4 squarings (dbl-2008-hwcd, a = -1)."""
-    a = fsq(x1)
-    b = fsq(y1)
-    zz = fsq(z1)
-    c = fadd(zz, zz)
-    h = fadd(a, b)
-    e = fsub(h, fsq(fadd(x1, y1)))
-    g = fsub(a, b)
-    f = fadd(c, g)
-    return e, f, g, h
-
-
 @njit(cache=True, nogil=True, inline="always")
 def to_p3(r):
     e, f, g, h = r
