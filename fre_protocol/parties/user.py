@@ -306,7 +306,8 @@ class UserPopulation:
                         continue
                     t1 = _clock()
                     try:
-                        self.tags[i] = tag_of(unblind(self.encodings[i], self.blinds[i], msg.evaluated_elements[msg.position]))
+                        evaluated = msg.evaluated_elements[msg.position]
+                        self.tags[i] = tag_of(unblind(self.encodings[i], self.blind_inverses[i], evaluated))
                         res[i] = None
                     except (DecodeError, VerificationError) as exc:
                         res[i] = exc
@@ -494,6 +495,29 @@ def _rfc_voprf_parts(suite: Any) -> tuple[Any, bytes, bytes] | None:
     return suite.group, suite.context_string, hash_to_scalar_dst(suite.context_string)
 
 
+def _split_proof(group: Any, proof: bytes) -> tuple[bytes, bytes]:
+    """``(c, s)`` of an encoded DLEQ proof, each a scalar below the order; DecodeError otherwise."""
+    if len(proof) != 2 * group.scalar_size:
+        raise DecodeError(f"proof must be {2 * group.scalar_size} bytes, got {len(proof)}")
+    return (
+        group.deserialize_scalar(proof[: group.scalar_size]),
+        group.deserialize_scalar(proof[group.scalar_size :]),
+    )
+
+
+def _unblinder(group: Any) -> Any:
+    """``unblind(input, blind_inverse, evaluated) -> PRF output``: RFC 9497 Finalize with the
+    inverse prepared offline, in libsodium's constant time. ``evaluated`` must already have been
+    deserialized by the caller's verification (canonical, on the curve)."""
+    from primitives.voprf.hashing import finalize_hash
+
+    def unblind(input_: bytes, blind_inverse: bytes, evaluated: bytes) -> bytes:
+        unblinded = group.scalar_mult(blind_inverse, evaluated)
+        return finalize_hash(input_, group.serialize_element(unblinded), None)
+
+    return unblind
+
+
 def single_tools(suite: Any, pk: bytes) -> tuple[Any, Any] | None:
     """What a user runs on its own evaluation with a one-element proof, for the RFC 9497 VOPRF
     suite: ``verify_many([(blinded, evaluated, proof), ...]) -> [None | error]`` (VerifyProof,
@@ -504,7 +528,6 @@ def single_tools(suite: Any, pk: bytes) -> tuple[Any, Any] | None:
     if parts is None:
         return None
     from primitives.voprf import dleq
-    from primitives.voprf.hashing import finalize_hash
 
     group, context, dst = parts
     pk_enc = group.serialize_element(group.deserialize_element(pk))
@@ -519,16 +542,13 @@ def single_tools(suite: Any, pk: bytes) -> tuple[Any, Any] | None:
         proofs: list[tuple[bytes, bytes]] = []
         for k, (_blinded, evaluated, proof) in enumerate(items):
             try:
-                if len(proof) != 2 * group.scalar_size:
-                    raise DecodeError(f"proof must be {2 * group.scalar_size} bytes, got {len(proof)}")
-                c = group.deserialize_scalar(proof[: group.scalar_size])
-                s = group.deserialize_scalar(proof[group.scalar_size :])
+                split = _split_proof(group, proof)
                 group.deserialize_element(evaluated)
             except DecodeError as exc:
                 out[k] = exc
                 continue
             todo.append(k)
-            proofs.append((c, s))
+            proofs.append(split)
         if not todo:
             return out
         verdicts = dleq.verify_single_proofs(
@@ -540,26 +560,20 @@ def single_tools(suite: Any, pk: bytes) -> tuple[Any, Any] | None:
                 out[k] = VerificationError("proof does not verify")
         return out
 
-    def unblind(input_: bytes, blind_inverse: bytes, evaluated: bytes) -> bytes:
-        # ``evaluated`` passed verify_many, which deserialized it (canonical, on the curve).
-        unblinded = group.scalar_mult(blind_inverse, evaluated)
-        return finalize_hash(input_, group.serialize_element(unblinded), None)
-
-    return verify_many, unblind
+    return verify_many, _unblinder(group)
 
 
 def batch_tools(suite: Any, pk: bytes) -> tuple[Any, Any] | None:
-    """``(verify(blinded, evaluated, proof) -> bool, unblind(input, blind, evaluated) -> tag)``
+    """``(verify(blinded, evaluated, proof) -> bool, unblind(input, blind_inverse, evaluated))``
     for the RFC 9497 suite: what one user runs on a batched proof (VerifyProof over the whole
     batch, RFC 9497 §2.2.2, then Finalize of its own element without re-verifying). ``None`` for
     suites that do not expose these pieces."""
     parts = _rfc_voprf_parts(suite)
     if parts is None:
         return None
-    from primitives.voprf import Mode, dleq, get_suite
+    from primitives.voprf import dleq
 
     group, context, dst = parts
-    oprf = get_suite(mode=Mode.OPRF, group=group, workers=1)
     key = group.deserialize_element(pk)
     # The batch verification's multi-scalar kernel loads here, once per process, unmetered.
     from primitives.group import msm_numba
@@ -567,19 +581,12 @@ def batch_tools(suite: Any, pk: bytes) -> tuple[Any, Any] | None:
     msm_numba.warm_up()
 
     def verify(blinded: list[bytes], evaluated: list[bytes], proof: bytes) -> bool:
-        if len(proof) != 2 * group.scalar_size:
-            raise DecodeError(f"proof must be {2 * group.scalar_size} bytes, got {len(proof)}")
-        c = group.deserialize_scalar(proof[: group.scalar_size])
-        s = group.deserialize_scalar(proof[group.scalar_size :])
+        c, s = _split_proof(group, proof)
         cs = [group.deserialize_element(x) for x in blinded]
         ds = [group.deserialize_element(x) for x in evaluated]
         return bool(dleq.verify_proof(group, key, cs, ds, (c, s), context=context, dst=dst))
 
-    def unblind(input_: bytes, blind: bytes, evaluated: bytes) -> bytes:
-        (tag,) = oprf.finalize([input_], [blind], [evaluated])
-        return bytes(tag)
-
-    return verify, unblind
+    return verify, _unblinder(group)
 
 
 __all__ = ["OK", "ServerKeys", "UserPopulation", "batch_tools", "single_tools"]
