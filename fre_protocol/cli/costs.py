@@ -11,7 +11,6 @@ from fre_protocol.cli.common import non_negative_int, parse_epsilon, positive_in
 HELP = "per-operation cost table of the protocol on a synthetic population (paper App. B.1)"
 
 
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--n", type=positive_int, default=100_000, help="number of users (default 100000)")
     parser.add_argument("--dim", type=positive_int, default=768, help="embedding dimension (default 768)")

@@ -68,8 +68,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--progress", action="store_true", help="show progress bars")
 
 
-
-
 def demo_population(radius: float) -> Population:
     """The demo data: planted clusters of sizes ``DEMO_CLUSTER_SIZES`` and isolated points."""
     if not 0 < radius < 1:

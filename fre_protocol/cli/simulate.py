@@ -36,10 +36,6 @@ def _fraction(text: str) -> float:
     return value
 
 
-
-
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--embeddings", metavar="X.npy", help="(N, d) float array, one row per user")

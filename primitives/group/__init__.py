@@ -32,6 +32,8 @@ ELEMENT_SIZE = 32
 SCALAR_SIZE = 32
 #: Input length of the ristretto255 one-way map (RFC 9496 §4.3.4).
 UNIFORM_BYTES = 64
+#: Encoding of the ristretto255 generator (RFC 9496 §4.4; Appendix A.1, 1·B).
+GENERATOR_ENCODING = bytes.fromhex("e2f2ae0a6abc4e71a884a961c500515f58e30b6aa582dd8db6a65945e08d2d76")
 
 
 class PrimeOrderGroup(Protocol[E, S]):

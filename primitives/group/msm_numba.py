@@ -26,12 +26,11 @@ import numpy as np
 import numpy.typing as npt
 
 from primitives.errors import DecodeError
+from primitives.group import GENERATOR_ENCODING
 from primitives.group import ristretto255_pure as ref
 from primitives.group.jit_switch import JitSwitch
 
 _MASK51 = np.uint64((1 << 51) - 1)
-# The ristretto255 generator (RFC 9496 §4.4): what warm_up multiplies.
-_GENERATOR = bytes.fromhex("e2f2ae0a6abc4e71a884a961c500515f58e30b6aa582dd8db6a65945e08d2d76")
 
 
 def limbs_to_int(limbs: npt.NDArray[np.uint64]) -> int:
@@ -78,7 +77,6 @@ def signed_digits(scalars: bytes, n: int, window: int) -> npt.NDArray[np.int64]:
 SWITCH = JitSwitch("bucket multi-scalar multiplication")
 
 
-
 def window_bits(n: int) -> int:
     """Bucket window for ``n`` points: roughly log2(n) - 2, the Pippenger optimum."""
     for bound, bits in ((32, 4), (128, 5), (512, 6), (2048, 7), (8192, 8)):
@@ -92,7 +90,7 @@ def warm_up() -> bool:
     """Load (or, without a cache, compile) the kernel once per process, so that no caller's
     timing includes it; False when it cannot be used (numba missing or the build failed)."""
     one = (1).to_bytes(32, "little")
-    return SWITCH.warm_up(lambda: multi_scalar_mult(one, _GENERATOR))
+    return SWITCH.warm_up(lambda: multi_scalar_mult(one, GENERATOR_ENCODING))
 
 
 def _kernel() -> Any:

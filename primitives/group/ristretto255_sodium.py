@@ -23,6 +23,7 @@ from primitives.errors import DecodeError, FreError, InvalidInputError
 from primitives.group import (
     CURVE25519_PRIME,
     ELEMENT_SIZE,
+    GENERATOR_ENCODING,
     RISTRETTO255_ORDER,
     SCALAR_SIZE,
     UNIFORM_BYTES,
@@ -38,8 +39,6 @@ MSM_THRESHOLD = 32
 _L = RISTRETTO255_ORDER
 _P = CURVE25519_PRIME
 _IDENTITY = bytes(ELEMENT_SIZE)
-# Encoding of the ristretto255 generator (RFC 9496 §4.4; Appendix A.1, 1·B).
-_GENERATOR = bytes.fromhex("e2f2ae0a6abc4e71a884a961c500515f58e30b6aa582dd8db6a65945e08d2d76")
 _REQUIRED = (
     "crypto_core_ristretto255_from_hash",
     "crypto_core_ristretto255_is_valid_point",
@@ -127,12 +126,17 @@ class SodiumRistretto255:
     def __repr__(self) -> str:
         return f"SodiumRistretto255(accelerate={self._accelerate})"
 
+    @property
+    def accelerate(self) -> bool:
+        """Whether public-scalar work may use the JIT-compiled kernels (False: libsodium only)."""
+        return self._accelerate
+
     # -- elements ---------------------------------------------------------------------------
     def identity(self) -> bytes:
         return _IDENTITY
 
     def generator(self) -> bytes:
-        return _GENERATOR
+        return GENERATOR_ENCODING
 
     def element_from_uniform_bytes(self, uniform: bytes) -> bytes:
         """The one-way map of RFC 9496 §4.3.4 on 64 bytes (libsodium ``from_hash``)."""

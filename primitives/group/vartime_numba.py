@@ -26,7 +26,7 @@ import numpy as np
 import numpy.typing as npt
 
 from primitives.errors import DecodeError, InvalidInputError, InvalidParameterError
-from primitives.group import ELEMENT_SIZE, RISTRETTO255_ORDER, SCALAR_SIZE, msm_numba
+from primitives.group import ELEMENT_SIZE, GENERATOR_ENCODING, RISTRETTO255_ORDER, SCALAR_SIZE
 from primitives.group.jit_switch import JitSwitch
 
 #: Status bits: the public key, C or D of that proof is not a canonical, decodable encoding.
@@ -39,12 +39,11 @@ _L_WORDS = tuple(np.uint64((RISTRETTO255_ORDER >> (64 * i)) & ((1 << 64) - 1)) f
 SWITCH = JitSwitch("variable-time proof kernel")
 
 
-
 @lru_cache(maxsize=1)
 def warm_up() -> bool:
     """Load (or, without a cache, compile) the kernel once per process, so that no caller's
     timing includes it; False when it cannot be used (numba missing or the build failed)."""
-    generator = msm_numba._GENERATOR
+    generator = GENERATOR_ENCODING
     one = (1).to_bytes(SCALAR_SIZE, "little")
     return SWITCH.warm_up(lambda: single_proof_points(generator, generator, generator, one, one, one, 1))
 

@@ -157,7 +157,7 @@ def _kernel_applies(group: Group) -> bool:
     # ``accelerate=False`` asks the backend for libsodium only; honour it here as well.
     return (
         isinstance(group, SodiumRistretto255)
-        and bool(getattr(group, "_accelerate", True))
+        and group.accelerate
         and vartime_numba.SWITCH.usable()
     )
 
