@@ -29,6 +29,7 @@ import math
 import time
 import tracemalloc
 from collections.abc import Callable, Mapping
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -56,7 +57,7 @@ from fre_protocol.parties.tagging_server import TaggingServer
 from fre_protocol.parties.user import ServerKeys, UserPopulation
 from mechanism.accounting import calibrate_noise, protocol_ledger
 from mechanism.fre_e2t import release_threshold, sample_coins
-from mechanism.grid import PublicGrid, encode_buckets
+from mechanism.grid import PublicGrid, encode_buckets, single_threaded_blas
 from mechanism.ledger import LedgerTerm, PrivacyLedger
 from mechanism.params import FreParams
 from mechanism.release import Release, ReleasedBucket
@@ -423,7 +424,10 @@ def run_protocol(
         store = _open_store(out_path, params, seeds, comps, cfg, noise=noise, n=n, dim=dim, floor=floor)
         transcript_path = out_path / TRANSCRIPT_FILE
     recorder = Recorder(store)
-    blas = _single_threaded_blas()
+    # The parties already run on ``workers`` threads: a multi-threaded BLAS inside each of them
+    # (the DDG rotation's block products) would oversubscribe the cores.
+    blas = ExitStack()
+    blas.enter_context(single_threaded_blas())
     try:
         release, info = _play(
             arr, params, seeds, cfg, comps,
@@ -457,28 +461,6 @@ def run_protocol(
 
     costs = summarize(meter, info, peak_bytes=peak, workers=workers)
     return ProtocolResult(release=release, transcript_path=transcript_path, costs=costs)
-
-
-class _NoLimit:
-    def close(self) -> None:
-        return None
-
-
-def _single_threaded_blas() -> Any:
-    """The parties already run on ``workers`` threads; a multi-threaded BLAS inside each of them
-    (the DDG rotation's block products) would oversubscribe the cores, so BLAS is limited to one
-    thread for the run when threadpoolctl is available (a no-op otherwise)."""
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:
-        return _NoLimit()
-    limits = threadpool_limits(limits=1, user_api="blas")
-
-    class _Restore:
-        def close(self) -> None:
-            limits.restore_original_limits()
-
-    return _Restore()
 
 
 def _open_store(

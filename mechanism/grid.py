@@ -56,8 +56,9 @@ _U64 = 2.0**-53  # unit roundoff of float64
 _INDEX_LIMIT = 2.0**62
 
 
-def _single_threaded_blas() -> AbstractContextManager[object]:
-    """BLAS limited to one thread (threadpoolctl) while our own threads split the work."""
+def single_threaded_blas() -> AbstractContextManager[object]:
+    """BLAS limited to one thread (threadpoolctl) while our own threads split the work, so the
+    two do not oversubscribe the cores; a no-op without threadpoolctl."""
     try:
         from threadpoolctl import threadpool_limits
     except ImportError:  # optional at run time: then BLAS and our threads share the cores
@@ -243,7 +244,7 @@ class PublicGrid:
             # Blocks are independent and numpy releases the GIL in the product and the elementwise
             # passes, so two threads with single-threaded BLAS also parallelize the exactness work
             # that a multithreaded BLAS call alone leaves on one core. Results do not depend on it.
-            with _single_threaded_blas(), ThreadPoolExecutor(workers) as pool:
+            with single_threaded_blas(), ThreadPoolExecutor(workers) as pool:
                 pending = [pool.submit(bucket_block, start, stop) for start, stop in blocks]
                 for (start, stop), future in zip(blocks, pending, strict=True):
                     future.result()  # re-raises the first bad block's error, in row order
