@@ -15,10 +15,9 @@ protocol runner does) when threadpoolctl is importable.
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -26,6 +25,7 @@ import numpy.typing as npt
 import pytest
 
 from fre_protocol.parties.synthesis_server import decode_many
+from mechanism.grid import single_threaded_blas
 from primitives.ddg import DDGConfig, DDGEncoder, fwht
 from primitives.ddg.hadamard import rotation_signs
 from primitives.group import ELEMENT_SIZE, SCALAR_SIZE
@@ -36,17 +36,6 @@ from primitives.sharing.wire import as_residues
 from primitives.voprf import Mode, OprfSuite
 
 IMPLS = ["before", "after"]
-
-
-@contextlib.contextmanager
-def _one_blas_thread() -> Iterator[None]:
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:  # pragma: no cover - optional
-        yield
-        return
-    with threadpool_limits(1):
-        yield
 
 
 # -- the previous implementations ------------------------------------------------------------
@@ -146,7 +135,7 @@ def test_fwht(benchmark: Any, impl: str, m: int) -> None:
     transform: Callable[[npt.NDArray[np.float64]], npt.NDArray[np.float64]] = (
         _fwht_before if impl == "before" else fwht
     )
-    with _one_blas_thread():
+    with single_threaded_blas():
         out = benchmark(transform, x)
     np.testing.assert_allclose(out, _fwht_before(x), atol=1e-9)
     benchmark.extra_info.update(impl=impl, rows=m)
@@ -171,7 +160,7 @@ def test_reconstruct_and_decode(benchmark: Any, impl: str, m: int) -> None:
     def before() -> npt.NDArray[np.float64]:
         return _reconstruct_and_decode_before(ring, config, signs, a, b)
 
-    with _one_blas_thread():
+    with single_threaded_blas():
         out = benchmark(before if impl == "before" else after)
     np.testing.assert_allclose(out, before(), atol=1e-9)
     benchmark.extra_info.update(impl=impl, rows=m)
