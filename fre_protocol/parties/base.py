@@ -33,6 +33,12 @@ BROADCAST = "broadcast"
 PHASE2 = "phase2"
 AGGREGATION = "aggregation"
 
+# What happens to a released tag whose phase-2 contributors fall below the release floor: its
+# aggregate is never sent (``withhold``), or S_tag tops up the missing users' noise (``topup``).
+WITHHOLD = "withhold"
+TOPUP = "topup"
+DROPOUT_POLICIES = (WITHHOLD, TOPUP)
+
 
 class Shuffler(Protocol):
     """What the proxy needs from a shuffler (registry family ``shuffler``)."""
@@ -270,6 +276,7 @@ __all__ = [
     "AGGREGATION",
     "BROADCAST",
     "Channel",
+    "DROPOUT_POLICIES",
     "PHASE1",
     "PHASE1_SUBMIT",
     "PHASE2",
@@ -277,6 +284,8 @@ __all__ = [
     "Recorder",
     "Row",
     "Shuffler",
+    "TOPUP",
+    "WITHHOLD",
     "Workers",
     "chunks",
     "open_batch",

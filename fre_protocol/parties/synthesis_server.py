@@ -31,8 +31,10 @@ from fre_protocol.messages import (
 )
 from fre_protocol.parties.base import (
     AGGREGATION,
+    DROPOUT_POLICIES,
     PHASE1_SUBMIT,
     PHASE2,
+    WITHHOLD,
     Channel,
     Meter,
     Recorder,
@@ -46,9 +48,9 @@ from primitives.secret import Secret
 
 VIEW = Role.S_SYN.label
 
-WITHHOLD = "withhold"
-TOPUP = "topup"
-DROPOUT_POLICIES = (WITHHOLD, TOPUP)
+#: Why a released tag got no centroid when its phase-2 contributors fell below the release floor
+#: (the count itself stays in the operator's diagnostics).
+BELOW_FLOOR = "fewer phase-2 contributors than the release floor"
 
 
 @dataclass
@@ -185,11 +187,9 @@ class SynthesisServer:
                 continue
             seen.add(msg.tag)
             count = msg.count
-            if count == 0:
-                out.withheld[msg.tag] = "no contributors"
-                continue
-            if count < self.release_floor and policy == WITHHOLD:
-                out.withheld[msg.tag] = f"{count} contributors < release floor {self.release_floor}"
+            if count == 0 or (count < self.release_floor and policy == WITHHOLD):
+                # S_tag should not have sent it; S_syn publishes nothing of it either way.
+                out.withheld[msg.tag] = BELOW_FLOOR
                 continue
             t0 = time.perf_counter()
             stacked = np.stack([mine[c] for c in msg.contribution_ids])
@@ -213,7 +213,10 @@ class SynthesisServer:
                 out.contributors[tag] = count
         for tag in self.released:
             if tag not in seen and tag not in out.withheld:
-                out.withheld[tag] = "no aggregate share from S_tag"
+                own = len(self._shares.get(tag, {}))
+                out.withheld[tag] = (
+                    BELOW_FLOOR if own < self.release_floor else "no aggregate share from S_tag"
+                )
         self._recorder.add(rows)
         return out
 
@@ -269,4 +272,4 @@ def _decode_rows(encoder: Any, totals: npt.NDArray[Any], m: int, gamma: float) -
     return out
 
 
-__all__ = ["DROPOUT_POLICIES", "TOPUP", "WITHHOLD", "Reconstruction", "SynthesisServer", "decode_many"]
+__all__ = ["BELOW_FLOOR", "Reconstruction", "SynthesisServer", "decode_many"]

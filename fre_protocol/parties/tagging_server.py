@@ -6,13 +6,19 @@ DLEQ proof (RFC 9497 VOPRF), ``proof_batch_size`` elements per proof; it runs th
 user's encoding, tagged, sums its shares per released tag over the contributions S_syn also
 accepted, and sends S_syn the per-tag aggregate share with the contribution ids it covers.
 
+S_tag, not S_syn, decides whether an aggregate may leave: S_syn holds the other share of every
+contribution, so any aggregate S_tag sends can be reconstructed by S_syn, whatever S_syn later
+publishes. S_tag therefore answers at most one aggregation request per released tag, and only
+over at least the release floor ⌈τ⌉ contributions — the worst case the DDG term of the ledger is
+calibrated for — unless the ``topup`` dropout policy is on, in which case it adds the missing
+users' discrete Gaussian noise itself before sending.
+
 It never sees a tag submission (sealed to S_syn) and so learns only released tags, which are
 public anyway.
 """
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -36,8 +42,11 @@ from fre_protocol.messages import (
 from fre_protocol.parties.base import (
     AGGREGATION,
     BROADCAST,
+    DROPOUT_POLICIES,
     PHASE1,
     PHASE2,
+    TOPUP,
+    WITHHOLD,
     Channel,
     Meter,
     Recorder,
@@ -66,11 +75,21 @@ class TaggingServer:
         workers: Workers,
         meter: Meter,
         recorder: Recorder,
+        release_floor: int,
+        dropout_policy: str = WITHHOLD,
         proof_batch_size: int = 1,
         record_shares: bool = True,
     ) -> None:
         if isinstance(proof_batch_size, bool) or not isinstance(proof_batch_size, int) or proof_batch_size < 1:
             raise InvalidParameterError(f"proof_batch_size must be an integer >= 1, got {proof_batch_size!r}")
+        if isinstance(release_floor, bool) or not isinstance(release_floor, int) or release_floor < 1:
+            raise InvalidParameterError(f"release_floor must be an integer >= 1, got {release_floor!r}")
+        if dropout_policy not in DROPOUT_POLICIES:
+            raise InvalidParameterError(
+                f"dropout_policy must be one of {list(DROPOUT_POLICIES)}, got {dropout_policy!r}"
+            )
+        self.release_floor = release_floor
+        self.dropout_policy = dropout_policy
         self._suite = suite
         self._sk, self.voprf_public_key = voprf_key
         self._box_sk, self.box_public_key = box_key
@@ -94,7 +113,10 @@ class TaggingServer:
         self.released: dict[bytes, int] = {}
         self._shares: dict[bytes, dict[bytes, npt.NDArray[np.uint64]]] = {}
         self.rejections: dict[str, int] = {}
-        self.topped_up: dict[str, int] = {}
+        # Tags whose one aggregation request has been answered (or refused): never a second.
+        self._requested: set[bytes] = set()
+        self.refused: dict[bytes, str] = {}
+        self.topped_up: dict[bytes, int] = {}
 
     # -- phase 1 ---------------------------------------------------------------------------------
     def evaluate(self, ciphertexts: Sequence[bytes]) -> list[bytes]:
@@ -193,52 +215,83 @@ class TaggingServer:
         *,
         sharing: Any,
         dim: int,
-        topup: tuple[int, Any, float] | None = None,
+        noise: tuple[Any, float] | None = None,
     ) -> list[bytes]:
         """For each AcceptedContributions from S_syn, the AggregateShare over the common ids.
 
-        ``topup = (min_contributors, sampler, sigma_int)``: when fewer than ``min_contributors``
-        remain, S_tag adds the missing users' worth of discrete Gaussian noise to its aggregate
-        share, so the sum carries the noise the ledger assumed (SPEC §6 dropouts, "top up").
+        Refused (ProtocolStateError, recorded in S_tag's view, listed in :attr:`refused`): a
+        request for a tag that was not released, a second request for a tag (whatever subset it
+        names), and one whose common contributions number fewer than the release floor — unless
+        the dropout policy is ``topup``: then S_tag adds ``floor − count`` users' worth of
+        discrete Gaussian noise (``noise = (sampler, sigma_int)``, the users' own DDG noise) to
+        its aggregate share, so the sum carries the noise the ledger assumed. An aggregate of no
+        contribution at all is always refused.
         """
         rows: list[Row] = []
         out: list[bytes] = []
         rng = self._rng.child("topup")
-        self.topped_up = {}
         for data in accepted:
             error: Exception | None = None
+            ids: tuple[bytes, ...] = ()
             try:
                 msg = decode_as(data, AcceptedContributions)
-                if msg.tag not in self.released:
-                    raise ProtocolStateError("aggregation requested for a tag that was not released")
+                ids = self._check_request(msg, noise)
             except (DecodeError, ProtocolStateError) as exc:
                 error = exc
             rows.append((VIEW, AGGREGATION, Role.S_SYN.label, VIEW, message_type_name(data), data, status_of(error)))
             if error is not None:
+                if isinstance(error, ProtocolStateError):
+                    self.refused[msg.tag] = str(error)
                 continue
-            mine = self._shares.get(msg.tag, {})
-            ids = tuple(sorted(set(msg.contribution_ids) & set(mine)))
-            t0 = time.perf_counter()
-            if ids:
-                stacked = np.stack([mine[c] for c in ids])
-                t1 = time.perf_counter()
-                total = sharing.aggregate(stacked)
-                self._meter.add("S_tag.accumulate", time.perf_counter() - t1, len(ids))
-                self._meter.add("S_tag.gather", t1 - t0, len(ids))
-            else:
-                total = np.zeros(dim, dtype=np.uint64)
-            if topup is not None and ids:
-                need, sampler, sigma = topup
-                missing = max(0, need - len(ids))
-                if missing and sigma > 0:
-                    draws = sampler.sample(sigma, missing * total.shape[0], rng).reshape(missing, -1)
-                    noise = np.sum(draws, axis=0, dtype=np.int64)
-                    total = ((total.astype(np.int64) + noise) & np.int64(sharing.modulus - 1)).astype(np.uint64)
-                    self.topped_up[msg.tag.hex()] = missing
-            values = total.astype(">u8").tobytes()
-            out.append(AggregateShare(tag=msg.tag, contribution_ids=ids, values=values).encode())
+            out.append(self._aggregate_tag(msg.tag, ids, sharing=sharing, dim=dim, noise=noise, rng=rng))
         self._recorder.add(rows)
         return out
+
+    def _check_request(self, msg: AcceptedContributions, noise: tuple[Any, float] | None) -> tuple[bytes, ...]:
+        """The contribution ids S_tag will sum for this request, or ProtocolStateError."""
+        if msg.tag not in self.released:
+            raise ProtocolStateError("aggregation requested for a tag that was not released")
+        if msg.tag in self._requested:
+            raise ProtocolStateError("second aggregation request for one tag (S_tag answers once per tag)")
+        self._requested.add(msg.tag)
+        mine = self._shares.get(msg.tag, {})
+        ids = tuple(sorted(set(msg.contribution_ids) & set(mine)))
+        if not ids:
+            raise ProtocolStateError("no contribution to aggregate for this tag")
+        if len(ids) < self.release_floor and not (self.dropout_policy == TOPUP and noise is not None):
+            raise ProtocolStateError(
+                f"{len(ids)} contributions are fewer than the release floor {self.release_floor}: "
+                "S_tag sends no aggregate of so few users"
+            )
+        return ids
+
+    def _aggregate_tag(
+        self,
+        tag: bytes,
+        ids: tuple[bytes, ...],
+        *,
+        sharing: Any,
+        dim: int,
+        noise: tuple[Any, float] | None,
+        rng: RandomSource,
+    ) -> bytes:
+        mine = self._shares[tag]
+        t0 = time.perf_counter()
+        stacked = np.stack([mine[c] for c in ids])
+        t1 = time.perf_counter()
+        total = sharing.aggregate(stacked)
+        self._meter.add("S_tag.accumulate", time.perf_counter() - t1, len(ids))
+        self._meter.add("S_tag.gather", t1 - t0, len(ids))
+        missing = missing_users(len(ids), self.release_floor)
+        if missing and noise is not None:
+            sampler, sigma = noise
+            if sigma > 0:
+                draws = sampler.sample(sigma, missing * total.shape[0], rng.child(tag.hex())).reshape(missing, -1)
+                added = np.sum(draws, axis=0, dtype=np.int64)
+                total = ((total.astype(np.int64) + added) & np.int64(sharing.modulus - 1)).astype(np.uint64)
+            self.topped_up[tag] = missing
+        values = total.astype(">u8").tobytes()
+        return AggregateShare(tag=tag, contribution_ids=ids, values=values).encode()
 
     # -- helpers ---------------------------------------------------------------------------------
     def _record(self, phase: str, opened: Sequence[Opened]) -> None:
@@ -253,9 +306,9 @@ class TaggingServer:
         self._recorder.add(rows)
 
 
-def missing_users(count: int, tau: float) -> int:
-    """How many contributors short of ⌈τ⌉ an aggregate is (for the dropout policy)."""
-    return max(0, math.ceil(tau) - count)
+def missing_users(count: int, floor: int) -> int:
+    """How many contributors short of the release floor an aggregate is (for the dropout policy)."""
+    return max(0, floor - count)
 
 
 __all__ = ["TaggingServer", "missing_users"]

@@ -100,7 +100,7 @@ def test_tagging_server_evaluates_valid_and_rejects_bad_elements(comps, store, b
     box = _keys(comps, "tag")
     server = TaggingServer(
         suite=suite, voprf_key=(Secret(sk), pk), box_key=box, channel=channel,
-        rng=RandomSource.seeded(2, "S_tag"), workers=Workers(2), meter=Meter(), recorder=Recorder(store, flush_every=1),
+        rng=RandomSource.seeded(2, "S_tag"), release_floor=1, workers=Workers(2), meter=Meter(), recorder=Recorder(store, flush_every=1),
         proof_batch_size=batch,
     )
     rng = RandomSource.seeded(5, "users")

@@ -29,7 +29,7 @@ def _setup(comps, coins: np.ndarray):  # type: ignore[no-untyped-def]
     meter = Meter()
     server = TaggingServer(
         suite=suite, voprf_key=(Secret(sk), pk), box_key=tag_box, channel=channel,
-        rng=RandomSource.seeded(2, "S_tag"), workers=Workers(2), meter=meter, recorder=Recorder(None),
+        rng=RandomSource.seeded(2, "S_tag"), release_floor=1, workers=Workers(2), meter=meter, recorder=Recorder(None),
     )
     encodings = [b"bucket-%d" % (i % 7) for i in range(N)]
     users = UserPopulation(
