@@ -36,7 +36,9 @@ from fre_protocol.messages import (
     TagSubmission,
     decode,
 )
+from fre_protocol.published import check_published, release_document_problems
 from fre_protocol.runner import TRANSCRIPT_FILE
+from mechanism.accounting import histogram_release_cost
 from mechanism.params import FreParams
 from primitives.errors import DecodeError, InvalidInputError
 from transcripts import TranscriptStore, view_summary
@@ -181,6 +183,19 @@ def check_release(store: TranscriptStore) -> list[AuditFinding]:
     if recorded is None:
         findings.append(AuditFinding(name="release:recorded", passed=False, detail="no recorded release artifact"))
         return findings
+    problems = release_document_problems(recorded)
+    findings.append(
+        AuditFinding(
+            name="release:public_fields",
+            passed=not problems,
+            detail=(
+                "the recorded release holds only fields on the public allow-list"
+                if not problems
+                else f"the recorded release holds non-public fields: {', '.join(problems[:8])}"
+            ),
+            data={"problems": problems},
+        )
+    )
     rec_counts = {bytes.fromhex(b["id"]): int(b["count"]) for b in recorded["buckets"]}
     withheld = {bytes.fromhex(t) for t in recorded.get("info", {}).get("withheld", {})}
     expected = {t: c for t, c in recomputed.items() if t not in withheld}
@@ -208,7 +223,9 @@ def check_release(store: TranscriptStore) -> list[AuditFinding]:
             len(rec_counts), int(header.extra.get("dim", 0))
         )
         order = sorted(rec_counts)
-        rec_contrib = {bytes.fromhex(k): int(v) for k, v in recorded.get("info", {}).get("contributors", {}).items()}
+        # Contributor counts are operator-private: the run records them beside the release.
+        private = store.get_artifact("diagnostics") if store.has_artifact("diagnostics") else {}
+        rec_contrib = {bytes.fromhex(k): int(v) for k, v in private.get("contributors", {}).items()}
         missing = [t for t in order if t not in centroids]
         worst = 0.0
         for row, tag in zip(recorded_c, order, strict=True):
@@ -274,14 +291,18 @@ def check_ledger(store: TranscriptStore) -> AuditFinding:
     eps = _float(ledger.get("epsilon"))
     delta = _float(ledger.get("delta"))
     within = (not params.is_dp) or (eps <= params.epsilon * (1 + 1e-9) and delta <= params.delta * (1 + 1e-9))
-    # The total must be the composition of its terms (SPEC §4.5): histogram = max(heavy hitters,
-    # dummies), then basic composition with the sensitivity failure and the DDG term.
+    # The total must be the composition of its terms: the histogram (heavy hitters with the
+    # dummies, histogram_release_cost), then basic composition with the sensitivity failure and
+    # the DDG term.
     composed = True
     if params.is_dp and not missing:
         e = {n: _float(t["epsilon"]) for n, t in terms.items()}
         d = {n: _float(t["delta"]) for n, t in terms.items()}
-        eps_c = max(e["heavy_hitters"], e["dummy_padding"]) + e["centroid_ddg"]
-        delta_c = max(d["heavy_hitters"], d["dummy_padding"]) + d["sensitivity_failure"] + d["centroid_ddg"]
+        hist_eps, hist_delta = histogram_release_cost(
+            e["heavy_hitters"], d["heavy_hitters"], params.p_sample, e["dummy_padding"], d["dummy_padding"]
+        )
+        eps_c = hist_eps + e["centroid_ddg"]
+        delta_c = hist_delta + d["sensitivity_failure"] + d["centroid_ddg"]
         composed = math.isclose(eps, eps_c, rel_tol=1e-9) and math.isclose(delta, delta_c, rel_tol=1e-9)
     return AuditFinding(
         name="ledger",
@@ -327,7 +348,10 @@ def audit_run(
     path = resolve_transcript(run)
     store = TranscriptStore.open(path)
     try:
-        return _audit(store, embeddings=embeddings, user_ids=user_ids)
+        report = _audit(store, embeddings=embeddings, user_ids=user_ids)
+        # The published files beside the transcript: every field on the public allow-list.
+        published = tuple(check_published(path.parent))
+        return AuditReport(findings=report.findings + published, summary=report.summary)
     finally:
         store.close()
 

@@ -41,9 +41,11 @@ from fre_protocol.components import Components, build_components
 from fre_protocol.messages import Role
 from fre_protocol.parties.base import (
     BROADCAST,
+    DROPOUT_POLICIES,
     PHASE1,
     PHASE1_SUBMIT,
     PHASE2,
+    WITHHOLD,
     Meter,
     Recorder,
     Workers,
@@ -52,10 +54,10 @@ from fre_protocol.parties.base import (
 )
 from fre_protocol.parties.dummy_user import DummyUser
 from fre_protocol.parties.proxy import AnonymizingProxy, Delivery, NetworkAdversary
-from fre_protocol.parties.synthesis_server import DROPOUT_POLICIES, TOPUP, WITHHOLD, SynthesisServer
+from fre_protocol.parties.synthesis_server import SynthesisServer
 from fre_protocol.parties.tagging_server import TaggingServer
 from fre_protocol.parties.user import ServerKeys, UserPopulation
-from mechanism.accounting import calibrate_noise, protocol_ledger
+from mechanism.accounting import calibrate_noise, histogram_release_cost, protocol_ledger
 from mechanism.fre_e2t import release_threshold, sample_coins
 from mechanism.grid import PublicGrid, encode_buckets, single_threaded_blas
 from mechanism.ledger import LedgerTerm, PrivacyLedger
@@ -194,6 +196,24 @@ def dummy_parameters(params: FreParams, config: ProtocolConfig) -> tuple[float, 
     return float(eps0), float(delta0)
 
 
+def aggregation_budget(params: FreParams, dummy: tuple[float, float]) -> tuple[float, float]:
+    """(ε, δ) left for the DDG centroid sums once S_syn's view of all counts is paid for
+    (:func:`mechanism.accounting.histogram_release_cost`, dummies at (2ε0, 2δ0)) and the
+    sensitivity failure: CalibrateNoise's (eps_agg, delta_agg) less what the histogram costs
+    beyond Lemma 1's term."""
+    flat = _budget(params)
+    eps_fre, delta_fre = float(flat["eps_fre"]), float(flat["delta_fre"])
+    eps0, delta0 = dummy
+    hist_eps, hist_delta = histogram_release_cost(eps_fre, delta_fre, params.p_sample, 2 * eps0, 2 * delta0)
+    eps_agg = float(flat["eps_agg"]) - (hist_eps - eps_fre)
+    delta_agg = float(flat["delta_agg"]) - (hist_delta - delta_fre)
+    if not (eps_agg > 0 and delta_agg > 0):
+        raise InfeasibleBudgetError(
+            f"the dummies leave no aggregation budget: (eps_agg, delta_agg) = ({eps_agg:.6g}, {delta_agg:.4g})"
+        )
+    return eps_agg, delta_agg
+
+
 def _check_dummy_budget(params: FreParams, dummy: tuple[float, float]) -> None:
     """The dummies' (2ε0, 2δ0) must fit under Lemma 1's (eps_fre, delta_fre): the aggregation
     already spends the rest of the budget, so more would exceed (ε, δ). Checked before any work."""
@@ -210,8 +230,8 @@ def _check_dummy_budget(params: FreParams, dummy: tuple[float, float]) -> None:
 def ddg_config_for(
     params: FreParams, dim: int, config: ProtocolConfig, *, n_modulus: int
 ) -> Any:
-    """The DDG configuration: σ_int calibrated (RDP, SPEC §4.4) to the aggregation budget
-    (eps_agg, delta_agg) of CalibrateNoise at the worst case of ⌈τ⌉ contributors; the modulus
+    """The DDG configuration: σ_int calibrated (RDP, SPEC §4.4) to :func:`aggregation_budget`
+    at the worst case of ⌈τ⌉ contributors; the modulus
     holds ``modulus_stddevs`` standard deviations of an aggregate of ``n_modulus`` users."""
     from primitives.ddg import DDGConfig, calibrate_ddg, padded_dimension
 
@@ -237,10 +257,10 @@ def ddg_config_for(
             modulus_bits=config.modulus_bits,
             clip=config.clip,
         )
-    flat = _budget(params)
+    eps_agg, delta_agg = aggregation_budget(params, dummy_parameters(params, config))
     return calibrate_ddg(
-        epsilon=float(flat["eps_agg"]),
-        delta=float(flat["delta_agg"]),
+        epsilon=eps_agg,
+        delta=delta_agg,
         sensitivity=params.sensitivity,
         dim=dim,
         n=floor,
@@ -251,7 +271,7 @@ def ddg_config_for(
     )
 
 
-def aggregation_term(params: FreParams, ddg_config: Any) -> LedgerTerm:
+def aggregation_term(params: FreParams, ddg_config: Any, dummy: tuple[float, float]) -> LedgerTerm:
     """The DDG term of the ledger (primitives.ddg's plain dict wrapped as a LedgerTerm)."""
     if not params.is_dp:
         return LedgerTerm(
@@ -263,13 +283,13 @@ def aggregation_term(params: FreParams, ddg_config: Any) -> LedgerTerm:
         )
     from primitives.ddg import ddg_ledger_term
 
-    flat = _budget(params)
+    eps_agg, delta_agg = aggregation_budget(params, dummy)
     term = ddg_ledger_term(
         ddg_config,
-        delta=float(flat["delta_agg"]),
+        delta=delta_agg,
         n=release_threshold(params),
         sensitivity=params.sensitivity,
-        epsilon=float(flat["eps_agg"]),
+        epsilon=eps_agg,
     )
     return LedgerTerm(
         name=str(term["name"]),
@@ -291,16 +311,62 @@ def build_ledger(
             params,
             dummy_epsilon=2 * eps0,
             dummy_delta=2 * delta0,
-            aggregation=aggregation_term(params, ddg_config),
+            aggregation=aggregation_term(params, ddg_config, dummy),
             strict=True,
         )
     else:
         ledger = protocol_ledger(
-            params, dummy_epsilon=math.inf, dummy_delta=0.0, aggregation=aggregation_term(params, ddg_config)
+            params, dummy_epsilon=math.inf, dummy_delta=0.0, aggregation=aggregation_term(params, ddg_config, dummy)
         )
     if extra:
         ledger = dataclasses.replace(ledger, terms=tuple(ledger.terms) + tuple(extra))
     return ledger
+
+
+@dataclass(frozen=True, slots=True)
+class DropoutOutcome:
+    """What the dropout policy did: the tags withheld (with the rule) and topped up, for the
+    release and the ledger, and the below-floor contributor counts, for the operator only."""
+
+    policy: str
+    withheld: dict[str, str]
+    topped_up: list[str]
+    below_floor_contributors: dict[str, int]
+
+    @classmethod
+    def of(cls, result: Any, s_tag: TaggingServer, policy: str) -> DropoutOutcome:
+        return cls(
+            policy=policy,
+            withheld={t.hex(): why for t, why in sorted(result.withheld.items())},
+            topped_up=sorted(t.hex() for t in s_tag.topped_up if t in result.centroids),
+            below_floor_contributors={
+                t.hex(): s_tag.release_floor - missing for t, missing in sorted(s_tag.topped_up.items())
+            },
+        )
+
+    def ledger_term(self) -> LedgerTerm:
+        """A zero-cost term that states the policy and what each affected tag cost.
+
+        Withheld: S_tag sent no aggregate (SPEC §6), so nothing of the tag's users left S_tag.
+        Topped up: S_tag added the missing users' discrete Gaussian noise before sending, so the
+        sum carries the noise of ⌈τ⌉ users and the DDG term, computed at ⌈τ⌉, covers it.
+        """
+        tags: dict[str, dict[str, Any]] = {
+            t: {"outcome": "withheld", "why": why, "epsilon": 0.0, "delta": 0.0} for t, why in self.withheld.items()
+        }
+        for t in self.topped_up:
+            tags[t] = {"outcome": "topped_up", "epsilon": 0.0, "delta": 0.0,
+                       "why": "covered by the DDG term at the release floor"}
+        return LedgerTerm(
+            name="dropouts",
+            epsilon=0.0,
+            delta=0.0,
+            source=(
+                f"dropout policy {self.policy!r} (SPEC §6): S_tag sends no aggregate of fewer than ⌈τ⌉ "
+                "contributions (topup: it first adds the missing users' noise) and answers once per tag"
+            ),
+            detail={"policy": self.policy, "tags": dict(sorted(tags.items()))},
+        )
 
 
 # -- the run ---------------------------------------------------------------------------------------
@@ -539,6 +605,7 @@ def _play(
         s_tag = TaggingServer(
             suite=suite, voprf_key=voprf_key, box_key=tag_box, channel=channel,
             rng=seeds.secret("S_tag"), workers=pool, meter=meter, recorder=recorder,
+            release_floor=floor, dropout_policy=cfg.dropout_policy,
             proof_batch_size=cfg.proof_batch_size, record_shares=seeds.rng_mode == "seeded",
         )
         s_syn = SynthesisServer(
@@ -628,37 +695,15 @@ def _play(
 
     with meter.phase("aggregation"):
         accepted = s_syn.accepted_contributions()
-        topup = None
-        if cfg.dropout_policy == TOPUP and noise and params.is_dp:
-            topup = (floor, comps.sampler, float(ddg_config.sigma_int))
-        aggregates = s_tag.aggregate(accepted, sharing=sharing, dim=width, topup=topup)
+        # The users' own DDG noise, which S_tag tops up under the topup policy (None: noise off).
+        user_noise = (comps.sampler, float(ddg_config.sigma_int)) if noise and params.is_dp else None
+        aggregates = s_tag.aggregate(accepted, sharing=sharing, dim=width, noise=user_noise)
         result = s_syn.reconstruct(aggregates, sharing=sharing, encoder=encoder, policy=cfg.dropout_policy)
 
     # -- the release ---------------------------------------------------------------------------
     tags = sorted(result.centroids)
-    extra: list[LedgerTerm] = []
-    if result.withheld:
-        extra.append(
-            LedgerTerm(
-                name="dropout_withheld",
-                epsilon=0.0,
-                delta=0.0,
-                source="SPEC §6 robustness: a released tag with fewer than ⌈τ⌉ phase-2 contributors is not aggregated",
-                detail={"tags": {t.hex(): why for t, why in sorted(result.withheld.items())}},
-            )
-        )
-    topped = s_tag.topped_up
-    if topped:
-        extra.append(
-            LedgerTerm(
-                name="dropout_topup",
-                epsilon=0.0,
-                delta=0.0,
-                source="SPEC §6 robustness: S_tag adds the missing users' discrete Gaussian noise, so the DDG term at ⌈τ⌉ users holds",
-                detail={"tags": dict(sorted(topped.items()))},
-            )
-        )
-    ledger = build_ledger(params, ddg_config, dummy, tuple(extra))
+    outcome = DropoutOutcome.of(result, s_tag, cfg.dropout_policy)
+    ledger = build_ledger(params, ddg_config, dummy, (outcome.ledger_term(),))
     centroids = (
         np.stack([result.centroids[t] for t in tags]) if tags else np.zeros((0, dim), dtype=np.float64)
     )
@@ -666,33 +711,40 @@ def _play(
     user_status: dict[str, int] = {}
     for s in users.status:
         user_status[s] = user_status.get(s, 0) + 1
+    # Published (release.json): public configuration and functions of the DP output only
+    # (mechanism.release.PUBLIC_INFO_KEYS); the withheld tags are the broadcast minus the centroids.
     info: dict[str, Any] = {
         "path": "protocol",
-        "n_users": n,
         "dim": dim,
         "k": params.k,
         "release_floor": floor,
-        "n_submissions": s_syn.n_submissions,
-        "n_real_submissions": int(users.submitted.sum()),
-        "n_distinct_tags_seen": len(s_syn.counts),
         "n_released_tags": len(released_counts),
         "n_released": len(tags),
-        "n_participants": int(users.participants.size),
-        "n_dropped_out": int(users.dropped.size),
-        "contributors": {t.hex(): result.contributors[t] for t in tags},
-        "withheld": {t.hex(): why for t, why in sorted(result.withheld.items())},
-        "topped_up": dict(sorted(topped.items())),
+        "withheld": outcome.withheld,
+        "topped_up": outcome.topped_up,
         "dropout_policy": cfg.dropout_policy,
-        "dummies": dummy_user.summary() if dummy_user is not None else None,
         "ddg": ddg_config.to_dict(),
         "sigma_effective": float(ddg_config.noise_std(floor)) if noise else 0.0,
         "sigma_mechanism": float(base_ledger.sigma),
         "proof_batch_size": cfg.proof_batch_size,
-        "user_workers": user_pool.workers,
         "components": comps.header(),
+        "rng_mode": seeds.rng_mode,
+    }
+    # Operator-private: every count below reads the private data (or its dummies) directly.
+    diagnostics: dict[str, Any] = {
+        "n_users": n,
+        "n_submissions": s_syn.n_submissions,
+        "n_real_submissions": int(users.submitted.sum()),
+        "n_distinct_tags_seen": len(s_syn.counts),
+        "n_participants": int(users.participants.size),
+        "n_dropped_out": int(users.dropped.size),
+        "contributors": {t.hex(): result.contributors[t] for t in tags},
+        "below_floor_contributors": outcome.below_floor_contributors,
+        "refused_by_S_tag": {t.hex(): why for t, why in sorted(s_tag.refused.items())},
+        "dummies": dummy_user.summary() if dummy_user is not None else None,
+        "user_workers": user_pool.workers,
         "rejections": rejections,
         "user_status": user_status,
-        "rng_mode": seeds.rng_mode,
     }
     release = Release(
         buckets=tuple(ReleasedBucket(id=t.hex(), count=released_counts[t]) for t in tags),
@@ -702,14 +754,11 @@ def _play(
         seeds=seeds.to_dict(),
         noise=noise,
         info=info,
+        diagnostics=diagnostics,
     )
     if store is not None:
         _store_artifacts(store, release, ledger, ddg_config, seeds, voprf_key, tag_box, syn_box, keys, dummy_user, released_counts)
-    info["sizes"] = {
-        "width": width,
-        "share_bytes": list(sharing.share_sizes(width)),
-    }
-    return release, info
+    return release, {**info, **diagnostics, "sizes": {"width": width, "share_bytes": list(sharing.share_sizes(width))}}
 
 
 def _merge_counts(*maps: Mapping[str, int]) -> dict[str, int]:
@@ -727,6 +776,7 @@ def _store_artifacts(
     released_counts: Mapping[bytes, int],
 ) -> None:
     store.put_artifact("release", release.to_json())
+    store.put_artifact("diagnostics", release.diagnostics)
     store.put_artifact("ledger", ledger.to_dict())
     store.put_artifact("ddg_config", ddg_config.to_dict())
     store.put_artifact("centroids", np.ascontiguousarray(release.centroids, dtype="<f8").tobytes())
@@ -754,6 +804,7 @@ __all__ = [
     "TRANSCRIPT_FILE",
     "ProtocolConfig",
     "ProtocolResult",
+    "aggregation_budget",
     "aggregation_term",
     "box_key",
     "build_ledger",

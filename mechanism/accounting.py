@@ -616,6 +616,28 @@ def multi_text_guarantee(
 
 
 # -- the distributed protocol (SPEC §4.4-§4.5) -------------------------------------------------------------
+def histogram_release_cost(
+    eps_fre: float, delta_fre: float, p_sample: float, dummy_epsilon: float, dummy_delta: float
+) -> tuple[float, float]:
+    """(ε, δ) of S_syn's whole phase-1 view: released counts plus TSDLap-padded sub-threshold
+    counts (docs/threat-model.md, "S_syn's view of the counts").
+
+    Add/remove neighbours differ in one user u of one bucket h; let C be h's sampled count
+    without u and O_m the law of S_syn's view when h's count is m (other buckets and the
+    dummies are independent of C). Released outcomes (m ≥ τ) are Lemma 1's thresholded count:
+    (eps_fre, delta_fre). For sub-threshold outcomes, adding u gives the count C + B with
+    B ~ Bernoulli(p_s), and O_{j+1} ≤ e^{ε_d}·O_j + δ_d for j + 1 < τ (two histogram levels
+    move by one: the dummies' (ε_d, δ_d) = (2ε0, 2δ0)); so the add direction costs
+    ln(1 − p_s + p_s·e^{ε_d}) with δ of p_s·δ_d, and the remove direction 1/(1 − p_s) with no δ.
+    The bucket that crosses τ − 1 → τ moves its mass from the sub-threshold part to the released
+    part, which Lemma 1 accounts for. An event can meet both parts' slack, so the δ's add:
+    ``(max(eps_fre, ln 1/(1 − p_s), ln(1 − p_s + p_s·e^{ε_d})), delta_fre + p_s·δ_d)``.
+    """
+    amplified = math.log1p(p_sample * math.expm1(dummy_epsilon)) if math.isfinite(dummy_epsilon) else math.inf
+    epsilon = max(eps_fre, -math.log1p(-p_sample), amplified)
+    return epsilon, delta_fre + p_sample * dummy_delta
+
+
 def protocol_ledger(
     params: FreParams,
     *,
@@ -628,7 +650,8 @@ def protocol_ledger(
     """The ledger of the two-server protocol (SPEC §4.5).
 
     S_syn sees every tag count, padded by TSDLap dummies: the histogram release costs
-    ``(max(eps_fre, dummy_epsilon), max(delta_fre, dummy_delta))``. Basic composition then adds
+    :func:`histogram_release_cost` of Lemma 1's term and the dummies' (dummy_epsilon,
+    dummy_delta). Basic composition then adds
     delta_sens (Lemma 2) and the aggregation term (the DDG term of the centroid sums). ``sigma``
     is ``aggregation.detail["sigma_effective"]`` (NaN if absent). ``strict=True`` raises
     InfeasibleBudgetError when the total exceeds the target (ε, δ) of ``params``.
@@ -658,12 +681,18 @@ def protocol_ledger(
         source="TSDLap dummy padding of sub-threshold counts (SPEC §4.5)",
         detail={"tau": params.tau},
     )
+    hist_epsilon, hist_delta = histogram_release_cost(
+        heavy.epsilon, heavy.delta, params.p_sample, dummy.epsilon, dummy.delta
+    )
     histogram = LedgerTerm(
         name=HISTOGRAM_RELEASE,
-        epsilon=max(heavy.epsilon, dummy.epsilon),
-        delta=max(heavy.delta, dummy.delta),
-        source="max of heavy_hitters and dummy_padding (SPEC §4.5)",
-        detail={"combines": [HEAVY_HITTERS, DUMMY_PADDING]},
+        epsilon=hist_epsilon,
+        delta=hist_delta,
+        source=(
+            "S_syn's view of all counts: max(eps_fre, ln 1/(1-p_s), ln(1-p_s+p_s·e^eps_dummy)), "
+            "delta_fre + p_s·delta_dummy (histogram_release_cost; docs/threat-model.md)"
+        ),
+        detail={"combines": [HEAVY_HITTERS, DUMMY_PADDING], "p_sample": params.p_sample},
     )
     epsilon = histogram.epsilon + aggregation.epsilon
     delta = min(1.0, histogram.delta + sens.delta + aggregation.delta)
@@ -681,7 +710,7 @@ def protocol_ledger(
         sigma=sigma,
         noise_multiplier=multiplier,
         composition=(
-            f"basic composition of histogram_release (= max of heavy_hitters, dummy_padding), "
+            f"basic composition of histogram_release (heavy_hitters with dummy_padding), "
             f"sensitivity_failure and {aggregation.name}; buckets compose in parallel"
         ),
         params=params.to_dict(),

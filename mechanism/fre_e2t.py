@@ -259,19 +259,24 @@ def run_mechanism(
         ReleasedBucket(id=heavy_ids[i], count=int(c))
         for i, c in zip(order, released_counts.tolist(), strict=True)
     )
+    # Published (release.json): public parameters and functions of the DP output only.
     info: dict[str, Any] = {
         "path": "mechanism",
-        "n_users": n,
         "dim": d,
         "k": params.k,
-        "n_sampled": int(sampled.shape[0]),
-        "n_sampled_buckets": int(counts.shape[0]),
         "n_released": m,
-        "n_contributors": int(rows.shape[0]),
         "release_floor": floor,
         "sigma": sigma,
         "sigma_applied": sigma if (noise and m > 0) else 0.0,
         "rng_mode": seeds.rng_mode,
+    }
+    # Operator-private: these read the data directly (the number of distinct sampled buckets
+    # changes by one between neighbouring populations, and no ledger term pays for it).
+    diagnostics: dict[str, Any] = {
+        "n_users": n,
+        "n_sampled": int(sampled.shape[0]),
+        "n_sampled_buckets": int(counts.shape[0]),
+        "n_contributors": int(rows.shape[0]),
         "timings_s": timings,
     }
     if not math.isfinite(params.epsilon):
@@ -284,4 +289,5 @@ def run_mechanism(
         seeds=seeds.to_dict(),
         noise=bool(noise),
         info=info,
+        diagnostics=diagnostics,
     )

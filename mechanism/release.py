@@ -5,7 +5,14 @@ hex of :func:`mechanism.grid.encode_bucket`) and the distributed protocol (SPEC 
 tags) — so a run of either can be stored, reloaded and compared the same way.
 
 On disk a release is a directory with ``centroids.npy`` (one float64 row per released bucket) and
-``release.json`` (buckets in the same order, ledger, parameters, seeds, noise flag, free-form info).
+``release.json`` (buckets in the same order, ledger, parameters, seeds, noise flag, public info).
+
+Everything in those two files is published, so it must be a function of the DP outputs, the
+public parameters and public randomness only: ``info`` accepts only the keys of
+:data:`PUBLIC_INFO_KEYS` (each one of that kind). Counts that read the private data directly —
+users, sampled buckets, distinct tags, dummies, contributors, rejections — and wall-clock timings
+go into ``diagnostics``, written to :data:`DIAGNOSTICS_FILE`, which is operator-private (like an
+evaluation: never publish it).
 Each file is written to a temporary name and renamed into place; ``release.json`` is written last
 and records the shape and SHA-256 of the centroid array, so a crash between the two writes, or a
 centroid file from another run, is detected by :meth:`Release.load`.
@@ -32,7 +39,37 @@ from primitives.errors import InvalidInputError, InvalidParameterError
 
 CENTROIDS_FILE = "centroids.npy"
 RELEASE_FILE = "release.json"
-FORMAT_VERSION = 1
+DIAGNOSTICS_FILE = "diagnostics.private.json"
+DIAGNOSTICS_LABEL = (
+    "OPERATOR-PRIVATE: diagnostics that read the private data directly (not covered by the DP "
+    "guarantee); never publish this file"
+)
+FORMAT_VERSION = 2
+
+#: The keys ``release.json``'s ``info`` may hold, and why each is public: a public parameter or
+#: configuration, or a function of the DP output (the released buckets and centroids).
+PUBLIC_INFO_KEYS: Mapping[str, str] = {
+    "path": "which path produced the release (mechanism or protocol)",
+    "dim": "embedding dimension (the public embedder's)",
+    "k": "projection dimension (public parameter)",
+    "release_floor": "smallest released count, ⌈τ⌉ (public parameter)",
+    "sigma": "calibrated noise scale (public parameters)",
+    "sigma_applied": "noise scale added (public parameters and whether anything was released)",
+    "rng_mode": "crypto or seeded (public)",
+    "note": "a fixed remark about the parameters",
+    "n_released": "number of released centroids (DP output)",
+    "n_released_tags": "number of tags in the public broadcast (DP output)",
+    "withheld": "released tags without a centroid and the rule that withheld each (public broadcast minus centroids)",
+    "topped_up": "tags whose noise S_tag topped up (dropout policy outcome, with the withheld ones)",
+    "dropout_policy": "withhold or topup (public configuration)",
+    "cover_traffic": "whether every user sent phase-2 cover messages (public configuration)",
+    "norm_guard": "the norm bound above which a decoded sum is withheld (public parameters)",
+    "ddg": "DDG configuration (public parameters and the largest released count)",
+    "sigma_effective": "DDG noise at the release floor (public parameters)",
+    "sigma_mechanism": "the centralized mechanism's σ (public parameters)",
+    "proof_batch_size": "DLEQ proof batch size (public configuration)",
+    "components": "registry names of the primitives (public configuration)",
+}
 
 _HEX = re.compile(r"\A(?:[0-9a-f]{2})+\Z")
 
@@ -88,6 +125,7 @@ class Release:
     seeds: Mapping[str, Any]
     noise: bool
     info: Mapping[str, Any] = field(default_factory=dict)
+    diagnostics: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         buckets = tuple(self.buckets)
@@ -114,7 +152,14 @@ class Release:
         object.__setattr__(self, "buckets", buckets)
         object.__setattr__(self, "centroids", c)
         object.__setattr__(self, "seeds", dict(self.seeds))
+        unknown = sorted(set(self.info) - set(PUBLIC_INFO_KEYS))
+        if unknown:
+            raise InvalidParameterError(
+                f"info may hold only public keys {sorted(PUBLIC_INFO_KEYS)}, got {unknown}: "
+                "put what reads the private data into diagnostics"
+            )
         object.__setattr__(self, "info", dict(self.info))
+        object.__setattr__(self, "diagnostics", dict(self.diagnostics))
 
     # -- views ---------------------------------------------------------------------------------
     def __len__(self) -> int:
@@ -145,7 +190,8 @@ class Release:
         }
 
     def save(self, out_dir: str | os.PathLike[str]) -> None:
-        """Write ``centroids.npy`` then ``release.json`` into ``out_dir``, each atomically."""
+        """Write ``centroids.npy`` then ``release.json`` into ``out_dir``, each atomically, and the
+        operator-private diagnostics (when there are any) into :data:`DIAGNOSTICS_FILE`."""
         out = Path(out_dir)
         if out.exists() and not out.is_dir():
             raise InvalidParameterError(
@@ -167,6 +213,10 @@ class Release:
         )
         text = json.dumps(document, indent=2, allow_nan=False) + "\n"
         write_atomically(out / RELEASE_FILE, lambda fh: fh.write(text), "w")
+        if self.diagnostics:
+            private = {"label": DIAGNOSTICS_LABEL, **json_safe(dict(self.diagnostics))}
+            body = json.dumps(private, indent=2, allow_nan=False) + "\n"
+            write_atomically(out / DIAGNOSTICS_FILE, lambda fh: fh.write(body), "w")
 
     @classmethod
     def load(cls, out_dir: str | os.PathLike[str]) -> Release:
@@ -206,6 +256,14 @@ class Release:
                 f"{str(npy_path)!r} does not match the centroid record in {str(json_path)!r} "
                 "(shape, dtype or SHA-256 differ): the directory holds parts of different runs"
             )
+        diagnostics: dict[str, Any] = {}
+        private_path = out / DIAGNOSTICS_FILE
+        if private_path.is_file():
+            try:
+                diagnostics = json.loads(private_path.read_text(encoding="utf-8"))
+            except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+                raise InvalidInputError(f"{str(private_path)!r} is not valid JSON ({exc})") from None
+            diagnostics.pop("label", None)
         try:
             buckets = tuple(ReleasedBucket(id=b["id"], count=b["count"]) for b in doc["buckets"])
             return cls(
@@ -216,6 +274,7 @@ class Release:
                 seeds=doc["seeds"],
                 noise=doc["noise"],
                 info=doc["info"],
+                diagnostics=diagnostics,
             )
         except (KeyError, TypeError) as exc:
             raise InvalidInputError(f"{str(json_path)!r} is malformed ({exc!r})") from None

@@ -9,6 +9,7 @@ a built-in synthetic population instead of a file.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import sys
 import time
@@ -128,19 +129,13 @@ def run(args: argparse.Namespace) -> int:
         x = load_embeddings(args.embeddings)
         source = str(args.embeddings)
     release = run_mechanism(x, params, seeds, noise=args.noise == "on", progress=args.progress)
-    info = dict(release.info)
-    info["input"] = source
+    # The input's name and the demo's report read the private data: operator-private.
+    diagnostics = dict(release.diagnostics)
+    diagnostics["input"] = source
     if population is not None:
-        info["demo"] = _demo_report(release, population, params.threshold)
-    release = Release(
-        buckets=release.buckets,
-        centroids=release.centroids,
-        ledger=release.ledger,
-        params=release.params,
-        seeds=release.seeds,
-        noise=release.noise,
-        info=info,
-    )
+        diagnostics["demo"] = _demo_report(release, population, params.threshold)
+    release = dataclasses.replace(release, diagnostics=diagnostics)
+    info = release.info
     release.save(out_dir)
     elapsed = time.perf_counter() - started
 
@@ -148,13 +143,13 @@ def run(args: argparse.Namespace) -> int:
     counts = release.counts
     lines = [
         f"fre-e2t mechanism: {x.shape[0]} users, d = {x.shape[1]}, k = {params.k}, {source}",
-        f"  released buckets: {len(release)} (of {info['n_sampled_buckets']} with sampled users; "
+        f"  released buckets: {len(release)} (of {diagnostics['n_sampled_buckets']} with sampled users; "
         f"release at n_h >= {info['release_floor']})",
     ]
     if len(release):
         lines.append(
             f"  counts n_h: min {int(counts.min())}, median {int(np.median(counts))}, "
-            f"max {int(counts.max())}; contributors {info['n_contributors']}"
+            f"max {int(counts.max())}; contributors {diagnostics['n_contributors']}"
         )
     lines.append(
         f"  epsilon {eps}, delta {release.ledger.delta:.3g}, sigma {release.ledger.sigma:.4g}"
@@ -162,7 +157,7 @@ def run(args: argparse.Namespace) -> int:
     )
     lines.append(f"  seeds: {seeds.rng_mode} (public seed {seeds.public_seed.hex()[:16]}…)")
     if population is not None:
-        demo = info["demo"]
+        demo = diagnostics["demo"]
         lines.append(
             f"  demo: recovered {len(demo['clusters_recovered'])} of {demo['planted_clusters']} "
             f"planted clusters ({len(demo['frequent_clusters'])} frequent at t = "

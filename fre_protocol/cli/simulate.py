@@ -100,14 +100,14 @@ def run(args: argparse.Namespace) -> int:
         with TranscriptStore.open(result.transcript_path) as store:
             store.export_jsonl(out_dir / "transcript.jsonl")
     elapsed = time.perf_counter() - started
-    info, costs = release.info, result.costs
+    info, diag, costs = release.info, release.diagnostics, result.costs
     eps = "inf (non-DP)" if not params.is_dp else f"{release.ledger.epsilon:.4g}"
     lines = [
         f"fre-e2t simulate: {x.shape[0]} users, d = {x.shape[1]}, k = {params.k}, {source}",
-        f"  phase 1: {info['n_real_submissions']} tag submissions + "
-        f"{(info['dummies'] or {}).get('dummy_submissions', 0)} dummy; released {info['n_released_tags']} tags "
+        f"  phase 1: {diag['n_real_submissions']} tag submissions + "
+        f"{(diag['dummies'] or {}).get('dummy_submissions', 0)} dummy; released {info['n_released_tags']} tags "
         f"(count >= {info['release_floor']})",
-        f"  phase 2: {info['n_participants']} participants ({info['n_dropped_out']} dropped out); "
+        f"  phase 2: {diag['n_participants']} participants ({diag['n_dropped_out']} dropped out); "
         f"centroids for {info['n_released']} tags" + (f", {len(info['withheld'])} withheld" if info["withheld"] else ""),
     ]
     if len(release):
@@ -117,8 +117,8 @@ def run(args: argparse.Namespace) -> int:
         f"  epsilon {eps}, delta {release.ledger.delta:.3g}, DDG sigma (n = ⌈τ⌉) {release.ledger.sigma:.4g}"
         + ("" if release.noise else "  [noise OFF: not differentially private]")
     )
-    if info["rejections"]:
-        lines.append(f"  rejected messages: {info['rejections']}")
+    if diag["rejections"]:
+        lines.append(f"  rejected messages: {diag['rejections']}")
     lines.append(
         f"  user: online {costs['user_online_ms']:.3g} ms, upload {costs['upload_kB']:.3g} kB, "
         f"download {costs['download_kB']:.3g} kB"

@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from fre_protocol.published import LEDGER_FILE, SYNTHETIC_FILE
 from fre_protocol.text import Inversion, Inverter
 from fre_protocol.text.corpora import Corpus
 from fre_protocol.text.embedder import SentenceTransformerEmbedder
@@ -53,8 +54,6 @@ from primitives.errors import InvalidParameterError
 PROTOCOLS = ("distributed", "central")
 INVERTERS = ("retrieval", "vec2text")
 PARAPHRASE_LABEL = "paraphrase"
-SYNTHETIC_FILE = "synthetic.jsonl"
-LEDGER_FILE = "ledger.json"
 SUMMARY_FILE = "summary.json"
 REPORT_FILE = "report.html"
 EVALUATION_FILE = "evaluation.json"
@@ -520,6 +519,7 @@ def run_synthesis(
         "peak_memory_mb": peak_memory_mb(),
         "evaluation": _strip_arrays(evaluation),
         "release_info": dict(release.info),
+        "release_diagnostics": dict(release.diagnostics),
     }
     write_json(out / SUMMARY_FILE, summary)
     if options.report:

@@ -90,8 +90,8 @@ def _measure(x: np.ndarray, *, repeats: int) -> dict[str, Any]:
         "memory_ratio": peak / x.nbytes,
         "max_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
         "released": len(release),
-        "contributors": release.info["n_contributors"],
-        "stages_s": release.info["timings_s"],
+        "contributors": release.diagnostics["n_contributors"],
+        "stages_s": release.diagnostics["timings_s"],
     }
 
 

@@ -53,7 +53,7 @@ def test_seeded_run_matches_the_library(
     assert saved.ids == direct.ids and len(saved) > 0
     np.testing.assert_array_equal(saved.centroids, direct.centroids)
     assert saved.seeds == SeedPlan.from_seed(7).to_dict()
-    assert saved.info["input"] == str(embeddings) and saved.noise is True
+    assert saved.diagnostics["input"] == str(embeddings) and saved.noise is True
 
 
 def test_without_seed_the_public_seed_is_fresh_and_recorded(
@@ -90,7 +90,7 @@ def test_demo_recovers_the_large_planted_clusters(
 ) -> None:
     rc, out, err = _run(capsys, "--demo", "--seed", "0", "--out", str(tmp_path))
     assert rc == 0, err
-    demo = Release.load(tmp_path).info["demo"]
+    demo = Release.load(tmp_path).diagnostics["demo"]
     assert set(demo["clusters_of_size_2t"]) <= set(demo["clusters_recovered"])
     assert demo["nearest_rare_distance"] > demo["radius"]
     assert "demo: recovered" in out

@@ -65,8 +65,9 @@ def test_simulate_dropout_and_options(x_path: Path, tmp_path: Path) -> None:
          "--dropout", "0.2", "--proof-batch", "16", "--modulus-bits", "30", "--workers", "1", "--no-progress"]
     )
     assert code == 0
-    info = Release.load(out).info
-    assert info["n_dropped_out"] > 0 and info["proof_batch_size"] == 16
+    release = Release.load(out)
+    info = release.info
+    assert release.diagnostics["n_dropped_out"] > 0 and info["proof_batch_size"] == 16
     assert info["ddg"]["modulus_bits"] == 30
 
 

@@ -58,7 +58,7 @@ def test_same_buckets_counts_and_centroids_without_noise(population: Population,
     got = dict(zip(proto.ids, proto.counts.tolist(), strict=True))
     assert got == expected
     assert proto.info["withheld"] == {}
-    assert proto.info["contributors"] == got  # no dropouts: every sampled user contributes
+    assert proto.diagnostics["contributors"] == got  # no dropouts: every sampled user contributes
 
     # Centroids equal up to the DDG quantization bound (per centroid: bound(n_h)/n_h).
     encoder = DDGEncoder(DDGConfig.from_dict(proto.info["ddg"]))

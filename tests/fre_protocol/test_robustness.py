@@ -29,6 +29,7 @@ from fre_protocol.messages import (
 )
 from fre_protocol.parties.base import PHASE1, PHASE1_SUBMIT, PHASE2
 from fre_protocol.parties.proxy import NetworkAdversary
+from fre_protocol.parties.synthesis_server import BELOW_FLOOR
 from fre_protocol.runner import ProtocolConfig, ProtocolResult, box_key, run_protocol
 from mechanism.grid import PublicGrid
 from mechanism.params import FreParams
@@ -127,13 +128,13 @@ def test_bad_phase1_messages_are_rejected_and_change_nothing(pop, honest, tmp_pa
     assert tag_view["rejected:DecodeError"] == 4  # identity, non-canonical, unopenable, truncated
     assert tag_view["rejected:ProtocolStateError"] == 1  # a tag submission in the wrong phase
     # every genuine message still accepted: requests, broadcast, shares, accepted-contribution lists
-    assert tag_view["accepted"] == pop.n + 1 + sum(honest.info["contributors"].values()) + len(honest)
+    assert tag_view["accepted"] == pop.n + 1 + sum(honest.diagnostics["contributors"].values()) + len(honest)
     syn = _statuses(result, "S_syn")
     assert syn["rejected:ProtocolStateError"] == 2  # replay + duplicate nonce
     assert _statuses(result, "proxy")["rejected:DecodeError"] == 1
-    assert result.release.info["rejections"] == {"rejected:DecodeError": 4, "rejected:ProtocolStateError": 3}
+    assert result.release.diagnostics["rejections"] == {"rejected:DecodeError": 4, "rejected:ProtocolStateError": 3}
     # the injected requests got Rejection answers, routed to their connections only
-    assert result.release.info["user_status"] == {"ok": pop.n}
+    assert result.release.diagnostics["user_status"] == {"ok": pop.n}
 
 
 # -- phase 2 --------------------------------------------------------------------------------------
@@ -189,15 +190,15 @@ def test_bad_shares_are_rejected_and_only_their_users_drop_out(pop, honest, tmp_
     # the same buckets and phase-1 counts; the two users with rejected shares are left out of
     # their bucket's sum at BOTH servers (the duplicate's first copy stays accepted)
     assert release.ids == honest.ids and np.array_equal(release.counts, honest.counts)
-    contributors = release.info["contributors"]
-    assert sum(contributors.values()) == sum(honest.info["contributors"].values()) - 2
+    contributors = release.diagnostics["contributors"]
+    assert sum(contributors.values()) == sum(honest.diagnostics["contributors"].values()) - 2
     encoder = DDGEncoder(DDGConfig.from_dict(release.info["ddg"]))
     grid = PublicGrid.derive(SEEDS, pop.dim, INF)
     idx = [tuple(r) for r in grid.bucket_indices(pop.embeddings)]
     dropped = [u for u, kind in adversary.victims.items() if kind in ("short", "range")]
     for row, (tag, n_contrib) in enumerate(contributors.items()):
         honest_row = honest.ids.index(tag)
-        if n_contrib == honest.info["contributors"][tag]:
+        if n_contrib == honest.diagnostics["contributors"][tag]:
             assert np.array_equal(release.centroids[row], honest.centroids[honest_row])
             continue
         # this bucket lost the dropped users: its centroid is the mean of the others
@@ -240,11 +241,11 @@ class ProofBreaker(NetworkAdversary):
 def test_a_failed_proof_aborts_only_its_user(pop, honest, tmp_path) -> None:  # type: ignore[no-untyped-def]
     adversary = ProofBreaker(victims=3)
     result = _run(pop, tmp_path, adversary)
-    status = result.release.info["user_status"]
+    status = result.release.diagnostics["user_status"]
     assert status == {"ok": pop.n - 3, "rejected:VerificationError": 3}
     assert _statuses(result, "user")["rejected:VerificationError"] == 3
     # the three users submitted nothing: each released count drops by its victims, nothing else
-    assert result.release.info["n_real_submissions"] == pop.n - 3
+    assert result.release.diagnostics["n_real_submissions"] == pop.n - 3
     assert result.release.ids == honest.ids
     lost = Counter(_tag_of(pop, u) for u in adversary.hit)
     for tag, count, before in zip(result.release.ids, result.release.counts, honest.counts, strict=True):
@@ -254,7 +255,7 @@ def test_a_failed_proof_aborts_only_its_user(pop, honest, tmp_path) -> None:  # 
 def test_a_failed_batch_proof_aborts_only_its_batch(pop, honest, tmp_path) -> None:  # type: ignore[no-untyped-def]
     adversary = ProofBreaker()
     result = _run(pop, tmp_path, adversary, config=ProtocolConfig(modulus_bits=22, proof_batch_size=64))
-    status = result.release.info["user_status"]
+    status = result.release.diagnostics["user_status"]
     assert status["rejected:VerificationError"] == len(adversary.hit) == 64
     assert status["ok"] == pop.n - 64
 
@@ -288,54 +289,125 @@ def test_dropouts_below_the_floor_withhold_the_centroid(pop, honest, tmp_path) -
 
     result = _run(pop, tmp_path, dropout=dropout)
     release = result.release
-    info = release.info
-    assert info["n_dropped_out"] == 45
+    info, diag = release.info, release.diagnostics
+    assert diag["n_dropped_out"] == 45
     assert len(info["withheld"]) == 1 and len(release) == 1
     (withheld_tag, why), = info["withheld"].items()
-    assert "release floor" in why
-    assert release.ledger.term("dropout_withheld").detail["tags"] == {withheld_tag: why}
+    assert why == BELOW_FLOOR
+    term = release.ledger.term("dropouts")
+    assert term.detail == {
+        "policy": "withhold",
+        "tags": {withheld_tag: {"outcome": "withheld", "why": why, "epsilon": 0.0, "delta": 0.0}},
+    }
     assert release.ledger.epsilon == honest.ledger.epsilon  # zero-cost record, totals unchanged
+    assert withheld_tag in diag["refused_by_S_tag"]
     # the other bucket: phase-1 count kept, divided by its remaining contributors
     (tag,) = release.ids
     assert release.counts[0] == honest.counts[honest.ids.index(tag)]
-    assert info["contributors"][tag] == len(second) - 5
+    assert diag["contributors"][tag] == len(second) - 5
     kept = [u for u in second if u not in gone]
     mean = pop.embeddings[kept].astype(np.float64).mean(axis=0)
     encoder = DDGEncoder(DDGConfig.from_dict(info["ddg"]))
     assert np.linalg.norm(release.centroids[0] - mean) <= encoder.quantization_bound(len(kept)) / len(kept) + 1e-9
 
 
-def test_dropouts_with_topup_keep_the_ddg_guarantee(tmp_path: Path) -> None:
-    """ε = 4 with noise: a tag left with fewer than ⌈τ⌉ = 30 contributors is released because
-    S_tag adds the missing users' noise; the ledger and info say so."""
-    pop = synthetic_population(1, 140, 20, 16, 0.5, RandomSource.seeded(5, "topup"), spread=0.01)
-    params = FreParams.paper(4.0)
+@pytest.fixture(scope="module")
+def lone() -> Population:
+    """One bucket of 140 users: at ε = 8 (τ = 50) it is released with about 70 sampled users."""
+    return synthetic_population(1, 140, 20, 16, 0.5, RandomSource.seeded(5, "topup"), spread=0.01)
+
+
+def _all_but_one(pop: Population, keep: int = 1) -> Any:
     (members,) = _bucket_members(pop)[:1]
 
     def dropout(n: int) -> np.ndarray:
-        return np.isin(np.arange(n), members[: len(members) - 40])
+        return np.isin(np.arange(n), members[keep:])
 
-    result = _run(pop, tmp_path, params=params, noise=True, dropout=dropout,
+    return dropout
+
+
+def _aggregate_entries(result: ProtocolResult) -> tuple[Counter[str], Counter[str]]:
+    with TranscriptStore.open(result.transcript_path) as store:  # type: ignore[arg-type]
+        syn = Counter(e.status for e in store.entries(view="S_syn", message_type="aggregate_share"))
+        tag = Counter(e.status for e in store.entries(view="S_tag", message_type="accepted_contributions"))
+    return syn, tag
+
+
+def test_s_tag_sends_no_aggregate_of_fewer_users_than_the_floor(lone: Population, tmp_path: Path) -> None:
+    """Regression (privacy review): ε = 8, all but one member of the released bucket drop out
+    between the phases. S_tag, which holds the other share of that one user, must not send its
+    aggregate: S_syn would reconstruct a one-user sum protected by one user's noise while the
+    ledger charges the DDG at ⌈τ⌉ users. The refusal is typed and recorded in S_tag's view."""
+    result = _run(lone, tmp_path, params=FreParams.paper(8.0), noise=True, dropout=_all_but_one(lone))
+    release = result.release
+    assert len(release) == 0 and len(release.info["withheld"]) == 1
+    (tag,) = release.info["withheld"]
+    syn_view, tag_view = _aggregate_entries(result)
+    assert syn_view == {}  # nothing of the lone user's sum reached S_syn
+    assert tag_view == {"rejected:ProtocolStateError": 1}
+    assert "fewer than the release floor" in release.diagnostics["refused_by_S_tag"][tag]
+    assert release.ledger.term("dropouts").detail["tags"][tag]["outcome"] == "withheld"
+
+
+def test_s_tag_answers_one_aggregation_request_per_tag(pop, honest, tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A curious S_syn asks twice for one tag, the second time for all but one contribution (a
+    differencing attack on one user). S_tag answers the first request only; the second is refused
+    (typed, recorded) and the release equals the honest one."""
+    from fre_protocol.messages import AcceptedContributions
+    from fre_protocol.parties.synthesis_server import SynthesisServer
+
+    original = SynthesisServer.accepted_contributions
+
+    def twice(self):  # type: ignore[no-untyped-def]
+        out = original(self)
+        first = decode(out[0])
+        assert isinstance(first, AcceptedContributions)
+        return out + [AcceptedContributions(tag=first.tag, contribution_ids=first.contribution_ids[1:]).encode()]
+
+    monkeypatch.setattr(SynthesisServer, "accepted_contributions", twice)
+    result = _run(pop, tmp_path)
+    _same(result.release, honest)
+    syn_view, tag_view = _aggregate_entries(result)
+    assert syn_view == {"accepted": len(honest)}
+    assert tag_view == {"accepted": len(honest), "rejected:ProtocolStateError": 1}
+    (why,) = result.release.diagnostics["refused_by_S_tag"].values()
+    assert "second aggregation request" in why
+
+
+def test_dropouts_with_topup_keep_the_ddg_guarantee(lone: Population, tmp_path: Path) -> None:
+    """ε = 4 with noise: a tag left with fewer than ⌈τ⌉ = 30 contributors is released because
+    S_tag adds the missing users' noise; the ledger and info say so."""
+    params = FreParams.paper(4.0)
+    result = _run(lone, tmp_path, params=params, noise=True, dropout=_all_but_one(lone, keep=40),
                   config=ProtocolConfig(dropout_policy="topup"))
-    info = result.release.info
+    info, diag = result.release.info, result.release.diagnostics
     assert len(result.release) == 1 and info["withheld"] == {}
     (tag,) = result.release.ids
-    assert info["contributors"][tag] < 30
-    assert info["topped_up"] == {tag: 30 - info["contributors"][tag]}
-    assert result.release.ledger.term("dropout_topup").detail["tags"] == info["topped_up"]
+    assert diag["contributors"][tag] < 30
+    assert info["topped_up"] == [tag]
+    assert diag["below_floor_contributors"] == {tag: diag["contributors"][tag]}
+    assert result.release.ledger.term("dropouts").detail == {
+        "policy": "topup",
+        "tags": {tag: {"outcome": "topped_up", "epsilon": 0.0, "delta": 0.0,
+                       "why": "covered by the DDG term at the release floor"}},
+    }
     assert np.all(np.isfinite(result.release.centroids))
+    # With the topup policy but no noise to top up (noise off), S_tag refuses instead.
+    quiet = _run(lone, tmp_path / "quiet", params=params, noise=False, dropout=_all_but_one(lone, keep=40),
+                 config=ProtocolConfig(dropout_policy="topup"))
+    assert len(quiet.release) == 0 and list(quiet.release.info["withheld"].values()) == [BELOW_FLOOR]
 
 
 def test_random_dropout_fraction(pop, tmp_path) -> None:  # type: ignore[no-untyped-def]
     result = _run(pop, tmp_path, dropout=0.3)
-    info = result.release.info
-    assert 0 < info["n_dropped_out"] < 260
-    assert info["n_participants"] + info["n_dropped_out"] == 260  # the two released buckets' users
-    for tag in info["contributors"]:
-        assert info["contributors"][tag] >= 100
+    info, diag = result.release.info, result.release.diagnostics
+    assert 0 < diag["n_dropped_out"] < 260
+    assert diag["n_participants"] + diag["n_dropped_out"] == 260  # the two released buckets' users
+    for tag in diag["contributors"]:
+        assert diag["contributors"][tag] >= 100
     for why in info["withheld"].values():
-        assert "release floor" in why
-    assert len(info["contributors"]) + len(info["withheld"]) == 2
+        assert why == BELOW_FLOOR
+    assert len(diag["contributors"]) + len(info["withheld"]) == 2
     with pytest.raises(ValueError, match="dropout"):
         _run(pop, tmp_path / "x", dropout=1.5)
 

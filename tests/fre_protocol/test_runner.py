@@ -74,8 +74,8 @@ def test_every_message_is_recorded_in_receiver_and_proxy_views(pop: Population, 
         assert summary["S_tag"]["blind_request"]["count"] == n
         assert summary["user"]["evaluation"]["count"] == n
         assert summary["proxy"]["evaluation"]["count"] == n
-        subs = release.info["n_submissions"]
-        parts = release.info["n_participants"]
+        subs = release.diagnostics["n_submissions"]
+        parts = release.diagnostics["n_participants"]
         assert subs == n  # epsilon = inf: every user submits, no dummies
         assert summary["S_syn"]["tag_submission"]["count"] == subs
         assert summary["S_syn"]["share_submission"]["count"] == parts
@@ -130,7 +130,7 @@ def test_user_upload_fits_the_budget_at_d_768() -> None:
     pop = synthetic_population(1, 120, 0, 768, 0.5, RandomSource.seeded(8, "upload"), spread=0.01)
     result = run_protocol(pop.embeddings, INF, SeedPlan.from_seed(8), noise=True)
     costs = result.costs
-    assert result.release.info["n_participants"] >= 100
+    assert result.release.diagnostics["n_participants"] >= 100
     # 87 (blind) + 103 (tag) + 139 (seed share) + 3179 (1024 × 3-byte words) bytes, 32-byte tags
     assert costs["upload_bytes"] == 87 + 103 + 139 + (1 + 32 + 16 + 4 + 1024 * 3 + 48 + 6)
     assert costs["upload_bytes"] <= 4500
@@ -171,7 +171,7 @@ def test_dp_run_records_dummies_and_its_ledger(tmp_path: Path) -> None:
     pop = synthetic_population(1, 150, 30, 16, 0.5, RandomSource.seeded(6, "dp"), spread=0.01)
     params = FreParams.paper(4.0)
     result = run_protocol(pop.embeddings, params, SeedPlan.from_seed(6), out_dir=tmp_path)
-    info, ledger = result.release.info, result.release.ledger
+    info, ledger = result.release.diagnostics, result.release.ledger
     dummies = info["dummies"]
     assert dummies["dummy_submissions"] > 0
     assert info["n_submissions"] == info["n_real_submissions"] + dummies["dummy_submissions"]
@@ -207,7 +207,7 @@ def test_nothing_released(tmp_path: Path) -> None:
     pop = synthetic_population(0, 1, 200, 32, 0.5, RandomSource.seeded(2, "rare"))
     result = run_protocol(pop.embeddings, INF, SeedPlan.from_seed(2), out_dir=tmp_path)
     assert len(result.release) == 0 and result.release.centroids.shape == (0, 32)
-    assert result.release.info["n_participants"] == 0
+    assert result.release.diagnostics["n_participants"] == 0
     assert audit_run(tmp_path, embeddings=pop.embeddings).passed
 
 
@@ -232,4 +232,6 @@ def test_every_share_lost_at_s_tag_means_no_contributors(pop: Population, tmp_pa
     result = run_protocol(pop.embeddings, INF, SeedPlan.from_seed(1), out_dir=tmp_path, adversary=DropToTag())
     info = result.release.info
     assert len(result.release) == 0 and info["n_released_tags"] >= 1
-    assert set(info["withheld"].values()) == {"no contributors"}
+    assert set(info["withheld"].values()) == {"no aggregate share from S_tag"}
+    # S_tag held no share, so it had nothing to aggregate and said so (typed, recorded)
+    assert set(result.release.diagnostics["refused_by_S_tag"].values()) == {"no contribution to aggregate for this tag"}

@@ -18,6 +18,7 @@ from mechanism.accounting import (
     collision_probability,
     heavy_hitter_delta_exact,
     heavy_hitter_privacy,
+    histogram_release_cost,
     kl_bernoulli,
     log_normal_cdf,
     multi_text_guarantee,
@@ -401,28 +402,70 @@ def _ddg_term(eps: float, delta: float, sigma: float = 1.3) -> LedgerTerm:
     )
 
 
-def test_protocol_ledger_takes_max_of_histogram_terms() -> None:
+def test_protocol_ledger_charges_the_histogram_view() -> None:
     params = FreParams.paper(8.0)
     eps_fre, delta_fre = heavy_hitter_privacy(0.5, 4.0, 50.0)
     agg = _ddg_term(5.0, 9e-7)
     low = protocol_ledger(params, dummy_epsilon=2.0, dummy_delta=2e-6 / 10, aggregation=agg)
     hist = low.term("histogram_release")
-    assert hist.epsilon == eps_fre and hist.delta == pytest.approx(2e-7)
+    # ε: Lemma 1's term dominates ln(1 − p + p·e^2) = 1.43 and ln 2; δ: delta_fre + p_s·2e-7
+    assert hist.epsilon == eps_fre and hist.delta == pytest.approx(delta_fre + 0.5 * 2e-7)
     assert low.epsilon == pytest.approx(eps_fre + 5.0)
-    assert low.delta == pytest.approx(2e-7 + sensitivity_failure(20, 2.4) + 9e-7)
+    assert low.delta == pytest.approx(delta_fre + 1e-7 + sensitivity_failure(20, 2.4) + 9e-7)
     assert low.sigma == 1.3 and low.noise_multiplier == pytest.approx(1.3 / 1.2)
     flat = low.to_dict()
     assert flat["eps_agg"] == 5.0 and flat["delta_agg"] == 9e-7
     assert flat["eps_fre"] == eps_fre and flat["delta_fre"] == delta_fre
-    high = protocol_ledger(params, dummy_epsilon=3.0, dummy_delta=1e-14, aggregation=agg)
-    assert high.term("histogram_release").epsilon == 3.0
-    assert high.term("histogram_release").delta == delta_fre
+    high = protocol_ledger(params, dummy_epsilon=4.0, dummy_delta=1e-14, aggregation=agg)
+    assert high.term("histogram_release").epsilon == pytest.approx(math.log(0.5 + 0.5 * math.exp(4.0)))
+    assert high.term("histogram_release").delta == pytest.approx(delta_fre + 0.5e-14)
     within = protocol_ledger(
         params, dummy_epsilon=2.0, dummy_delta=1e-8, aggregation=_ddg_term(5.2, 9e-7), strict=True
     )
     assert within.epsilon <= 8.0
     with pytest.raises(InfeasibleBudgetError, match="above the target"):
-        protocol_ledger(params, dummy_epsilon=3.5, dummy_delta=0.0, aggregation=agg, strict=True)
+        protocol_ledger(params, dummy_epsilon=4.5, dummy_delta=0.0, aggregation=agg, strict=True)
+
+
+def _binomial(n: int, p: float) -> list[float]:
+    return [math.comb(n, m) * p**m * (1 - p) ** (n - m) for m in range(n + 1)]
+
+
+def _synthesis_view(n: int, p: float, tau: int, dummy: np.ndarray) -> tuple[dict[int, float], np.ndarray]:
+    """Exact law of S_syn's view of one bucket of n users: its released count (≥ τ), or the
+    histogram of levels 1..τ−1, each padded by independent dummies (``dummy`` = TSDLap pmf)."""
+    law = _binomial(n, p)
+    shifted = np.concatenate([[0.0], dummy[:-1]])
+    released = {m: law[m] for m in range(tau, n + 1)}
+    sub = np.zeros((dummy.size,) * (tau - 1))
+    for c in range(min(tau, n + 1)):
+        joint = np.ones(())
+        for level in range(1, tau):
+            joint = np.multiply.outer(joint, shifted if c == level else dummy)
+        sub += law[c] * joint
+    return released, sub
+
+
+@pytest.mark.parametrize(("p", "v", "tau", "delta0"), [(0.5, 1.0, 3, 0.02), (0.3, 2.0, 4, 0.005)])
+def test_histogram_release_cost_bounds_the_exact_view(p: float, v: float, tau: int, delta0: float) -> None:
+    """Brute force of the argument in histogram_release_cost: for every bucket size n (the bucket
+    that crosses τ − 1 → τ included), the exact hockey-stick divergence between S_syn's views of
+    n and n + 1 users, both directions, at the stated ε is at most the stated δ."""
+    from primitives.dummies.tsdlap import TSDLapDummyGenerator
+
+    eps_fre, delta_fre = heavy_hitter_privacy(p, v, tau, exact=True)
+    gen = TSDLapDummyGenerator(eps_fre / 2, delta0)
+    dummy = np.append(gen.pmf_vector(np.arange(2 * gen.shift + 1)), 0.0)  # room for the shift
+    epsilon, delta = histogram_release_cost(eps_fre, delta_fre, p, 2 * gen.epsilon0, 2 * gen.delta0)
+    worst = 0.0
+    for n in range(40):
+        a, b = _synthesis_view(n, p, tau, dummy), _synthesis_view(n + 1, p, tau, dummy)
+        for (ra, sa), (rb, sb) in ((a, b), (b, a)):
+            d = sum(max(0.0, ra.get(m, 0.0) - math.exp(epsilon) * rb.get(m, 0.0)) for m in set(ra) | set(rb))
+            d += float(np.maximum(0.0, sa - math.exp(epsilon) * sb).sum())
+            worst = max(worst, d)
+    assert worst <= delta + 1e-12
+    assert worst >= delta_fre - 1e-12  # the released counts alone already need Lemma 1's δ
 
 
 def test_protocol_ledger_without_sigma_and_bad_inputs() -> None:

@@ -50,7 +50,10 @@ def test_round_trip(tmp_path: Path, release: Release) -> None:
     assert loaded.ledger.to_dict() == release.ledger.to_dict()
     assert loaded.seeds == release.seeds and loaded.noise == release.noise
     assert loaded.to_json() == release.to_json()
-    assert sorted(p.name for p in (tmp_path / "run").iterdir()) == ["centroids.npy", "release.json"]
+    assert sorted(p.name for p in (tmp_path / "run").iterdir()) == [
+        "centroids.npy", "diagnostics.private.json", "release.json"
+    ]
+    assert loaded.diagnostics == release.diagnostics
 
 
 def test_json_layout(tmp_path: Path, release: Release) -> None:
