@@ -197,3 +197,21 @@ def test_envelope_with_unknown_role_rejected() -> None:
     assert Role.from_label("S_syn") is Role.S_SYN
     with pytest.raises(InvalidInputError):
         Role.from_label("eve")
+
+
+def test_batch_evaluation_holds_at_most_65535_elements() -> None:
+    """One DLEQ proof covers at most 2^16 - 1 elements (RFC 9497 indexes them with I2OSP(i, 2)):
+    a longer BatchEvaluation is refused when built and when decoded, before any verification."""
+    element, proof = b"e" * ELEMENT_BYTES, b"p" * PROOF_BYTES
+    full = BatchEvaluation(
+        position=65534, blinded_elements=(element,) * 65535, evaluated_elements=(element,) * 65535, proof=proof
+    )
+    assert decode(full.encode()) == full
+    with pytest.raises(InvalidInputError, match="blinded_elements must be a tuple of 1..65535 elements, got 65536"):
+        BatchEvaluation(
+            position=0, blinded_elements=(element,) * 65536, evaluated_elements=(element,) * 65536, proof=proof
+        )
+    for n in (65536, 65537):
+        over = b"\x03" + (0).to_bytes(4, "big") + n.to_bytes(4, "big") + element * (2 * n) + proof
+        with pytest.raises(DecodeError, match=f"batch count must be at most 65535, got {n}"):
+            decode(over)
