@@ -21,6 +21,7 @@ import numpy as np
 import numpy.typing as npt
 
 from fre_protocol.messages import (
+    MAX_PROOF_BATCH,
     AcceptedContributions,
     AggregateShare,
     BatchEvaluation,
@@ -69,8 +70,14 @@ class TaggingServer:
         proof_batch_size: int = 1,
         record_shares: bool = True,
     ) -> None:
-        if isinstance(proof_batch_size, bool) or not isinstance(proof_batch_size, int) or proof_batch_size < 1:
-            raise InvalidParameterError(f"proof_batch_size must be an integer >= 1, got {proof_batch_size!r}")
+        if (
+            isinstance(proof_batch_size, bool)
+            or not isinstance(proof_batch_size, int)
+            or not 1 <= proof_batch_size <= MAX_PROOF_BATCH
+        ):
+            raise InvalidParameterError(
+                f"proof_batch_size must be an integer in [1, {MAX_PROOF_BATCH}], got {proof_batch_size!r}"
+            )
         self._suite = suite
         self._sk, self.voprf_public_key = voprf_key
         self._box_sk, self.box_public_key = box_key
