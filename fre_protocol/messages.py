@@ -26,6 +26,7 @@ from enum import IntEnum
 from typing import ClassVar, TypeVar
 
 from primitives.errors import DecodeError, InvalidInputError
+from primitives.voprf.dleq import MAX_BATCH as MAX_PROOF_BATCH
 
 ELEMENT_BYTES = 32  # ristretto255 element (RFC 9496 §4.3)
 PROOF_BYTES = 64  # DLEQ proof: two scalars (RFC 9497 §2.2)
@@ -37,6 +38,8 @@ TAG_BYTES = 32
 CONTRIBUTION_ID_BYTES = 16  # random per-contribution nonce chosen by the user
 NONCE_BYTES = 16
 MAX_BATCH = 1 << 20  # sanity bound on list lengths read from the wire
+# MAX_PROOF_BATCH (2^16 - 1): the most elements one DLEQ proof covers (RFC 9497 §2.2.1 writes
+# each composite index with I2OSP(i, 2)); a BatchEvaluation carries one proof's batch.
 MAX_REASON = 64
 
 
@@ -151,10 +154,10 @@ class _Reader:
             raise DecodeError(f"{what} length must be at most {limit}, got {n}")
         return self.take(n, what)
 
-    def count(self, what: str) -> int:
+    def count(self, what: str, limit: int = MAX_BATCH) -> int:
         n = self.u32(f"{what} count")
-        if n > MAX_BATCH:
-            raise DecodeError(f"{what} count must be at most {MAX_BATCH}, got {n}")
+        if n > limit:
+            raise DecodeError(f"{what} count must be at most {limit}, got {n}")
         return n
 
     def finish(self) -> None:
@@ -255,8 +258,9 @@ class BatchEvaluation(Message):
     def __post_init__(self) -> None:
         for name in ("blinded_elements", "evaluated_elements"):
             items = getattr(self, name)
-            if not isinstance(items, tuple) or not 1 <= len(items) <= MAX_BATCH:
-                raise InvalidInputError(f"{name} must be a tuple of 1..{MAX_BATCH} elements")
+            if not isinstance(items, tuple) or not 1 <= len(items) <= MAX_PROOF_BATCH:
+                got = len(items) if isinstance(items, tuple) else type(items).__name__
+                raise InvalidInputError(f"{name} must be a tuple of 1..{MAX_PROOF_BATCH} elements, got {got}")
             for i, item in enumerate(items):
                 _check_bytes(f"{name}[{i}]", item, ELEMENT_BYTES)
         if len(self.blinded_elements) != len(self.evaluated_elements):
@@ -283,7 +287,7 @@ class BatchEvaluation(Message):
     @classmethod
     def _read(cls, reader: _Reader) -> BatchEvaluation:
         position = reader.u32("position")
-        n = reader.count("batch")
+        n = reader.count("batch", MAX_PROOF_BATCH)
         blinded = reader.take(n * ELEMENT_BYTES, "blinded_elements")
         evaluated = reader.take(n * ELEMENT_BYTES, "evaluated_elements")
         split = range(0, n * ELEMENT_BYTES, ELEMENT_BYTES)
@@ -580,6 +584,7 @@ def message_type_name(data: bytes) -> str:
 __all__ = [
     "CONTRIBUTION_ID_BYTES",
     "ELEMENT_BYTES",
+    "MAX_PROOF_BATCH",
     "MESSAGE_CLASSES",
     "NONCE_BYTES",
     "PROOF_BYTES",

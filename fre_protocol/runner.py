@@ -38,7 +38,7 @@ import numpy as np
 import numpy.typing as npt
 
 from fre_protocol.components import Components, build_components
-from fre_protocol.messages import Role
+from fre_protocol.messages import MAX_PROOF_BATCH, Role
 from fre_protocol.parties.base import (
     BROADCAST,
     DROPOUT_POLICIES,
@@ -90,7 +90,7 @@ class ProtocolConfig:
     bytes, and S_tag pays ~4 scalar multiplications per element. Larger batches bring S_tag to
     ~2 per element, but every user must download the whole batch (65 bytes per element) and
     verify it (2 multiplications per element): user-side cost is what a device pays, so the
-    default keeps it constant.
+    default keeps it constant. At most 65,535: RFC 9497 indexes a proof's elements with two bytes.
 
     ``user_workers``: threads that play the users' devices (default: as many as the run's
     workers). Each user's costs are the CPU time of the thread doing its work; on a small machine
@@ -124,8 +124,11 @@ class ProtocolConfig:
     chunk_size: int = 1024
 
     def __post_init__(self) -> None:
-        if isinstance(self.proof_batch_size, bool) or not isinstance(self.proof_batch_size, int) or self.proof_batch_size < 1:
-            raise InvalidParameterError(f"proof_batch_size must be an integer >= 1, got {self.proof_batch_size!r}")
+        size = self.proof_batch_size
+        if isinstance(size, bool) or not isinstance(size, int) or not 1 <= size <= MAX_PROOF_BATCH:
+            raise InvalidParameterError(
+                f"proof_batch_size must be an integer in [1, {MAX_PROOF_BATCH}], got {size!r}"
+            )
         if self.user_workers is not None and (
             isinstance(self.user_workers, bool) or not isinstance(self.user_workers, int) or self.user_workers < 1
         ):

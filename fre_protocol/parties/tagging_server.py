@@ -27,6 +27,7 @@ import numpy as np
 import numpy.typing as npt
 
 from fre_protocol.messages import (
+    MAX_PROOF_BATCH,
     AcceptedContributions,
     AggregateShare,
     BatchEvaluation,
@@ -80,8 +81,14 @@ class TaggingServer:
         proof_batch_size: int = 1,
         record_shares: bool = True,
     ) -> None:
-        if isinstance(proof_batch_size, bool) or not isinstance(proof_batch_size, int) or proof_batch_size < 1:
-            raise InvalidParameterError(f"proof_batch_size must be an integer >= 1, got {proof_batch_size!r}")
+        if (
+            isinstance(proof_batch_size, bool)
+            or not isinstance(proof_batch_size, int)
+            or not 1 <= proof_batch_size <= MAX_PROOF_BATCH
+        ):
+            raise InvalidParameterError(
+                f"proof_batch_size must be an integer in [1, {MAX_PROOF_BATCH}], got {proof_batch_size!r}"
+            )
         if isinstance(release_floor, bool) or not isinstance(release_floor, int) or release_floor < 1:
             raise InvalidParameterError(f"release_floor must be an integer >= 1, got {release_floor!r}")
         if dropout_policy not in DROPOUT_POLICIES:

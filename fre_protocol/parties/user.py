@@ -250,7 +250,10 @@ class UserPopulation:
                 if msg.blinded_elements[msg.position] != self.blinded[i]:
                     errors[i] = VerificationError("batch does not hold this user's blinded element")
                     continue
-                batches.setdefault(msg.proof + b"".join(msg.blinded_elements), []).append((i, msg))
+                # Keyed by everything the proof covers: a member whose copy differs in any
+                # element (e.g. an evaluation under another key) is verified on its own.
+                key = msg.proof + b"".join(msg.blinded_elements) + b"".join(msg.evaluated_elements)
+                batches.setdefault(key, []).append((i, msg))
 
         suite, pk = self._suite, self._keys.voprf_public_key
 
@@ -285,8 +288,9 @@ class UserPopulation:
         tools = batch_tools(suite, pk)
 
         def work_batch(group: list[tuple[int, BatchEvaluation]]) -> dict[int, Exception | None]:
-            # Every user of a batch verifies the same proof over the same elements and then
-            # unblinds its own element. The simulation verifies once per batch and charges that
+            # Every member of a group received the same batch (proof, blinded and evaluated
+            # elements), so each would verify the same proof over the same elements and then
+            # unblind its own element. The simulation verifies once per group and charges that
             # verification to each member, plus the member's own unblinding.
             first = group[0][1]
             res: dict[int, Exception | None] = {}

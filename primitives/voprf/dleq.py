@@ -25,8 +25,24 @@ from primitives.voprf.hashing import framed
 
 Group = PrimeOrderGroup[Any, Any]
 
-#: ``I2OSP(i, 2)`` bounds the batch: at most 2^16 elements share a proof.
-MAX_BATCH = 1 << 16
+#: ComputeComposites writes each index with ``I2OSP(i, 2)``, so indices stay below 2^16; a batch
+#: holds at most 2^16 - 1 elements (the bound every layer above checks as well).
+MAX_BATCH = (1 << 16) - 1
+
+
+def check_batch(name: str, size: int) -> None:
+    """InvalidInputError unless ``size`` elements fit one proof (1 to :data:`MAX_BATCH`)."""
+    if not 1 <= size <= MAX_BATCH:
+        raise InvalidInputError(f"{name} must hold 1 to {MAX_BATCH} elements, got {size}")
+
+
+def _check_pair(c_elements: Sequence[Any], d_elements: Sequence[Any]) -> None:
+    if len(c_elements) != len(d_elements):
+        raise InvalidInputError(
+            f"c_elements and d_elements must have equal lengths, got "
+            f"{len(c_elements)} and {len(d_elements)}"
+        )
+    check_batch("c_elements", len(c_elements))
 
 
 def composite_seed(b_enc: bytes, context: bytes) -> bytes:
@@ -38,6 +54,8 @@ def composite_weight(
     group: Group, seed: bytes, index: int, c_enc: bytes, d_enc: bytes, dst: bytes
 ) -> Any:
     """``d_i = HashToScalar(framed(seed) || I2OSP(i, 2) || framed(Ci) || framed(Di) || "Composite")``."""
+    if not 0 <= index < 1 << 16:
+        raise InvalidInputError(f"index must be in [0, {1 << 16}), got {index}")
     transcript = framed(seed) + index.to_bytes(2, "big") + framed(c_enc) + framed(d_enc)
     return group.hash_to_scalar(transcript + b"Composite", dst)
 
@@ -122,6 +140,7 @@ def generate_proof(
     dst: bytes,
 ) -> tuple[Any, Any]:
     """GenerateProof(k, G, B, C, D) of §2.2.1 with explicit randomness ``r``, in one thread."""
+    _check_pair(c_elements, d_elements)
     b_enc = group.serialize_element(b)
     seed = composite_seed(b_enc, context)
     c_enc = [group.serialize_element(x) for x in c_elements]
@@ -141,6 +160,7 @@ def verify_proof(
     dst: bytes,
 ) -> bool:
     """VerifyProof(G, B, C, D, proof) of §2.2.2, in one thread."""
+    _check_pair(c_elements, d_elements)
     b_enc = group.serialize_element(b)
     seed = composite_seed(b_enc, context)
     c_enc = [group.serialize_element(x) for x in c_elements]

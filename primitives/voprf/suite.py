@@ -441,10 +441,7 @@ class OprfSuite:
                 f"{name} must be a list of encoded elements, got a single value"
             )
         batch = list(items)
-        if not 1 <= len(batch) <= dleq.MAX_BATCH - 1:
-            raise InvalidInputError(
-                f"{name} must hold 1 to {dleq.MAX_BATCH - 1} elements, got {len(batch)}"
-            )
+        dleq.check_batch(name, len(batch))
         return batch
 
     def _run(self, work: Callable[[int, int], T], n: int) -> list[T]:

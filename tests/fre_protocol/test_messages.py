@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fre_protocol.messages import (
     CONTRIBUTION_ID_BYTES,
     ELEMENT_BYTES,
+    MAX_PROOF_BATCH,
     MESSAGE_CLASSES,
     PROOF_BYTES,
     TAG_BYTES,
@@ -57,32 +58,35 @@ def released(draw: st.DrawFn) -> ReleasedTags:
     return ReleasedTags(tags=tags, counts=counts)
 
 
-MESSAGES: st.SearchStrategy[Message] = st.one_of(
-    st.builds(BlindRequest, blinded_element=fixed(ELEMENT_BYTES)),
-    st.builds(Evaluation, evaluated_element=fixed(ELEMENT_BYTES), proof=fixed(PROOF_BYTES)),
-    batch_evaluations(),
-    st.builds(TagSubmission, tag=fixed(TAG_BYTES), nonce=fixed(16)),
-    released(),
-    st.builds(
+BY_CLASS: dict[type[Message], st.SearchStrategy[Message]] = {
+    BlindRequest: st.builds(BlindRequest, blinded_element=fixed(ELEMENT_BYTES)),
+    Evaluation: st.builds(Evaluation, evaluated_element=fixed(ELEMENT_BYTES), proof=fixed(PROOF_BYTES)),
+    BatchEvaluation: batch_evaluations(),
+    TagSubmission: st.builds(TagSubmission, tag=fixed(TAG_BYTES), nonce=fixed(16)),
+    ReleasedTags: released(),
+    ShareSubmission: st.builds(
         ShareSubmission,
         tag=fixed(TAG_BYTES),
         contribution_id=fixed(CONTRIBUTION_ID_BYTES),
         share=st.binary(min_size=1, max_size=300),
     ),
-    st.builds(AcceptedContributions, tag=fixed(TAG_BYTES), contribution_ids=sorted_unique(16)),
-    st.builds(
+    AcceptedContributions: st.builds(
+        AcceptedContributions, tag=fixed(TAG_BYTES), contribution_ids=sorted_unique(16)
+    ),
+    AggregateShare: st.builds(
         AggregateShare,
         tag=fixed(TAG_BYTES),
         contribution_ids=sorted_unique(16),
         values=st.integers(1, 20).flatmap(lambda n: fixed(8 * n)),
     ),
-    st.builds(
+    SealedEnvelope: st.builds(
         SealedEnvelope,
         recipient=st.sampled_from([Role.S_TAG, Role.S_SYN]),
         ciphertext=st.binary(min_size=1, max_size=200),
     ),
-    st.builds(Rejection, reason=st.sampled_from(["DecodeError", "VerificationError", "X1"])),
-)
+    Rejection: st.builds(Rejection, reason=st.sampled_from(["DecodeError", "VerificationError", "X1"])),
+}
+MESSAGES: st.SearchStrategy[Message] = st.one_of(*BY_CLASS.values())
 
 
 @given(MESSAGES)
@@ -197,3 +201,91 @@ def test_envelope_with_unknown_role_rejected() -> None:
     assert Role.from_label("S_syn") is Role.S_SYN
     with pytest.raises(InvalidInputError):
         Role.from_label("eve")
+
+
+def test_batch_evaluation_holds_at_most_65535_elements() -> None:
+    """One DLEQ proof covers at most 2^16 - 1 elements (RFC 9497 indexes them with I2OSP(i, 2)):
+    a longer BatchEvaluation is refused when built and when decoded, before any verification."""
+    element, proof = b"e" * ELEMENT_BYTES, b"p" * PROOF_BYTES
+    full = BatchEvaluation(
+        position=65534, blinded_elements=(element,) * 65535, evaluated_elements=(element,) * 65535, proof=proof
+    )
+    assert decode(full.encode()) == full
+    with pytest.raises(InvalidInputError, match="blinded_elements must be a tuple of 1..65535 elements, got 65536"):
+        BatchEvaluation(
+            position=0, blinded_elements=(element,) * 65536, evaluated_elements=(element,) * 65536, proof=proof
+        )
+    for n in (65536, 65537):
+        over = b"\x03" + (0).to_bytes(4, "big") + n.to_bytes(4, "big") + element * (2 * n) + proof
+        with pytest.raises(DecodeError, match=f"batch count must be at most 65535, got {n}"):
+            decode(over)
+
+
+# -- fuzzing: decode's contract on any bytes -------------------------------------------------------
+# Whatever arrives, decode returns a message whose one encoding is exactly those bytes, or raises
+# DecodeError: never another exception, which would abort a whole run instead of one message.
+
+#: Length and count fields set to the values at and around the bounds the decoders enforce.
+EDGE_U32 = st.sampled_from(
+    [0, 1, MAX_PROOF_BATCH, MAX_PROOF_BATCH + 1, 1 << 16, 1 << 20, (1 << 20) + 1, 1 << 30, 2**32 - 1]
+)
+
+
+@st.composite
+def mutated(draw: st.DrawFn, strategy: st.SearchStrategy[Message]) -> bytes:
+    """A valid encoding with a few bytes flipped, set, inserted or deleted, a u32 field set to an
+    edge value, or the end truncated or extended."""
+    data = bytearray(draw(strategy).encode())
+    for _ in range(draw(st.integers(1, 3))):
+        op = draw(st.sampled_from(["flip", "set", "u32", "insert", "delete", "truncate", "extend"]))
+        at = draw(st.integers(0, max(len(data) - 1, 0)))
+        if op == "flip" and data:
+            data[at] ^= 1 << draw(st.integers(0, 7))
+        elif op == "set" and data:
+            data[at] = draw(st.integers(0, 255))
+        elif op == "u32" and len(data) >= 5:
+            at = min(max(at, 1), len(data) - 4)
+            data[at : at + 4] = draw(EDGE_U32).to_bytes(4, "big")
+        elif op == "insert":
+            data[at:at] = draw(st.binary(min_size=1, max_size=8))
+        elif op == "delete":
+            del data[at : at + draw(st.integers(1, 8))]
+        elif op == "truncate":
+            del data[at:]
+        elif op == "extend":
+            data += draw(st.binary(min_size=1, max_size=40))
+    return bytes(data)
+
+
+def _decode_contract(data: bytes) -> None:
+    for wire in (data, bytearray(data), memoryview(data)):
+        for expected in (None, *MESSAGE_CLASSES.values()):
+            try:
+                message = decode(wire, expected)
+            except DecodeError:
+                continue
+            assert message.encode() == data
+            assert expected is None or type(message) is expected
+    assert message_type_name(data) in {t.name.lower() for t in MessageType} | {"unknown"}
+
+
+TYPE_THEN_BYTES = st.tuples(st.sampled_from(list(MessageType)), st.binary(max_size=200)).map(
+    lambda t: bytes((t[0],)) + t[1]
+)
+
+
+@settings(max_examples=400)
+@given(st.one_of(st.binary(max_size=200), TYPE_THEN_BYTES))
+def test_fuzz_random_bytes_decode_or_raise_decode_error(data: bytes) -> None:
+    _decode_contract(data)
+
+
+@pytest.mark.parametrize("cls", list(BY_CLASS), ids=lambda c: c.__name__)
+@settings(max_examples=60)
+@given(data=st.data())
+def test_fuzz_mutated_encodings_decode_or_raise_decode_error(cls: type[Message], data: st.DataObject) -> None:
+    _decode_contract(data.draw(mutated(BY_CLASS[cls])))
+
+
+def test_every_message_type_is_fuzzed() -> None:
+    assert set(BY_CLASS) == set(MESSAGE_CLASSES.values())

@@ -142,6 +142,18 @@ def test_tagging_server_evaluates_valid_and_rejects_bad_elements(comps, store, b
     assert statuses == {"accepted": 7, "rejected:DecodeError": 4, "rejected:ProtocolStateError": 1}
 
 
+def test_tagging_server_refuses_batches_one_proof_cannot_cover(comps) -> None:  # type: ignore[no-untyped-def]
+    suite = comps.suite
+    sk, pk = suite.derive_key_pair(b"k" * 32, b"test")
+    for size in (0, 65536):
+        with pytest.raises(InvalidParameterError, match=rf"proof_batch_size must be an integer in \[1, 65535\], got {size}"):
+            TaggingServer(
+                suite=suite, voprf_key=(Secret(sk), pk), box_key=_keys(comps, "tag"), channel=comps.channel,
+                rng=RandomSource.seeded(2, "S_tag"), release_floor=1, workers=Workers(1), meter=Meter(), recorder=Recorder(None),
+                proof_batch_size=size,
+            )
+
+
 # -- S_syn and the dummy user --------------------------------------------------------------------
 def test_synthesis_server_counts_thresholds_and_drops_duplicates(comps, store) -> None:  # type: ignore[no-untyped-def]
     channel = comps.channel
@@ -196,6 +208,7 @@ def test_rejection_reason_and_config_validation() -> None:
     assert decode(Rejection(reason="DecodeError").encode()) == Rejection(reason="DecodeError")
     for bad in (
         {"proof_batch_size": 0},
+        {"proof_batch_size": 65536},
         {"dummy_epsilon0": -1.0},
         {"dummy_delta0": 0.7},
         {"clip": math.inf},
@@ -205,6 +218,9 @@ def test_rejection_reason_and_config_validation() -> None:
     ):
         with pytest.raises(InvalidParameterError):
             ProtocolConfig(**bad)  # type: ignore[arg-type]
+    with pytest.raises(InvalidParameterError, match=r"proof_batch_size must be an integer in \[1, 65535\], got 65536"):
+        ProtocolConfig(proof_batch_size=65536)
+    assert ProtocolConfig(proof_batch_size=65535).proof_batch_size == 65535
 
 
 def test_workers_map_keeps_order_and_validates() -> None:

@@ -260,6 +260,80 @@ def test_a_failed_batch_proof_aborts_only_its_batch(pop, honest, tmp_path) -> No
     assert status["ok"] == pop.n - 64
 
 
+class KeylessEvaluation(NetworkAdversary):
+    """Gives one member of a proof batch (not the first delivered) its own blinded element as its
+    evaluation (D = C), leaving the proof and the other members' copies as they were. Unblinded,
+    that would be a tag without S_tag's key, which anyone can compute for a candidate bucket."""
+
+    def __init__(self) -> None:
+        self.proof: bytes | None = None
+        self.victim: int | None = None
+
+    def on_response(self, phase: str, pairs: list[tuple[int, bytes]]) -> list[tuple[int, bytes]]:
+        out = []
+        for conn, data in pairs:
+            msg = decode(data)
+            if isinstance(msg, BatchEvaluation) and self.victim is None:
+                if self.proof is None:
+                    self.proof = msg.proof
+                elif msg.proof == self.proof:
+                    self.victim = conn
+                    evaluated = list(msg.evaluated_elements)
+                    evaluated[msg.position] = msg.blinded_elements[msg.position]
+                    data = BatchEvaluation(
+                        position=msg.position, blinded_elements=msg.blinded_elements,
+                        evaluated_elements=tuple(evaluated), proof=msg.proof,
+                    ).encode()
+            out.append((conn, data))
+        return out
+
+
+def test_an_evaluation_outside_the_batch_proof_aborts_only_its_user(pop, honest, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    adversary = KeylessEvaluation()
+    result = _run(pop, tmp_path, adversary, config=ProtocolConfig(modulus_bits=22, proof_batch_size=64))
+    assert adversary.victim is not None
+    assert result.release.info["user_status"] == {"ok": pop.n - 1, "rejected:VerificationError": 1}
+    assert _statuses(result, "user")["rejected:VerificationError"] == 1
+    # the rest of its batch kept their tags: each released count loses the victim only
+    assert result.release.info["n_real_submissions"] == pop.n - 1
+    assert result.release.ids == honest.ids
+    lost = _tag_of(pop, adversary.victim)
+    for tag, count, before in zip(result.release.ids, result.release.counts, honest.counts, strict=True):
+        assert count == before - (tag == lost)
+
+
+class OversizeBatch(NetworkAdversary):
+    """Answers one user with a batch of 2^16 + 1 elements around its own blinded element: more
+    than one proof can cover (RFC 9497 indexes composites with I2OSP(i, 2))."""
+
+    def __init__(self) -> None:
+        self.victim: int | None = None
+
+    def on_response(self, phase: str, pairs: list[tuple[int, bytes]]) -> list[tuple[int, bytes]]:
+        out = []
+        for conn, data in pairs:
+            msg = decode(data)
+            if isinstance(msg, BatchEvaluation) and self.victim is None:
+                self.victim = conn
+                n = (1 << 16) + 1
+                mine, theirs = msg.blinded_elements[msg.position], msg.evaluated_elements[msg.position]
+                data = (  # built by hand: the message class refuses such a batch
+                    bytes((msg.TYPE,)) + (0).to_bytes(4, "big") + n.to_bytes(4, "big")
+                    + mine * n + theirs * n + msg.proof
+                )
+            out.append((conn, data))
+        return out
+
+
+def test_an_oversize_batch_is_a_decode_error_for_its_user_only(pop, honest, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    adversary = OversizeBatch()
+    result = _run(pop, tmp_path, adversary, config=ProtocolConfig(modulus_bits=22, proof_batch_size=64))
+    assert adversary.victim is not None
+    assert result.release.info["user_status"] == {"ok": pop.n - 1, "rejected:DecodeError": 1}
+    assert _statuses(result, "user")["rejected:DecodeError"] == 1
+    assert result.release.info["n_real_submissions"] == pop.n - 1
+
+
 def _tag_of(pop: Population, user: int) -> str:
     """A user's tag, recomputed from its bucket with S_tag's seeded key."""
     from fre_protocol.runner import tagging_key

@@ -1,13 +1,16 @@
 """The users' devices: offline preparation, blinding, proof verification and unblinding give every
-user its PRF value; a bad proof costs only that user its tag; nothing is sent unprepared or twice."""
+user its PRF value; a bad proof costs only that user its tag; each member of a proof batch checks
+the proof against the elements it received itself; nothing is sent unprepared or twice."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import numpy as np
 import pytest
 
 from fre_protocol.components import build_components
-from fre_protocol.messages import Evaluation, Role, SealedEnvelope, decode, tag_of
+from fre_protocol.messages import BatchEvaluation, Evaluation, Role, SealedEnvelope, decode, tag_of
 from fre_protocol.parties import Meter, Recorder, ServerKeys, TaggingServer, UserPopulation, Workers
 from primitives.errors import ProtocolStateError
 from primitives.randomness import RandomSource
@@ -21,7 +24,7 @@ def comps():  # type: ignore[no-untyped-def]
     return build_components(workers=2)
 
 
-def _setup(comps, coins: np.ndarray):  # type: ignore[no-untyped-def]
+def _setup(comps, coins: np.ndarray, *, batch: int = 1, user_suite: Any = None):  # type: ignore[no-untyped-def]
     suite, channel = comps.suite, comps.channel
     sk, pk = suite.derive_key_pair(b"k" * 32, b"test")
     tag_box = channel.generate_keypair(RandomSource.seeded(1, "tag"))
@@ -30,10 +33,11 @@ def _setup(comps, coins: np.ndarray):  # type: ignore[no-untyped-def]
     server = TaggingServer(
         suite=suite, voprf_key=(Secret(sk), pk), box_key=tag_box, channel=channel,
         rng=RandomSource.seeded(2, "S_tag"), release_floor=1, workers=Workers(2), meter=meter, recorder=Recorder(None),
+        proof_batch_size=batch,
     )
     encodings = [b"bucket-%d" % (i % 7) for i in range(N)]
     users = UserPopulation(
-        np.zeros((N, 4)), encodings, coins, suite=suite,
+        np.zeros((N, 4)), encodings, coins, suite=suite if user_suite is None else user_suite,
         keys=ServerKeys(voprf_public_key=pk, tag_box_key=tag_box[1], syn_box_key=syn_box[1]),
         channel=channel, rng=RandomSource.seeded(3, "users"), workers=Workers(2), meter=meter,
         recorder=Recorder(None), chunk_size=16,
@@ -74,3 +78,50 @@ def test_every_user_gets_its_prf_value_and_a_bad_proof_costs_only_its_user(comps
     assert sorted(conn for conn, _, _ in submissions) == [i for i in range(N) if coins[i] and i not in (3, 5, 6)]
     with pytest.raises(ProtocolStateError, match="no prepared seal"):
         users.blind_requests()  # every blind-request seal is spent
+
+
+class _OpaqueSuite:
+    """The same RFC 9497 suite behind an object the users do not recognise, so they take the
+    path for suites without verification pieces: the suite's own finalize over the whole batch."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+def _keyless(answer: bytes) -> bytes:
+    """The batch with this member's evaluated element replaced by its blinded one (D = C): the
+    member would unblind to HashToGroup(input), a tag anyone can compute for a candidate bucket."""
+    msg = decode(answer)
+    assert isinstance(msg, BatchEvaluation)
+    evaluated = list(msg.evaluated_elements)
+    evaluated[msg.position] = msg.blinded_elements[msg.position]
+    return BatchEvaluation(
+        position=msg.position, blinded_elements=msg.blinded_elements,
+        evaluated_elements=tuple(evaluated), proof=msg.proof,
+    ).encode()
+
+
+@pytest.mark.parametrize("path", ["batch_tools", "suite_finalize"])
+def test_each_batch_member_checks_the_proof_against_its_own_copy(comps, path: str) -> None:  # type: ignore[no-untyped-def]
+    """S_tag sends two members of proof batches an evaluation outside the proof: user 0 (the
+    first member delivered of its batch) and user 11 (a later member of another). Both fail
+    verification; every other member of both batches still gets its PRF value."""
+    user_suite = _OpaqueSuite(comps.suite) if path == "suite_finalize" else None
+    suite, sk, server, users, encodings, _ = _setup(comps, np.ones(N, dtype=bool), batch=8, user_suite=user_suite)
+    users.prepare()
+    envelopes = [decode(e, SealedEnvelope) for _, _, e in users.blind_requests()]
+    answers = server.evaluate([env.ciphertext for env in envelopes])
+    victims = (0, 11)
+    for i in victims:
+        answers[i] = _keyless(answers[i])
+    users.receive_evaluations(list(enumerate(answers)))
+    for i in range(N):
+        if i in victims:
+            assert users.tags[i] is None, i
+            assert users.status[i] == "rejected:VerificationError", i
+        else:
+            assert users.tags[i] == tag_of(suite.evaluate(sk, encodings[i])), i
+            assert users.status[i] == "ok", i

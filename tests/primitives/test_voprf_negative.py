@@ -22,7 +22,7 @@ from primitives.errors import (
 )
 from primitives.group import RISTRETTO255_ORDER
 from primitives.secret import Secret
-from primitives.voprf import Mode, OprfSuite, get_suite
+from primitives.voprf import Mode, OprfSuite, dleq, get_suite
 
 L = RISTRETTO255_ORDER
 P = (1 << 255) - 19
@@ -336,3 +336,34 @@ def test_malformed_element_in_a_parallel_batch_names_its_index(bad_index: int) -
         suite.finalize(
             [b"x"] * 150, blinds, evaluated, blinded_elements=blinded, pk=pk, proof=proof
         )
+
+
+def test_batches_past_the_composite_index_raise_typed_errors() -> None:
+    """ComputeComposites writes each index with I2OSP(i, 2) (RFC 9497 §2.2.1): a proof covers at
+    most 2^16 - 1 elements. A longer batch is an InvalidInputError at the suite and at the DLEQ
+    layer alike (it used to escape from the DLEQ functions as OverflowError)."""
+    suite = get_suite(mode=Mode.VOPRF)
+    g, c = suite.group, _batch_case(1)
+    dst = suite.context_string
+    too_many = (1 << 16) + 1
+    blinded = [c["blinded_elements"][0]] * too_many
+    with pytest.raises(InvalidInputError, match="1 to 65535 elements, got 65537"):
+        suite.blind_evaluate(c["sk"], blinded)
+    with pytest.raises(InvalidInputError, match="1 to 65535 elements, got 65537"):
+        suite.finalize(
+            [b"x"] * too_many, [c["blinds"][0]] * too_many, [c["evaluated"][0]] * too_many,
+            blinded_elements=blinded, pk=c["pk"], proof=c["proof"],
+        )
+    element, k = g.deserialize_element(GENERATOR), g.deserialize_scalar(c["sk"])
+    for n in (1 << 16, too_many, 0):
+        with pytest.raises(InvalidInputError, match=f"1 to 65535 elements, got {n}"):
+            dleq.verify_proof(g, element, [element] * n, [element] * n, (k, k), context=dst, dst=dst)
+        with pytest.raises(InvalidInputError, match=f"1 to 65535 elements, got {n}"):
+            dleq.generate_proof(g, k, element, [element] * n, [element] * n, k, context=dst, dst=dst)
+    with pytest.raises(InvalidInputError, match="equal lengths, got 2 and 1"):
+        dleq.verify_proof(g, element, [element] * 2, [element], (k, k), context=dst, dst=dst)
+    with pytest.raises(InvalidInputError, match="equal lengths, got 1 and 2"):
+        dleq.generate_proof(g, k, element, [element], [element] * 2, k, context=dst, dst=dst)
+    for index in (1 << 16, -1):
+        with pytest.raises(InvalidInputError, match=f"index must be in \\[0, 65536\\), got {index}"):
+            dleq.composite_weight(g, bytes(64), index, GENERATOR, GENERATOR, dst)
