@@ -97,6 +97,7 @@ def summarize(
     upload_blind = _bytes_per(meter, "user.upload.blind_request", n_users)
     upload_tag = _bytes_per(meter, "user.upload.tag_submission", n_submit)
     upload_shares = _bytes_per(meter, "user.upload.shares", n_part)
+    n_cover = int(c.get("user.seal_cover", 0))
     download_eval = _bytes_per(meter, "user.download.evaluation", n_users)
     download_broadcast = float(meter.bytes.get("user.download.broadcast", 0))
     eval_wall = meter.wall.get("S_tag.voprf_eval", math.nan)
@@ -140,6 +141,13 @@ def summarize(
         "user_ddg_encode_ms": _per(meter, "user.ddg_encode", 1e3),
         "user_share_ms": _per(meter, "user.share", 1e3),
         "user_seal_shares_ms": _per(meter, "user.seal_shares", 1e3),
+        # phase-2 cover traffic: users outside the released buckets send two sealed covers
+        "n_cover_users": n_cover,
+        "user_seal_cover_ms": _per(meter, "user.seal_cover", 1e3),
+        "cover_upload_kB": _bytes_per(meter, "user.upload.cover", n_cover) / 1000.0,
+        "cover_kB": meter.bytes.get("user.upload.cover", 0) / 1000.0,
+        "messages_opened": int(c.get("S_tag.open", 0)) + int(c.get("S_syn.open", 0)),
+        "phase2_wall_s": meter.wall.get("phase2_shares", math.nan),
         "upload_bytes": upload_blind + upload_tag + upload_shares,
         "upload_bytes_phase1": upload_blind + upload_tag,
         "upload_bytes_phase2": upload_shares,
@@ -191,6 +199,12 @@ ROWS: tuple[tuple[str, str, str], ...] = (
     ("  … phase 2: share", "user_share_ms", "ms"),
     ("  … phase 2: seal both shares", "user_seal_shares_ms", "ms"),
     ("user offline preparation (blind scalar, 4 seals' key material)", "user_offline_ms", "ms"),
+    ("users sending phase-2 cover (not in a released bucket)", "n_cover_users", "users"),
+    ("  … such a user's sealing of its two covers", "user_seal_cover_ms", "ms"),
+    ("  … such a user's cover upload", "cover_upload_kB", "kB"),
+    ("  … cover traffic in all", "cover_kB", "kB"),
+    ("sealed messages the servers opened", "messages_opened", "msgs"),
+    ("phase 2 (shares and cover: send, open, keep)", "phase2_wall_s", "s"),
     ("user total CPU (offline + online)", "user_total_ms", "ms"),
     ("user upload", "upload_kB", "kB"),
     ("user download", "download_kB", "kB"),
@@ -201,33 +215,40 @@ ROWS: tuple[tuple[str, str, str], ...] = (
 )
 
 
-def cost_table(costs: Mapping[str, Any], *, batched: Mapping[str, Any] | None = None) -> str:
-    """A Markdown table: operation, ours (per-user proofs; and with ``batched``, the run with one
-    proof per batch), the paper's figure, our target."""
-    batch_col = (
-        f"ours, one proof per {batched.get('proof_batch_size')} (N = {batched.get('n_users')})" if batched else None
-    )
+def cost_table(
+    costs: Mapping[str, Any],
+    *,
+    batched: Mapping[str, Any] | None = None,
+    no_cover: Mapping[str, Any] | None = None,
+) -> str:
+    """A Markdown table: operation, ours (per-user proofs with cover traffic; with ``batched``,
+    the run with one proof per batch; with ``no_cover``, the run without cover traffic), the
+    paper's figure, our target."""
+    columns: list[tuple[str, Mapping[str, Any]]] = [("ours, per-user proofs", costs)]
+    if batched:
+        columns.append(
+            (f"ours, one proof per {batched.get('proof_batch_size')} (N = {batched.get('n_users')})", batched)
+        )
+    if no_cover:
+        columns.append(("ours, per-user proofs, no cover traffic", no_cover))
     lines = [
         f"Per-operation costs, N = {costs.get('n_users')}, d = {costs.get('dim')} "
         f"(d' = {costs.get('padded_dim')}, ring 2^{costs.get('modulus_bits')}), ε = {costs.get('epsilon')}, "
         f"{costs.get('workers')} server threads, {costs.get('user_workers')} user-device thread(s), "
         f"{os.cpu_count()} CPUs",
         "",
-        "| operation | ours, per-user proofs |" + (f" {batch_col} |" if batch_col else "")
-        + " paper (App. B.1) | target | unit |",
-        "|---|---|" + ("---|" if batch_col else "") + "---|---|---|",
+        "| operation |" + "".join(f" {title} |" for title, _ in columns) + " paper (App. B.1) | target | unit |",
+        "|---|" + "---|" * len(columns) + "---|---|---|",
     ]
     for label, key, unit in ROWS:
-        other = f" {_fmt(batched.get(key))} |" if batched else ""
+        ours = "".join(f" {_fmt(col.get(key))} |" for _, col in columns)
         lines.append(
-            f"| {label} | {_fmt(costs.get(key))} |{other} {_fmt(PAPER.get(key))} | "
+            f"| {label} |{ours} {_fmt(PAPER.get(key))} | "
             f"{'≤ ' + _fmt(TARGETS[key]) if key in TARGETS else ''} | {unit} |"
         )
-    lines += ["", "Wall time per phase (s), per-user proofs:", ""]
-    lines += [f"- {name}: {_fmt(secs)}" for name, secs in costs.get("wall_s", {}).items()]
-    if batched and batch_col:
-        lines += ["", f"Wall time per phase (s), {batch_col.removeprefix('ours, ')}:", ""]
-        lines += [f"- {name}: {_fmt(secs)}" for name, secs in batched.get("wall_s", {}).items()]
+    for title, col in columns:
+        lines += ["", f"Wall time per phase (s), {title.removeprefix('ours, ')}:", ""]
+        lines += [f"- {name}: {_fmt(secs)}" for name, secs in col.get("wall_s", {}).items()]
     return "\n".join(lines) + "\n"
 
 
@@ -243,6 +264,7 @@ def measure(
     batched_run: int = 1024,
     record: bool = True,
     user_workers: int = 1,
+    no_cover_run: bool = True,
 ) -> dict[str, Any]:
     """Run the protocol on a synthetic population of ``n`` users in ``dim`` dimensions (planted
     clusters of ~1% of the users plus rare points) and return the cost summary of the default run
@@ -251,7 +273,8 @@ def measure(
     the same way when all its batched answers would not fit in memory (its ``n_users`` says; its
     transcript is not recorded). ``user_workers`` threads play the users' devices (1: each
     device's time is measured with no other device's work beside it on the machine; the servers
-    still use ``workers``)."""
+    still use ``workers``). With ``no_cover_run``, a third run of the same population without
+    phase-2 cover traffic is under ``"no_cover_run"``, to show what the cover costs."""
     from fre_protocol.runner import (
         MAX_BATCH_RESPONSE_BYTES,
         ProtocolConfig,
@@ -280,11 +303,11 @@ def measure(
             RandomSource.seeded(seed, "cost/population"), spread=0.1 * params.radius,
         ), n_clusters
 
-    def one_run(pop: Any, batch: int, record_dir: str | Path | None) -> dict[str, Any]:
+    def one_run(pop: Any, batch: int, record_dir: str | Path | None, cover: bool = True) -> dict[str, Any]:
         result = run_protocol(
             pop.embeddings, params, SeedPlan.from_seed(seed), noise=True, out_dir=record_dir,
             progress=progress, workers=workers,
-            config=ProtocolConfig(proof_batch_size=batch, user_workers=user_workers),
+            config=ProtocolConfig(proof_batch_size=batch, user_workers=user_workers, cover_traffic=cover),
         )
         costs = dict(result.costs)
         costs["epsilon"] = epsilon
@@ -312,6 +335,8 @@ def measure(
             n_batched //= 2
         pop_batched = pop if n_batched == n else population(n_batched)[0]
         costs["batched_run"] = one_run(pop_batched, batched_run, None)
+    if no_cover_run:
+        costs["no_cover_run"] = one_run(pop, 1, None, cover=False)
     return costs
 
 
@@ -323,7 +348,9 @@ def write_reports(costs: Mapping[str, Any], out_dir: str | Path) -> tuple[Path, 
     out.mkdir(parents=True, exist_ok=True)
     json_path, md_path = out / "costs.json", out / "costs.md"
     json_path.write_text(json.dumps(json_safe(dict(costs)), indent=2) + "\n", encoding="utf-8")
-    md_path.write_text(cost_table(costs, batched=costs.get("batched_run")), encoding="utf-8")
+    md_path.write_text(
+        cost_table(costs, batched=costs.get("batched_run"), no_cover=costs.get("no_cover_run")), encoding="utf-8"
+    )
     return json_path, md_path
 
 

@@ -63,6 +63,7 @@ class MessageType(IntEnum):
     AGGREGATE_SHARE = 0x08
     SEALED_ENVELOPE = 0x09
     REJECTION = 0x0A
+    COVER_SHARE = 0x0B
 
 
 class Role(IntEnum):
@@ -514,6 +515,36 @@ class Rejection(Message):
         return cls(reason=reason)
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CoverShare(Message):
+    """User → S_tag or S_syn, sealed: phase-2 cover traffic from a user with no contribution
+    (its tag was not released, or it did not submit one). It encodes to exactly the length of a
+    :class:`ShareSubmission` whose share is ``len(padding) − TAG_BYTES − CONTRIBUTION_ID_BYTES``
+    bytes, so sealed it looks the same to the proxy; the server opens it and discards it."""
+
+    TYPE: ClassVar[MessageType] = MessageType.COVER_SHARE
+    padding: bytes
+
+    def __post_init__(self) -> None:
+        _check_bytes("padding", self.padding)
+        if len(self.padding) <= TAG_BYTES + CONTRIBUTION_ID_BYTES:
+            raise InvalidInputError(
+                f"padding must be longer than {TAG_BYTES + CONTRIBUTION_ID_BYTES} bytes, got {len(self.padding)}"
+            )
+
+    @classmethod
+    def matching(cls, share_bytes: int) -> CoverShare:
+        """The cover message as long as a ShareSubmission carrying a ``share_bytes`` share."""
+        return cls(padding=bytes(TAG_BYTES + CONTRIBUTION_ID_BYTES + share_bytes))
+
+    def _body(self) -> bytes:
+        return _var(self.padding)
+
+    @classmethod
+    def _read(cls, reader: _Reader) -> CoverShare:
+        return cls(padding=reader.var("padding"))
+
+
 MESSAGE_CLASSES: dict[MessageType, type[Message]] = {
     cls.TYPE: cls
     for cls in (
@@ -527,6 +558,7 @@ MESSAGE_CLASSES: dict[MessageType, type[Message]] = {
         AggregateShare,
         SealedEnvelope,
         Rejection,
+        CoverShare,
     )
 }
 
@@ -586,6 +618,7 @@ __all__ = [
     "ELEMENT_BYTES",
     "MAX_PROOF_BATCH",
     "MESSAGE_CLASSES",
+    "CoverShare",
     "NONCE_BYTES",
     "PROOF_BYTES",
     "TAG_BYTES",

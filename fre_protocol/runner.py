@@ -111,6 +111,10 @@ class ProtocolConfig:
 
     ``dropout_policy``: for a released tag whose phase-2 contributors fall below ⌈τ⌉, ``withhold``
     its centroid or let S_tag ``topup`` the missing users' noise.
+
+    ``cover_traffic``: every user online in phase 2 sends two sealed messages of the same sizes,
+    its shares or cover, so the proxy cannot tell who sits in a released bucket (on by default;
+    off saves the non-participants' uploads and the servers' opening of them).
     """
 
     proof_batch_size: int = 1
@@ -121,6 +125,7 @@ class ProtocolConfig:
     modulus_bits: int = 24
     modulus_stddevs: float = 8.0
     dropout_policy: str = WITHHOLD
+    cover_traffic: bool = True
     chunk_size: int = 1024
 
     def __post_init__(self) -> None:
@@ -149,6 +154,8 @@ class ProtocolConfig:
             raise InvalidParameterError(
                 f"dropout_policy must be one of {list(DROPOUT_POLICIES)}, got {self.dropout_policy!r}"
             )
+        if not isinstance(self.cover_traffic, bool):
+            raise InvalidParameterError(f"cover_traffic must be a bool, got {self.cover_traffic!r}")
         if isinstance(self.chunk_size, bool) or not isinstance(self.chunk_size, int) or self.chunk_size < 1:
             raise InvalidParameterError(f"chunk_size must be an integer >= 1, got {self.chunk_size!r}")
 
@@ -628,6 +635,7 @@ def _play(
     users = UserPopulation(
         x, encodings, coins, suite=suite, keys=keys, channel=channel, rng=seeds.secret("users"),
         workers=user_pool, meter=meter, recorder=recorder, chunk_size=cfg.chunk_size,
+        cover_traffic=cfg.cover_traffic,
     )
     with meter.phase("users_offline"):
         users.prepare()
@@ -726,6 +734,7 @@ def _play(
         "withheld": outcome.withheld,
         "topped_up": outcome.topped_up,
         "dropout_policy": cfg.dropout_policy,
+        "cover_traffic": cfg.cover_traffic,
         "ddg": ddg_config.to_dict(),
         "sigma_effective": float(ddg_config.noise_std(floor)) if noise else 0.0,
         "sigma_mechanism": float(base_ledger.sigma),
@@ -741,6 +750,7 @@ def _play(
         "n_distinct_tags_seen": len(s_syn.counts),
         "n_participants": int(users.participants.size),
         "n_dropped_out": int(users.dropped.size),
+        "n_cover_users": int(users.cover.size),
         "contributors": {t.hex(): result.contributors[t] for t in tags},
         "below_floor_contributors": outcome.below_floor_contributors,
         "refused_by_S_tag": {t.hex(): why for t, why in sorted(s_tag.refused.items())},

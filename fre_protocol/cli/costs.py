@@ -26,6 +26,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batched-run", type=non_negative_int, default=1024, metavar="B",
                         help="also run the same population with one DLEQ proof per B elements and "
                              "show it beside the default per-user proofs (0 or 1: skip; default 1024)")
+    parser.add_argument("--no-cover-run", action="store_true",
+                        help="skip the third run of the same population without phase-2 cover traffic")
     parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=False)
 
 
@@ -39,9 +41,9 @@ def run(args: argparse.Namespace) -> int:
         costs = measure(
             args.n, args.dim, seed=args.seed, epsilon=args.epsilon, workers=args.workers,
             out_dir=run_dir, progress=args.progress, batched_run=args.batched_run,
-            record=not args.no_transcript, user_workers=args.user_workers,
+            record=not args.no_transcript, user_workers=args.user_workers, no_cover_run=not args.no_cover_run,
         )
-        sys.stdout.write(cost_table(costs, batched=costs.get("batched_run")))
+        sys.stdout.write(cost_table(costs, batched=costs.get("batched_run"), no_cover=costs.get("no_cover_run")))
         if args.out:
             json_path, md_path = write_reports(costs, args.out)
             print(f"wrote {json_path} and {md_path}")

@@ -56,6 +56,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dropout-policy", choices=["withhold", "topup"], default="withhold",
                         help="a released tag left with fewer than ⌈τ⌉ contributors: withhold its "
                         "centroid, or let S_tag top up the missing noise")
+    parser.add_argument("--cover-traffic", action=argparse.BooleanOptionalAction, default=True,
+                        help="every user online in phase 2 sends two messages of the same sizes, its "
+                        "shares or cover, so the proxy cannot tell who is in a released bucket (default on)")
     parser.add_argument("--proof-batch", type=positive_int, default=1, metavar="B",
                         help="blinded elements per DLEQ proof (1: per-user proofs, the default)")
     parser.add_argument("--modulus-bits", type=positive_int, default=24, metavar="b",
@@ -79,6 +82,7 @@ def run(args: argparse.Namespace) -> int:
         modulus_bits=args.modulus_bits,
         clip=args.clip,
         dropout_policy=args.dropout_policy,
+        cover_traffic=args.cover_traffic,
     )
     if args.demo:
         from fre_protocol.cli.mechanism_cmd import DEMO_SEED, demo_population

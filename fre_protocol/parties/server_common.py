@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from fre_protocol.messages import Message, ShareSubmission, decode
+from fre_protocol.messages import CoverShare, Message, ShareSubmission, decode
 from fre_protocol.parties.base import Channel, Meter, Workers, chunks, open_batch
 from primitives.errors import DecodeError, ProtocolStateError
 
@@ -35,6 +35,10 @@ class Opened:
     @property
     def payload(self) -> bytes:
         return self.plaintext if self.plaintext is not None else self.ciphertext
+
+    @property
+    def is_cover(self) -> bool:
+        return isinstance(self.message, CoverShare)
 
     @property
     def type_name(self) -> str:
@@ -97,12 +101,15 @@ def accept_shares(
     name: str,
 ) -> None:
     """Keep each opened ShareSubmission whose tag is released and whose contribution id is new,
-    after decoding the share (the sharing checks length and range: DecodeError). Rejections are
-    written into ``Opened.error``; nothing already stored is touched by a bad message."""
+    after decoding the share (the sharing checks length and range: DecodeError); cover messages
+    carry nothing and are skipped. Rejections are written into ``Opened.error``; nothing already
+    stored is touched by a bad message."""
     t0 = time.perf_counter()
     n_ok = 0
     for o in opened:
         if o.error is not None:
+            continue
+        if o.is_cover:
             continue
         msg = o.message
         assert isinstance(msg, ShareSubmission)

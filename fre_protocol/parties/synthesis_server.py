@@ -22,6 +22,7 @@ import numpy.typing as npt
 from fre_protocol.messages import (
     AcceptedContributions,
     AggregateShare,
+    CoverShare,
     ReleasedTags,
     Role,
     ShareSubmission,
@@ -123,7 +124,7 @@ class SynthesisServer:
 
     # -- phase 2 ---------------------------------------------------------------------------------
     def receive_shares(self, ciphertexts: Sequence[bytes], *, sharing: Any, dim: int) -> None:
-        opened = self._inbox.open_all(ciphertexts, ShareSubmission)
+        opened = self._inbox.open_all(ciphertexts, (ShareSubmission, CoverShare))
         accept_shares(opened, self.released, self._shares, sharing=sharing, dim=dim, meter=self._meter, name="S_syn")
         self._record(PHASE2, opened)
 

@@ -32,6 +32,7 @@ from fre_protocol.messages import (
     AggregateShare,
     BatchEvaluation,
     BlindRequest,
+    CoverShare,
     Evaluation,
     Rejection,
     ReleasedTags,
@@ -212,7 +213,7 @@ class TaggingServer:
     # -- phase 2 ---------------------------------------------------------------------------------
     def receive_shares(self, ciphertexts: Sequence[bytes], *, sharing: Any, dim: int) -> None:
         """Validate and keep each share: released tag, fresh contribution id, well-formed share."""
-        opened = self._inbox.open_all(ciphertexts, ShareSubmission)
+        opened = self._inbox.open_all(ciphertexts, (ShareSubmission, CoverShare))
         accept_shares(opened, self.released, self._shares, sharing=sharing, dim=dim, meter=self._meter, name="S_tag")
         self._record(PHASE2, opened)
 
@@ -308,7 +309,8 @@ class TaggingServer:
             status = status_of(o.error)
             if o.error is not None:
                 self.rejections[status] = self.rejections.get(status, 0) + 1
-            payload: bytes | int = len(o.payload) if size_only else o.payload
+            # A cover message carries nothing secret: recorded whole.
+            payload: bytes | int = len(o.payload) if size_only and not o.is_cover else o.payload
             rows.append((VIEW, phase, Role.PROXY.label, VIEW, o.type_name, payload, status))
         self._recorder.add(rows)
 

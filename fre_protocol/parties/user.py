@@ -34,6 +34,7 @@ import numpy.typing as npt
 from fre_protocol.messages import (
     BatchEvaluation,
     BlindRequest,
+    CoverShare,
     Evaluation,
     Rejection,
     ReleasedTags,
@@ -104,6 +105,7 @@ class UserPopulation:
         meter: Meter,
         recorder: Recorder,
         chunk_size: int = 1024,
+        cover_traffic: bool = True,
     ) -> None:
         n = int(x.shape[0])
         if len(encodings) != n or coins.shape != (n,):
@@ -123,6 +125,10 @@ class UserPopulation:
         self._meter = meter
         self._recorder = recorder
         self._chunk = chunk_size
+        # Every user online in phase 2 sends two messages of the same sizes, a contribution or
+        # cover, so the proxy cannot tell who sits in a released bucket.
+        self.cover_traffic = cover_traffic
+        self.cover = np.zeros(0, dtype=np.int64)
         self.blinds: list[bytes | None] = [None] * n
         self.blind_inverses: list[bytes | None] = [None] * n
         # Prepared seals, one list per message kind, entry i for user i (None: not needed).
@@ -138,8 +144,8 @@ class UserPopulation:
     # -- before the protocol: what needs neither the data nor a server message ------------------
     def prepare(self) -> None:
         """Offline work of every device: the blind r and r^-1, and key material for each sealed
-        box it will send (its blind request to S_tag; with its coin, its tag submission to S_syn
-        and its two phase-2 shares)."""
+        box it will send (its blind request to S_tag; with its coin, its tag submission to S_syn;
+        its two phase-2 messages with its coin, or always under cover traffic)."""
         group, channel = self._suite.group, self._channel
         tag_key, syn_key = self._keys.tag_box_key, self._keys.syn_box_key
         kinds = ("blind_request", "tag_submission", "share_to_tag", "share_to_syn")
@@ -156,17 +162,18 @@ class UserPopulation:
             t1 = _clock()
             idx = list(users)
             coin = [i for i in idx if self.coins[i]]
+            phase2 = idx if self.cover_traffic else coin
             for kind, key, who in (
                 ("blind_request", tag_key, idx),
                 ("tag_submission", syn_key, coin),
-                ("share_to_tag", tag_key, coin),
-                ("share_to_syn", syn_key, coin),
+                ("share_to_tag", tag_key, phase2),
+                ("share_to_syn", syn_key, phase2),
             ):
                 for i, seal in zip(who, prepare_seals(channel, key, len(who), rng), strict=True):
                     self._seals[kind][i] = seal
             t2 = _clock()
             self._meter.add("user.offline.blind_scalar", t1 - t0, len(idx))
-            self._meter.add("user.offline.seal_keys", t2 - t1, len(idx) + 3 * len(coin))
+            self._meter.add("user.offline.seal_keys", t2 - t1, len(idx) + len(coin) + 2 * len(phase2))
 
         self._workers.map(work, list(enumerate(chunks(self.n, self._chunk))), desc="users: prepare")
 
@@ -429,7 +436,8 @@ class UserPopulation:
         """Users whose submitted tag was released: DDG-encode x_i, split it into two shares,
         seal one to S_tag and one to S_syn, both tagged with h_i (Algorithm 2, l. 11-15).
 
-        ``active`` marks users still online (False = dropped out between the phases).
+        ``active`` marks users still online (False = dropped out between the phases). Under
+        cover traffic every other online user sends two cover messages of the same sizes.
         """
         released = self.released
         eligible = np.array(
@@ -483,6 +491,33 @@ class UserPopulation:
         parts = self._workers.map(work, jobs, desc="users: DDG encode + share")
         out = [item for part in parts for item in part]
         self._meter.add_bytes("user.upload.shares", sum(len(e) for _, _, e in out))
+        if self.cover_traffic:
+            self.cover = np.flatnonzero(~eligible & active)
+            out += self._cover_messages(self.cover, sharing.share_sizes(int(encoder.config.padded_dim)))
+        return out
+
+    def _cover_messages(self, users: npt.NDArray[np.int64], share_sizes: tuple[int, int]) -> list[tuple[int, Role, bytes]]:
+        """Two sealed CoverShares per user, as long as its two shares would be (the proxy sees
+        the same count and sizes from every user; the servers open and discard them)."""
+        to_tag = CoverShare.matching(share_sizes[0]).encode()
+        to_syn = CoverShare.matching(share_sizes[1]).encode()
+        channel = self._channel
+
+        def work(span: range) -> list[tuple[int, Role, bytes]]:
+            idx = users[span.start : span.stop].tolist()
+            t0 = _clock()
+            sealed_tag = seal_prepared_batch(channel, self._take_seals("share_to_tag", idx), [to_tag] * len(idx))
+            sealed_syn = seal_prepared_batch(channel, self._take_seals("share_to_syn", idx), [to_syn] * len(idx))
+            out = []
+            for i, a, b in zip(idx, sealed_tag, sealed_syn, strict=True):
+                out.append((i, Role.USER, SealedEnvelope(recipient=Role.S_TAG, ciphertext=a).encode()))
+                out.append((i, Role.USER, SealedEnvelope(recipient=Role.S_SYN, ciphertext=b).encode()))
+            self._meter.add("user.seal_cover", _clock() - t0, len(idx))
+            return out
+
+        parts = self._workers.map(work, chunks(len(users), self._chunk), desc="users: cover traffic")
+        out = [item for part in parts for item in part]
+        self._meter.add_bytes("user.upload.cover", sum(len(e) for _, _, e in out))
         return out
 
 

@@ -115,7 +115,7 @@ def test_cost_table_100k(tmp_path: Path) -> None:
     out = Path(os.environ.get("FRE_COSTS_OUT", str(tmp_path)))
     costs = measure(n, 768, seed=0, epsilon=8.0, out_dir=out, progress=False)
     write_reports(costs, out)
-    print("\n" + cost_table(costs, batched=costs.get("batched_run")))
+    print("\n" + cost_table(costs, batched=costs.get("batched_run"), no_cover=costs.get("no_cover_run")))
     assert costs["released_buckets"] > 0
     assert costs["upload_bytes"] <= TARGETS["upload_kB"] * 1000
     # the download grows with the released set |H| (32-byte tag + count each): reported, not asserted

@@ -110,3 +110,10 @@ def test_costs_command_small(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     for key in ("user_online_ms", "user_offline_ms", "user_total_ms"):
         assert single[key] > 0
     assert single["user_total_ms"] == pytest.approx(single["user_online_ms"] + single["user_offline_ms"])
+    # Cover traffic (default) beside a run without it: same release; every user outside the
+    # released buckets uploads two covers as long as a participant's shares; more to open.
+    plain = costs["no_cover_run"]
+    assert "no cover traffic" in table and plain["released_buckets"] == single["released_buckets"]
+    assert single["n_cover_users"] == 400 - single["n_participants"] > 0 and plain["n_cover_users"] == 0
+    assert single["cover_upload_kB"] == pytest.approx(single["upload_bytes_phase2"] / 1000)
+    assert single["messages_opened"] == plain["messages_opened"] + 2 * single["n_cover_users"]

@@ -17,6 +17,7 @@ from fre_protocol.messages import (
     AggregateShare,
     BatchEvaluation,
     BlindRequest,
+    CoverShare,
     Evaluation,
     Message,
     MessageType,
@@ -85,6 +86,7 @@ BY_CLASS: dict[type[Message], st.SearchStrategy[Message]] = {
         ciphertext=st.binary(min_size=1, max_size=200),
     ),
     Rejection: st.builds(Rejection, reason=st.sampled_from(["DecodeError", "VerificationError", "X1"])),
+    CoverShare: st.integers(1, 300).map(CoverShare.matching),
 }
 MESSAGES: st.SearchStrategy[Message] = st.one_of(*BY_CLASS.values())
 
@@ -289,3 +291,12 @@ def test_fuzz_mutated_encodings_decode_or_raise_decode_error(cls: type[Message],
 
 def test_every_message_type_is_fuzzed() -> None:
     assert set(BY_CLASS) == set(MESSAGE_CLASSES.values())
+
+
+@given(share=st.binary(min_size=1, max_size=300), tag=fixed(TAG_BYTES), cid=fixed(CONTRIBUTION_ID_BYTES))
+def test_cover_share_is_exactly_as_long_as_a_share_submission(share: bytes, tag: bytes, cid: bytes) -> None:
+    real = ShareSubmission(tag=tag, contribution_id=cid, share=share).encode()
+    cover = CoverShare.matching(len(share)).encode()
+    assert len(cover) == len(real) and decode(cover) == CoverShare.matching(len(share))
+    with pytest.raises(InvalidInputError, match="padding"):
+        CoverShare(padding=bytes(TAG_BYTES + CONTRIBUTION_ID_BYTES))

@@ -16,8 +16,11 @@ import numpy as np
 import pytest
 
 from fre_protocol.audit import audit_run
+from fre_protocol.messages import Role
+from fre_protocol.parties.base import PHASE2
+from fre_protocol.parties.proxy import NetworkAdversary
 from fre_protocol.published import check_published, release_document_problems
-from fre_protocol.runner import run_protocol, user_coins
+from fre_protocol.runner import ProtocolConfig, run_protocol, user_coins
 from mechanism.fre_e2t import run_mechanism, sample_coins
 from mechanism.grid import PublicGrid
 from mechanism.params import FreParams
@@ -25,6 +28,7 @@ from mechanism.population import Population, synthetic_population
 from mechanism.release import DIAGNOSTICS_FILE, PUBLIC_INFO_KEYS, Release
 from mechanism.seeds import SeedPlan
 from primitives.randomness import RandomSource
+from transcripts import TranscriptStore
 
 PARAMS = FreParams.paper(8.0)
 SEEDS = SeedPlan.from_seed(31)
@@ -99,3 +103,43 @@ def test_release_refuses_private_info_and_the_audit_flags_it(pop: Population, tm
     (finding,) = [f for f in check_published(tmp_path) if f.name == "published:release.json"]
     assert not finding.passed
     assert finding.data["problems"] == ["release.json info: n_users", "release.json ledger term: private_count"]
+
+
+class PhaseTwoObserver(NetworkAdversary):
+    """Records what the proxy sees of each connection in phase 2 (it forwards them unchanged)."""
+
+    def __init__(self) -> None:
+        self.seen: dict[int, list[int]] = {}
+
+    def on_forward(self, phase: str, items: list[tuple[int, Role, bytes]]) -> list[tuple[int, Role, bytes]]:
+        if phase == PHASE2:
+            for connection, _, envelope in items:
+                self.seen.setdefault(connection, []).append(len(envelope))
+        return items
+
+
+def test_cover_traffic_hides_who_sits_in_a_released_bucket(pop: Population, tmp_path: Path) -> None:
+    """The proxy sees each user's phase-2 messages: with cover traffic every user sends two, of
+    the same sizes, whether its bucket was released or not; without it, only contributors send.
+    The servers discard the covers, so the release is the same either way."""
+    inf = FreParams.paper(float("inf"))
+    runs = {}
+    for cover in (True, False):
+        observer = PhaseTwoObserver()
+        result = run_protocol(pop.embeddings, inf, SEEDS, noise=False, adversary=observer,
+                              out_dir=tmp_path / str(cover), config=ProtocolConfig(cover_traffic=cover))
+        runs[cover] = (observer.seen, result.release)
+    seen, release = runs[True]
+    contributors = sum(release.diagnostics["contributors"].values())
+    assert 0 < contributors < pop.n and release.diagnostics["n_cover_users"] == pop.n - contributors
+    assert set(seen) == set(range(pop.n))
+    assert {tuple(sorted(sizes)) for sizes in seen.values()} == {tuple(sorted(seen[0]))}
+    assert len(seen[0]) == 2
+    plain_seen, plain = runs[False]
+    assert len(plain_seen) == contributors and plain.info["cover_traffic"] is False
+    assert plain.ids == release.ids and np.array_equal(plain.centroids, release.centroids)
+    # the servers opened the covers and kept nothing of them
+    with TranscriptStore.open(tmp_path / "True" / "transcript.sqlite") as store:
+        for view in ("S_tag", "S_syn"):
+            covers = list(store.entries(view=view, message_type="cover_share"))
+            assert len(covers) == pop.n - contributors and {e.status for e in covers} == {"accepted"}

@@ -78,10 +78,14 @@ def test_every_message_is_recorded_in_receiver_and_proxy_views(pop: Population, 
         parts = release.diagnostics["n_participants"]
         assert subs == n  # epsilon = inf: every user submits, no dummies
         assert summary["S_syn"]["tag_submission"]["count"] == subs
-        assert summary["S_syn"]["share_submission"]["count"] == parts
-        assert summary["S_tag"]["share_submission"]["count"] == parts
-        # the proxy relayed every sealed user message once: requests + submissions + 2 shares
-        assert summary["proxy"]["sealed_envelope"]["count"] == n + subs + 2 * parts
+        covers = release.diagnostics["n_cover_users"]
+        assert parts + covers == n  # cover traffic: every user sends two phase-2 messages
+        for server in ("S_syn", "S_tag"):
+            assert summary[server]["share_submission"]["count"] == parts
+            assert summary[server]["cover_share"]["count"] == covers
+            assert summary[server]["cover_share"]["bytes"] == covers * summary[server]["share_submission"]["bytes"] // parts
+        # the proxy relayed every sealed user message once: requests + submissions + 2 phase-2
+        assert summary["proxy"]["sealed_envelope"]["count"] == n + subs + 2 * n
         assert summary["S_syn"]["aggregate_share"]["count"] == release.info["n_released_tags"]
         assert summary["S_tag"]["accepted_contributions"]["count"] == release.info["n_released_tags"]
         # sizes are the encoded sizes
