@@ -54,7 +54,7 @@ from fre_protocol.parties.base import (
 )
 from fre_protocol.parties.dummy_user import DummyUser
 from fre_protocol.parties.proxy import AnonymizingProxy, Delivery, NetworkAdversary
-from fre_protocol.parties.synthesis_server import SynthesisServer
+from fre_protocol.parties.synthesis_server import ContributionValidator, SynthesisServer
 from fre_protocol.parties.tagging_server import TaggingServer
 from fre_protocol.parties.user import ServerKeys, UserPopulation
 from mechanism.accounting import calibrate_noise, histogram_release_cost, protocol_ledger
@@ -77,6 +77,8 @@ TRANSCRIPT_FILE = "transcript.sqlite"
 VOPRF_KEY_INFO = b"fre-e2t/S_tag/voprf-key"
 VOPRF_KEY_LABEL = "voprf/key"
 DROPOUT_LABEL = "dropout"
+#: The norm guard's rule as published (S_syn withholds a decoded sum beyond it; n contributors).
+NORM_GUARD_RULE = "withhold a decoded sum longer than n·clip + γ·n·√d' + γ·σ_int·√n·(√d' + 8)"
 
 Dropout = float | Callable[[int], npt.NDArray[np.bool_]]
 
@@ -457,6 +459,7 @@ def run_protocol(
     workers: int = 2,
     config: ProtocolConfig | None = None,
     adversary: NetworkAdversary | None = None,
+    validator: ContributionValidator | None = None,
     measure_memory: bool = False,
 ) -> ProtocolResult:
     """Run Fre-E2T's distributed protocol on embeddings ``x`` (one row per user).
@@ -465,7 +468,9 @@ def run_protocol(
     ``dropout`` is a fraction of users that go offline between the phases (drawn from
     ``seeds.secret("dropout")``) or a callable ``n -> bool mask``. ``components`` overrides
     registry names (see :mod:`fre_protocol.components`). ``adversary`` sits on the network at the
-    proxy (it may drop, replay, tamper with or inject messages), for robustness tests. With ``out_dir``, writes ``centroids.npy`` +
+    proxy (it may drop, replay, tamper with or inject messages), for robustness tests.
+    ``validator`` is S_syn's per-contribution validity check (none by default; see
+    :class:`~fre_protocol.parties.synthesis_server.ContributionValidator`). With ``out_dir``, writes ``centroids.npy`` +
     ``release.json`` (the same contract as the mechanism) and ``transcript.sqlite``.
     """
     if not isinstance(params, FreParams):
@@ -508,7 +513,7 @@ def run_protocol(
         release, info = _play(
             arr, params, seeds, cfg, comps,
             noise=noise, dropped_mask=dropped_mask, floor=floor, dummy=dummy,
-            meter=meter, pool=pool, user_pool=user_pool, recorder=recorder, adversary=adversary,
+            meter=meter, pool=pool, user_pool=user_pool, recorder=recorder, adversary=adversary, validator=validator,
             base_ledger=base_ledger, store=store,
         )
         recorder.flush()
@@ -597,6 +602,7 @@ def _play(
     user_pool: Workers,
     recorder: Recorder,
     adversary: NetworkAdversary | None,
+    validator: ContributionValidator | None,
     base_ledger: PrivacyLedger,
     store: Any,
 ) -> tuple[Release, dict[str, Any]]:
@@ -620,7 +626,7 @@ def _play(
         )
         s_syn = SynthesisServer(
             box_key=syn_box, channel=channel, workers=pool, meter=meter, recorder=recorder,
-            release_floor=floor,
+            release_floor=floor, validator=validator,
         )
         keys = ServerKeys(
             voprf_public_key=voprf_key[1], tag_box_key=tag_box[1], syn_box_key=syn_box[1]
@@ -735,6 +741,7 @@ def _play(
         "topped_up": outcome.topped_up,
         "dropout_policy": cfg.dropout_policy,
         "cover_traffic": cfg.cover_traffic,
+        "norm_guard": NORM_GUARD_RULE,
         "ddg": ddg_config.to_dict(),
         "sigma_effective": float(ddg_config.noise_std(floor)) if noise else 0.0,
         "sigma_mechanism": float(base_ledger.sigma),

@@ -14,7 +14,7 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -35,6 +35,7 @@ from fre_protocol.parties.base import (
     DROPOUT_POLICIES,
     PHASE1_SUBMIT,
     PHASE2,
+    TOPUP,
     WITHHOLD,
     Channel,
     Meter,
@@ -52,6 +53,18 @@ VIEW = Role.S_SYN.label
 #: Why a released tag got no centroid when its phase-2 contributors fell below the release floor
 #: (the count itself stays in the operator's diagnostics).
 BELOW_FLOOR = "fewer phase-2 contributors than the release floor"
+#: Why a decoded sum was withheld by the norm guard (see :meth:`SynthesisServer.reconstruct`).
+NORM_GUARD = "decoded sum longer than any honest contributions and noise can make it"
+
+
+class ContributionValidator(Protocol):
+    """Where per-contribution validity checks plug in (Prio-style proofs that a share pair
+    encodes a clipped vector). Neither server can check a norm on its own share, so such a
+    check is joint: an implementation runs its verifier exchange with S_tag and returns the
+    contribution ids that passed; only those are named in AcceptedContributions, so both
+    servers sum exactly the validated set. None is built in (see the threat model)."""
+
+    def valid(self, tag: bytes, contribution_ids: tuple[bytes, ...]) -> tuple[bytes, ...]: ...
 
 
 @dataclass
@@ -73,6 +86,7 @@ class SynthesisServer:
         meter: Meter,
         recorder: Recorder,
         release_floor: int,
+        validator: ContributionValidator | None = None,
     ) -> None:
         if isinstance(release_floor, bool) or not isinstance(release_floor, int) or release_floor < 1:
             raise InvalidParameterError(f"release_floor must be an integer >= 1, got {release_floor!r}")
@@ -80,6 +94,7 @@ class SynthesisServer:
         self._meter = meter
         self._recorder = recorder
         self.release_floor = release_floor
+        self._validator = validator
         self._inbox = SealedInbox(name="S_syn", channel=channel, private_key=self._box_sk, workers=workers, meter=meter)
         self._nonces: set[bytes] = set()
         self._tags: list[bytes] = []
@@ -129,13 +144,15 @@ class SynthesisServer:
         self._record(PHASE2, opened)
 
     def accepted_contributions(self) -> list[bytes]:
-        """One AcceptedContributions per released tag (sorted ids; possibly empty)."""
-        return [
-            AcceptedContributions(
-                tag=tag, contribution_ids=tuple(sorted(self._shares.get(tag, {})))
-            ).encode()
-            for tag in sorted(self.released)
-        ]
+        """One AcceptedContributions per released tag (sorted ids; possibly empty), restricted
+        to the contributions the validator passed when there is one."""
+        out = []
+        for tag in sorted(self.released):
+            ids = tuple(sorted(self._shares.get(tag, {})))
+            if self._validator is not None:
+                ids = tuple(sorted(set(self._validator.valid(tag, ids)) & set(ids)))
+            out.append(AcceptedContributions(tag=tag, contribution_ids=ids).encode())
+        return out
 
     def reconstruct(
         self,
@@ -209,7 +226,15 @@ class SynthesisServer:
             t2 = time.perf_counter()
             self._meter.add("S_syn.reconstruct", t1 - t0, len(ready))
             self._meter.add("S_syn.decode", t2 - t1, len(ready))
+            guard = getattr(encoder, "sum_norm_bound", None)
             for (tag, count), row in zip(ready, decoded, strict=True):
+                # Norm guard: shares are uniform, so one malicious user can offset a sum at will;
+                # a sum longer than honest inputs plus noise can make it (tail 1.3e-14) is
+                # withheld. A decision on the DP sum alone: post-processing, free.
+                noise_users = max(count, self.release_floor) if policy == TOPUP else count
+                if guard is not None and float(np.linalg.norm(row)) > guard(count, noise_users):
+                    out.withheld[tag] = NORM_GUARD
+                    continue
                 out.centroids[tag] = row / float(count)
                 out.contributors[tag] = count
         for tag in self.released:
@@ -273,4 +298,4 @@ def _decode_rows(encoder: Any, totals: npt.NDArray[Any], m: int, gamma: float) -
     return out
 
 
-__all__ = ["BELOW_FLOOR", "Reconstruction", "SynthesisServer", "decode_many"]
+__all__ = ["BELOW_FLOOR", "NORM_GUARD", "ContributionValidator", "Reconstruction", "SynthesisServer", "decode_many"]

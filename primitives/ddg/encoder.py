@@ -295,6 +295,25 @@ class DDGEncoder:
         centred = np.where(centred >= m // 2, centred - m, centred)
         return self.unrotate(centred.astype(np.float64), scale=float(self.config.gamma))
 
+    def sum_norm_bound(self, count: int, noise_users: int, *, tail: float = 8.0) -> float:
+        """L2 norm a decoded sum of ``count`` honest users (noise of ``noise_users``) exceeds
+        with probability below ``exp(−tail²/2)`` (1.3e-14 at the default).
+
+        Each clipped input has norm at most ``clip``; rounding moves the sum by at most
+        :meth:`quantization_bound`; the noise is a sum of ``noise_users`` discrete Gaussians per
+        coordinate, sub-Gaussian with variance proxy ``noise_users·σ_int²`` (CKS20), whose norm
+        over d' coordinates exceeds ``γσ_int√noise_users·(√d' + tail)`` with at most that
+        probability (Gaussian concentration of the norm, a 1-Lipschitz function). The rotation
+        is orthogonal, so none of this changes in the rotated basis.
+        """
+        if not _is_int(noise_users) or noise_users < 0:
+            raise InvalidParameterError(f"noise_users must be an integer >= 0, got {noise_users!r}")
+        if not (isinstance(tail, int | float) and math.isfinite(tail) and tail > 0):
+            raise InvalidParameterError(f"tail must be a finite number > 0, got {tail!r}")
+        width = int(self.config.padded_dim)
+        noise = float(self.config.gamma) * float(self.config.sigma_int) * math.sqrt(noise_users)
+        return int(count) * float(self.config.clip) + self.quantization_bound(count) + noise * (math.sqrt(width) + tail)
+
     def quantization_bound(self, count: int) -> float:
         """L2 bound on ``‖decode_sum − Σ clipped inputs‖`` for ``count`` users encoded without noise.
 
