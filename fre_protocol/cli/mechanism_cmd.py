@@ -26,7 +26,7 @@ from fre_protocol.cli.common import (
 )
 from mechanism.fre_e2t import run_mechanism
 from mechanism.population import Population, synthetic_population
-from mechanism.release import Release
+from mechanism.release import DIAGNOSTICS_FILE, Release
 from mechanism.seeds import SeedPlan
 from primitives.errors import InvalidParameterError
 from primitives.randomness import RandomSource
@@ -165,7 +165,8 @@ def run(args: argparse.Namespace) -> int:
             f"centroid to a rare point: {demo['nearest_rare_distance']:.3f} (r = {demo['radius']})"
         )
     lines.append(
-        f"  wrote {out_dir / 'centroids.npy'} and {out_dir / 'release.json'} ({elapsed:.2f} s)"
+        f"  wrote {out_dir / 'centroids.npy'} and {out_dir / 'release.json'} (publishable), "
+        f"{out_dir / DIAGNOSTICS_FILE} (operator-private) ({elapsed:.2f} s)"
     )
     print("\n".join(lines), file=sys.stdout)
     return 0

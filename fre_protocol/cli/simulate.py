@@ -72,6 +72,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from fre_protocol.runner import ProtocolConfig, run_protocol
+    from mechanism.release import DIAGNOSTICS_FILE
     from mechanism.seeds import SeedPlan
 
     params = params_from_args(args)
@@ -129,7 +130,8 @@ def run(args: argparse.Namespace) -> int:
     )
     lines.append(f"  seeds: {seeds.rng_mode} (public seed {seeds.public_seed.hex()[:16]}…)")
     lines.append(
-        f"  wrote {out_dir / 'centroids.npy'}, {out_dir / 'release.json'} and {result.transcript_path}"
+        f"  wrote {out_dir / 'centroids.npy'}, {out_dir / 'release.json'} (publishable) and "
+        f"{result.transcript_path}, {out_dir / DIAGNOSTICS_FILE} (operator-private)"
         + (" (+ transcript.jsonl)" if args.jsonl else "") + f" ({elapsed:.1f} s)"
     )
     print("\n".join(lines), file=sys.stdout)
