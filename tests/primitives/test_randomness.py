@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
 import math
 
 import numpy as np
 import pytest
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -94,6 +98,34 @@ def test_same_path_from_same_seed_is_reproducible() -> None:
         assert a.mode == b.mode == "seeded"
 
 
+@pytest.mark.parametrize(
+    ("seed", "tagged"),
+    [(0, b"i\x00"), (258, b"i\x01\x02"), (b"\x01", b"b\x01"), ("\u00e9", b"s\xc3\xa9")],
+)
+def test_seeded_stream_is_the_documented_derivation(seed: int | bytes | str, tagged: bytes) -> None:
+    """Recompute the module docstring's steps 1-4 without the module's helpers."""
+    material = hashlib.sha256(b"fre-e2t/seed/v2" + tagged).digest()
+    path = ["users", "phase2/0", ""]
+    info = b"".join(len(c.encode()).to_bytes(8, "big") + c.encode() for c in path)
+    key = HKDF(
+        algorithm=hashes.SHA256(), length=32, salt=b"fre-e2t/random-source/v2", info=info
+    ).derive(material)
+    expected = Cipher(algorithms.AES(key), modes.CTR(bytes(16))).encryptor().update(bytes(48))
+    source = RandomSource.seeded(seed, "users").child("phase2/0").child("")
+    assert source.path == ("users", "phase2/0", "")
+    assert source.random_bytes(48) == expected
+
+
+@pytest.mark.parametrize("bad", [None, 3, b"x", ("a", "b")])
+def test_bad_label_rejected(bad: object) -> None:
+    with pytest.raises(InvalidParameterError, match="label must be a str"):
+        RandomSource.seeded(1, bad)  # type: ignore[arg-type]
+    with pytest.raises(InvalidParameterError, match="label must be a str"):
+        RandomSource.seeded(1).child(bad)  # type: ignore[arg-type]
+    with pytest.raises(InvalidParameterError, match="label must be a str"):
+        RandomSource.cryptographic(bad)  # type: ignore[arg-type]
+
+
 def test_cryptographic_children_are_fresh() -> None:
     parent = RandomSource.cryptographic("root")
     first, second = parent.child("phase2/0"), parent.child("phase2/0")
@@ -116,7 +148,7 @@ def test_stream_continues_rather_than_repeats() -> None:
 
 @pytest.mark.parametrize("bad", [-1, 1.5, True, None])
 def test_bad_seed_rejected(bad: object) -> None:
-    with pytest.raises(InvalidParameterError, match="seed"):
+    with pytest.raises(InvalidParameterError, match="seed must be a non-negative"):
         RandomSource.seeded(bad)  # type: ignore[arg-type]
 
 
