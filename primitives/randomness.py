@@ -1,15 +1,42 @@
 """Randomness sources: one cryptographic stream type, keyed either by the OS or by a recorded seed.
 
 Every randomized function in fre-e2t takes a :class:`RandomSource`. Both modes draw from the same
-AES-256-CTR keystream (``cryptography``, AES-NI); they differ only in where the key comes from:
+AES-256-CTR keystream (``cryptography``, AES-NI; zero nonce, counter from 0); they differ only in
+where the key comes from:
 
 * ``RandomSource.cryptographic()`` keys the stream from ``os.urandom`` — the default for keys,
   blinds, masks, shuffles and DP noise;
-* ``RandomSource.seeded(seed, label)`` derives the key with HKDF-SHA256 from an explicit seed —
-  test mode and public randomness. The mode is visible as ``source.mode`` so runs can record it.
+* ``RandomSource.seeded(seed, label)`` derives the key from an explicit seed — test mode and
+  public randomness. The mode is visible as ``source.mode`` so runs can record it.
 
-Derived streams (:meth:`RandomSource.child`) are independent: a seeded child's key is HKDF of the
-parent's seed material and the child's label path; a cryptographic child is keyed afresh.
+A source is named by its *path*: a tuple of label components. ``seeded(seed, label)`` and
+``cryptographic(label)`` start the one-component path ``(label,)`` (the default label ``""`` is a
+component too), and ``child(label)`` appends one component. A component is any string; a ``"/"``
+inside it is an ordinary character, so ``seeded(s, "a").child("b/c")``,
+``seeded(s, "a/b").child("c")`` and ``seeded(s, "a/b/c")`` are three different streams.
+``source.label`` shows the path joined with ``"/"`` for reading only; it is not what keys the
+stream (``source.path`` is).
+
+Seeded derivation (version 2), all lengths and integers big-endian:
+
+1. Seed material ``M = SHA-256("fre-e2t/seed/v2" || tag || body)``, where an int ``n >= 0`` has
+   tag ``"i"`` and body the minimal-length unsigned encoding of ``n`` (one byte ``00`` for 0), a
+   ``bytes``/``bytearray`` has tag ``"b"`` and body the bytes, and a ``str`` has tag ``"s"`` and
+   body its UTF-8 encoding. So ``1``, ``b"\\x01"`` and ``"\\x01"`` are three seeds. Booleans and
+   negative integers are rejected.
+2. Path encoding ``P = len_8(c_1) || c_1 || ... || len_8(c_k) || c_k`` over the path's components,
+   each ``c_i`` UTF-8 encoded and ``len_8`` its byte length in 8 bytes. Each component's length
+   comes before it, so ``P`` decodes back to exactly one path: different paths never share it.
+3. Stream key ``K = HKDF-SHA256(IKM = M, salt = "fre-e2t/random-source/v2", info = P, L = 32)``.
+4. The stream is the AES-256-CTR keystream under ``K`` with the 16-byte counter block starting at
+   zero.
+
+A seeded child keeps its parent's ``M`` and extends the path, so it is reproducible from the seed
+and the full path and independent of its siblings. A cryptographic source (and every child of one)
+uses 32 fresh bytes from ``os.urandom`` as ``M`` instead, so it never repeats.
+
+Version 1 hashed the untagged seed bytes and used the ``"/"``-joined label as ``info``; runs
+recorded under it do not replay under version 2.
 """
 
 from __future__ import annotations
@@ -26,67 +53,101 @@ from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from primitives.errors import InvalidParameterError
 
 Mode = Literal["crypto", "seeded"]
+Path = tuple[str, ...]
+
+SEED_DOMAIN = b"fre-e2t/seed/v2"
+HKDF_SALT = b"fre-e2t/random-source/v2"
 
 _TWO_POW_MINUS_53 = 2.0**-53
 _CHUNK = 1 << 20
 
 
-def _seed_bytes(seed: int | bytes | str) -> bytes:
+def _tagged_seed(seed: int | bytes | str) -> bytes:
+    """``tag || body`` of step 1 in the module docstring: the seed's type is part of the seed."""
     if isinstance(seed, bool):
-        raise InvalidParameterError(f"seed must be an int, bytes or str, got {type(seed).__name__}")
+        raise InvalidParameterError(
+            f"seed must be a non-negative int, bytes or str, got bool {seed!r}"
+        )
     if isinstance(seed, int):
         if seed < 0:
             raise InvalidParameterError(f"seed must be a non-negative integer, got {seed}")
-        return seed.to_bytes(max(1, (seed.bit_length() + 7) // 8), "big")
+        return b"i" + seed.to_bytes(max(1, (seed.bit_length() + 7) // 8), "big")
     if isinstance(seed, str):
-        return seed.encode("utf-8")
+        return b"s" + seed.encode("utf-8")
     if isinstance(seed, bytes | bytearray):
-        return bytes(seed)
-    raise InvalidParameterError(f"seed must be an int, bytes or str, got {type(seed).__name__}")
+        return b"b" + bytes(seed)
+    raise InvalidParameterError(
+        f"seed must be a non-negative int, bytes or str, got {type(seed).__name__}"
+    )
 
 
-def _hkdf(material: bytes, label: str) -> bytes:
+def _check_label(label: object) -> str:
+    if not isinstance(label, str):
+        raise InvalidParameterError(f"label must be a str, got {type(label).__name__}")
+    return label
+
+
+def _encode_path(path: Path) -> bytes:
+    """Step 2: each component as its 8-byte big-endian UTF-8 length, then its UTF-8 bytes."""
+    out = bytearray()
+    for component in path:
+        data = component.encode("utf-8")
+        out += len(data).to_bytes(8, "big")
+        out += data
+    return bytes(out)
+
+
+def _hkdf(material: bytes, path: Path) -> bytes:
+    """Step 3: the stream key for ``path`` under seed material ``material``."""
     return HKDF(
-        algorithm=hashes.SHA256(), length=32, salt=b"fre-e2t/random-source/v1", info=label.encode()
+        algorithm=hashes.SHA256(), length=32, salt=HKDF_SALT, info=_encode_path(path)
     ).derive(material)
 
 
 class RandomSource:
     """A keyed AES-256-CTR stream with vectorized draws (bytes, integers, floats, normals...)."""
 
-    __slots__ = ("_material", "_label", "mode", "_encryptor")
+    __slots__ = ("_material", "_path", "mode", "_encryptor")
 
-    def __init__(self, key_material: bytes, label: str, mode: Mode) -> None:
+    def __init__(self, key_material: bytes, path: Path, mode: Mode) -> None:
         self._material = key_material
-        self._label = label
+        self._path: Path = path
         self.mode: Mode = mode
-        key = _hkdf(key_material, label)
+        key = _hkdf(key_material, path)
         self._encryptor = Cipher(algorithms.AES(key), modes.CTR(b"\x00" * 16)).encryptor()
 
     # -- construction -----------------------------------------------------------------------
     @classmethod
     def cryptographic(cls, label: str = "") -> RandomSource:
         """A stream keyed by 32 bytes from the operating system's CSPRNG."""
-        return cls(os.urandom(32), label, "crypto")
+        return cls(os.urandom(32), (_check_label(label),), "crypto")
 
     @classmethod
     def seeded(cls, seed: int | bytes | str, label: str = "") -> RandomSource:
         """A reproducible stream for tests and public randomness. Record the seed with the run."""
-        return cls(hashlib.sha256(b"fre-e2t/seed/" + _seed_bytes(seed)).digest(), label, "seeded")
+        material = hashlib.sha256(SEED_DOMAIN + _tagged_seed(seed)).digest()
+        return cls(material, (_check_label(label),), "seeded")
 
     def child(self, label: str) -> RandomSource:
-        """An independent stream for a sub-task; seeded children are reproducible from the path."""
-        path = f"{self._label}/{label}"
+        """An independent stream for a sub-task, one path component further down (``label`` is
+        one component even if it contains "/"); seeded children are reproducible from the path."""
+        path = (*self._path, _check_label(label))
         if self.mode == "crypto":
             return RandomSource(os.urandom(32), path, "crypto")
         return RandomSource(self._material, path, "seeded")
 
     @property
+    def path(self) -> Path:
+        """The label components that (with the seed) key this stream."""
+        return self._path
+
+    @property
     def label(self) -> str:
-        return self._label
+        """The path joined with "/", for reading only: different paths may show the same label."""
+        return "/".join(self._path)
 
     def __repr__(self) -> str:  # never shows key material
-        return f"RandomSource(mode={self.mode!r}, label={self._label!r})"
+        return f"RandomSource(mode={self.mode!r}, label={self.label!r})"
 
     # -- raw output -------------------------------------------------------------------------
     def random_bytes(self, n: int) -> bytes:

@@ -41,7 +41,11 @@ from primitives.randomness import RandomSource
 from transcripts import TranscriptStore
 
 INF = FreParams.paper(math.inf)
-SEEDS = SeedPlan.from_seed(21)
+# The plan seed is arbitrary; it is chosen so that the public grid puts each planted cluster of
+# `pop` (130 users each) in a bucket of its own with no other user, and the 140-user cluster of
+# `lone` in one bucket: the `honest` fixture and the dropout and top-up tests count on that (the
+# floor test also needs the one member of `lone` it keeps to be sampled at ε = 8).
+SEEDS = SeedPlan.from_seed(1)
 # 22-bit ring: 3-byte words on the wire, so a word >= 2^22 is an out-of-range ring element.
 CONFIG = ProtocolConfig(modulus_bits=22)
 
@@ -140,12 +144,19 @@ def test_bad_phase1_messages_are_rejected_and_change_nothing(pop, honest, tmp_pa
 
 # -- phase 2 --------------------------------------------------------------------------------------
 class Phase2Tamperer(NetworkAdversary):
-    """Tampers with the S_syn shares of three users and injects shares with unknown tags and
-    duplicate contribution ids."""
+    """Tampers with the S_syn shares of three users and injects shares with unknown tags.
 
-    def __init__(self, keys: Keys) -> None:
+    The first victim's share is cut short, the second gets an out-of-range ring word, and the
+    third is duplicated: ``duplicate="both"`` delivers its genuine share and a forged all-zero
+    share with the same contribution id; ``"genuine"`` or ``"forged"`` delivers only that one
+    copy (the runs a duplicated delivery is compared with)."""
+
+    def __init__(self, keys: Keys, duplicate: str = "both") -> None:
+        assert duplicate in ("both", "genuine", "forged")
         self.keys = keys
+        self.duplicate = duplicate
         self.victims: dict[int, str] = {}
+        self.copies: dict[str, ShareSubmission] = {}  # the duplicate victim's "genuine" and "forged"
 
     def on_forward(self, phase: str, items: list[tuple[int, Role, bytes]]) -> list[tuple[int, Role, bytes]]:
         if phase != PHASE2:
@@ -171,15 +182,30 @@ class Phase2Tamperer(NetworkAdversary):
                     bad = ShareSubmission(tag=msg.tag, contribution_id=msg.contribution_id, share=word + msg.share[3:])
                     out.append((conn, role, k.seal(recipient, bad.encode())))
                     continue
-                # duplicate: the genuine share, then a second one with the same contribution id
-                extra.append((conn, role, k.seal(recipient, ShareSubmission(
-                    tag=msg.tag, contribution_id=msg.contribution_id, share=bytes(len(msg.share))
-                ).encode())))
+                forged = ShareSubmission(tag=msg.tag, contribution_id=msg.contribution_id, share=bytes(len(msg.share)))
+                self.copies = {"genuine": msg, "forged": forged}
+                if self.duplicate == "forged":
+                    out.append((conn, role, k.seal(recipient, forged.encode())))
+                    continue
+                if self.duplicate == "both":
+                    extra.append((conn, role, k.seal(recipient, forged.encode())))
             out.append((conn, role, env))
         unknown = ShareSubmission(tag=b"\x42" * TAG_BYTES, contribution_id=b"\x01" * 16, share=bytes(48))
         extra.append((9100, Role.USER, k.seal(Role.S_SYN, unknown.encode())))
         extra.append((9101, Role.USER, k.seal(Role.S_TAG, unknown.encode())))
-        return out + extra
+        return out + extra  # the proxy shuffles after this: the two copies arrive in either order
+
+    def arrivals(self, result: ProtocolResult) -> list[tuple[str, str]]:
+        """``(copy, status)`` of the duplicate victim's S_syn shares, in the order S_syn got them."""
+        genuine = self.copies["genuine"]
+        out = []
+        with TranscriptStore.open(result.transcript_path) as store:  # type: ignore[arg-type]
+            for e in store.entries(view="S_syn", phase=PHASE2, message_type="share_submission"):
+                msg = decode(e.payload)
+                assert isinstance(msg, ShareSubmission)
+                if (msg.tag, msg.contribution_id) == (genuine.tag, genuine.contribution_id):
+                    out.append(("genuine" if msg == genuine else "forged", e.status))
+        return out
 
 
 def test_bad_shares_are_rejected_and_only_their_users_drop_out(pop, honest, tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -190,23 +216,42 @@ def test_bad_shares_are_rejected_and_only_their_users_drop_out(pop, honest, tmp_
     assert syn["rejected:DecodeError"] == 2  # short share, out-of-range word
     assert syn["rejected:ProtocolStateError"] == 2  # duplicate contribution id, unknown tag
     assert _statuses(result, "S_tag")["rejected:ProtocolStateError"] == 1  # unknown tag
-    # the same buckets and phase-1 counts; the two users with rejected shares are left out of
-    # their bucket's sum at BOTH servers (the duplicate's first copy stays accepted)
+    # The duplicated contribution id: the proxy's shuffle decides which copy S_syn gets first. The
+    # first copy is kept whichever it is, the second is rejected, and the release is exactly that
+    # of a run in which only the first copy was sent: the second changed nothing.
+    (first, status1), (second, status2) = adversary.arrivals(result)
+    assert {first, second} == {"genuine", "forged"}
+    assert (status1, status2) == ("accepted", "rejected:ProtocolStateError")
+    alone = _run(pop, tmp_path / "first-copy-only", Phase2Tamperer(Keys(), duplicate=first))
+    _same(release, alone.release)
+    assert release.diagnostics["contributors"] == alone.release.diagnostics["contributors"]
+    # The same buckets and phase-1 counts; the two users with rejected shares are left out of
+    # their bucket's sum at BOTH servers, the duplicated user is not.
     assert release.ids == honest.ids and np.array_equal(release.counts, honest.counts)
     contributors = release.diagnostics["contributors"]
     assert sum(contributors.values()) == sum(honest.diagnostics["contributors"].values()) - 2
+    # Every bucket's centroid is the honest one, or the mean of the users left in it, except the
+    # duplicated user's bucket when the forged copy came first: S_syn holds the forged all-zero
+    # share for that user (checked above against the run with the forged copy alone).
     encoder = DDGEncoder(DDGConfig.from_dict(release.info["ddg"]))
     grid = PublicGrid.derive(SEEDS, pop.dim, INF)
     idx = [tuple(r) for r in grid.bucket_indices(pop.embeddings)]
+    tags = {u: _tag_of(pop, u) for u in adversary.victims}
     dropped = [u for u, kind in adversary.victims.items() if kind in ("short", "range")]
+    (duplicated,) = (u for u, kind in adversary.victims.items() if kind == "duplicate")
+    forged_tag = tags[duplicated] if first == "forged" else None
+    dropped_from = Counter(tags[u] for u in dropped)
     for row, (tag, n_contrib) in enumerate(contributors.items()):
         honest_row = honest.ids.index(tag)
-        if n_contrib == honest.diagnostics["contributors"][tag]:
+        assert n_contrib == honest.diagnostics["contributors"][tag] - dropped_from[tag]
+        if tag == forged_tag:
+            continue
+        if tag not in dropped_from:
             assert np.array_equal(release.centroids[row], honest.centroids[honest_row])
             continue
-        # this bucket lost the dropped users: its centroid is the mean of the others
-        members = [u for u in range(pop.n) if idx[u] == idx[dropped[0]]]
-        kept = [u for u in members if u not in dropped]
+        # this bucket lost its dropped users: its centroid is the mean of the others
+        (bucket,) = {idx[u] for u in dropped if tags[u] == tag}
+        kept = [u for u in range(pop.n) if idx[u] == bucket and u not in dropped]
         assert len(kept) == n_contrib
         mean = pop.embeddings[kept].astype(np.float64).mean(axis=0)
         assert np.linalg.norm(release.centroids[row] - mean) <= encoder.quantization_bound(n_contrib) / n_contrib + 1e-9

@@ -75,7 +75,9 @@ def _check_against(release, expected, *, exact: bool) -> None:  # type: ignore[n
 # -- the reference against brute force -----------------------------------------------------------
 def test_eps_inf_releases_exact_bucket_means(population: Population) -> None:
     params = FreParams.paper(math.inf, threshold=T)
-    seeds = SeedPlan.from_seed(21)
+    # The seed is arbitrary; it is chosen so that the grid releases at least five buckets
+    # (checked below), enough for the comparison with the brute force to mean something.
+    seeds = SeedPlan.from_seed(20)
     release = run_mechanism(population.embeddings, params, seeds)
     assert release.ledger.sigma == 0 and not release.params.is_dp
     coins = np.ones(population.n, dtype=bool)

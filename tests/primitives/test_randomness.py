@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import hashlib
 import math
 
 import numpy as np
 import pytest
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+from hypothesis import given
+from hypothesis import strategies as st
 
 from primitives.errors import InvalidParameterError
 from primitives.randomness import RandomSource
@@ -29,6 +35,105 @@ def test_children_are_independent_and_reproducible() -> None:
     assert parent.child("x").mode == "seeded"
 
 
+def _stream(seed: int | bytes | str, components: list[str]) -> bytes:
+    source = RandomSource.seeded(seed, components[0])
+    for component in components[1:]:
+        source = source.child(component)
+    return source.random_bytes(32)
+
+
+def test_label_paths_are_unambiguous() -> None:
+    """Labels are components of a path, not a "/"-joined string: every split is its own stream."""
+    splits = [
+        RandomSource.seeded(b"s", "users").child("phase2/0"),
+        RandomSource.seeded(b"s", "users/phase2").child("0"),
+        RandomSource.seeded(b"s", "users/phase2/0"),
+        RandomSource.seeded(b"s", "users").child("phase2").child("0"),
+        RandomSource.seeded(b"s").child("users/phase2/0"),
+        RandomSource.seeded(b"s", "").child("users").child("phase2/0"),
+    ]
+    streams = [source.random_bytes(32) for source in splits]
+    assert len(set(streams)) == len(streams)
+
+
+def _group(atoms: list[str], cuts: list[bool]) -> list[str]:
+    """Join ``atoms`` with "/" into components, starting a new component after atom i if cuts[i]."""
+    components, current = [], [atoms[0]]
+    for atom, cut in zip(atoms[1:], cuts, strict=False):
+        if cut:
+            components.append("/".join(current))
+            current = []
+        current.append(atom)
+    return [*components, "/".join(current)]
+
+
+@given(
+    st.lists(st.text(alphabet="a/\x00", max_size=2), min_size=1, max_size=5),
+    st.lists(st.booleans(), min_size=4, max_size=4),
+    st.lists(st.booleans(), min_size=4, max_size=4),
+)
+def test_streams_differ_exactly_when_paths_differ(
+    atoms: list[str], left_cuts: list[bool], right_cuts: list[bool]
+) -> None:
+    """Two splits of one "/"-joined string into components give one stream only if they are equal."""
+    left, right = _group(atoms, left_cuts), _group(atoms, right_cuts)
+    assert "/".join(left) == "/".join(right)
+    assert (_stream(3, left) == _stream(3, right)) == (left == right)
+
+
+def test_seed_types_are_distinguished() -> None:
+    """The integer 1, the byte 0x01 and the one-character string "\x01" are three seeds."""
+    streams = [RandomSource.seeded(s, "x").random_bytes(32) for s in (1, b"\x01", "\x01")]
+    assert len(set(streams)) == 3
+    # Within a type, equal values are one seed (bytearray is bytes).
+    assert RandomSource.seeded(bytearray(b"\x01"), "x").random_bytes(32) == streams[1]
+
+
+def test_same_path_from_same_seed_is_reproducible() -> None:
+    for seed in (0, 1, 1 << 70, b"", b"\x01", "", "\x01", "s\u00e9ed"):
+        a = RandomSource.seeded(seed, "users").child("phase2/0").child("x")
+        b = RandomSource.seeded(seed, "users").child("phase2/0").child("x")
+        assert a.random_bytes(64) == b.random_bytes(64)
+        assert a.label == b.label == "users/phase2/0/x"
+        assert a.mode == b.mode == "seeded"
+
+
+@pytest.mark.parametrize(
+    ("seed", "tagged"),
+    [(0, b"i\x00"), (258, b"i\x01\x02"), (b"\x01", b"b\x01"), ("\u00e9", b"s\xc3\xa9")],
+)
+def test_seeded_stream_is_the_documented_derivation(seed: int | bytes | str, tagged: bytes) -> None:
+    """Recompute the module docstring's steps 1-4 without the module's helpers."""
+    material = hashlib.sha256(b"fre-e2t/seed/v2" + tagged).digest()
+    path = ["users", "phase2/0", ""]
+    info = b"".join(len(c.encode()).to_bytes(8, "big") + c.encode() for c in path)
+    key = HKDF(
+        algorithm=hashes.SHA256(), length=32, salt=b"fre-e2t/random-source/v2", info=info
+    ).derive(material)
+    expected = Cipher(algorithms.AES(key), modes.CTR(bytes(16))).encryptor().update(bytes(48))
+    source = RandomSource.seeded(seed, "users").child("phase2/0").child("")
+    assert source.path == ("users", "phase2/0", "")
+    assert source.random_bytes(48) == expected
+
+
+@pytest.mark.parametrize("bad", [None, 3, b"x", ("a", "b")])
+def test_bad_label_rejected(bad: object) -> None:
+    with pytest.raises(InvalidParameterError, match="label must be a str"):
+        RandomSource.seeded(1, bad)  # type: ignore[arg-type]
+    with pytest.raises(InvalidParameterError, match="label must be a str"):
+        RandomSource.seeded(1).child(bad)  # type: ignore[arg-type]
+    with pytest.raises(InvalidParameterError, match="label must be a str"):
+        RandomSource.cryptographic(bad)  # type: ignore[arg-type]
+
+
+def test_cryptographic_children_are_fresh() -> None:
+    parent = RandomSource.cryptographic("root")
+    first, second = parent.child("phase2/0"), parent.child("phase2/0")
+    assert first.mode == second.mode == "crypto"
+    assert first.random_bytes(32) != second.random_bytes(32)
+    assert first.random_bytes(32) != RandomSource.cryptographic("root").child("phase2/0").random_bytes(32)
+
+
 def test_cryptographic_mode_is_fresh_each_time() -> None:
     a, b = RandomSource.cryptographic(), RandomSource.cryptographic()
     assert a.mode == "crypto" and a.child("c").mode == "crypto"
@@ -43,7 +148,7 @@ def test_stream_continues_rather_than_repeats() -> None:
 
 @pytest.mark.parametrize("bad", [-1, 1.5, True, None])
 def test_bad_seed_rejected(bad: object) -> None:
-    with pytest.raises(InvalidParameterError, match="seed"):
+    with pytest.raises(InvalidParameterError, match="seed must be a non-negative"):
         RandomSource.seeded(bad)  # type: ignore[arg-type]
 
 
