@@ -64,7 +64,7 @@ from mechanism.accounting import (
     calibrate_noise,
     optimise_budget_factor,
     release_floor,
-    sensitivity_failure,
+    sensitivity_term,
 )
 from mechanism.params import FreParams
 from primitives.errors import InfeasibleBudgetError, InvalidParameterError
@@ -259,11 +259,11 @@ def preflight(params: FreParams, n_users: int) -> Preflight:
             f"{max_buckets} released bucket(s), and possibly none"
         )
     if params.is_dp:
-        d_sens = sensitivity_failure(params.k, params.sensitivity_ratio, edge_multiplier=params.edge_multiplier)
+        d_sens = sensitivity_term(params).delta  # 0 when the cap 2C ≤ u·r binds
         if d_sens > 0.5 * params.delta:
             warnings.append(
                 f"δ_sens = f(2/u)^k = {d_sens:.3g} uses more than half of δ = {params.delta:g}; "
-                "raise k or the sensitivity ratio u"
+                f"raise k or the sensitivity ratio u (u·r ≥ 2C = {params.diameter:g} makes it 0)"
             )
     return Preflight(
         warnings=tuple(warnings),

@@ -90,9 +90,15 @@ def test_preflight_reports_infeasible_budget_and_smallest_feasible_t() -> None:
 
 def test_preflight_quiet_on_the_documented_setting_and_large_population() -> None:
     assert preflight(minilm_params(8.0), 63_322).warnings == ()
-    params = FreParams(epsilon=8.0, k=10, sensitivity_ratio=2.4, radius=0.9, p_sample=0.5)
+    params = FreParams(epsilon=8.0, k=10, sensitivity_ratio=2.4, radius=0.8, p_sample=0.5)
     with pytest.raises(InfeasibleBudgetError, match="delta_sens"):
-        calibrate_noise(params)  # u = 2.4 at k = 10: Lemma 2 alone exhausts δ
+        calibrate_noise(params)  # u = 2.4 at k = 10, u·r = 1.92 < 2C: Lemma 2 alone exhausts δ
+    check = preflight(params, 63_322)
+    assert any("δ_sens" in w and "2C = 2" in w for w in check.warnings)
+    # At r = 0.9, u·r = 2.16 ≥ 2C: the cap binds, δ_sens = 0 and the same u is feasible.
+    capped = dataclasses.replace(params, radius=0.9)
+    assert calibrate_noise(capped).term("sensitivity_failure").delta == 0.0
+    assert not any("δ_sens" in w for w in preflight(capped, 63_322).warnings)
 
 
 def test_empty_release_explanation_uses_public_quantities_only() -> None:
