@@ -241,9 +241,10 @@ def collision_probability(x: float) -> float:
 def sensitivity_failure(k: int, sensitivity_ratio: float, *, edge_multiplier: float = 1.0) -> float:
     """δ_sens = f(x)^k, x = L√k/Δ = 2·m_L/u (Lemma 2, SPEC §4.2).
 
-    Two users farther apart than Δ = u·r share a bucket with probability at most δ_sens, so the
-    L2 sensitivity of a bucket sum is Δ except with that probability. Scaling L and Δ together
-    leaves it unchanged.
+    Two users farther apart than u·r share a bucket with probability at most δ_sens, so the
+    L2 sensitivity of a bucket sum is u·r except with that probability. Scaling L and u·r together
+    leaves it unchanged. This is Lemma 2 alone: the ledger charges it only when u·r < 2C
+    (:func:`sensitivity_term`).
     """
     if not isinstance(k, int) or isinstance(k, bool) or k < 1:
         raise InvalidParameterError(f"k must be an integer >= 1, got {k!r}")

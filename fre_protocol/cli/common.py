@@ -58,7 +58,7 @@ def add_param_flags(parser: argparse.ArgumentParser, *, defaults: FreParams | No
     g.add_argument("--p-sample", type=float, default=d.p_sample, help="sampling rate p_s")
     g.add_argument("--budget-factor", type=float, default=d.budget_factor, help="Lemma 1 factor v")
     g.add_argument(
-        "--sensitivity-ratio", type=float, default=d.sensitivity_ratio, help="u in Δ = u·r"
+        "--sensitivity-ratio", type=float, default=d.sensitivity_ratio, help="u in Δ = min(u·r, 2C)"
     )
     g.add_argument(
         "--edge-multiplier", type=float, default=d.edge_multiplier, help="m_L in L = m_L·2r/√k"
