@@ -206,9 +206,10 @@ def run_mechanism(
     SPEC §3: bucket every row on the public grid; draw coins; release buckets whose sampled count
     reaches τ (:func:`release_threshold`); centroid = (Σ sampled clip(x_i) + σ·N(0, I_d)) / n_h,
     rows clipped to norm C = ``params.clip`` as in the protocol's DDG encoder (which is what makes
-    Δ ≤ 2C hold), σ from :func:`~mechanism.accounting.calibrate_noise`. ``noise=False`` keeps the coins and the
-    threshold but adds no Gaussian noise (the exact-equivalence setting of SPEC §6). Noise rows are
-    drawn from ``seeds.secret(CENTROID_NOISE_LABEL).normal((m, d))`` in release order (by id).
+    Δ ≤ 2C hold), σ from :func:`~mechanism.accounting.calibrate_noise`. ``noise=False`` keeps the
+    coins and the threshold but adds no Gaussian noise (the exact-equivalence setting of SPEC §6).
+    Noise rows are drawn from ``seeds.secret(CENTROID_NOISE_LABEL).normal((m, d))`` in release
+    order (by id).
     """
     if not isinstance(params, FreParams):
         raise InvalidParameterError(f"params must be FreParams, got {type(params).__name__}")
