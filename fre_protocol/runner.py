@@ -103,8 +103,9 @@ class ProtocolConfig:
     (eps_fre, delta_fre), so the dummies' (2ε0, 2δ0) equals the heavy-hitter term and the
     histogram release costs exactly what the centralized mechanism pays (SPEC §4.5).
 
-    ``clip``: public L2 clip of raw embeddings in the DDG encoder (1 suits normalized embeddings;
-    larger norms are clipped, which only the centralized mechanism would not do).
+    ``clip``: the DDG encoder's L2 clip is the release's C, ``FreParams.clip`` (the accountant's
+    cap Δ = min(u·r, 2C) and the mechanism use it too). None (default) takes it from the params;
+    a value that differs from them is refused (:func:`ddg_clip`).
 
     ``modulus_bits``/``modulus_stddevs``: the ring Z_{2^b} of the shares (24 bits keeps a
     768-d user's upload under 4.5 kB) and how many standard deviations of the largest released
@@ -123,7 +124,7 @@ class ProtocolConfig:
     user_workers: int | None = None
     dummy_epsilon0: float | None = None
     dummy_delta0: float | None = None
-    clip: float = 1.0
+    clip: float | None = None
     modulus_bits: int = 24
     modulus_stddevs: float = 8.0
     dropout_policy: str = WITHHOLD
@@ -146,8 +147,10 @@ class ProtocolConfig:
                 raise InvalidParameterError(f"{name} must be a finite number > 0, got {value!r}")
         if self.dummy_delta0 is not None and not self.dummy_delta0 < 0.5:
             raise InvalidParameterError(f"dummy_delta0 must be in (0, 0.5), got {self.dummy_delta0!r}")
-        if not (isinstance(self.clip, int | float) and math.isfinite(self.clip) and self.clip > 0):
-            raise InvalidParameterError(f"clip must be a finite number > 0, got {self.clip!r}")
+        if self.clip is not None and not (
+            isinstance(self.clip, int | float) and math.isfinite(self.clip) and self.clip > 0
+        ):
+            raise InvalidParameterError(f"clip must be None or a finite number > 0, got {self.clip!r}")
         if isinstance(self.modulus_bits, bool) or not isinstance(self.modulus_bits, int) or not 8 <= self.modulus_bits <= 62:
             raise InvalidParameterError(f"modulus_bits must be an integer in [8, 62], got {self.modulus_bits!r}")
         if not (isinstance(self.modulus_stddevs, int | float) and self.modulus_stddevs >= 1):
@@ -239,6 +242,17 @@ def _check_dummy_budget(params: FreParams, dummy: tuple[float, float]) -> None:
         )
 
 
+def ddg_clip(params: FreParams, config: ProtocolConfig) -> float:
+    """The DDG encoder's clip: C = ``params.clip``, which the accountant's cap assumed. A config
+    naming another clip would void the cap (or waste noise), so it is refused."""
+    if config.clip is not None and float(config.clip) != float(params.clip):
+        raise InvalidParameterError(
+            f"ProtocolConfig.clip must equal FreParams.clip (the C of Δ = min(u·r, 2C)) or be None, "
+            f"got clip {config.clip!r} against FreParams.clip {params.clip!r}"
+        )
+    return float(params.clip)
+
+
 def ddg_config_for(
     params: FreParams, dim: int, config: ProtocolConfig, *, n_modulus: int
 ) -> Any:
@@ -249,6 +263,7 @@ def ddg_config_for(
 
     floor = release_threshold(params)
     n_mod = max(int(n_modulus), floor)
+    clip = ddg_clip(params, config)
     if not params.is_dp:
         # No noise: the finest γ whose noiseless aggregate fits the ring (KLS21 §4.4 range with
         # σ = 0, plus the rounding term).
@@ -260,14 +275,14 @@ def ddg_config_for(
             raise InvalidParameterError(
                 f"modulus_bits = {config.modulus_bits} cannot hold {n_mod} users' rounding; raise it"
             )
-        gamma = 1.01 * 2.0 * k * math.sqrt(config.clip**2 * n_mod * n_mod / padded) / math.sqrt(room)
+        gamma = 1.01 * 2.0 * k * math.sqrt(clip**2 * n_mod * n_mod / padded) / math.sqrt(room)
         return DDGConfig(
             dim=dim,
             padded_dim=padded,
             gamma=gamma,
             sigma_int=0.0,
             modulus_bits=config.modulus_bits,
-            clip=config.clip,
+            clip=clip,
         )
     eps_agg, delta_agg = aggregation_budget(params, dummy_parameters(params, config))
     return calibrate_ddg(
@@ -276,7 +291,7 @@ def ddg_config_for(
         sensitivity=params.sensitivity,
         dim=dim,
         n=floor,
-        clip=config.clip,
+        clip=clip,
         modulus_bits=config.modulus_bits,
         n_modulus=n_mod,
         k_stddevs=config.modulus_stddevs,
@@ -480,6 +495,7 @@ def run_protocol(
     if not isinstance(noise, bool):
         raise InvalidParameterError(f"noise must be a bool, got {noise!r}")
     cfg = config if config is not None else ProtocolConfig()
+    ddg_clip(params, cfg)
     arr = _check_x(x)
     n, dim = (int(s) for s in arr.shape)
     _check_batch_memory(n, cfg.proof_batch_size)

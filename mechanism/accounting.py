@@ -241,9 +241,10 @@ def collision_probability(x: float) -> float:
 def sensitivity_failure(k: int, sensitivity_ratio: float, *, edge_multiplier: float = 1.0) -> float:
     """δ_sens = f(x)^k, x = L√k/Δ = 2·m_L/u (Lemma 2, SPEC §4.2).
 
-    Two users farther apart than Δ = u·r share a bucket with probability at most δ_sens, so the
-    L2 sensitivity of a bucket sum is Δ except with that probability. Scaling L and Δ together
-    leaves it unchanged.
+    Two users farther apart than u·r share a bucket with probability at most δ_sens, so the
+    L2 sensitivity of a bucket sum is u·r except with that probability. Scaling L and u·r together
+    leaves it unchanged. This is Lemma 2 alone: the ledger charges it only when u·r < 2C
+    (:func:`sensitivity_term`).
     """
     if not isinstance(k, int) or isinstance(k, bool) or k < 1:
         raise InvalidParameterError(f"k must be an integer >= 1, got {k!r}")
@@ -364,15 +365,27 @@ def _heavy_hitter_term(params: FreParams, lemma1: str) -> LedgerTerm:
     return LedgerTerm(name=HEAVY_HITTERS, epsilon=eps, delta=delta, source=source, detail=detail)
 
 
-def _sensitivity_term(params: FreParams) -> LedgerTerm:
+def sensitivity_term(params: FreParams) -> LedgerTerm:
+    """δ_sens, the probability that the bucket sums' sensitivity Δ = min(u·r, 2C) fails (SPEC §4.2).
+
+    Contributions are clipped to norm C, so two of them never differ by more than 2C. When
+    2C ≤ u·r the cap binds: Δ = 2C holds with certainty and δ_sens = 0. Otherwise Δ = u·r and
+    Lemma 2 charges ``f(2·m_L/u)^k``. The detail records both, and what Lemma 2 would charge.
+    """
     x = 2.0 * params.edge_multiplier / params.sensitivity_ratio
+    lemma2 = sensitivity_failure(
+        params.k, params.sensitivity_ratio, edge_multiplier=params.edge_multiplier
+    )
+    capped = params.sensitivity_capped
+    if capped:
+        source = "clip cap: contributions clipped to norm C differ by at most 2C <= u*r (SPEC §4.2)"
+    else:
+        source = "Lemma 2 (SPEC §4.2)"
     return LedgerTerm(
         name=SENSITIVITY_FAILURE,
         epsilon=0.0,
-        delta=sensitivity_failure(
-            params.k, params.sensitivity_ratio, edge_multiplier=params.edge_multiplier
-        ),
-        source="Lemma 2 (SPEC §4.2)",
+        delta=0.0 if capped else lemma2,
+        source=source,
         detail={
             "k": params.k,
             "sensitivity_ratio": params.sensitivity_ratio,
@@ -380,6 +393,11 @@ def _sensitivity_term(params: FreParams) -> LedgerTerm:
             "x": x,
             "per_coordinate": collision_probability(x),
             "sensitivity": params.sensitivity,
+            "sensitivity_target": params.sensitivity_target,
+            "clip": params.clip,
+            "diameter": params.diameter,
+            "cap_binds": capped,
+            "delta_lemma2": lemma2,
         },
     )
 
@@ -397,7 +415,12 @@ def _non_dp_ledger(params: FreParams, aggregation: LedgerTerm | None = None) -> 
         epsilon=0.0,
         delta=0.0,
         source="not applicable without noise (SPEC §3)",
-        detail={"k": params.k, "sensitivity": params.sensitivity},
+        detail={
+            "k": params.k,
+            "sensitivity": params.sensitivity,
+            "clip": params.clip,
+            "cap_binds": params.sensitivity_capped,
+        },
     )
     agg = aggregation or LedgerTerm(
         name=CENTROID_GAUSSIAN,
@@ -422,7 +445,8 @@ def calibrate_noise(params: FreParams, *, lemma1: str = "closed") -> PrivacyLedg
     """CalibrateNoise (paper Algorithm 3, SPEC §4.3): the whole ledger of a centralized release.
 
     ``eps_agg = ε − eps_fre`` and ``delta_agg = δ − delta_fre − delta_sens`` are spent on the
-    analytic Gaussian on bucket sums with sensitivity Δ = u·r. The total is (ε, δ) by basic
+    analytic Gaussian on bucket sums with sensitivity Δ = min(u·r, 2C) (δ_sens = 0 when the cap
+    2C binds, :func:`sensitivity_term`). The total is (ε, δ) by basic
     composition; centroids of different buckets compose in parallel. ``params.rounding`` picks the
     exact multiplier or the paper's (rounded up to two decimals). ε = ∞ gives σ = 0.
 
@@ -432,7 +456,7 @@ def calibrate_noise(params: FreParams, *, lemma1: str = "closed") -> PrivacyLedg
     if not params.is_dp:
         return _non_dp_ledger(params)
     heavy = _heavy_hitter_term(params, lemma1)
-    sens = _sensitivity_term(params)
+    sens = sensitivity_term(params)
     eps_agg = params.epsilon - heavy.epsilon
     if eps_agg <= 0:
         raise InfeasibleBudgetError(
@@ -450,7 +474,8 @@ def calibrate_noise(params: FreParams, *, lemma1: str = "closed") -> PrivacyLedg
             )
         else:
             culprit = (
-                f"delta_sens = {sens.delta:.4g} (Lemma 2) dominates; raise k or sensitivity_ratio"
+                f"delta_sens = {sens.delta:.4g} (Lemma 2) dominates; raise k or sensitivity_ratio "
+                f"(u*r >= 2C = {params.diameter:.6g} removes it)"
             )
         raise InfeasibleBudgetError(
             f"delta budget exhausted: delta = {params.delta:.4g} but delta_fre = {heavy.delta:.4g} "
@@ -673,7 +698,7 @@ def protocol_ledger(
         ledger = _non_dp_ledger(params, aggregation)
         return dataclasses.replace(ledger, sigma=sigma, noise_multiplier=multiplier)
     heavy = _heavy_hitter_term(params, lemma1)
-    sens = _sensitivity_term(params)
+    sens = sensitivity_term(params)
     dummy = LedgerTerm(
         name=DUMMY_PADDING,
         epsilon=dummy_epsilon,

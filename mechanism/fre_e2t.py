@@ -122,20 +122,34 @@ def group_buckets(
     return first.astype(np.intp), inverse.astype(np.intp), counts.astype(np.intp)
 
 
+def clip_factors(rows: npt.NDArray[Any], clip: float) -> npt.NDArray[np.float64]:
+    """``min(1, clip/‖row‖)`` per row, in float64: scaling a row by it projects it onto the L2
+    ball of radius ``clip`` (SPEC §4.2 cap), exactly as the protocol's DDG encoder clips.
+
+    Projection onto a ball is 1-Lipschitz, so it never moves two rows apart, and any two projected
+    rows differ by at most ``2·clip``.
+    """
+    norms = np.sqrt(np.einsum("ij,ij->i", rows, rows, dtype=np.float64))
+    factors: npt.NDArray[np.float64] = np.minimum(1.0, clip / np.maximum(norms, 1e-300))
+    return factors
+
+
 def _bucket_sums(
     x: npt.NDArray[Any],
     rows: npt.NDArray[np.intp],
     slot: npt.NDArray[np.intp],
     m: int,
     *,
+    clip: float,
     tick: Callable[[int], None] | None = None,
     workers: int = 2,
 ) -> npt.NDArray[np.float64]:
-    """Σ x_i (float64) over the rows of each of ``m`` slots.
+    """Σ clip(x_i) (float64) over the rows of each of ``m`` slots, rows clipped to norm ``clip``.
 
     Rows are sorted by slot (stably, so ascending within a slot); each slot's rows are gathered in
-    pieces of at most ``SUM_CHUNK_ROWS`` and summed with a float64 accumulator, so no float64 copy
-    of the rows is ever made and the temporary stays at one piece.
+    pieces of at most ``SUM_CHUNK_ROWS`` and summed weighted by their :func:`clip_factors` with a
+    float64 accumulator, so no float64 copy of the rows is ever made and the temporary stays at
+    one piece.
     """
     d = x.shape[1]
     sums = np.zeros((m, d), dtype=np.float64)
@@ -148,7 +162,8 @@ def _bucket_sums(
         for h in range(first, last):
             for start in range(int(bounds[h]), int(bounds[h + 1]), SUM_CHUNK_ROWS):
                 stop = min(int(bounds[h + 1]), start + SUM_CHUNK_ROWS)
-                sums[h] += x[rows_sorted[start:stop]].sum(axis=0, dtype=np.float64)
+                piece = x[rows_sorted[start:stop]]
+                sums[h] += np.einsum("i,ij->j", clip_factors(piece, clip), piece, dtype=np.float64)
                 if tick is not None:
                     tick(stop - start)
 
@@ -189,10 +204,12 @@ def run_mechanism(
     """Algorithm 1 on embeddings ``x`` (N, d): heavy buckets and their (noisy) centroids.
 
     SPEC §3: bucket every row on the public grid; draw coins; release buckets whose sampled count
-    reaches τ (:func:`release_threshold`); centroid = (Σ sampled x_i + σ·N(0, I_d)) / n_h, σ from
-    :func:`~mechanism.accounting.calibrate_noise`. ``noise=False`` keeps the coins and the
-    threshold but adds no Gaussian noise (the exact-equivalence setting of SPEC §6). Noise rows are
-    drawn from ``seeds.secret(CENTROID_NOISE_LABEL).normal((m, d))`` in release order (by id).
+    reaches τ (:func:`release_threshold`); centroid = (Σ sampled clip(x_i) + σ·N(0, I_d)) / n_h,
+    rows clipped to norm C = ``params.clip`` as in the protocol's DDG encoder (which is what makes
+    Δ ≤ 2C hold), σ from :func:`~mechanism.accounting.calibrate_noise`. ``noise=False`` keeps the
+    coins and the threshold but adds no Gaussian noise (the exact-equivalence setting of SPEC §6).
+    Noise rows are drawn from ``seeds.secret(CENTROID_NOISE_LABEL).normal((m, d))`` in release
+    order (by id).
     """
     if not isinstance(params, FreParams):
         raise InvalidParameterError(f"params must be FreParams, got {type(params).__name__}")
@@ -244,7 +261,7 @@ def run_mechanism(
         if bar is not None:
             bar.reset(total=int(rows.shape[0]))
             bar.set_description("summing")
-        sums = _bucket_sums(arr, rows, slots, m, tick=tick)
+        sums = _bucket_sums(arr, rows, slots, m, clip=params.clip, tick=tick)
         if noise and sigma > 0 and m > 0:
             draws = np.asarray(seeds.secret(CENTROID_NOISE_LABEL).normal((m, d)), dtype=np.float64)
             sums += sigma * draws

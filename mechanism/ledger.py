@@ -181,13 +181,23 @@ class PrivacyLedger:
         return any(t.name == name for t in self.terms)
 
     def _fre_params(self) -> FreParams | None:
-        # Only a complete parameter record counts: from_dict would fill gaps with defaults.
-        if not set(FreParams.__dataclass_fields__) <= set(self.params):
+        # Only a complete parameter record counts: from_dict would fill gaps with defaults. The
+        # clip C came later; records without it are complete for everything but Δ (see flat).
+        if not set(FreParams.__dataclass_fields__) - {"clip"} <= set(self.params):
             return None
         try:
             return FreParams.from_dict(dict(self.params))
         except (TypeError, ValueError):
             return None
+
+    def _sensitivity(self, params: FreParams | None) -> float:
+        """The Δ the terms were computed with: recorded by the sensitivity term, else from params
+        (ledgers written before the cap recorded u·r there, which their params no longer give)."""
+        if self.has_term(SENSITIVITY_FAILURE):
+            recorded = self.term(SENSITIVITY_FAILURE).detail.get("sensitivity")
+            if isinstance(recorded, int | float) and not isinstance(recorded, bool):
+                return float(recorded)
+        return params.sensitivity if params is not None else math.nan
 
     def flat(self) -> dict[str, float]:
         """The flat quantities (``FLAT_KEYS``) as floats; missing ones are NaN."""
@@ -209,7 +219,7 @@ class PrivacyLedger:
             "delta_sens": term_value(SENSITIVITY_FAILURE, "delta"),
             "eps_agg": term_value(self.aggregation, "epsilon"),
             "delta_agg": term_value(self.aggregation, "delta"),
-            "sensitivity": p.sensitivity if p is not None else nan,
+            "sensitivity": self._sensitivity(p),
             "sigma": float(self.sigma),
             "noise_multiplier": float(self.noise_multiplier),
             "bucket_edge": p.bucket_edge if p is not None else nan,

@@ -25,6 +25,10 @@ class FreParams:
 
     ``epsilon = inf`` is the non-DP reference: sampling is switched off (p_s = 1, τ = t) and no
     noise is added, whatever ``p_sample`` says.
+
+    ``clip`` is C, the public L2 bound of a contribution: every party sums rows projected onto the
+    ball of radius C (1 suits unit-norm embeddings), so two contributions never differ by more than
+    the diameter 2C and the sensitivity is ``Δ = min(u·r, 2C)`` (SPEC §4.2).
     """
 
     epsilon: float = 8.0
@@ -37,6 +41,7 @@ class FreParams:
     sensitivity_ratio: float = 2.4
     edge_multiplier: float = 1.0
     rounding: Rounding = "exact"
+    clip: float = 1.0
 
     def __post_init__(self) -> None:
         if not (isinstance(self.epsilon, int | float) and (self.epsilon > 0)) or math.isnan(
@@ -61,6 +66,7 @@ class FreParams:
         _check_positive("edge_multiplier", self.edge_multiplier)
         if self.rounding not in ("exact", "paper"):
             raise InvalidParameterError(f"rounding must be 'exact' or 'paper', got {self.rounding!r}")
+        _check_positive("clip", self.clip)
 
     # -- derived quantities -------------------------------------------------------------------
     @property
@@ -83,9 +89,28 @@ class FreParams:
         return self.edge_multiplier * 2.0 * self.radius / math.sqrt(self.k)
 
     @property
-    def sensitivity(self) -> float:
-        """Target L2 sensitivity Δ = u·r (holds except with probability δ_sens)."""
+    def sensitivity_target(self) -> float:
+        """Lemma 2's target sensitivity u·r: two points farther apart share a bucket only with
+        probability δ_sens = f(2/u)^k."""
         return self.sensitivity_ratio * self.radius
+
+    @property
+    def diameter(self) -> float:
+        """2C, the diameter of the clipped domain: no two contributions differ by more."""
+        return 2.0 * self.clip
+
+    @property
+    def sensitivity_capped(self) -> bool:
+        """True when 2C ≤ u·r: Δ = 2C holds with certainty and δ_sens = 0 (SPEC §4.2)."""
+        return self.diameter <= self.sensitivity_target
+
+    @property
+    def sensitivity(self) -> float:
+        """L2 sensitivity of a bucket sum, Δ = min(u·r, 2C) (SPEC §4.2).
+
+        It holds with certainty when the cap binds, else except with probability δ_sens.
+        """
+        return min(self.sensitivity_target, self.diameter)
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -94,6 +119,8 @@ class FreParams:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> FreParams:
+        """Inverse of :meth:`to_dict`. Records written before C was a parameter have no ``clip``
+        and load with the default C = 1, which the protocol's DDG encoder already clipped to."""
         data = dict(data)
         if data.get("epsilon") in ("inf", "Infinity", None):
             data["epsilon"] = math.inf

@@ -1,7 +1,8 @@
 """``fre-e2t account``: the privacy ledger of a setting, term by term (SPEC §4.1-§4.3).
 
-Prints every term with the result it comes from, the composed total and the noise it implies;
-``--json`` prints the same as one JSON object (flat keys plus ``terms``). ``--optimise-v`` first
+Prints every term with the result it comes from, the composed total, the sensitivity cap
+Δ = min(u·r, 2C) (whether it binds, and the δ_sens it leaves) and the noise it implies;
+``--json`` prints the same as one JSON object (flat keys, ``sensitivity_cap`` and ``terms``). ``--optimise-v`` first
 searches the budget factor v (and, with ``--p-grid``, p_s) for the least noise.
 """
 
@@ -82,9 +83,23 @@ def _table(rows: Sequence[tuple[str, ...]]) -> list[str]:
     return out
 
 
+def sensitivity_cap(ledger: PrivacyLedger, params: FreParams) -> dict[str, Any]:
+    """The cap of SPEC §4.2: Δ = min(u·r, 2C), whether 2C binds, and δ_sens as charged."""
+    flat = ledger.flat()
+    return {
+        "clip": params.clip,
+        "sensitivity_target": params.sensitivity_target,
+        "diameter": params.diameter,
+        "sensitivity": flat["sensitivity"],
+        "binds": params.sensitivity_capped,
+        "delta_sens": flat["delta_sens"],
+    }
+
+
 def render_ledger(ledger: PrivacyLedger, params: FreParams, *, lemma1: str) -> str:
     """The human-readable ledger: one aligned row per term, the total, then derived values."""
     flat = ledger.flat()
+    cap = sensitivity_cap(ledger, params)
     lines = [
         "Fre-E2T privacy ledger",
         (
@@ -92,7 +107,7 @@ def render_ledger(ledger: PrivacyLedger, params: FreParams, *, lemma1: str) -> s
             f"r={_num(params.radius)} t={params.threshold} k={params.k} "
             f"p_s={_num(params.effective_p_sample)} v={_num(params.budget_factor)} "
             f"u={_num(params.sensitivity_ratio)} m_L={_num(params.edge_multiplier)} "
-            f"rounding={params.rounding} lemma1={lemma1}"
+            f"C={_num(params.clip)} rounding={params.rounding} lemma1={lemma1}"
         ),
         "",
     ]
@@ -106,10 +121,23 @@ def render_ledger(ledger: PrivacyLedger, params: FreParams, *, lemma1: str) -> s
         ("tau", _num(flat["tau"]), "release threshold on sampled counts, p_s*t"),
         ("eps_fre", _num(flat["eps_fre"]), "heavy-hitter epsilon, v*ln(1/(1-p_s))"),
         ("delta_fre", _num(flat["delta_fre"]), "heavy-hitter delta"),
-        ("delta_sens", _num(flat["delta_sens"]), "probability the sensitivity bound fails"),
+        (
+            "delta_sens",
+            _num(flat["delta_sens"]),
+            "probability the sensitivity bound fails"
+            + (" (0: the cap 2C binds)" if cap["binds"] else " (Lemma 2)"),
+        ),
         ("eps_agg", _num(flat["eps_agg"]), "epsilon left for the centroids"),
         ("delta_agg", _num(flat["delta_agg"]), "delta left for the centroids"),
-        ("sensitivity", _num(flat["sensitivity"]), "L2 sensitivity Delta = u*r"),
+        ("u*r", _num(cap["sensitivity_target"]), "Lemma 2's target sensitivity"),
+        ("2C", _num(cap["diameter"]), "diameter of the clipped domain (C = clip)"),
+        ("cap_binds", "yes" if cap["binds"] else "no", "2C <= u*r: Delta = 2C holds with certainty"),
+        (
+            "sensitivity",
+            _num(flat["sensitivity"]),
+            "L2 sensitivity Delta = min(u*r, 2C)"
+            + (": the cap 2C binds" if cap["binds"] else " = u*r"),
+        ),
         ("sigma", _num(flat["sigma"]), "Gaussian std on each bucket sum (embedding units)"),
         ("noise_multiplier", _num(flat["noise_multiplier"]), "sigma / Delta"),
         ("bucket_edge", _num(flat["bucket_edge"]), "grid edge L = m_L*2r/sqrt(k)"),
@@ -151,6 +179,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.json:
         out = ledger.to_dict()
+        out["sensitivity_cap"] = sensitivity_cap(ledger, params)
         out["lemma1"] = lemma1
         if optimisation is not None:
             out["optimisation"] = optimisation

@@ -58,12 +58,16 @@ def add_param_flags(parser: argparse.ArgumentParser, *, defaults: FreParams | No
     g.add_argument("--p-sample", type=float, default=d.p_sample, help="sampling rate p_s")
     g.add_argument("--budget-factor", type=float, default=d.budget_factor, help="Lemma 1 factor v")
     g.add_argument(
-        "--sensitivity-ratio", type=float, default=d.sensitivity_ratio, help="u in Δ = u·r"
+        "--sensitivity-ratio", type=float, default=d.sensitivity_ratio, help="u in Δ = min(u·r, 2C)"
     )
     g.add_argument(
         "--edge-multiplier", type=float, default=d.edge_multiplier, help="m_L in L = m_L·2r/√k"
     )
     g.add_argument("--rounding", choices=["exact", "paper"], default=d.rounding)
+    g.add_argument(
+        "--clip", type=float, default=d.clip, metavar="C",
+        help="L2 clip C of each embedding (1 = unit norm): caps the sensitivity at Δ = min(u·r, 2C)",
+    )
 
 
 def params_from_args(args: argparse.Namespace) -> FreParams:
@@ -81,6 +85,7 @@ def params_from_args(args: argparse.Namespace) -> FreParams:
         sensitivity_ratio=args.sensitivity_ratio,
         edge_multiplier=args.edge_multiplier,
         rounding=args.rounding,
+        clip=args.clip,
     )
 
 

@@ -63,7 +63,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="blinded elements per DLEQ proof (1: per-user proofs, the default)")
     parser.add_argument("--modulus-bits", type=positive_int, default=24, metavar="b",
                         help="shares live in Z_{2^b} (default 24)")
-    parser.add_argument("--clip", type=float, default=1.0, help="public L2 clip of embeddings in the DDG encoder")
     parser.add_argument("--workers", type=positive_int, default=2, help="worker threads (default 2)")
     parser.add_argument("--jsonl", action="store_true", help="also export the transcript as DIR/transcript.jsonl")
     parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=False,
@@ -81,7 +80,6 @@ def run(args: argparse.Namespace) -> int:
     config = ProtocolConfig(
         proof_batch_size=args.proof_batch,
         modulus_bits=args.modulus_bits,
-        clip=args.clip,
         dropout_policy=args.dropout_policy,
         cover_traffic=args.cover_traffic,
     )

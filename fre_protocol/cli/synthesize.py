@@ -1,7 +1,8 @@
 """``fre-e2t synthesize``: the main job — private texts in, DP synthetic texts out (SPEC §7).
 
 Defaults are those documented for the default embedder all-MiniLM-L6-v2 in
-:mod:`fre_protocol.text.tuning` (k = 10, r = 0.9, u = 4, t = 100, δ = 1e-6; p_s and v per ε).
+:mod:`fre_protocol.text.tuning` (k = 10, r = 0.9, u = 4, C = 1 so Δ = min(u·r, 2C) = 2, t = 100,
+δ = 1e-6; p_s and v per ε).
 Nothing heavy is imported at module level: ``fre-e2t --help`` never loads torch.
 """
 
@@ -29,6 +30,7 @@ _DEFAULTS = FreParams(
     p_sample=0.7,
     budget_factor=1.5,
     sensitivity_ratio=4.0,
+    clip=1.0,
 )
 
 

@@ -390,7 +390,9 @@ def summary_table(summary: Mapping[str, Any]) -> str:
         "parameters",
         f"r={num(params.get('radius'))} t={params.get('threshold')} k={params.get('k')} "
         f"p_s={num(params.get('p_sample'))} v={num(params.get('budget_factor'))} "
-        f"u={num(params.get('sensitivity_ratio'))} σ={num(summary.get('sigma'))}",
+        f"u={num(params.get('sensitivity_ratio'))} "
+        + (f"C={num(params['clip'])} " if "clip" in params else "")
+        + f"σ={num(summary.get('sigma'))}",
     )
     row("released clusters", f"{summary.get('n_released'):,}")
     row("synthetic texts", f"{summary.get('n_synthetic'):,}")

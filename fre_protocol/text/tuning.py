@@ -19,33 +19,42 @@ even at r = 1.0). This module gives
 
 Defaults for all-MiniLM-L6-v2 (measured on ``healthtweets``, 63,322 normalized tweets)
 ------------------------------------------------------------------------------------------
-``k = 10, r = 0.9, u = 4 (Δ = 3.6), t = 100, δ = 1e-6, L = 2r/√k``; ``p_s`` and ``v`` chosen per ε
-by the accountant to minimise the noise of a centroid at the release threshold, σ/τ
-(:func:`choose_sampling`; ``mechanism.accounting.optimise_budget_factor`` with
-``objective="centroid_std"`` over p_s ∈ {0.1, …, 0.9}, v ∈ {0.5, …, 8}): ``(p_s, v) = (0.6, 1.5)``
-at ε = 4 (σ = 6.40), ``(0.7, 1.5)`` at ε = 8 (σ = 2.99), ``(0.8, 2)`` at ε = 16 (σ = 1.61);
-p_s = 1 and σ = 0 at ε = ∞.
+``k = 10, r = 0.9, u = 4, C = 1 (Δ = min(u·r, 2C) = 2), t = 100, δ = 1e-6, L = 2r/√k``;
+``p_s`` and ``v`` chosen per ε by the accountant to minimise the noise of a centroid at the
+release threshold, σ/τ (:func:`choose_sampling`; ``mechanism.accounting.optimise_budget_factor``
+with ``objective="centroid_std"`` over p_s ∈ {0.1, …, 0.9}, v ∈ {0.5, …, 8}):
+``(p_s, v) = (0.6, 1.5)`` at ε = 4 (σ = 3.54), ``(0.7, 1.5)`` at ε = 8 (σ = 1.65), ``(0.8, 2)`` at
+ε = 16 (σ = 0.892); p_s = 1 and σ = 0 at ε = ∞. (Before the cap, Δ = u·r = 3.6 gave σ = 6.40,
+2.99 and 1.61: the same (p_s, v), 1.8 times the noise.)
 
 Why (all figures on healthtweets, centralized mechanism, three public grids):
 
-* k = 20 releases nothing (no grid cell holds 100 tweets even at r = 1.0); k = 8 needs u ≈ 5.5
-  and coarser cells whose non-DP centroids come within r of 45% of the infrequent tweets;
-* at k = 10 the sensitivity bound needs u ≈ 4: δ_sens = f(2/u)^k = 8.1e-8 ≪ δ (u = 2.4 gives
-  1.1e-4, infeasible);
-* t = 100 is the smallest threshold Lemma 1 allows at δ = 1e-6 (t = 50 leaves δ_fre ≥ 1.7e-5);
+* MiniLM embeddings have unit norm, so C = 1 and no two contributions differ by more than 2C = 2.
+  With u·r ≥ 2C the cap binds: Δ = 2 holds with certainty and δ_sens = 0, so σ is the same for
+  every u ≥ 2C/r ≈ 2.23 and every k. u = 4 keeps the cap binding for every r ≥ 0.5 (a
+  ``--radius`` or ``--radius-quantile`` override), and below r = 0.5, where Δ = 4r < 2 and
+  Lemma 2 is paid, it keeps δ_sens = f(2/u)^k = 8.1e-8 ≪ δ at k = 10 (u = 2.5 would leave
+  6.6e-6 > δ, infeasible);
+* k = 20 releases nothing (no grid cell holds 100 tweets even at r = 1.0); k = 8 has coarser
+  cells whose non-DP centroids come within r of 45% of the infrequent tweets. With the cap k no
+  longer changes σ, so it stays at 10 rather than being re-tuned on the private corpus;
+* t = 100 (the paper's) is kept: lower thresholds are feasible with (p_s, v) re-chosen (down to
+  t = 45) but declare rarer texts frequent and raise σ/τ (at ε = 8, 0.041 at t = 70 against
+  0.024 at t = 100);
 * r at k = 10, t = 100: r = 0.8 releases 2-16 clusters (grid-dependent), r = 0.9 releases 23-57
   (9.4% of the tweets are frequent; text-level δ*(r) ≈ 0.005), r = 1.0 releases 55-88 but makes
   a third of the corpus "frequent" and lets non-DP centroids come within r of 97% of the
-  infrequent tweets (δ*(r) ≈ 0.97 at centroid level). r = 0.9 is the compromise.
+  infrequent tweets (δ*(r) ≈ 0.97 at centroid level). r = 0.9 is the compromise; under the cap
+  it costs no more noise than a smaller r (Δ = 2 for every r ≥ 0.5).
 
 From public data: r = 0.9 is the 0.38-quantile of the nearest-neighbour distance in the default
 public pool (news sentences and headlines + WordNet, 23,823 texts, MiniLM; the 0.39-quantile is
 0.903): ``radius_from_public(pool, quantile=0.38)``; ``fre-e2t synthesize --radius-quantile Q``
 applies the rule (paper §7.3), e.g. to carry a radius over to another embedder.
 
-Measured with these defaults on the full corpus (distributed protocol, three public seeds):
-23-57 released clusters at ε = 8; text level (retrieval inversion) precision = recall = 1 at
-α = 1.5 and δ*(r) ≈ 0.002-0.008 at every ε.
+Measured with these defaults on the full corpus before the cap (distributed protocol, three
+public seeds; the released set does not depend on σ): 23-57 released clusters at ε = 8; text
+level (retrieval inversion) precision = recall = 1 at α = 1.5 and δ*(r) ≈ 0.002-0.008 at every ε.
 """
 
 from __future__ import annotations
@@ -64,7 +73,7 @@ from mechanism.accounting import (
     calibrate_noise,
     optimise_budget_factor,
     release_floor,
-    sensitivity_failure,
+    sensitivity_term,
 )
 from mechanism.params import FreParams
 from primitives.errors import InfeasibleBudgetError, InvalidParameterError
@@ -81,6 +90,7 @@ MINILM_DEFAULTS: dict[str, Any] = {
     "sensitivity_ratio": 4.0,
     "edge_multiplier": 1.0,
     "rounding": "exact",
+    "clip": 1.0,
 }
 # Public-pool quantile of the nearest-neighbour distance that gives the default radius.
 MINILM_RADIUS_QUANTILE = 0.38
@@ -259,11 +269,11 @@ def preflight(params: FreParams, n_users: int) -> Preflight:
             f"{max_buckets} released bucket(s), and possibly none"
         )
     if params.is_dp:
-        d_sens = sensitivity_failure(params.k, params.sensitivity_ratio, edge_multiplier=params.edge_multiplier)
+        d_sens = sensitivity_term(params).delta  # 0 when the cap 2C ≤ u·r binds
         if d_sens > 0.5 * params.delta:
             warnings.append(
                 f"δ_sens = f(2/u)^k = {d_sens:.3g} uses more than half of δ = {params.delta:g}; "
-                "raise k or the sensitivity ratio u"
+                f"raise k or the sensitivity ratio u (u·r ≥ 2C = {params.diameter:g} makes it 0)"
             )
     return Preflight(
         warnings=tuple(warnings),

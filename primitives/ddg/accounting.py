@@ -14,7 +14,9 @@ With ``n`` contributors each adding ``N_Z(0, σ_int²)`` (integer units) and rou
     ε     = min_α [ ε(α) + ln(1 − 1/α) − (ln δ + ln α)/(α − 1) ]
 
 Neighbouring relation. ``sensitivity`` Δ bounds the distance between the two neighbouring users'
-clipped vectors (replacement). With unconditional rounding (``beta = 0``, the default) the two
+clipped vectors (replacement). Clipped vectors never differ by more than ``2·clip``, so wherever
+the clip is known (:func:`calibrate_ddg`, :func:`ddg_ledger_term`) a larger Δ is capped at that
+diameter (:func:`clipped_sensitivity`, SPEC §4.2). With unconditional rounding (``beta = 0``, the default) the two
 users' rounding coins can be coupled so that the rounded difference is a randomized rounding of
 ``(x − x')/γ``; its norm is then below ``Δ/γ + √d'`` with certainty, and joint convexity of Rényi
 divergence carries the bound through the mixture over coins. The ``β > 0`` term of ``Δ̂₂`` is
@@ -78,6 +80,14 @@ def _delta(value: object) -> float:
     if d >= 1.0:
         raise InvalidParameterError(f"delta must be in (0, 1), got {value}")
     return d
+
+
+def clipped_sensitivity(sensitivity: float, clip: float) -> float:
+    """``min(Δ, 2·clip)``: the encoder clips every vector to norm ``clip``, so two users' vectors
+    differ by at most the diameter ``2·clip`` whatever Δ a caller states (SPEC §4.2 cap)."""
+    sens = _real("sensitivity", sensitivity, low=0.0, low_open=True)
+    c = _real("clip", clip, low=0.0, low_open=True)
+    return min(sens, 2.0 * c)
 
 
 # -- RDP → (ε, δ) -------------------------------------------------------------------------------
@@ -380,6 +390,7 @@ def calibrate_ddg(
 ) -> DDGConfig:
     """A :class:`DDGConfig` meeting (``epsilon``, ``delta``) with ``n`` contributors (SPEC §4.4).
 
+    ``sensitivity`` is capped at the clip's diameter (:func:`clipped_sensitivity`).
     ``n`` is the *fewest* contributors a released aggregate can have (the worst case, ``⌈τ⌉``);
     ``n_modulus`` (default ``n``) the *most* the modulus must hold without wrapping. With
     ``gamma`` given, ``σ_int`` is calibrated and the smallest ``b`` is chosen (or the given
@@ -390,6 +401,7 @@ def calibrate_ddg(
     _delta(delta)
     _real("sensitivity", sensitivity, low=0.0, low_open=True)
     x_clip = _real("clip", clip, low=0.0, low_open=True)
+    sens = clipped_sensitivity(sensitivity, x_clip)
     count = _count("n", n)
     n_mod = count if n_modulus is None else _count("n_modulus", n_modulus)
     k = _real("k_stddevs", k_stddevs, low=0.0, low_open=True)
@@ -410,7 +422,7 @@ def calibrate_ddg(
         return calibrate_sigma_int(
             epsilon=epsilon,
             delta=delta,
-            sensitivity=sensitivity,
+            sensitivity=sens,
             gamma=g,
             padded_dim=padded,
             n=count,
@@ -515,16 +527,20 @@ def ddg_ledger_term(
 
     ``{name: "centroid_ddg", epsilon, delta, source, detail}``; ``epsilon`` is *computed* from the
     config at the worst case of ``n`` contributors. If a target ``epsilon`` is given and the
-    config does not meet it, :class:`InfeasibleBudgetError` is raised. ``detail.sigma_effective``
+    config does not meet it, :class:`InfeasibleBudgetError` is raised. ``sensitivity`` is capped
+    at ``2·config.clip`` (:func:`clipped_sensitivity`); ``detail`` records the Δ used
+    (``sensitivity``), the one given (``sensitivity_target``) and whether the cap binds.
+    ``detail.sigma_effective``
     is the standard deviation of the decoded SUM's per-coordinate noise in embedding units,
     ``γ·σ_int·√n`` (exact to double precision for σ_int >= 2, an upper bound below).
     """
     if not isinstance(config, DDGConfig):
         raise InvalidParameterError(f"config must be a DDGConfig, got {type(config).__name__}")
+    sens = clipped_sensitivity(sensitivity, config.clip)
     acc = ddg_accounting(
         sigma_int=config.sigma_int,
         gamma=config.gamma,
-        sensitivity=sensitivity,
+        sensitivity=sens,
         dim_padded=config.padded_dim,
         n=n,
         delta=delta,
@@ -545,6 +561,8 @@ def ddg_ledger_term(
             "dim": int(config.dim),
             "modulus_bits": int(config.modulus_bits),
             "clip": float(config.clip),
+            "sensitivity_target": float(sensitivity),
+            "cap_binds": 2.0 * float(config.clip) <= float(sensitivity),
             "rotate": bool(config.rotate),
             "rounding": "conditional" if config.beta > 0 else "unconditional",
             "sigma_effective": config.noise_std(acc.n),

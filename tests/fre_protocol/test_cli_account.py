@@ -157,3 +157,51 @@ def test_unparseable_flags_exit_2(
         cli.main(["account", *argv])
     assert exc.value.code == 2
     assert needle in capsys.readouterr().err
+
+
+MINILM_EPS8 = [
+    "--epsilon", "8", "--delta", "1e-6", "--radius", "0.9", "--threshold", "100", "--k", "10",
+    "--p-sample", "0.7", "--budget-factor", "1.5", "--sensitivity-ratio", "4",
+]  # fmt: skip
+
+
+def test_json_shows_the_sensitivity_cap(capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, _ = _run(capsys, *MINILM_EPS8, "--json")
+    assert rc == 0
+    data = json.loads(out)
+    assert data["sensitivity"] == 2.0 and data["delta_sens"] == 0.0
+    assert data["sigma"] == pytest.approx(1.66, abs=0.01)
+    cap = data["sensitivity_cap"]
+    assert cap == {
+        "clip": 1.0,
+        "sensitivity_target": pytest.approx(3.6),
+        "diameter": 2.0,
+        "sensitivity": 2.0,
+        "binds": True,
+        "delta_sens": 0.0,
+    }
+    assert data["params"]["clip"] == 1.0
+    rc, out, _ = _run(capsys, *PAPER_EPS4, "--json")
+    cap = json.loads(out)["sensitivity_cap"]
+    assert cap["binds"] is False and cap["sensitivity"] == pytest.approx(1.2)
+    assert cap["delta_sens"] == pytest.approx(8.945e-11, abs=0.01e-11)
+    rc, out, _ = _run(capsys, *PAPER_EPS4, "--clip", "0.5", "--json")
+    data = json.loads(out)
+    assert data["sensitivity_cap"]["binds"] is True and data["sensitivity"] == 1.0
+
+
+def test_table_shows_the_sensitivity_cap(capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, _ = _run(capsys, *MINILM_EPS8)
+    assert rc == 0
+    lines = out.splitlines()
+    assert " C=1 " in lines[1]
+    rows = {line.split()[0]: line for line in lines if line.strip()}
+    assert rows["sensitivity"].split()[1] == "2" and "binds" in rows["sensitivity"]
+    assert rows["u*r"].split()[1] == "3.6" and rows["2C"].split()[1] == "2"
+    assert rows["cap_binds"].split()[1] == "yes"
+    assert rows["delta_sens"].split()[1] == "0"
+    assert "2C" in rows["sensitivity_failure"]  # the term names the cap as its source
+    rc, out, _ = _run(capsys, *PAPER_EPS4)
+    rows = {line.split()[0]: line for line in out.splitlines() if line.strip()}
+    assert rows["cap_binds"].split()[1] == "no"
+    assert rows["sensitivity"].split()[1] == "1.2"

@@ -239,3 +239,21 @@ def test_every_share_lost_at_s_tag_means_no_contributors(pop: Population, tmp_pa
     assert set(info["withheld"].values()) == {"no aggregate share from S_tag"}
     # S_tag held no share, so it had nothing to aggregate and said so (typed, recorded)
     assert set(result.release.diagnostics["refused_by_S_tag"].values()) == {"no contribution to aggregate for this tag"}
+
+
+def test_the_ddg_clip_is_the_release_parameter(pop: Population, tmp_path: Path) -> None:
+    """One C: the DDG encoder clips to ``FreParams.clip``, the accountant's cap uses the same C,
+    and a ProtocolConfig that names a different clip is refused before any work."""
+    from fre_protocol.runner import aggregation_term, ddg_config_for, dummy_parameters
+
+    params = FreParams(radius=0.9, k=10, p_sample=0.7, budget_factor=1.5, sensitivity_ratio=4.0, clip=0.8)
+    ddg = ddg_config_for(params, 16, ProtocolConfig(), n_modulus=200)
+    assert ddg.clip == 0.8
+    term = aggregation_term(params, ddg, dummy_parameters(params, ProtocolConfig()))
+    assert term.detail["sensitivity"] == pytest.approx(1.6)  # min(u·r, 2C) = 2·0.8
+    assert ddg_config_for(params, 16, ProtocolConfig(clip=0.8), n_modulus=200).clip == 0.8
+    with pytest.raises(InvalidParameterError, match=r"clip .*2\.0.* FreParams\.clip .*0\.8"):
+        ddg_config_for(params, 16, ProtocolConfig(clip=2.0), n_modulus=200)
+    with pytest.raises(InvalidParameterError, match="clip"):
+        run_protocol(pop.embeddings, INF, SeedPlan.from_seed(1), out_dir=tmp_path, config=ProtocolConfig(clip=2.0))
+    assert not (tmp_path / TRANSCRIPT_FILE).exists()

@@ -299,6 +299,83 @@ def test_calibrate_noise_reference_table(
         assert agm_delta(ledger.sigma, agg.epsilon, 1.2) <= flat["delta_agg"]
 
 
+# The synthesize defaults for MiniLM before the cap (k = 10, r = 0.9, u = 4: u·r = 3.6 > 2C = 2).
+MINILM_EPS8 = {
+    "epsilon": 8.0,
+    "delta": 1e-6,
+    "radius": 0.9,
+    "threshold": 100,
+    "k": 10,
+    "p_sample": 0.7,
+    "budget_factor": 1.5,
+    "sensitivity_ratio": 4.0,
+}
+
+
+def test_cap_gives_the_sigma_of_the_clipped_diameter() -> None:
+    """Unit-norm contributions differ by at most 2: σ is the AGM's for Δ = 2, not u·r = 3.6."""
+    params = FreParams(**MINILM_EPS8)
+    ledger = calibrate_noise(params)
+    eps_fre, delta_fre = heavy_hitter_privacy(0.7, 1.5, params.tau)
+    direct = agm_multiplier(8.0 - eps_fre, 1e-6 - delta_fre) * 2.0  # δ_sens = 0 under the cap
+    assert ledger.sigma == pytest.approx(direct, rel=1e-12)
+    assert ledger.sigma == pytest.approx(1.66, abs=0.01)  # was 2.986 with Δ = 3.6
+    assert ledger.noise_multiplier == pytest.approx(direct / 2.0, rel=1e-12)
+    agg = ledger.term("centroid_gaussian")
+    assert agg.detail["sensitivity"] == 2.0
+    assert agm_delta(ledger.sigma, agg.epsilon, 2.0) <= agg.delta
+    assert ledger.to_dict()["sensitivity"] == 2.0
+
+
+def test_cap_binding_charges_no_delta_sens() -> None:
+    params = FreParams(**MINILM_EPS8)
+    ledger = calibrate_noise(params)
+    sens = ledger.term("sensitivity_failure")
+    assert sens.delta == 0.0 and sens.epsilon == 0.0
+    assert "2C" in sens.source and "SPEC §4.2" in sens.source and "Lemma 2" not in sens.source
+    assert sens.detail["cap_binds"] is True
+    assert sens.detail["sensitivity"] == 2.0
+    assert sens.detail["sensitivity_target"] == pytest.approx(3.6)
+    assert sens.detail["clip"] == 1.0
+    # What Lemma 2 would have charged, kept for the record only.
+    assert sens.detail["delta_lemma2"] == pytest.approx(8.12e-8, rel=1e-3)
+    heavy, agg = ledger.term("heavy_hitters"), ledger.term("centroid_gaussian")
+    assert agg.delta == pytest.approx(1e-6 - heavy.delta, rel=1e-12)
+    assert ledger.delta == pytest.approx(heavy.delta + agg.delta, rel=1e-12)
+    assert ledger.delta == pytest.approx(1e-6, rel=1e-12)
+    assert ledger.to_dict()["delta_sens"] == 0.0
+
+
+def test_cap_also_binds_below_the_paper_setting() -> None:
+    """A smaller clip C = 0.5 (2C = 1 < u·r = 1.2) rescales σ and removes δ_sens."""
+    params = FreParams.paper(8.0, clip=0.5)
+    ledger = calibrate_noise(params)
+    eps_fre, delta_fre = heavy_hitter_privacy(0.5, 4.0, 50.0)
+    assert ledger.term("sensitivity_failure").delta == 0.0
+    assert ledger.sigma == pytest.approx(agm_multiplier(8.0 - eps_fre, 1e-6 - delta_fre), rel=1e-12)
+
+
+def test_uncapped_setting_is_unchanged() -> None:
+    """u·r = 1.2 < 2C = 2: Δ = u·r and δ_sens is Lemma 2's, as in the paper (SPEC §4.3 table)."""
+    ledger = calibrate_noise(FreParams.paper(8.0))
+    sens = ledger.term("sensitivity_failure")
+    assert sens.source.startswith("Lemma 2")
+    assert sens.detail["cap_binds"] is False
+    assert sens.delta == sensitivity_failure(20, 2.4)
+    assert sens.detail["sensitivity"] == pytest.approx(1.2)
+    assert ledger.sigma == pytest.approx(1.13111, abs=1e-4)
+    unit_clip = calibrate_noise(FreParams.paper(8.0, clip=1.0))
+    assert unit_clip.sigma == ledger.sigma
+
+
+def test_protocol_ledger_uses_the_capped_sensitivity() -> None:
+    params = FreParams(**MINILM_EPS8)
+    ledger = protocol_ledger(params, dummy_epsilon=1.0, dummy_delta=1e-8, aggregation=_ddg_term(5.0, 6e-7))
+    assert ledger.term("sensitivity_failure").delta == 0.0
+    assert ledger.delta == pytest.approx(ledger.term("histogram_release").delta + 6e-7)
+    assert ledger.noise_multiplier == pytest.approx(1.3 / 2.0)
+
+
 def test_calibrate_noise_exact_lemma1_gives_a_slightly_smaller_sigma() -> None:
     closed = calibrate_noise(FreParams.paper(4.0))
     exact = calibrate_noise(FreParams.paper(4.0), lemma1="exact")

@@ -57,8 +57,12 @@ def brute_force(
     for i in np.flatnonzero(coins):
         members[struct.pack(f">{k}q", *cells[i].tolist()).hex()].append(int(i))
     floor = math.ceil(round(params.tau, 9))  # τ = p_s·t up to float rounding
+    # Rows are bucketed as given but summed after projection onto the ball of radius C.
+    wide = x.astype(np.float64)
+    norms = np.linalg.norm(wide, axis=1)
+    clipped = np.where((norms > params.clip)[:, None], wide * (params.clip / norms)[:, None], wide)
     return {
-        h: (len(rows), x[rows].astype(np.float64).mean(axis=0))
+        h: (len(rows), clipped[rows].mean(axis=0))
         for h, rows in members.items()
         if len(rows) >= floor
     }
@@ -245,6 +249,24 @@ def test_nothing_released_gives_an_empty_release() -> None:
     x = RandomSource.seeded(1, "x").normal((300, 16)).astype(np.float32)
     release = run_mechanism(x, FreParams.paper(8), SeedPlan.from_seed(1))
     assert len(release) == 0 and release.centroids.shape == (0, 16)
+
+
+@pytest.mark.parametrize("clip", [1.0, 0.5])
+def test_rows_are_clipped_to_c_before_summing(clip: float) -> None:
+    """A row of norm 5 in a bucket of unit rows contributes at most C: the bucket sum's
+    sensitivity really is at most 2C, as the accountant's cap assumes (SPEC §4.2)."""
+    d = 8
+    x = np.zeros((100, d), dtype=np.float32)
+    x[:, 0] = 1.0
+    x[-1, 0] = 5.0
+    # One huge cell (L = 2r/√k ≈ 1414): every row lands in it.
+    params = FreParams(epsilon=math.inf, p_sample=1.0, threshold=50, k=2, radius=1e3, clip=clip)
+    release = run_mechanism(x, params, SeedPlan.from_seed(5))
+    assert release.counts.tolist() == [100]
+    want = np.zeros(d)
+    want[0] = clip  # the long row is scaled down to norm C, and so are unit rows above C
+    np.testing.assert_allclose(release.centroids[0], want, rtol=0, atol=1e-12)
+    assert np.linalg.norm(release.centroids[0]) <= clip * (1 + 1e-12)
 
 
 # -- grouping ---------------------------------------------------------------------------------------

@@ -42,6 +42,25 @@ def test_flat_keys_and_terms_for_a_calibrated_ledger() -> None:
     json.dumps(out, allow_nan=False)  # strict JSON
 
 
+def test_flat_sensitivity_is_the_capped_one() -> None:
+    capped = FreParams(radius=0.9, k=10, p_sample=0.7, budget_factor=1.5, sensitivity_ratio=4.0)
+    out = calibrate_noise(capped).to_dict()
+    assert out["sensitivity"] == 2.0 and out["delta_sens"] == 0.0
+    assert out["params"]["clip"] == 1.0
+
+
+def test_ledger_written_before_the_clip_keeps_its_flat_view() -> None:
+    """An old ledger.json has no ``clip`` in its params and was accounted with Δ = u·r: it still
+    gives τ and the bucket edge, and the Δ its own sensitivity term records."""
+    params = FreParams(radius=0.9, k=10, p_sample=0.7, budget_factor=1.5, sensitivity_ratio=4.0)
+    data = calibrate_noise(params).to_dict()
+    del data["params"]["clip"]
+    data["terms"][1]["detail"] = {"k": 10, "sensitivity": 3.6}  # the old term: Δ = u·r
+    flat = PrivacyLedger.from_dict(data).flat()
+    assert flat["tau"] == pytest.approx(70.0) and flat["sensitivity"] == pytest.approx(3.6)
+    assert flat["bucket_edge"] == pytest.approx(2 * 0.9 / math.sqrt(10))
+
+
 def test_infinite_epsilon_is_written_as_string() -> None:
     ledger = calibrate_noise(FreParams(epsilon=math.inf, p_sample=1.0))
     out = ledger.to_dict()

@@ -20,6 +20,7 @@ from primitives.ddg import (
     aggregate_range,
     calibrate_ddg,
     calibrate_sigma_int,
+    clipped_sensitivity,
     ddg_accounting,
     ddg_epsilon,
     ddg_ledger_term,
@@ -349,6 +350,26 @@ def test_ledger_term_is_json_safe_and_complete() -> None:
         )["l2_scale"]
         == "inf"
     )
+
+
+def test_sensitivity_is_capped_at_the_clip_diameter() -> None:
+    """Clipped vectors differ by at most 2·clip: a larger Δ is never paid for (SPEC §4.2 cap)."""
+    assert clipped_sensitivity(3.6, 1.0) == 2.0
+    assert clipped_sensitivity(1.2, 1.0) == 1.2
+    assert clipped_sensitivity(1.2, 0.5) == 1.0
+    with pytest.raises(InvalidParameterError, match="clip"):
+        clipped_sensitivity(1.2, 0.0)
+    common = {"epsilon": 5.0, "delta": 6e-7, "dim": 64, "n": 70, "clip": 1.0, "gamma": 1e-3}
+    wide = calibrate_ddg(sensitivity=3.6, **common)  # type: ignore[arg-type]
+    diameter = calibrate_ddg(sensitivity=2.0, **common)  # type: ignore[arg-type]
+    assert wide.sigma_int == diameter.sigma_int
+    term = ddg_ledger_term(wide, delta=6e-7, n=70, sensitivity=3.6, epsilon=5.0)
+    assert term["detail"]["sensitivity"] == 2.0
+    assert term["detail"]["sensitivity_target"] == 3.6 and term["detail"]["cap_binds"] is True
+    same = ddg_ledger_term(diameter, delta=6e-7, n=70, sensitivity=2.0)
+    assert term["epsilon"] == same["epsilon"]
+    below = ddg_ledger_term(wide, delta=6e-7, n=70, sensitivity=1.2)
+    assert below["detail"]["sensitivity"] == 1.2 and below["detail"]["cap_binds"] is False
 
 
 # -- errors -----------------------------------------------------------------------------------------

@@ -115,3 +115,6 @@ def test_summary_table_lists_the_key_figures(scene: dict) -> None:
     table = summary_table(scene["summary"] | {"evaluation": scene["evaluation"]})
     assert "released clusters" in table and "privacy spent (ε, δ)" in table
     assert "text level P / R / F1 / L2" in table and "not covered by DP" in table
+    assert " u=4 C=1 σ=" in table  # the clip C of Δ = min(u·r, 2C)
+    old = scene["summary"] | {"params": {k: v for k, v in scene["summary"]["params"].items() if k != "clip"}}
+    assert " u=4 σ=" in summary_table(old)  # summaries written before C was a parameter

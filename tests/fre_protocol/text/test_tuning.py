@@ -11,6 +11,7 @@ import pytest
 
 from fre_protocol.text.tuning import (
     EVALUATION_LABEL,
+    MINILM_DEFAULTS,
     MINILM_SETTINGS,
     choose_sampling,
     evaluate_radius_on_private_data,
@@ -35,10 +36,22 @@ def test_minilm_defaults_are_feasible_at_every_documented_epsilon(epsilon: float
     assert ledger.epsilon <= epsilon + 1e-9 and ledger.delta <= params.delta * (1 + 1e-9)
     if math.isfinite(epsilon):
         assert (params.p_sample, params.budget_factor) == MINILM_SETTINGS[epsilon]
-        # δ_sens stays far below δ at k = 10 thanks to u = 4 (SPEC §4.2)
+        # Unit-norm embeddings, u·r = 3.6 ≥ 2C: the cap binds, Δ = 2 and δ_sens = 0 (SPEC §4.2)
+        assert params.clip == 1.0 and params.sensitivity_capped and params.sensitivity == 2.0
+        assert ledger.term("sensitivity_failure").delta == 0.0
+        # u = 4 keeps Lemma 2 far below δ at k = 10 should a smaller r (< 0.5) lift the cap
         assert sensitivity_failure(params.k, params.sensitivity_ratio) < 0.1 * params.delta
     else:
         assert params.effective_p_sample == 1.0 and ledger.sigma == 0.0
+
+
+def test_synthesize_flag_defaults_are_the_documented_ones() -> None:
+    """synthesize keeps its defaults literal (so --help imports no text code): they must agree."""
+    from fre_protocol.cli.synthesize import _DEFAULTS
+
+    for name, value in MINILM_DEFAULTS.items():
+        assert getattr(_DEFAULTS, name) == value, name
+    assert (_DEFAULTS.p_sample, _DEFAULTS.budget_factor) == MINILM_SETTINGS[_DEFAULTS.epsilon]
 
 
 def test_radius_from_public_is_the_knn_distance_quantile() -> None:
@@ -90,9 +103,15 @@ def test_preflight_reports_infeasible_budget_and_smallest_feasible_t() -> None:
 
 def test_preflight_quiet_on_the_documented_setting_and_large_population() -> None:
     assert preflight(minilm_params(8.0), 63_322).warnings == ()
-    params = FreParams(epsilon=8.0, k=10, sensitivity_ratio=2.4, radius=0.9, p_sample=0.5)
+    params = FreParams(epsilon=8.0, k=10, sensitivity_ratio=2.4, radius=0.8, p_sample=0.5)
     with pytest.raises(InfeasibleBudgetError, match="delta_sens"):
-        calibrate_noise(params)  # u = 2.4 at k = 10: Lemma 2 alone exhausts δ
+        calibrate_noise(params)  # u = 2.4 at k = 10, u·r = 1.92 < 2C: Lemma 2 alone exhausts δ
+    check = preflight(params, 63_322)
+    assert any("δ_sens" in w and "2C = 2" in w for w in check.warnings)
+    # At r = 0.9, u·r = 2.16 ≥ 2C: the cap binds, δ_sens = 0 and the same u is feasible.
+    capped = dataclasses.replace(params, radius=0.9)
+    assert calibrate_noise(capped).term("sensitivity_failure").delta == 0.0
+    assert not any("δ_sens" in w for w in preflight(capped, 63_322).warnings)
 
 
 def test_empty_release_explanation_uses_public_quantities_only() -> None:
