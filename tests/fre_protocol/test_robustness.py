@@ -336,14 +336,23 @@ class KeylessEvaluation(NetworkAdversary):
         return out
 
 
-def test_an_evaluation_outside_the_batch_proof_aborts_only_its_user(pop, honest, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    adversary = KeylessEvaluation()
+def _one_batch_member_rejected(
+    pop: Population, tmp_path: Path, adversary: KeylessEvaluation | OversizeBatch, error: str
+) -> ProtocolResult:
+    """A run with one proof per 64 elements in which ``adversary`` attacks one user's answer:
+    that user alone is rejected with ``error`` and submits no tag; everyone else is fine."""
     result = _run(pop, tmp_path, adversary, config=ProtocolConfig(modulus_bits=22, proof_batch_size=64))
     assert adversary.victim is not None
-    assert result.release.diagnostics["user_status"] == {"ok": pop.n - 1, "rejected:VerificationError": 1}
-    assert _statuses(result, "user")["rejected:VerificationError"] == 1
-    # the rest of its batch kept their tags: each released count loses the victim only
+    assert result.release.diagnostics["user_status"] == {"ok": pop.n - 1, f"rejected:{error}": 1}
+    assert _statuses(result, "user")[f"rejected:{error}"] == 1
     assert result.release.diagnostics["n_real_submissions"] == pop.n - 1
+    return result
+
+
+def test_an_evaluation_outside_the_batch_proof_aborts_only_its_user(pop, honest, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    adversary = KeylessEvaluation()
+    result = _one_batch_member_rejected(pop, tmp_path, adversary, "VerificationError")
+    # the rest of its batch kept their tags: each released count loses the victim only
     assert result.release.ids == honest.ids
     lost = _tag_of(pop, adversary.victim)
     for tag, count, before in zip(result.release.ids, result.release.counts, honest.counts, strict=True):
@@ -374,12 +383,7 @@ class OversizeBatch(NetworkAdversary):
 
 
 def test_an_oversize_batch_is_a_decode_error_for_its_user_only(pop, honest, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    adversary = OversizeBatch()
-    result = _run(pop, tmp_path, adversary, config=ProtocolConfig(modulus_bits=22, proof_batch_size=64))
-    assert adversary.victim is not None
-    assert result.release.diagnostics["user_status"] == {"ok": pop.n - 1, "rejected:DecodeError": 1}
-    assert _statuses(result, "user")["rejected:DecodeError"] == 1
-    assert result.release.diagnostics["n_real_submissions"] == pop.n - 1
+    _one_batch_member_rejected(pop, tmp_path, OversizeBatch(), "DecodeError")
 
 
 def _tag_of(pop: Population, user: int) -> str:
