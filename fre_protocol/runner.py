@@ -730,7 +730,7 @@ def _play(
         accepted = s_syn.accepted_contributions()
         # The users' own DDG noise, which S_tag tops up under the topup policy (None: noise off).
         user_noise = (comps.sampler, float(ddg_config.sigma_int)) if noise and params.is_dp else None
-        aggregates = s_tag.aggregate(accepted, sharing=sharing, dim=width, noise=user_noise)
+        aggregates = s_tag.aggregate(accepted, sharing=sharing, noise=user_noise)
         result = s_syn.reconstruct(aggregates, sharing=sharing, encoder=encoder, policy=cfg.dropout_policy)
 
     # -- the release ---------------------------------------------------------------------------

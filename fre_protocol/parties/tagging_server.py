@@ -222,7 +222,6 @@ class TaggingServer:
         accepted: Sequence[bytes],
         *,
         sharing: Any,
-        dim: int,
         noise: tuple[Any, float] | None = None,
     ) -> list[bytes]:
         """For each AcceptedContributions from S_syn, the AggregateShare over the common ids.
@@ -251,7 +250,7 @@ class TaggingServer:
                 if isinstance(error, ProtocolStateError):
                     self.refused[msg.tag] = str(error)
                 continue
-            out.append(self._aggregate_tag(msg.tag, ids, sharing=sharing, dim=dim, noise=noise, rng=rng))
+            out.append(self._aggregate_tag(msg.tag, ids, sharing=sharing, noise=noise, rng=rng))
         self._recorder.add(rows)
         return out
 
@@ -279,7 +278,6 @@ class TaggingServer:
         ids: tuple[bytes, ...],
         *,
         sharing: Any,
-        dim: int,
         noise: tuple[Any, float] | None,
         rng: RandomSource,
     ) -> bytes:
