@@ -308,36 +308,53 @@ def test_a_failed_batch_proof_aborts_only_its_batch(pop, honest, tmp_path) -> No
     assert status["ok"] == pop.n - 64
 
 
-class KeylessEvaluation(NetworkAdversary):
-    """Gives one member of a proof batch (not the first delivered) its own blinded element as its
-    evaluation (D = C), leaving the proof and the other members' copies as they were. Unblinded,
-    that would be a tag without S_tag's key, which anyone can compute for a candidate bucket."""
+class OneBatchMemberTamperer(NetworkAdversary):
+    """Rewrites the phase-1 answer of one batch member (the first that :meth:`tamper` takes)."""
 
     def __init__(self) -> None:
-        self.proof: bytes | None = None
         self.victim: int | None = None
+
+    def tamper(self, msg: BatchEvaluation) -> bytes | None:
+        """The bytes that replace this member's answer, or None to leave it."""
+        raise NotImplementedError
 
     def on_response(self, phase: str, pairs: list[tuple[int, bytes]]) -> list[tuple[int, bytes]]:
         out = []
         for conn, data in pairs:
             msg = decode(data)
             if isinstance(msg, BatchEvaluation) and self.victim is None:
-                if self.proof is None:
-                    self.proof = msg.proof
-                elif msg.proof == self.proof:
-                    self.victim = conn
-                    evaluated = list(msg.evaluated_elements)
-                    evaluated[msg.position] = msg.blinded_elements[msg.position]
-                    data = BatchEvaluation(
-                        position=msg.position, blinded_elements=msg.blinded_elements,
-                        evaluated_elements=tuple(evaluated), proof=msg.proof,
-                    ).encode()
+                forged = self.tamper(msg)
+                if forged is not None:
+                    self.victim, data = conn, forged
             out.append((conn, data))
         return out
 
 
+class KeylessEvaluation(OneBatchMemberTamperer):
+    """Gives one member of a proof batch (not the first delivered) its own blinded element as its
+    evaluation (D = C), leaving the proof and the other members' copies as they were. Unblinded,
+    that would be a tag without S_tag's key, which anyone can compute for a candidate bucket."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proof: bytes | None = None
+
+    def tamper(self, msg: BatchEvaluation) -> bytes | None:
+        if self.proof is None:
+            self.proof = msg.proof
+            return None
+        if msg.proof != self.proof:
+            return None
+        evaluated = list(msg.evaluated_elements)
+        evaluated[msg.position] = msg.blinded_elements[msg.position]
+        return BatchEvaluation(
+            position=msg.position, blinded_elements=msg.blinded_elements,
+            evaluated_elements=tuple(evaluated), proof=msg.proof,
+        ).encode()
+
+
 def _one_batch_member_rejected(
-    pop: Population, tmp_path: Path, adversary: KeylessEvaluation | OversizeBatch, error: str
+    pop: Population, tmp_path: Path, adversary: OneBatchMemberTamperer, error: str
 ) -> ProtocolResult:
     """A run with one proof per 64 elements in which ``adversary`` attacks one user's answer:
     that user alone is rejected with ``error`` and submits no tag; everyone else is fine."""
@@ -359,27 +376,17 @@ def test_an_evaluation_outside_the_batch_proof_aborts_only_its_user(pop, honest,
         assert count == before - (tag == lost)
 
 
-class OversizeBatch(NetworkAdversary):
+class OversizeBatch(OneBatchMemberTamperer):
     """Answers one user with a batch of 2^16 + 1 elements around its own blinded element: more
     than one proof can cover (RFC 9497 indexes composites with I2OSP(i, 2))."""
 
-    def __init__(self) -> None:
-        self.victim: int | None = None
-
-    def on_response(self, phase: str, pairs: list[tuple[int, bytes]]) -> list[tuple[int, bytes]]:
-        out = []
-        for conn, data in pairs:
-            msg = decode(data)
-            if isinstance(msg, BatchEvaluation) and self.victim is None:
-                self.victim = conn
-                n = (1 << 16) + 1
-                mine, theirs = msg.blinded_elements[msg.position], msg.evaluated_elements[msg.position]
-                data = (  # built by hand: the message class refuses such a batch
-                    bytes((msg.TYPE,)) + (0).to_bytes(4, "big") + n.to_bytes(4, "big")
-                    + mine * n + theirs * n + msg.proof
-                )
-            out.append((conn, data))
-        return out
+    def tamper(self, msg: BatchEvaluation) -> bytes | None:
+        n = (1 << 16) + 1
+        mine, theirs = msg.blinded_elements[msg.position], msg.evaluated_elements[msg.position]
+        return (  # built by hand: the message class refuses such a batch
+            bytes((msg.TYPE,)) + (0).to_bytes(4, "big") + n.to_bytes(4, "big")
+            + mine * n + theirs * n + msg.proof
+        )
 
 
 def test_an_oversize_batch_is_a_decode_error_for_its_user_only(pop, honest, tmp_path) -> None:  # type: ignore[no-untyped-def]
