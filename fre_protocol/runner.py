@@ -77,6 +77,8 @@ TRANSCRIPT_FILE = "transcript.sqlite"
 VOPRF_KEY_INFO = b"fre-e2t/S_tag/voprf-key"
 VOPRF_KEY_LABEL = "voprf/key"
 DROPOUT_LABEL = "dropout"
+#: The ledger term that records the dropout policy's outcome (zero cost).
+DROPOUTS_TERM = "dropouts"
 #: The norm guard's rule as published (S_syn withholds a decoded sum beyond it; n contributors).
 NORM_GUARD_RULE = "withhold a decoded sum longer than n·clip + γ·n·√d' + γ·σ_int·√n·(√d' + 8)"
 
@@ -385,7 +387,7 @@ class DropoutOutcome:
             tags[t] = {"outcome": "topped_up", "epsilon": 0.0, "delta": 0.0,
                        "why": "covered by the DDG term at the release floor"}
         return LedgerTerm(
-            name="dropouts",
+            name=DROPOUTS_TERM,
             epsilon=0.0,
             delta=0.0,
             source=(
@@ -837,6 +839,7 @@ def _store_artifacts(
 
 
 __all__ = [
+    "DROPOUTS_TERM",
     "TRANSCRIPT_FILE",
     "ProtocolConfig",
     "ProtocolResult",
