@@ -5,9 +5,11 @@ Interfaces (what the pipeline needs; every implementation is swappable):
 * :class:`~fre_protocol.text.embedder.Embedder` — texts → vectors
   (:class:`~fre_protocol.text.embedder.SentenceTransformerEmbedder`, cached on disk);
 * :class:`Inverter` — centroids → texts
-  (:class:`~fre_protocol.text.inverter_retrieval.RetrievalInverter`, nearest texts of a *public*
-  pool, the offline default; :class:`~fre_protocol.text.inverter_vec2text.Vec2TextInverter`, the
-  paper's model for gtr-t5-base embeddings);
+  (:class:`~fre_protocol.text.inverter_guided.GuidedInverter`, the offline default: a public
+  language model writes text, steered by the embedder towards the centroid, starting from
+  :class:`~fre_protocol.text.inverter_retrieval.RetrievalInverter`'s nearest texts of a *public*
+  pool; :class:`~fre_protocol.text.inverter_vec2text.Vec2TextInverter`, the paper's model for
+  gtr-t5-base embeddings). :mod:`fre_protocol.text.inverters` builds one by name;
 * :class:`Paraphraser` — a text → n variations
   (:class:`~fre_protocol.text.paraphraser.CausalLMParaphraser`: SmolLM2-135M-Instruct offline,
   GPT-2 by name).
@@ -49,6 +51,9 @@ class Inversion:
     texts: tuple[str, ...]
     distances: tuple[float, ...] | None = None
     sources: tuple[str, ...] | None = None  # where each text came from (pool source), if known
+    # The retrieval seed a search started from (guided inversion), to show beside its result.
+    seed: str | None = None
+    seed_distance: float | None = None
 
     def __post_init__(self) -> None:
         if not self.texts:
@@ -108,6 +113,7 @@ def check_centroids(centroids: npt.NDArray[np.floating], dim: int | None = None)
 # Stable names for the text components (the registry stores only "module:attr" strings, so this
 # costs no import of any backend).
 register("embedder", "sentence-transformers", "fre_protocol.text.embedder:SentenceTransformerEmbedder")
+register("inverter", "guided", "fre_protocol.text.inverter_guided:GuidedInverter")
 register("inverter", "retrieval", "fre_protocol.text.inverter_retrieval:RetrievalInverter")
 register("inverter", "vec2text", "fre_protocol.text.inverter_vec2text:Vec2TextInverter")
 register("paraphraser", "causal-lm", "fre_protocol.text.paraphraser:CausalLMParaphraser")
