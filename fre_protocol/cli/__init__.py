@@ -23,6 +23,7 @@ COMMANDS: dict[str, str] = {
     "costs": "fre_protocol.cli.costs",
     "synthesize": "fre_protocol.cli.synthesize",
     "invert": "fre_protocol.cli.invert",
+    "bench-inversion": "fre_protocol.cli.bench_inversion",
 }
 
 
