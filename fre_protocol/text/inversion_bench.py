@@ -42,7 +42,8 @@ import numpy as np
 import numpy.typing as npt
 
 from fre_protocol.text import Inversion
-from fre_protocol.text.public_pool import PublicPool
+from fre_protocol.text.inverters import INVERTERS, PoolOptions, build_inverter
+from fre_protocol.text.public_pool import PublicPool, news_texts
 from primitives.errors import FreError, InvalidInputError, InvalidParameterError
 from primitives.randomness import RandomSource
 
@@ -248,30 +249,37 @@ def token_nlls(
     """Mean negative log-likelihood per token of each text under a causal LM (nats).
 
     Plain text, no chat template; a start token (BOS, else EOS) is prepended so the first token is
-    scored too.
+    scored too. Each distinct text is scored once, in batches of similar length (less padding:
+    on a CPU the forward passes are the whole cost).
     """
-    import torch
     from tqdm.auto import tqdm
 
     start = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.eos_token_id
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else start
+    distinct = list(dict.fromkeys(texts))
+    ids = {t: [start, *tokenizer(t, add_special_tokens=False)["input_ids"]] for t in distinct}
+    distinct.sort(key=lambda t: len(ids[t]))
+    scored: dict[str, float] = {}
+    for b in tqdm(range(0, len(distinct), batch_size), desc="fluency (NLL)", unit="batch", disable=not progress):
+        batch = distinct[b : b + batch_size]
+        scored.update(zip(batch, _batch_nll([ids[t] for t in batch], model, pad=start), strict=True))
+    return np.asarray([scored[t] for t in texts], dtype=np.float64)
+
+
+def _batch_nll(rows: Sequence[Sequence[int]], model: Any, *, pad: int) -> list[float]:
+    import torch
+
+    width = max(len(r) for r in rows)
+    x = torch.full((len(rows), width), pad, dtype=torch.long)
+    mask = torch.zeros((len(rows), width), dtype=torch.long)
+    for i, row in enumerate(rows):
+        x[i, : len(row)] = torch.tensor(row)
+        mask[i, : len(row)] = 1
     device = next(model.parameters()).device
-    out: list[float] = []
-    for b in tqdm(range(0, len(texts), batch_size), desc="fluency (NLL)", unit="batch", disable=not progress):
-        ids = [[start, *tokenizer(t, add_special_tokens=False)["input_ids"]] for t in texts[b : b + batch_size]]
-        width = max(len(i) for i in ids)
-        x = torch.full((len(ids), width), pad, dtype=torch.long)
-        mask = torch.zeros((len(ids), width), dtype=torch.long)
-        for r, row in enumerate(ids):
-            x[r, : len(row)] = torch.tensor(row)
-            mask[r, : len(row)] = 1
-        with torch.no_grad():
-            logits = model(input_ids=x.to(device), attention_mask=mask.to(device)).logits.float().cpu()
-        logp = torch.log_softmax(logits[:, :-1], dim=-1)
-        nll = -logp.gather(2, x[:, 1:, None]).squeeze(2)
-        m = mask[:, 1:].float()
-        out.extend(((nll * m).sum(1) / m.sum(1).clamp(min=1)).tolist())
-    return np.asarray(out, dtype=np.float64)
+    with torch.inference_mode():
+        logits = model(input_ids=x.to(device), attention_mask=mask.to(device)).logits.float().cpu()
+    nll = -torch.log_softmax(logits[:, :-1], dim=-1).gather(2, x[:, 1:, None]).squeeze(2)
+    m = mask[:, 1:].float()
+    return ((nll * m).sum(1) / m.sum(1).clamp(min=1)).tolist()
 
 
 # -- the run ----------------------------------------------------------------------------------------
@@ -289,8 +297,6 @@ class BenchConfig:
     progress: bool = True
 
     def __post_init__(self) -> None:
-        from fre_protocol.text.inverters import INVERTERS
-
         for name in ("singles", "centroids", "candidates"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
@@ -451,9 +457,6 @@ def run_bench(
     load_lm: Callable[[], tuple[Any, Any]] | None = None,
 ) -> dict[str, Any]:
     """Build the targets, invert them with every inverter, score; a JSON-ready dict."""
-    from fre_protocol.text.inverters import PoolOptions
-    from fre_protocol.text.public_pool import news_texts
-
     started = time.perf_counter()
     stages: dict[str, float] = {}
     pool = PoolOptions(max_texts=config.pool_max).build()
@@ -491,8 +494,6 @@ def run_bench(
 
 
 def _build(config: BenchConfig, embedder: Any, pool: PublicPool, name: str, budget: str | None) -> Any:
-    from fre_protocol.text.inverters import build_inverter
-
     rng = RandomSource.seeded(config.seed, f"bench/{label(name, budget)}")
     return build_inverter(name, embedder, pool=pool, budget=budget, rng=rng, vec2text_dir=config.vec2text_dir)
 
