@@ -22,6 +22,8 @@ COMMANDS: dict[str, str] = {
     "audit": "fre_protocol.cli.audit",
     "costs": "fre_protocol.cli.costs",
     "synthesize": "fre_protocol.cli.synthesize",
+    "invert": "fre_protocol.cli.invert",
+    "bench-inversion": "fre_protocol.cli.bench_inversion",
 }
 
 

