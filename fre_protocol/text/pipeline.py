@@ -24,7 +24,6 @@ Steps 4-5 are post-processing of the DP release and cost no privacy.
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import os
 import platform
@@ -39,13 +38,13 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from fre_protocol.outputs import prepare_out_dir, write_json_atomic, write_jsonl_atomic
 from fre_protocol.published import LEDGER_FILE, SYNTHETIC_FILE
 from fre_protocol.text import Inversion, Inverter
 from fre_protocol.text.corpora import Corpus
 from fre_protocol.text.embedder import SentenceTransformerEmbedder
 from fre_protocol.text.public_pool import DEFAULT_MAX_TEXTS, DEFAULT_SOURCES
 from fre_protocol.text.tuning import EVALUATION_LABEL, explain_empty_release, preflight
-from mechanism.ledger import json_safe
 from mechanism.params import FreParams
 from mechanism.release import Release
 from mechanism.seeds import SeedPlan
@@ -149,43 +148,14 @@ def peak_memory_mb() -> float:
     return rss / (1 << 20) if platform.system() == "Darwin" else rss / 1024
 
 
-def _json_default(value: Any) -> Any:
-    if isinstance(value, np.integer):
-        return int(value)
-    if isinstance(value, np.floating):
-        return float(value)
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    if isinstance(value, Path):
-        return str(value)
-    raise TypeError(f"not JSON serializable: {type(value).__name__}")
-
-
-def _json_ready(value: Any) -> Any:
-    """Strict-JSON form: numpy and Path values made native (``_json_default``), then non-finite
-    floats spelled as strings by the ledger's ``json_safe``."""
-    return json_safe(json.loads(json.dumps(value, default=_json_default)))
-
-
 def write_json(path: Path, data: Any) -> None:
-    from fre_protocol.cli.common import write_json_atomic
-
-    write_json_atomic(path, _json_ready(data))
+    """``data`` as canonical JSON (:mod:`primitives.jsonsafe`), written atomically."""
+    write_json_atomic(path, data)
 
 
 def write_jsonl(path: Path, rows: Sequence[dict[str, Any]]) -> None:
-    import tempfile
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            for row in rows:
-                fh.write(json.dumps(_json_ready(row), ensure_ascii=False) + "\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """One canonical JSON object per line, written atomically."""
+    write_jsonl_atomic(path, rows)
 
 
 # -- building the components -------------------------------------------------------------------------
@@ -379,7 +349,6 @@ def run_synthesis(
     ``embedder`` replaces the one ``options.embedder`` / ``options.cache_dir`` would build (e.g. a
     model already loaded).
     """
-    from fre_protocol.cli.common import prepare_out_dir
     from fre_protocol.text.report import write_report
 
     out = prepare_out_dir(out_dir)
