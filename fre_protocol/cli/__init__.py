@@ -22,6 +22,7 @@ COMMANDS: dict[str, str] = {
     "audit": "fre_protocol.cli.audit",
     "costs": "fre_protocol.cli.costs",
     "synthesize": "fre_protocol.cli.synthesize",
+    "setup-data": "fre_protocol.cli.setup_data",
 }
 
 

