@@ -12,7 +12,6 @@ Nothing heavy is imported at module level.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -22,6 +21,7 @@ import numpy as np
 import numpy.typing as npt
 
 from fre_protocol.cli.common import load_embeddings, positive_int
+from fre_protocol.outputs import write_jsonl_atomic
 from fre_protocol.text.inverters import DEFAULT_INVERTER, INVERTERS  # light: no model import
 from primitives.errors import InvalidInputError, InvalidParameterError
 
@@ -136,16 +136,6 @@ def records(
             rec.update(seed_fields)
             out.append(rec)
     return out
-
-
-def write_jsonl_atomic(path: Path, rows: Sequence[dict[str, Any]]) -> None:
-    from mechanism.release import write_atomically
-
-    def dump(fh: Any) -> None:
-        for r in rows:
-            fh.write(json.dumps(r, ensure_ascii=False, allow_nan=False) + "\n")
-
-    write_atomically(path, dump, "w")
 
 
 def pool_options(args: argparse.Namespace) -> Any:

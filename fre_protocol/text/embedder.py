@@ -308,6 +308,13 @@ class SentenceTransformerEmbedder:
         )
         return np.asarray(out, dtype=np.float32)
 
+    def encode_uncached(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        """Embed without the disk cache: for many throwaway texts (a search's candidates), which
+        would only fill the cache."""
+        if not texts:
+            raise InvalidInputError("texts must be non-empty")
+        return self._encode(texts)
+
     def embed(self, texts: Sequence[str], *, progress: bool = False) -> npt.NDArray[np.float32]:
         if isinstance(texts, str):
             raise InvalidInputError("texts must be a sequence of strings, got a single string")

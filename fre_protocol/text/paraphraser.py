@@ -18,6 +18,7 @@ as it was.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 import re
@@ -63,6 +64,41 @@ def smollm2_location() -> tuple[Path, str]:
             f"no .gguf file inside {str(folder)!r}; reinstall with `{SMOLLM2_INSTALL} --reinstall`"
         )
     return folder, ggufs[0].name
+
+
+@functools.cache
+def load_causal_lm(name: str, gguf_file: str | None = None, device: str | None = None) -> tuple[Any, Any]:
+    """(tokenizer, model) of a causal LM, loaded once per process: the paraphraser, the guided
+    inverter and the benchmark share it (loading SmolLM2 from its GGUF file takes tens of seconds).
+    Callers must not modify what they get (inference only)."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    try:
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+    except ImportError as exc:
+        raise FreError(f"paraphrasing needs transformers ({exc}); pip install 'fre-e2t[text]'") from None
+    source: str
+    kwargs: dict[str, Any] = {}
+    if name in (DEFAULT_PARAPHRASER, "SmolLM2-135M-Instruct"):
+        folder, gguf = smollm2_location()
+        source, kwargs["gguf_file"] = str(folder), gguf_file or gguf
+    else:
+        source = name
+        if gguf_file:
+            kwargs["gguf_file"] = gguf_file
+    try:
+        tokenizer: Any = AutoTokenizer.from_pretrained(source, **kwargs)
+        model: Any = AutoModelForCausalLM.from_pretrained(source, **kwargs)
+    except Exception as exc:  # noqa: BLE001 - every loading failure becomes one clear message
+        first = str(exc).splitlines()[0] if str(exc) else exc.__class__.__name__
+        raise InvalidParameterError(
+            f"language model {name!r} could not be loaded offline ({first}); use the "
+            f"default {DEFAULT_PARAPHRASER!r} (`{SMOLLM2_INSTALL}`) or a local model folder"
+        ) from None
+    from fre_protocol.text.embedder import pick_device
+
+    model.to(pick_device(device))
+    model.eval()
+    return tokenizer, model
 
 
 def clean_variation(text: str) -> str:
@@ -113,37 +149,9 @@ class CausalLMParaphraser:
         return out
 
     def load(self) -> tuple[Any, Any]:
-        if self._model is not None:
-            return self._tokenizer, self._model
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        try:
-            from transformers import AutoModelForCausalLM, AutoTokenizer
-        except ImportError as exc:
-            raise FreError(f"paraphrasing needs transformers ({exc}); pip install 'fre-e2t[text]'") from None
-        source: str
-        kwargs: dict[str, Any] = {}
-        if self.model_name in (DEFAULT_PARAPHRASER, "SmolLM2-135M-Instruct"):
-            folder, gguf = smollm2_location()
-            source, kwargs["gguf_file"] = str(folder), self._gguf_file or gguf
-        else:
-            source = self.model_name
-            if self._gguf_file:
-                kwargs["gguf_file"] = self._gguf_file
-        try:
-            tokenizer: Any = AutoTokenizer.from_pretrained(source, **kwargs)
-            model: Any = AutoModelForCausalLM.from_pretrained(source, **kwargs)
-        except Exception as exc:  # noqa: BLE001 - every loading failure becomes one clear message
-            first = str(exc).splitlines()[0] if str(exc) else exc.__class__.__name__
-            raise InvalidParameterError(
-                f"paraphraser {self.model_name!r} could not be loaded offline ({first}); use the "
-                f"default {DEFAULT_PARAPHRASER!r} (`{SMOLLM2_INSTALL}`) or a local model folder"
-            ) from None
-        from fre_protocol.text.embedder import pick_device
-
-        model.to(pick_device(self._device))
-        model.eval()
-        self._tokenizer, self._model = tokenizer, model
-        return tokenizer, model
+        if self._model is None:
+            self._tokenizer, self._model = load_causal_lm(self.model_name, self._gguf_file, self._device)
+        return self._tokenizer, self._model
 
     def _uses_chat(self, tokenizer: Any) -> bool:
         if self._chat is not None:

