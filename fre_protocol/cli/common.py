@@ -11,7 +11,7 @@ import numpy as np
 
 from fre_protocol.outputs import prepare_out_dir, write_json_atomic, write_npy_atomic
 from mechanism.params import FreParams
-from primitives.errors import InvalidInputError
+from primitives.errors import InvalidInputError, InvalidParameterError
 
 # The output writers live in fre_protocol.outputs (the library uses them too); named here for
 # the sub-commands that import them from this module.
@@ -73,6 +73,24 @@ def add_param_flags(parser: argparse.ArgumentParser, *, defaults: FreParams | No
         "--clip", type=float, default=d.clip, metavar="C",
         help="L2 clip C of each embedding (1 = unit norm): caps the sensitivity at Δ = min(u·r, 2C)",
     )
+
+
+def add_pool_flags(group: argparse._ArgumentGroup) -> None:
+    """The public pool's flags (retrieval's index and the guided search's seeds)."""
+    group.add_argument("--pool-file", action="append", default=[], metavar="FILE",
+                       help="extra PUBLIC texts for the pool (.txt/.jsonl/.csv; repeatable)")
+    group.add_argument("--pool-field", metavar="NAME", help="field/column of --pool-file")
+    group.add_argument("--pool-sources", default="news,wordnet",
+                       help="built-in public pool sources, comma separated, or 'none' (default: news,wordnet)")
+    group.add_argument("--pool-max", type=int, default=24000,
+                       help="cap on built-in pool texts (0 = no cap; default 24000)")
+
+
+def pool_sources(args: argparse.Namespace) -> tuple[str, ...]:
+    """``--pool-sources`` as a tuple ('none' = no built-in source); ``--pool-max`` checked."""
+    if args.pool_max is not None and args.pool_max < 0:
+        raise InvalidParameterError(f"--pool-max must be >= 0 (0 = no cap), got {args.pool_max}")
+    return tuple(s.strip() for s in args.pool_sources.split(",") if s.strip() and s.strip() != "none")
 
 
 def params_from_args(args: argparse.Namespace) -> FreParams:

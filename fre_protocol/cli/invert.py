@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from fre_protocol.cli.common import load_embeddings, positive_int
+from fre_protocol.cli.common import add_pool_flags, load_embeddings, pool_sources, positive_int
 from fre_protocol.outputs import write_jsonl_atomic
 from fre_protocol.text.inverters import DEFAULT_INVERTER, INVERTERS  # light: no model import
 from primitives.errors import InvalidInputError, InvalidParameterError
@@ -59,13 +59,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                           "(default: cryptographic randomness)")
     inv.add_argument("--texts-per-row", type=positive_int, default=1, metavar="N",
                      help="N texts per row, best first (one JSON line each, with its rank)")
-    inv.add_argument("--pool-file", action="append", default=[], metavar="FILE",
-                     help="extra PUBLIC texts for the pool (.txt/.jsonl/.csv; repeatable)")
-    inv.add_argument("--pool-field", metavar="NAME", help="field/column of --pool-file")
-    inv.add_argument("--pool-sources", default="news,wordnet",
-                     help="built-in public pool sources, comma separated, or 'none' (default: news,wordnet)")
-    inv.add_argument("--pool-max", type=int, default=24000,
-                     help="cap on built-in pool texts (0 = no cap; default 24000)")
+    add_pool_flags(inv)
     inv.add_argument("--vec2text-dir", metavar="DIR", help="local vec2text weights (DIR/inversion, DIR/corrector)")
     inv.add_argument("--vec2text-steps", type=int, default=20, help="vec2text correction steps")
     inv.add_argument("--vec2text-beam", type=int, default=0, help="vec2text sequence beam width")
@@ -142,11 +136,8 @@ def pool_options(args: argparse.Namespace) -> Any:
     """The public pool flags (as ``synthesize`` has them) as :class:`PoolOptions`."""
     from fre_protocol.text.inverters import PoolOptions
 
-    if args.pool_max is not None and args.pool_max < 0:
-        raise InvalidParameterError(f"--pool-max must be >= 0 (0 = no cap), got {args.pool_max}")
-    sources = tuple(s.strip() for s in args.pool_sources.split(",") if s.strip() and s.strip() != "none")
     return PoolOptions(
-        sources=sources, files=tuple(args.pool_file), field_name=args.pool_field,
+        sources=pool_sources(args), files=tuple(args.pool_file), field_name=args.pool_field,
         max_texts=args.pool_max or None,
     )
 

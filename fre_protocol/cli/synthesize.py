@@ -14,7 +14,13 @@ import shlex
 import sys
 from typing import Any
 
-from fre_protocol.cli.common import add_param_flags, params_from_args, parse_epsilon
+from fre_protocol.cli.common import (
+    add_param_flags,
+    add_pool_flags,
+    params_from_args,
+    parse_epsilon,
+    pool_sources,
+)
 from mechanism.params import FreParams
 from primitives.errors import InvalidParameterError
 
@@ -75,13 +81,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                           "rounds=…,beam=…,top_k=…,samples=… (default: default)")
     inv.add_argument("--texts-per-centroid", type=int, default=1,
                      help="guided and retrieval: N texts per centroid")
-    inv.add_argument("--pool-file", action="append", default=[], metavar="FILE",
-                     help="extra PUBLIC texts for the pool (retrieval, and the guided search's seeds) (.txt/.jsonl/.csv; repeatable)")
-    inv.add_argument("--pool-field", metavar="NAME", help="field/column of --pool-file")
-    inv.add_argument("--pool-sources", default="news,wordnet",
-                     help="built-in public pool sources, comma separated, or 'none' (default: news,wordnet)")
-    inv.add_argument("--pool-max", type=int, default=24000,
-                     help="cap on built-in pool texts (0 = no cap; default 24000)")
+    add_pool_flags(inv)
     inv.add_argument("--refine", action="store_true",
                      help="retrieval: also try pairs of the nearest pool texts, keep what is closer")
     inv.add_argument("--radius-quantile", type=float, metavar="Q",
@@ -128,9 +128,7 @@ def params_for(args: argparse.Namespace) -> tuple[FreParams, str]:
 def _options(args: argparse.Namespace) -> Any:
     from fre_protocol.text.pipeline import SynthesisOptions
 
-    sources = tuple(s.strip() for s in args.pool_sources.split(",") if s.strip() and s.strip() != "none")
-    if args.pool_max is not None and args.pool_max < 0:
-        raise InvalidParameterError(f"--pool-max must be >= 0, got {args.pool_max}")
+    sources = pool_sources(args)
     return SynthesisOptions(
         protocol=args.protocol,
         inverter=args.inverter,

@@ -32,11 +32,11 @@ import numpy as np
 import numpy.typing as npt
 
 from fre_protocol.text.embedder import Embedder
-from primitives.errors import InvalidInputError
+from primitives.errors import InvalidInputError, InvalidParameterError
 from primitives.randomness import RandomSource
 from primitives.registry import register
 
-__all__ = ["Embedder", "Inversion", "Inverter", "Paraphraser", "check_centroids"]
+__all__ = ["Embedder", "Inversion", "Inverter", "Paraphraser", "check_centroids", "check_num_texts"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -94,6 +94,13 @@ class Paraphraser(Protocol):
         rng: RandomSource,
         progress: bool = False,
     ) -> list[list[str]]: ...
+
+
+def check_num_texts(num_texts: object) -> int:
+    """Validate ``num_texts`` (texts per centroid): an integer >= 1."""
+    if isinstance(num_texts, bool) or not isinstance(num_texts, int) or num_texts < 1:
+        raise InvalidParameterError(f"num_texts must be an integer >= 1, got {num_texts!r}")
+    return num_texts
 
 
 def check_centroids(centroids: npt.NDArray[np.floating], dim: int | None = None) -> npt.NDArray[np.float64]:

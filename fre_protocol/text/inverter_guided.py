@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from fre_protocol.text import Inversion, check_centroids
+from fre_protocol.text import Inversion, check_centroids, check_num_texts
 from fre_protocol.text.embedder import Embedder
 from fre_protocol.text.inverter_retrieval import RetrievalInverter
 from primitives.errors import InvalidInputError, InvalidParameterError
@@ -241,8 +241,7 @@ class GuidedInverter:
     def invert(
         self, centroids: npt.NDArray[np.floating], *, num_texts: int = 1, progress: bool = False
     ) -> list[Inversion]:
-        if isinstance(num_texts, bool) or not isinstance(num_texts, int) or num_texts < 1:
-            raise InvalidParameterError(f"num_texts must be an integer >= 1, got {num_texts!r}")
+        check_num_texts(num_texts)
         c = check_centroids(centroids)
         if c.shape[0] == 0:
             return []
