@@ -53,7 +53,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     inv.add_argument("--cache-dir", metavar="D", help="embedding cache (default: $FRE_E2T_CACHE or ~/.cache/fre-e2t)")
     inv.add_argument("--budget", metavar="SPEC",
                      help="guided only: search budget, a preset (small, default, large) or "
-                          "rounds=..,beam=..,top_k=..,samples=..")
+                          "key=value pairs (rounds, beam, top_k, max_tokens, samples, keywords, fluency)")
     inv.add_argument("--seed", type=int, metavar="S",
                      help="seeded TEST mode: the guided search's sampling is reproducible from S "
                           "(default: cryptographic randomness)")

@@ -78,7 +78,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                           "public texts themselves; vec2text: local weights, gtr-t5-base only")
     inv.add_argument("--budget", metavar="SPEC",
                      help="guided only: search budget, a preset small|default|large or "
-                          "rounds=…,beam=…,top_k=…,samples=… (default: default)")
+                          "key=value pairs (rounds, beam, top_k, max_tokens, samples, keywords, fluency) (default: default)")
     inv.add_argument("--texts-per-centroid", type=int, default=1,
                      help="guided and retrieval: N texts per centroid")
     add_pool_flags(inv)

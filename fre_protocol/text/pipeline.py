@@ -89,7 +89,7 @@ class SynthesisOptions:
 
     protocol: str = "distributed"
     inverter: str = DEFAULT_INVERTER
-    budget: str | None = None  # guided search budget: a preset or rounds=…,beam=…,top_k=…,samples=…
+    budget: str | None = None  # guided search budget: a preset or key=value pairs (GuidedBudget.parse)
     texts_per_centroid: int = 1
     paraphrases: int = 0
     temperature: float = 0.8
