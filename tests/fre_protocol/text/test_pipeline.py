@@ -148,6 +148,7 @@ def test_default_guided_inversion_keeps_its_retrieval_seed(corpus, pool_file, mi
     """The default inverter (guided): each record carries the public-pool seed the search started
     from and its distance, both published (on the allow-list) and shown in the report."""
     from fre_protocol.published import check_published
+    from fre_protocol.text.inverter_guided import GuidedBudget
 
     opts = SynthesisOptions(pool_sources=(), pool_files=(str(pool_file),), progress=False,
                             protocol="central", evaluate=False, budget="small")
@@ -155,7 +156,7 @@ def test_default_guided_inversion_keeps_its_retrieval_seed(corpus, pool_file, mi
     result = run_synthesis(corpus, minilm_params(math.inf, threshold=5), SeedPlan.from_seed(3), opts,
                            tmp_path, embedder=minilm, log=lambda m: None)
     assert result.summary["inverter"]["name"] == "guided"
-    assert result.summary["inverter"]["budget"] == {"rounds": 1, "beam": 2, "top_k": 6, "samples": 4}
+    assert result.summary["inverter"]["budget"] == GuidedBudget.preset("small").to_dict()
     assert "pool_index" in result.timings  # the pool (its retrieval index) is embedded before the release
     rows = [json.loads(line) for line in (tmp_path / "synthetic.jsonl").read_text(encoding="utf-8").splitlines()]
     assert len(rows) == len(result.release) >= 1

