@@ -19,13 +19,19 @@ from mechanism.release import write_atomically
 from primitives.errors import InvalidParameterError
 from primitives.jsonsafe import json_safe
 
-__all__ = ["prepare_out_dir", "write_json_atomic", "write_jsonl_atomic", "write_npy_atomic"]
+__all__ = ["prepare_out_dir", "write_atomically_text", "write_json_atomic", "write_jsonl_atomic", "write_npy_atomic"]
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
     """``data`` in canonical JSON, indented, one trailing newline."""
     path.parent.mkdir(parents=True, exist_ok=True)
     text = json.dumps(json_safe(data, where=path.name), indent=2, allow_nan=False) + "\n"
+    write_atomically(path, lambda fh: fh.write(text.encode("utf-8")), "wb")
+
+
+def write_atomically_text(path: Path, text: str) -> None:
+    """A UTF-8 text file (a table, a page), replaced in one step."""
+    path.parent.mkdir(parents=True, exist_ok=True)
     write_atomically(path, lambda fh: fh.write(text.encode("utf-8")), "wb")
 
 

@@ -24,6 +24,7 @@ COMMANDS: dict[str, str] = {
     "synthesize": "fre_protocol.cli.synthesize",
     "invert": "fre_protocol.cli.invert",
     "bench-inversion": "fre_protocol.cli.bench_inversion",
+    "experiment": "fre_protocol.cli.experiment",
     "setup-data": "fre_protocol.cli.setup_data",
 }
 

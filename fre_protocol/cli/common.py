@@ -4,17 +4,14 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
-from pathlib import Path
 
-import numpy as np
-
+from fre_protocol.inputs import load_embeddings
 from fre_protocol.outputs import prepare_out_dir, write_json_atomic, write_npy_atomic
 from mechanism.params import FreParams
-from primitives.errors import InvalidInputError, InvalidParameterError
+from primitives.errors import InvalidParameterError
 
-# The output writers live in fre_protocol.outputs (the library uses them too); named here for
-# the sub-commands that import them from this module.
+# The output writers (fre_protocol.outputs) and the embeddings reader (fre_protocol.inputs) are
+# used by the library too; named here for the sub-commands that import them from this module.
 __all__ = [
     "add_param_flags", "load_embeddings", "non_negative_int", "params_from_args", "parse_epsilon",
     "positive_int", "prepare_out_dir", "write_json_atomic", "write_npy_atomic",
@@ -110,30 +107,3 @@ def params_from_args(args: argparse.Namespace) -> FreParams:
         rounding=args.rounding,
         clip=args.clip,
     )
-
-
-def load_embeddings(path: str | os.PathLike[str]) -> np.ndarray:
-    """Read an (N, d) float array from a .npy file with a clear error for every bad case."""
-    p = Path(path)
-    if not p.is_file():
-        raise InvalidInputError(f"embeddings file {str(p)!r} does not exist or is not a file")
-    try:
-        x = np.load(p, allow_pickle=False, mmap_mode="r")
-    except (ValueError, OSError, EOFError) as exc:
-        raise InvalidInputError(
-            f"embeddings file {str(p)!r} is not a readable .npy array ({exc.__class__.__name__}: {exc})"
-        ) from None
-    if x.ndim != 2:
-        raise InvalidInputError(
-            f"embeddings must be a 2-D array (users × dimensions), got shape {tuple(x.shape)}"
-        )
-    if x.shape[0] == 0 or x.shape[1] == 0:
-        raise InvalidInputError(f"embeddings must be non-empty, got shape {tuple(x.shape)}")
-    if not np.issubdtype(x.dtype, np.floating) and not np.issubdtype(x.dtype, np.integer):
-        raise InvalidInputError(f"embeddings must hold real numbers, got dtype {x.dtype}")
-    x = np.asarray(x, dtype=np.float32 if x.dtype != np.float64 else np.float64)
-    # Chunked so a 1M × 768 file is checked without a second full-size temporary.
-    for start in range(0, x.shape[0], 65536):
-        if not np.isfinite(x[start : start + 65536]).all():
-            raise InvalidInputError(f"embeddings contain NaN or infinite values (rows from {start})")
-    return x

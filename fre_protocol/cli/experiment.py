@@ -1,0 +1,107 @@
+"""``fre-e2t experiment NAME|all``: reproduce the paper's evaluation tables (see fre_protocol.experiments)."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from typing import Any
+
+from fre_protocol.cli.common import add_param_flags, parse_epsilon, positive_int, prepare_out_dir
+from fre_protocol.experiments import EXPERIMENTS
+from primitives.errors import InvalidParameterError
+
+HELP = "reproduce the paper's tables: utility, baselines, Aug-PE, ablations, text quality (resumable)"
+
+
+def _list(kind: Any, what: str) -> Any:
+    def parse(text: str) -> tuple[Any, ...]:
+        try:
+            values = tuple(kind(part.strip()) for part in text.split(",") if part.strip())
+        except (argparse.ArgumentTypeError, ValueError):
+            raise argparse.ArgumentTypeError(f"expected a comma-separated list of {what}, got {text!r}") from None
+        if not values:
+            raise argparse.ArgumentTypeError(f"expected a comma-separated list of {what}, got {text!r}")
+        return values
+
+    return parse
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("name", metavar="NAME", choices=[*EXPERIMENTS, "all"],
+                        help=f"one of {', '.join(EXPERIMENTS)}, or all")
+    parser.add_argument("--out", required=True, metavar="DIR",
+                        help="output folder (NAME.json/.md/.png; an interrupted run resumes from it)")
+    src = parser.add_argument_group("private data (an evaluation: the figures read it)")
+    one = src.add_mutually_exclusive_group()
+    one.add_argument("--corpus", choices=["healthtweets"], help="a built-in corpus (default: healthtweets)")
+    one.add_argument("--input", metavar="FILE", help="a .txt (one text per line), .jsonl or .csv file")
+    one.add_argument("--embeddings", metavar="X.npy", help="embeddings only: centroid-level rows, no text")
+    src.add_argument("--field", metavar="NAME", help="JSONL field / CSV column of --input")
+    src.add_argument("--limit", type=positive_int, metavar="N", help="an evenly spaced subset of N texts")
+    run = parser.add_argument_group("run")
+    run.add_argument("--epsilons", type=_list(parse_epsilon, "numbers or inf"), metavar="E,E,...",
+                     help="total ε values (default 4,8,16,inf; --quick: 8,inf)")
+    run.add_argument("--seeds", type=_list(int, "integers"), metavar="S,S,...",
+                     help="seeds of the seeded research mode (default 1,2,3; --quick: 1)")
+    run.add_argument("--quick", action="store_true",
+                     help="small sizes for CI: 4,000 texts, t = 50, k = 6, one seed, few centroids inverted")
+    run.add_argument("--inverter", choices=["guided", "retrieval"], help="text-level inverter (default: guided)")
+    run.add_argument("--budget", metavar="SPEC", help="guided search budget (default: default; --quick: small)")
+    run.add_argument("--max-centroids", type=positive_int, metavar="N",
+                     help="invert only the N centroids with the largest counts per release (default: all; --quick: 4)")
+    run.add_argument("--embedder", metavar="NAME_OR_DIR", help="sentence-transformers model (default: all-MiniLM-L6-v2)")
+    run.add_argument("--cache-dir", metavar="D", help="embedding cache (default: $FRE_E2T_CACHE or ~/.cache/fre-e2t)")
+    run.add_argument("--workers", type=positive_int, default=2, help="worker threads of the protocol's servers")
+    run.add_argument("--restart", action="store_true", help="discard the checkpoints in --out and start afresh")
+    run.add_argument("--quiet", action="store_true", help="no progress bars")
+    add_param_flags(parser)
+    # Only flags the user gives override the experiments' defaults (MiniLM settings per ε).
+    for action in parser._actions:
+        if action.dest in _PARAM_DESTS:
+            action.default = None
+            if action.dest == "epsilon":
+                action.help = argparse.SUPPRESS
+
+
+_PARAM_DESTS = ("epsilon", "delta", "radius", "threshold", "k", "p_sample", "budget_factor",
+                "sensitivity_ratio", "edge_multiplier", "rounding", "clip")
+
+
+def config_from_args(args: argparse.Namespace) -> Any:
+    from pathlib import Path
+
+    from fre_protocol.experiments.context import ExperimentConfig
+
+    if args.epsilon is not None:
+        raise InvalidParameterError("use --epsilons (a list) with experiment, not --epsilon")
+    params = {name: getattr(args, name) for name in _PARAM_DESTS[1:] if getattr(args, name) is not None}
+    corpus = args.corpus if (args.corpus or args.input or args.embeddings) else "healthtweets"
+    return ExperimentConfig(
+        out_dir=Path(args.out), corpus=corpus, input=args.input, text_field=args.field, embeddings=args.embeddings,
+        limit=args.limit, epsilons=args.epsilons, seeds=args.seeds, quick=args.quick, params=params,
+        inverter=args.inverter, budget=args.budget, max_centroids=args.max_centroids, embedder=args.embedder,
+        cache_dir=args.cache_dir, workers=args.workers, progress=not args.quiet,
+        command="fre-e2t experiment " + " ".join(shlex.quote(a) for a in sys.argv[2:]) if sys.argv[1:2] == ["experiment"]
+        else None,
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    from fre_protocol.experiments.context import Context
+    from fre_protocol.experiments.report import INDEX_FILE, run_experiments
+    from fre_protocol.experiments.store import ROWS_SUFFIX
+
+    config = config_from_args(args)
+    out = prepare_out_dir(args.out)
+    if args.restart:
+        for stale in out.glob(f"*{ROWS_SUFFIX}"):
+            stale.unlink()
+    manifest = run_experiments(Context(config, log=print), [args.name])
+    ran = set(EXPERIMENTS) if args.name == "all" else {args.name}
+    for entry in (e for e in manifest["experiments"] if e["experiment"] in ran):
+        print(f"{entry['experiment']}: {entry['rows']} rows, {entry['wall_seconds']:.0f} s -> "
+              + ", ".join(str(out / f) for f in entry["files"]))
+    if args.name == "all":
+        print(f"index: {out / INDEX_FILE}")
+    return 0

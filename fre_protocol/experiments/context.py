@@ -1,0 +1,333 @@
+"""What every experiment shares: its configuration, the data, parameters, releases and inversions.
+
+An experiment is a function of a :class:`Context`. The context loads the private texts and their
+embeddings once (cached on disk by the embedder), computes the neighbour counts that define the
+frequent set once per radius, runs a release once per (method, parameters, seed), and inverts a
+centroid once (inversions are memoised by the centroid's bytes), so that ``experiment all`` does
+no work twice. Everything here reads the private data: these are EVALUATIONS for the operator,
+outside the DP guarantee, and every file that carries them says so.
+
+Runs are in seeded research mode (``SeedPlan.from_seed``), recorded in every row: the point of an
+experiment is that anyone can reproduce it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import math
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from fre_protocol.experiments.store import ROWS_SUFFIX, RowStore
+from mechanism import metrics
+from mechanism.params import FreParams
+from mechanism.seeds import SeedPlan
+from primitives.errors import InvalidParameterError
+
+#: The evaluation label every experiment file carries (the rows read the private data).
+EVALUATION_NOTE = (
+    "EVALUATION: these figures read the private data (frequent set, true buckets); they are for "
+    "checking the method, never part of a release"
+)
+#: Methods that produce a Fre-E2T release.
+FRE_E2T = "fre-e2t"  # the two-server protocol
+CENTRAL_DP = "central-dp"  # the centralized mechanism (a trusted curator)
+RELEASE_METHODS = (FRE_E2T, CENTRAL_DP)
+
+#: What --quick changes (sizes for CI; flags given explicitly still win). At 4,000 healthtweets
+#: t = 100 releases nothing, and t < 50 is infeasible at δ = 1e-6, so quick runs use t = 50 and a
+#: coarser projection (k = 6) for buckets to reach the threshold.
+QUICK_LIMIT = 4000
+QUICK_EPSILONS: tuple[float, ...] = (8.0, math.inf)
+QUICK_SEEDS: tuple[int, ...] = (1,)
+QUICK_PARAMS: dict[str, Any] = {"threshold": 50, "k": 6}
+QUICK_MAX_CENTROIDS = 4
+QUICK_BUDGET = "small"
+DEFAULT_EPSILONS: tuple[float, ...] = (4.0, 8.0, 16.0, math.inf)
+DEFAULT_SEEDS: tuple[int, ...] = (1, 2, 3)
+PARAM_FIELDS = tuple(f.name for f in dataclasses.fields(FreParams))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ExperimentConfig:
+    """One ``fre-e2t experiment`` invocation; ``None`` sizes mean "the default (or quick) value"."""
+
+    out_dir: Path
+    corpus: str | None = "healthtweets"
+    input: str | None = None
+    text_field: str | None = None
+    embeddings: str | None = None
+    limit: int | None = None
+    epsilons: tuple[float, ...] | None = None
+    seeds: tuple[int, ...] | None = None
+    quick: bool = False
+    params: Mapping[str, Any] = field(default_factory=dict)  # FreParams fields given as flags
+    inverter: str | None = None
+    budget: str | None = None
+    max_centroids: int | None = None
+    embedder: str | None = None
+    cache_dir: str | None = None
+    workers: int = 2
+    progress: bool = True
+    command: str | None = None
+
+    def __post_init__(self) -> None:
+        sources = [s for s in (self.corpus, self.input, self.embeddings) if s is not None]
+        if len(sources) != 1:
+            raise InvalidParameterError(
+                f"give exactly one of --corpus, --input or --embeddings, got {len(sources)}"
+            )
+        unknown = sorted(set(self.params) - set(PARAM_FIELDS))
+        if unknown:
+            raise InvalidParameterError(f"params holds unknown mechanism parameters {unknown}; known: {list(PARAM_FIELDS)}")
+        for eps in self.epsilons or ():
+            if not (eps > 0):
+                raise InvalidParameterError(f"epsilons must be > 0 or inf, got {eps!r}")
+        for seed in self.seeds or ():
+            if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+                raise InvalidParameterError(f"seeds must be non-negative integers, got {seed!r}")
+        if self.limit is not None and (isinstance(self.limit, bool) or self.limit < 1):
+            raise InvalidParameterError(f"limit must be an integer >= 1, got {self.limit!r}")
+        if self.max_centroids is not None and self.max_centroids < 1:
+            raise InvalidParameterError(f"max_centroids must be an integer >= 1, got {self.max_centroids!r}")
+
+    @property
+    def run_epsilons(self) -> tuple[float, ...]:
+        return self.epsilons or (QUICK_EPSILONS if self.quick else DEFAULT_EPSILONS)
+
+    @property
+    def run_seeds(self) -> tuple[int, ...]:
+        return self.seeds or (QUICK_SEEDS if self.quick else DEFAULT_SEEDS)
+
+    @property
+    def run_limit(self) -> int | None:
+        return self.limit if self.limit is not None else (QUICK_LIMIT if self.quick else None)
+
+    @property
+    def run_max_centroids(self) -> int | None:
+        return self.max_centroids if self.max_centroids is not None else (QUICK_MAX_CENTROIDS if self.quick else None)
+
+    @property
+    def run_budget(self) -> str | None:
+        return self.budget if self.budget is not None else (QUICK_BUDGET if self.quick else None)
+
+    def param_overrides(self) -> dict[str, Any]:
+        return {**(QUICK_PARAMS if self.quick else {}), **dict(self.params)}
+
+    def fingerprint(self) -> dict[str, Any]:
+        """What the rows depend on (a checkpoint written under another fingerprint is refused)."""
+        return {
+            "data": self.corpus or self.input or self.embeddings,
+            "field": self.text_field,
+            "limit": self.run_limit,
+            "params": self.param_overrides(),
+            "inverter": self.inverter,
+            "budget": self.run_budget,
+            "max_centroids": self.run_max_centroids,
+            "embedder": self.embedder,
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Dataset:
+    """The private data of an experiment: texts (None for ``--embeddings``), labels and embeddings."""
+
+    name: str
+    x: npt.NDArray[np.float32]
+    texts: tuple[str, ...] | None
+    labels: tuple[str, ...] | None
+    source: str
+
+    @property
+    def has_texts(self) -> bool:
+        return self.texts is not None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Outputs:
+    """A release's centroids and, if texts were inverted, the texts and their embeddings."""
+
+    method: str
+    ids: tuple[str, ...]
+    counts: npt.NDArray[np.float64]
+    centroids: npt.NDArray[np.float64]
+    ledger: Mapping[str, Any]
+    seconds: float
+    info: Mapping[str, Any] = field(default_factory=dict)
+
+
+class Context:
+    """Shared state of one ``experiment`` invocation (see the module docstring)."""
+
+    def __init__(self, config: ExperimentConfig, *, log: Any = print) -> None:
+        self.config = config
+        self.log = log
+        self._dataset: Dataset | None = None
+        self._embedder: Any = None
+        self._inverter: Any = None
+        self._counts: dict[float, npt.NDArray[np.int64]] = {}
+        self._releases: dict[str, Outputs] = {}
+        self._inversions: dict[bytes, tuple[str, str | None]] = {}
+        self._language_model: Any = None
+
+    # -- data -----------------------------------------------------------------------------------
+    def dataset(self) -> Dataset:
+        if self._dataset is None:
+            self._dataset = self._load()
+        return self._dataset
+
+    def _load(self) -> Dataset:
+        cfg = self.config
+        if cfg.embeddings is not None:
+            from fre_protocol.inputs import load_embeddings
+
+            x = np.asarray(load_embeddings(cfg.embeddings), dtype=np.float32)
+            if cfg.run_limit is not None and cfg.run_limit < len(x):
+                rows = [(i * len(x)) // cfg.run_limit for i in range(cfg.run_limit)]
+                x = x[rows]
+            return Dataset(name=Path(cfg.embeddings).stem, x=x, texts=None, labels=None, source=cfg.embeddings)
+        from fre_protocol.text.corpora import load_corpus
+
+        corpus = load_corpus(path=cfg.input, corpus=cfg.corpus, field=cfg.text_field, limit=cfg.run_limit)
+        start = time.perf_counter()
+        x = self.embedder().embed(list(corpus.texts), progress=cfg.progress)
+        self.log(f"embedded {len(corpus)} texts of {corpus.name} in {time.perf_counter() - start:.1f} s")
+        return Dataset(name=corpus.name, x=x, texts=corpus.texts, labels=corpus.labels, source=corpus.source)
+
+    def embedder(self) -> Any:
+        if self._embedder is None:
+            from fre_protocol.text.embedder import SentenceTransformerEmbedder
+
+            self._embedder = SentenceTransformerEmbedder(self.config.embedder, cache_dir=self.config.cache_dir)
+        return self._embedder
+
+    def language_model(self) -> Any:
+        """SmolLM2 (tokenizer, model), loaded once per process and shared by every experiment."""
+        if self._language_model is None:
+            from fre_protocol.text.paraphraser import load_causal_lm
+
+            self._language_model = load_causal_lm()
+        return self._language_model
+
+    # -- parameters -----------------------------------------------------------------------------
+    def params(self, epsilon: float, **extra: Any) -> FreParams:
+        """The documented MiniLM defaults at ``epsilon`` (p_s, v chosen by the accountant unless
+        given), the flags of this invocation, then ``extra`` (an ablation's swept value)."""
+        from fre_protocol.text.tuning import minilm_params
+
+        return minilm_params(epsilon, **{**self.config.param_overrides(), **extra})
+
+    @staticmethod
+    def seeds(seed: int) -> SeedPlan:
+        return SeedPlan.from_seed(seed)
+
+    def neighbour_counts(self, radius: float) -> npt.NDArray[np.int64]:
+        if radius not in self._counts:
+            self._counts[radius] = metrics.neighbour_counts(self.dataset().x, radius, progress=self.config.progress)
+        return self._counts[radius]
+
+    def frequent(self, params: FreParams) -> npt.NDArray[np.bool_]:
+        return metrics.frequent_mask(self.neighbour_counts(params.radius), params.threshold)
+
+    # -- releases -------------------------------------------------------------------------------
+    def release(self, method: str, params: FreParams, seed: int) -> Outputs:
+        """Fre-E2T's protocol (``fre-e2t``) or the centralized mechanism (``central-dp``), once per key."""
+        if method not in RELEASE_METHODS:
+            raise InvalidParameterError(f"method must be one of {list(RELEASE_METHODS)}, got {method!r}")
+        key = f"{method}|{sorted(params.to_dict().items())}|{seed}"
+        if key not in self._releases:
+            x, seeds = self.dataset().x, self.seeds(seed)
+            start = time.perf_counter()
+            if method == FRE_E2T:
+                from fre_protocol.runner import run_protocol
+
+                release = run_protocol(x, params, seeds, progress=self.config.progress, workers=self.config.workers).release
+            else:
+                from mechanism.fre_e2t import run_mechanism
+
+                release = run_mechanism(x, params, seeds, progress=self.config.progress)
+            self._releases[key] = Outputs(
+                method=method, ids=tuple(release.ids), counts=release.counts.astype(np.float64),
+                centroids=np.asarray(release.centroids, dtype=np.float64), ledger=release.ledger.to_dict(),
+                seconds=time.perf_counter() - start,
+            )
+        return self._releases[key]
+
+    def heavy_bucket_ids(self, params: FreParams, seed: int, method: str) -> tuple[list[str], int]:
+        """The true heavy buckets (≥ t private points on the public grid) as ``method`` names them,
+        and their number: canonical bucket ids, or — for the protocol — their VOPRF tags, which the
+        seeded research mode lets the evaluator recompute from the derived key."""
+        from mechanism.fre_e2t import group_buckets
+        from mechanism.grid import PublicGrid, encode_bucket
+
+        x, seeds = self.dataset().x, self.seeds(seed)
+        rows = PublicGrid.derive(seeds, x.shape[1], params).bucket_indices(x)
+        first, _, sizes = group_buckets(rows)
+        heavy = [encode_bucket(rows[first[g]]).hex() for g in np.flatnonzero(sizes >= params.threshold).tolist()]
+        if method != FRE_E2T:
+            return heavy, len(heavy)
+        from fre_protocol.components import build_components
+        from fre_protocol.messages import tag_of
+        from fre_protocol.runner import tagging_key
+
+        suite = build_components().suite
+        sk, _ = tagging_key(seeds, suite)
+        return [tag_of(suite.evaluate(sk, bytes.fromhex(b))).hex() for b in heavy], len(heavy)
+
+    # -- text -----------------------------------------------------------------------------------
+    def inverter(self) -> Any:
+        if self._inverter is None:
+            from fre_protocol.text.inverters import DEFAULT_INVERTER, build_inverter
+            from primitives.randomness import RandomSource
+
+            name = self.config.inverter or DEFAULT_INVERTER
+            self._inverter = build_inverter(
+                name, self.embedder(), budget=self.config.run_budget if name == "guided" else None,
+                rng=RandomSource.seeded(0, "experiment/inversion"),
+            )
+        return self._inverter
+
+    def invert(self, centroids: npt.NDArray[np.floating]) -> tuple[list[str], npt.NDArray[np.float32]]:
+        """One text per centroid (memoised by the centroid's bytes) and the texts' embeddings."""
+        todo = [c for c in np.asarray(centroids, dtype=np.float64) if _digest(c) not in self._inversions]
+        if todo:
+            inversions = self.inverter().invert(np.stack(todo), progress=self.config.progress)
+            for c, inv in zip(todo, inversions, strict=True):
+                self._inversions[_digest(c)] = (inv.texts[0], inv.seed)
+        texts = [self._inversions[_digest(c)][0] for c in np.asarray(centroids, dtype=np.float64)]
+        return texts, self.embed_texts(texts)
+
+    def embed_texts(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        if not texts:
+            return np.zeros((0, self.dataset().x.shape[1]), dtype=np.float32)
+        return np.asarray(self.embedder().embed(list(texts)), dtype=np.float32)
+
+    def capped(self, outputs: Outputs) -> npt.NDArray[np.intp]:
+        """Indices of the centroids to invert: all, or the ``max_centroids`` with the largest counts."""
+        cap = self.config.run_max_centroids
+        order = np.argsort(-outputs.counts, kind="stable")
+        return order if cap is None else order[:cap]
+
+    # -- bookkeeping ----------------------------------------------------------------------------
+    def store(self, name: str) -> RowStore:
+        return RowStore(self.config.out_dir / f"{name}{ROWS_SUFFIX}", self.config.fingerprint())
+
+    def progress(self, items: Iterable[Any], desc: str, total: int | None = None) -> Iterator[Any]:
+        if not self.config.progress:
+            yield from items
+            return
+        from tqdm import tqdm
+
+        yield from tqdm(items, desc=desc, total=total, leave=False)
+
+
+def _digest(row: npt.NDArray[np.float64]) -> bytes:
+    return hashlib.sha256(np.ascontiguousarray(row).tobytes()).digest()
+

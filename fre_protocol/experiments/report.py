@@ -1,0 +1,212 @@
+"""Running experiments and writing what they found: ``NAME.json``, ``NAME.md``, ``NAME.png``,
+``manifest.json`` and a self-contained ``index.html``."""
+
+from __future__ import annotations
+
+import base64
+import html
+import platform
+import re
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from fre_protocol.experiments import EXPERIMENTS, Experiment, get_experiment
+from fre_protocol.experiments.context import EVALUATION_NOTE, Context
+from fre_protocol.outputs import write_atomically_text, write_json_atomic
+
+MANIFEST_FILE = "manifest.json"
+INDEX_FILE = "index.html"
+VERSIONED = ("fre-e2t", "numpy", "scipy", "torch", "transformers", "sentence-transformers", "scikit-learn", "sacrebleu")
+
+
+def versions() -> dict[str, str | None]:
+    out: dict[str, str | None] = {"python": platform.python_version()}
+    for name in VERSIONED:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+def settings(ctx: Context) -> dict[str, Any]:
+    """The resolved parameters each ε runs with (before an experiment's own sweep)."""
+    cfg = ctx.config
+    out: dict[str, Any] = {
+        "data": cfg.corpus or cfg.input or cfg.embeddings,
+        "limit": cfg.run_limit,
+        "epsilons": list(cfg.run_epsilons),
+        "seeds": list(cfg.run_seeds),
+        "quick": cfg.quick,
+        "flags": dict(cfg.params),
+        "inverter": cfg.inverter or "default",
+        "budget": cfg.run_budget,
+        "max_centroids": cfg.run_max_centroids,
+        "params_by_epsilon": {},
+    }
+    for eps in cfg.run_epsilons:
+        out["params_by_epsilon"][str(eps)] = ctx.params(eps).to_dict()
+    return out
+
+
+def run_one(ctx: Context, experiment: Experiment) -> dict[str, Any]:
+    """Run (or resume) one experiment and write its three files; returns its manifest entry."""
+    out = ctx.config.out_dir
+    ctx.log(f"experiment {experiment.name} (paper Table {', '.join(map(str, experiment.paper_tables))})")
+    start = time.perf_counter()
+    rows = experiment.run(ctx)
+    wall = time.perf_counter() - start
+    extra = experiment.publish(rows) if experiment.publish is not None else {}
+    document = {
+        "experiment": experiment.name,
+        "title": experiment.title,
+        "paper_tables": list(experiment.paper_tables),
+        "label": EVALUATION_NOTE,
+        "notes": list(experiment.notes),
+        "settings": settings(ctx),
+        "wall_seconds": wall,
+        "rows": rows,
+        **extra,  # an experiment may publish a selection of its rows (e.g. the best budget split)
+    }
+    write_json_atomic(out / f"{experiment.name}.json", document)
+    rows = document["rows"]
+    figure_name = None
+    if experiment.figure is not None:
+        figure_path = out / f"{experiment.name}.png"
+        if experiment.figure(rows, figure_path):
+            figure_name = figure_path.name
+    write_atomically_text(out / f"{experiment.name}.md", markdown(experiment, rows, ctx, wall, figure_name))
+    ctx.log(f"experiment {experiment.name}: {len(rows)} rows in {wall:.1f} s")
+    return {"experiment": experiment.name, "wall_seconds": wall, "rows": len(rows),
+            "files": [f"{experiment.name}.json", f"{experiment.name}.md"] + ([figure_name] if figure_name else [])}
+
+
+def markdown(experiment: Experiment, rows: Sequence[Mapping[str, Any]], ctx: Context, wall: float,
+             figure_name: str | None) -> str:
+    cfg = ctx.config
+    lines = [
+        f"## {experiment.name}: {experiment.title} (paper Table {', '.join(map(str, experiment.paper_tables))})",
+        "",
+        f"Data: {cfg.corpus or cfg.input or cfg.embeddings}"
+        + (f" ({cfg.run_limit} texts)" if cfg.run_limit else "")
+        + f"; seeds {', '.join(map(str, cfg.run_seeds))}; mean ± std over seeds; wall time {wall:.0f} s"
+        + (" (--quick)" if cfg.quick else "") + ".",
+        "",
+        f"*{EVALUATION_NOTE}.*",
+        "",
+    ]
+    lines += [f"- {note}" for note in experiment.notes]
+    if experiment.notes:
+        lines.append("")
+    lines.append(experiment.render(rows) if rows else "No rows.\n")
+    if figure_name:
+        lines += ["", f"![{experiment.name}]({figure_name})", ""]
+    return "\n".join(lines)
+
+
+def run_experiments(ctx: Context, names: Sequence[str]) -> dict[str, Any]:
+    """Run ``names`` in order ('all' = every experiment), then write the manifest and index."""
+    chosen = list(EXPERIMENTS) if list(names) == ["all"] else list(names)
+    experiments = [get_experiment(n) for n in chosen]  # unknown names fail before any work
+    entries = [run_one(ctx, e) for e in experiments]
+    manifest = write_manifest(ctx, entries)
+    if len(chosen) > 1 or list(names) == ["all"]:
+        write_index(ctx.config.out_dir, manifest)
+    return manifest
+
+
+def write_manifest(ctx: Context, entries: list[dict[str, Any]]) -> dict[str, Any]:
+    path = ctx.config.out_dir / MANIFEST_FILE
+    previous: dict[str, Any] = {}
+    if path.exists():
+        import json
+
+        try:
+            previous = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            previous = {}
+    experiments = {e["experiment"]: e for e in previous.get("experiments", [])}
+    experiments.update({e["experiment"]: e for e in entries})
+    commands = list(previous.get("commands", []))
+    if ctx.config.command and ctx.config.command not in commands:
+        commands.append(ctx.config.command)
+    manifest = {
+        "label": EVALUATION_NOTE,
+        "versions": versions(),
+        "machine": {"platform": platform.platform(), "processor": platform.machine(), "python": sys.version.split()[0]},
+        "settings": settings(ctx),
+        "commands": commands,
+        "experiments": [experiments[n] for n in EXPERIMENTS if n in experiments],
+    }
+    write_json_atomic(path, manifest)
+    return manifest
+
+
+# -- index.html ----------------------------------------------------------------------------------
+def _inline(text: str) -> str:
+    escaped = html.escape(text)
+    escaped = re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", escaped)
+    return re.sub(r"\*(.+?)\*", r"<i>\1</i>", escaped)
+
+
+def markdown_to_html(text: str, folder: Path) -> str:
+    """The small Markdown subset our tables use: headings, pipe tables, bullets, images, paragraphs."""
+    out: list[str] = []
+    table: list[list[str]] = []
+
+    def flush() -> None:
+        if table:
+            head, body = table[0], [r for r in table[1:] if not all(set(c) <= {"-", ":"} for c in r)]
+            out.append("<table><tr>" + "".join(f"<th>{_inline(c)}</th>" for c in head) + "</tr>"
+                       + "".join("<tr>" + "".join(f"<td>{_inline(c)}</td>" for c in r) + "</tr>" for r in body)
+                       + "</table>")
+            table.clear()
+
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stripped.startswith("|"):
+            table.append([c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", stripped.strip("|"))])
+            continue
+        flush()
+        image = re.fullmatch(r"!\[(.*?)\]\((.+?)\)", stripped)
+        if image and (folder / image.group(2)).is_file():
+            data = base64.b64encode((folder / image.group(2)).read_bytes()).decode("ascii")
+            out.append(f'<img alt="{html.escape(image.group(1))}" src="data:image/png;base64,{data}">')
+        elif stripped.startswith("#"):
+            level = min(len(stripped) - len(stripped.lstrip("#")) + 1, 6)
+            out.append(f"<h{level}>{_inline(stripped.lstrip('#').strip())}</h{level}>")
+        elif stripped.startswith("- "):
+            out.append(f"<p>• {_inline(stripped[2:])}</p>")
+        elif stripped:
+            out.append(f"<p>{_inline(stripped)}</p>")
+    flush()
+    return "\n".join(out)
+
+
+def write_index(folder: Path, manifest: Mapping[str, Any]) -> Path:
+    sections = []
+    for entry in manifest["experiments"]:
+        md = folder / f"{entry['experiment']}.md"
+        if md.is_file():
+            sections.append(f'<section id="{html.escape(entry["experiment"])}">'
+                            + markdown_to_html(md.read_text(encoding="utf-8"), folder) + "</section>")
+    toc = "".join(f'<li><a href="#{html.escape(e["experiment"])}">{html.escape(e["experiment"])}</a> '
+                  f'({e["rows"]} rows, {e["wall_seconds"]:.0f} s)</li>' for e in manifest["experiments"])
+    commands = "".join(f"<pre>{html.escape(c)}</pre>" for c in manifest.get("commands", []))
+    page = f"""<!doctype html><html><head><meta charset="utf-8"><title>fre-e2t experiments</title>
+<style>body{{font-family:sans-serif;max-width:70em;margin:2em auto;padding:0 1em}}
+table{{border-collapse:collapse;margin:1em 0;font-size:90%}}td,th{{border:1px solid #bbb;padding:3px 7px;text-align:right}}
+th{{background:#eee}}img{{max-width:42em}}pre{{background:#f4f4f4;padding:.5em;white-space:pre-wrap}}</style></head><body>
+<h1>fre-e2t: the paper's evaluation</h1><p><i>{html.escape(str(manifest["label"]))}.</i></p>
+<ul>{toc}</ul><h2>Commands</h2>{commands}
+{"".join(sections)}
+<h2>Versions</h2><pre>{html.escape(", ".join(f"{k} {v}" for k, v in manifest["versions"].items()))}</pre>
+</body></html>
+"""
+    path = folder / INDEX_FILE
+    write_atomically_text(path, page)
+    return path

@@ -1,0 +1,111 @@
+"""The experiment framework: checkpoints that resume, tables over seeds, the index page, the CLI's
+errors, and the accountant facts the ablation tables print."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from fre_protocol.cli import main
+from fre_protocol.experiments import EXPERIMENTS, get_experiment
+from fre_protocol.experiments.ablations import EDGE_VALUES, paper_sigma_table
+from fre_protocol.experiments.context import ExperimentConfig
+from fre_protocol.experiments.report import markdown_to_html
+from fre_protocol.experiments.store import RowStore
+from fre_protocol.experiments.tables import cell, mean_std
+from primitives.errors import InvalidInputError, InvalidParameterError
+
+
+def test_store_runs_each_key_once_and_resumes(tmp_path: Path) -> None:
+    calls: list[int] = []
+
+    def compute(i: int) -> dict[str, int]:
+        calls.append(i)
+        return {"value": i * i}
+
+    store = RowStore(tmp_path / "x.rows.jsonl", {"data": "a"})
+    for i in (1, 2, 2):
+        store.get_or_run({"i": i}, lambda i=i: compute(i))
+    assert calls == [1, 2]
+    again = RowStore(tmp_path / "x.rows.jsonl", {"data": "a"})
+    assert again.resumed == 2
+    assert again.get_or_run({"i": 2}, lambda: compute(99)) == {"i": 2, "value": 4}
+    assert calls == [1, 2]
+
+
+def test_store_drops_a_torn_line_and_runs_that_unit_again(tmp_path: Path) -> None:
+    path = tmp_path / "x.rows.jsonl"
+    store = RowStore(path, {"data": "a"})
+    store.get_or_run({"i": 1}, lambda: {"value": 1})
+    with path.open("a", encoding="utf-8") as fh:
+        fh.write('{"key": {"i": 2}, "row": {"val')  # a crash mid-write
+    again = RowStore(path, {"data": "a"})
+    assert again.resumed == 1
+    assert again.get_or_run({"i": 2}, lambda: {"value": 2})["value"] == 2
+    assert all(json.loads(line) for line in path.read_text().splitlines())
+
+
+def test_store_refuses_rows_of_another_configuration(tmp_path: Path) -> None:
+    RowStore(tmp_path / "x.rows.jsonl", {"data": "a", "limit": 10}).get_or_run({"i": 1}, lambda: {})
+    with pytest.raises(InvalidInputError, match="limit.*--restart"):
+        RowStore(tmp_path / "x.rows.jsonl", {"data": "a", "limit": 20})
+
+
+def test_mean_std_over_seeds_ignores_undefined_values() -> None:
+    rows = [{"f1": 0.5}, {"f1": 0.7}, {"f1": "nan"}, {"f1": None}]
+    mean, std, n = mean_std(rows, "f1")
+    assert (n, mean) == (2, pytest.approx(0.6))
+    assert std == pytest.approx(math.sqrt(0.02))
+    assert cell(rows, "f1") == "0.600 ± 0.141"
+    assert cell([{"f1": 0.25}], "f1") == "0.250"
+    assert cell([], "f1") == "–"
+
+
+def test_paper_table12_sigma_is_exactly_proportional_to_m() -> None:
+    """Paper Table 12: L·m with Δ = 2.4·r·m leaves δ_sens unchanged and makes σ ∝ m; at m = 1 σ is
+    SPEC §4.3's exact calibration (2.12805, 1.13111, 0.51490)."""
+    table = paper_sigma_table()
+    for eps, sigma1 in ((4.0, 2.12805), (8.0, 1.13111), (16.0, 0.51490)):
+        rows = [r for r in table if r["epsilon"] == eps]
+        assert [r["edge_multiplier"] for r in rows] == list(EDGE_VALUES)
+        assert {round(r["sigma_over_m"], 9) for r in rows} == {round(rows[0]["sigma_over_m"], 9)}
+        assert next(r["sigma"] for r in rows if r["edge_multiplier"] == 1.0) == pytest.approx(sigma1, abs=5e-6)
+        assert len({r["delta_sens"] for r in rows}) == 1
+
+
+def test_markdown_tables_become_html() -> None:
+    page = markdown_to_html("### T\n\n| a | b |\n|---|---|\n| 1 | x \\| y |\n\n- note *one*\n", Path("."))
+    assert "<h4>T</h4>" in page
+    assert "<th>a</th><th>b</th>" in page and "<td>1</td><td>x | y</td>" in page
+    assert "<i>one</i>" in page
+
+
+def test_every_registered_experiment_loads() -> None:
+    for name in EXPERIMENTS:
+        experiment = get_experiment(name)
+        assert experiment.paper_tables and experiment.title
+    with pytest.raises(InvalidParameterError, match="experiment must be one of"):
+        get_experiment("nope")
+
+
+def test_config_checks_its_inputs(tmp_path: Path) -> None:
+    with pytest.raises(InvalidParameterError, match="exactly one of --corpus, --input or --embeddings"):
+        ExperimentConfig(out_dir=tmp_path, corpus="healthtweets", input="x.txt")
+    with pytest.raises(InvalidParameterError, match="unknown mechanism parameters \\['radiuss'\\]"):
+        ExperimentConfig(out_dir=tmp_path, params={"radiuss": 1.0})
+    with pytest.raises(InvalidParameterError, match="epsilons must be > 0"):
+        ExperimentConfig(out_dir=tmp_path, epsilons=(0.0,))
+    quick = ExperimentConfig(out_dir=tmp_path, quick=True, params={"k": 8})
+    assert quick.run_seeds == (1,) and quick.run_limit == 4000
+    assert quick.param_overrides() == {"threshold": 50, "k": 8}  # a flag wins over --quick
+
+
+def test_cli_rejects_bad_lists_and_single_epsilon(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["experiment", "utility", "--out", str(tmp_path), "--epsilons", "4,x"])
+    assert "comma-separated list of numbers or inf" in capsys.readouterr().err
+    assert main(["experiment", "utility", "--out", str(tmp_path), "--epsilon", "4"]) == 2
+    assert "use --epsilons" in capsys.readouterr().err
