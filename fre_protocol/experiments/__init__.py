@@ -44,6 +44,9 @@ EXPERIMENTS: dict[str, str] = {
     "ablation-edge": "fre_protocol.experiments.ablations:ABLATION_EDGE",
     "ablation-k": "fre_protocol.experiments.ablations:ABLATION_K",
     "ablation-t": "fre_protocol.experiments.ablations:ABLATION_T",
+    "diversity": "fre_protocol.experiments.diversity:EXPERIMENT",
+    "naturalness": "fre_protocol.experiments.naturalness:EXPERIMENT",
+    "downstream": "fre_protocol.experiments.downstream:EXPERIMENT",
 }
 
 

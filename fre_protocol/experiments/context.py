@@ -211,9 +211,9 @@ class Context:
     def language_model(self) -> Any:
         """SmolLM2 (tokenizer, model), loaded once per process and shared by every experiment."""
         if self._language_model is None:
-            from fre_protocol.text.paraphraser import load_causal_lm
+            from fre_protocol.text.paraphraser import DEFAULT_PARAPHRASER, load_causal_lm
 
-            self._language_model = load_causal_lm()
+            self._language_model = load_causal_lm(DEFAULT_PARAPHRASER)
         return self._language_model
 
     # -- parameters -----------------------------------------------------------------------------
@@ -308,6 +308,23 @@ class Context:
         if not texts:
             return np.zeros((0, self.dataset().x.shape[1]), dtype=np.float32)
         return np.asarray(self.embedder().embed(list(texts)), dtype=np.float32)
+
+    def synthetic_texts(self, epsilon: float, seed: int, method: str = FRE_E2T) -> list[str]:
+        """The inverted texts of a release at ``epsilon`` (the capped, largest-count centroids)."""
+        release = self.release(method, self.params(epsilon), seed)
+        return self.invert(release.centroids[self.capped(release)])[0]
+
+    def sample_frequent_texts(self, epsilon: float, count: int, seed: int) -> list[str]:
+        """``count`` real frequent texts drawn without replacement (seeded): the reference set."""
+        texts = self.dataset().texts
+        if texts is None:
+            return []
+        rows = np.flatnonzero(self.frequent(self.params(epsilon)))
+        if rows.size > count:
+            from primitives.randomness import RandomSource
+
+            rows = np.sort(rows[RandomSource.seeded(seed, "experiment/reference").permutation(rows.size)[:count]])
+        return [texts[i] for i in rows.tolist()]
 
     def capped(self, outputs: Outputs) -> npt.NDArray[np.intp]:
         """Indices of the centroids to invert: all, or the ``max_centroids`` with the largest counts."""

