@@ -40,6 +40,7 @@ class Experiment:
 EXPERIMENTS: dict[str, str] = {
     "utility": "fre_protocol.experiments.utility:EXPERIMENT",
     "baselines": "fre_protocol.experiments.baselines:EXPERIMENT",
+    "augpe": "fre_protocol.experiments.augpe:EXPERIMENT",
     "ablation-ps": "fre_protocol.experiments.ablations:ABLATION_PS",
     "ablation-edge": "fre_protocol.experiments.ablations:ABLATION_EDGE",
     "ablation-k": "fre_protocol.experiments.ablations:ABLATION_K",
