@@ -57,7 +57,8 @@ def _ngram_stats(texts: Sequence[str]) -> list[tuple[Counter[tuple[str, ...]], i
     from sacrebleu.metrics.helpers import extract_all_word_ngrams
     from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
 
-    tokenize = Tokenizer13a()
+    untyped: Any = Tokenizer13a  # sacrebleu's tokenizers carry no annotations
+    tokenize = untyped()
     return [extract_all_word_ngrams(tokenize(t.rstrip()), 1, MAX_NGRAM_ORDER) for t in texts]
 
 
