@@ -9,6 +9,7 @@ from typing import Any
 
 from fre_protocol.cli.common import add_param_flags, parse_epsilon, positive_int, prepare_out_dir
 from fre_protocol.experiments import EXPERIMENTS
+from fre_protocol.text.corpora import BUILTIN_CORPORA
 from primitives.errors import InvalidParameterError
 
 HELP = "reproduce the paper's tables: utility, baselines, Aug-PE, ablations, text quality (resumable)"
@@ -34,7 +35,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="output folder (NAME.json/.md/.png; an interrupted run resumes from it)")
     src = parser.add_argument_group("private data (an evaluation: the figures read it)")
     one = src.add_mutually_exclusive_group()
-    one.add_argument("--corpus", choices=["healthtweets"], help="a built-in corpus (default: healthtweets)")
+    one.add_argument("--corpus", choices=list(BUILTIN_CORPORA), help="a built-in corpus (default: healthtweets)")
     one.add_argument("--input", metavar="FILE", help="a .txt (one text per line), .jsonl or .csv file")
     one.add_argument("--embeddings", metavar="X.npy", help="embeddings only: centroid-level rows, no text")
     src.add_argument("--field", metavar="NAME", help="JSONL field / CSV column of --input")
@@ -51,6 +52,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     run.add_argument("--max-centroids", type=positive_int, metavar="N",
                      help="invert only the N centroids with the largest counts per release (default: all; --quick: 4)")
     run.add_argument("--embedder", metavar="NAME_OR_DIR", help="sentence-transformers model (default: all-MiniLM-L6-v2)")
+    run.add_argument("--second-embedder", metavar="DIR",
+                     help="embedders experiment: a second sentence-transformers model (a local folder)")
+    run.add_argument("--second-embedder", metavar="DIR",
+                     help="embedders experiment: a second sentence-transformers model (a local folder)")
     run.add_argument("--cache-dir", metavar="D", help="embedding cache (default: $FRE_E2T_CACHE or ~/.cache/fre-e2t)")
     run.add_argument("--workers", type=positive_int, default=2, help="worker threads of the protocol's servers")
     run.add_argument("--restart", action="store_true", help="discard the checkpoints in --out and start afresh")
@@ -81,7 +86,8 @@ def config_from_args(args: argparse.Namespace) -> Any:
         out_dir=Path(args.out), corpus=corpus, input=args.input, text_field=args.field, embeddings=args.embeddings,
         limit=args.limit, epsilons=args.epsilons, seeds=args.seeds, quick=args.quick, params=params,
         inverter=args.inverter, budget=args.budget, max_centroids=args.max_centroids, embedder=args.embedder,
-        cache_dir=args.cache_dir, workers=args.workers, progress=not args.quiet,
+        second_embedder=args.second_embedder, cache_dir=args.cache_dir, workers=args.workers,
+        progress=not args.quiet,
         command="fre-e2t experiment " + " ".join(shlex.quote(a) for a in sys.argv[2:]) if sys.argv[1:2] == ["experiment"]
         else None,
     )

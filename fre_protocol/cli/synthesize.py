@@ -21,6 +21,7 @@ from fre_protocol.cli.common import (
     parse_epsilon,
     pool_sources,
 )
+from fre_protocol.text.corpora import BUILTIN_CORPORA
 from mechanism.params import FreParams
 from primitives.errors import InvalidParameterError
 
@@ -44,7 +45,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     src = parser.add_argument_group("input (private texts)")
     one = src.add_mutually_exclusive_group(required=True)
     one.add_argument("--input", metavar="FILE", help="a .txt (one text per line), .jsonl or .csv file")
-    one.add_argument("--corpus", choices=["healthtweets"], help="a built-in corpus")
+    one.add_argument("--corpus", choices=list(BUILTIN_CORPORA), help="a built-in corpus")
     src.add_argument("--field", metavar="NAME", help="JSONL field / CSV column holding the text (default: text)")
     src.add_argument(
         "--normalize",

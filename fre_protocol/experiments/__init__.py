@@ -48,6 +48,7 @@ EXPERIMENTS: dict[str, str] = {
     "diversity": "fre_protocol.experiments.diversity:EXPERIMENT",
     "naturalness": "fre_protocol.experiments.naturalness:EXPERIMENT",
     "downstream": "fre_protocol.experiments.downstream:EXPERIMENT",
+    "embedders": "fre_protocol.experiments.embedders:EXPERIMENT",
 }
 
 

@@ -73,6 +73,7 @@ class ExperimentConfig:
     budget: str | None = None
     max_centroids: int | None = None
     embedder: str | None = None
+    second_embedder: str | None = None  # the embedders experiment's second model (a local folder)
     cache_dir: str | None = None
     workers: int = 2
     progress: bool = True
@@ -132,6 +133,7 @@ class ExperimentConfig:
             "budget": self.run_budget,
             "max_centroids": self.run_max_centroids,
             "embedder": self.embedder,
+            "second_embedder": self.second_embedder,
         }
 
 

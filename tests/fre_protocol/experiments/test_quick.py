@@ -40,7 +40,9 @@ def test_every_experiment_writes_json_and_markdown(quick_run: Path) -> None:
         assert document["experiment"] == name and document["rows"], name
         assert document["label"].startswith("EVALUATION")
         table = (quick_run / f"{name}.md").read_text(encoding="utf-8")
-        assert f"paper Table {document['paper_tables'][0]}" in table and "|---|" in table, name
+        assert f"paper Table {document['paper_tables'][0]}" in table, name
+        # embedders: no second model ships offline, so its page says so instead of a table
+        assert "|---|" in table or (name == "embedders" and "Not run: no second sentence-transformers" in table), name
     assert (quick_run / "utility.png").stat().st_size > 1000
 
 
@@ -76,10 +78,11 @@ def test_index_is_self_contained_and_manifest_records_the_run(quick_run: Path) -
 
 def test_a_second_call_resumes_without_recomputing(quick_run: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Every unit is in the checkpoint, so no release runs: each release function now raises."""
-    import fre_protocol.runner
-    import mechanism.fre_e2t
     import mechanism.ldp_embedding
     import mechanism.ldp_oue
+
+    import fre_protocol.runner
+    import mechanism.fre_e2t
 
     def refuse(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("a resumed experiment ran a release again")
