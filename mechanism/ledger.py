@@ -167,12 +167,15 @@ class PrivacyLedger:
             return None
 
     def _sensitivity(self, params: FreParams | None) -> float:
-        """The Δ the terms were computed with: recorded by the sensitivity term, else from params
-        (ledgers written before the cap recorded u·r there, which their params no longer give)."""
-        if self.has_term(SENSITIVITY_FAILURE):
-            recorded = self.term(SENSITIVITY_FAILURE).detail.get("sensitivity")
-            if isinstance(recorded, int | float) and not isinstance(recorded, bool):
-                return float(recorded)
+        """The Δ the terms were computed with: recorded by the sensitivity term, else by the
+        aggregation term (a local randomiser has no sensitivity term, and its Δ is 2C), else from
+        params (ledgers written before the cap recorded u·r there, which their params no longer
+        give)."""
+        for name in (SENSITIVITY_FAILURE, self.aggregation):
+            if self.has_term(name):
+                recorded = self.term(name).detail.get("sensitivity")
+                if isinstance(recorded, int | float) and not isinstance(recorded, bool):
+                    return float(recorded)
         return params.sensitivity if params is not None else math.nan
 
     def flat(self) -> dict[str, float]:

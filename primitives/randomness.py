@@ -46,10 +46,12 @@ import os
 from typing import Literal
 
 import numpy as np
+import numpy.typing as npt
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
+from primitives.binomial import binomial_from_uniforms
 from primitives.errors import InvalidParameterError
 
 Mode = Literal["crypto", "seeded"]
@@ -184,6 +186,17 @@ class RandomSource:
         if not 0.0 <= p <= 1.0:
             raise InvalidParameterError(f"p must be in [0, 1], got {p}")
         return self.uniform(n) < p
+
+    def binomial(self, n: npt.ArrayLike, p: npt.ArrayLike) -> np.ndarray:
+        """Binomial(n, p) draws (int64), one per entry of ``n`` and ``p`` broadcast together.
+
+        One 53-bit uniform per draw, inverted through the binomial's distribution function
+        (:func:`primitives.binomial.binomial_from_uniforms`): exact up to floating-point rounding
+        of the probabilities, at O(sqrt(n·p·(1−p))) work per draw.
+        """
+        shape = np.broadcast_shapes(np.shape(n), np.shape(p))
+        u = self.uniform(int(np.prod(shape))).reshape(shape)
+        return binomial_from_uniforms(n, p, u)
 
     def integers_below(self, bound: int, n: int) -> np.ndarray:
         """``n`` integers uniform on {0, ..., bound-1} without modulo bias (rejection)."""

@@ -210,3 +210,41 @@ def test_permutation_is_a_permutation_and_uniform_in_position() -> None:
     assert sorted(p.tolist()) == list(range(1000))
     positions = np.array([int(np.argmax(rs.permutation(10) == 0)) for _ in range(30_000)])
     assert _chi_square_uniform(np.bincount(positions, minlength=10)) < 27.88
+
+
+def test_binomial_matches_its_pmf() -> None:
+    """Chi-square goodness of fit of 100 000 Bin(20, 0.3) draws against math.comb's pmf.
+
+    Cells 0-1, 2, ..., 11 and 12-20 (12 cells, every expected count above 380); 31.264 is the
+    0.999 quantile of chi2(11) (scipy, computed offline).
+    alpha = 1e-3: a fresh seed fails with probability 1e-3.
+    """
+    n, p, size = 20, 0.3, 100_000
+    draws = RandomSource.seeded(17, "binomial").binomial(np.full(size, n), p)
+    assert draws.dtype == np.int64 and draws.shape == (size,)
+    observed = np.bincount(draws, minlength=n + 1).astype(float)
+    expected = np.array([math.comb(n, k) * p**k * (1 - p) ** (n - k) for k in range(n + 1)]) * size
+    cells_obs = np.concatenate([[observed[:2].sum()], observed[2:12], [observed[12:].sum()]])
+    cells_exp = np.concatenate([[expected[:2].sum()], expected[2:12], [expected[12:].sum()]])
+    assert cells_exp.min() >= 5
+    assert float(((cells_obs - cells_exp) ** 2 / cells_exp).sum()) < 31.264
+
+
+def test_binomial_broadcasts_over_n_and_p() -> None:
+    """Different (n, p) per entry: 20 000 draws each of Bin(63 000, 0.12) and Bin(40, 0.5), whose
+    means must lie within 5 standard errors (false failure < 1.2e-6 per check)."""
+    rs = RandomSource.seeded(18, "binomial")
+    n = np.array([63_000, 40] * 20_000)
+    p = np.array([0.12, 0.5] * 20_000)
+    draws = rs.binomial(n, p)
+    for offset, (nn, pp) in enumerate(((63_000, 0.12), (40, 0.5))):
+        sample = draws[offset::2]
+        assert abs(sample.mean() - nn * pp) < 5 * math.sqrt(nn * pp * (1 - pp) / sample.size)
+    assert rs.binomial(5, [0.0, 1.0]).tolist() == [0, 5]
+    assert rs.binomial(0, 0.5) == 0
+    a = RandomSource.seeded(19, "b").binomial([10, 100, 1000], 0.4)
+    assert np.array_equal(a, RandomSource.seeded(19, "b").binomial([10, 100, 1000], 0.4))
+    with pytest.raises(InvalidParameterError, match="p must"):
+        rs.binomial(3, 1.5)
+    with pytest.raises(InvalidParameterError, match="n must"):
+        rs.binomial(-1, 0.5)
