@@ -78,11 +78,10 @@ def test_index_is_self_contained_and_manifest_records_the_run(quick_run: Path) -
 
 def test_a_second_call_resumes_without_recomputing(quick_run: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Every unit is in the checkpoint, so no release runs: each release function now raises."""
-    import mechanism.ldp_embedding
-    import mechanism.ldp_oue
-
     import fre_protocol.runner
     import mechanism.fre_e2t
+    import mechanism.ldp_embedding
+    import mechanism.ldp_oue
 
     def refuse(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("a resumed experiment ran a release again")
