@@ -51,6 +51,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     run.add_argument("--budget", metavar="SPEC", help="guided search budget (default: default; --quick: small)")
     run.add_argument("--max-centroids", type=positive_int, metavar="N",
                      help="invert only the N centroids with the largest counts per release (default: all; --quick: 4)")
+    run.add_argument("--pool-max", type=positive_int, metavar="N",
+                     help="public-pool texts the inverter indexes (default: 24000; --quick: 3000)")
     run.add_argument("--embedder", metavar="NAME_OR_DIR", help="sentence-transformers model (default: all-MiniLM-L6-v2)")
     run.add_argument("--second-embedder", metavar="DIR",
                      help="embedders experiment: a second sentence-transformers model (a local folder)")
@@ -83,7 +85,7 @@ def config_from_args(args: argparse.Namespace) -> Any:
     return ExperimentConfig(
         out_dir=Path(args.out), corpus=corpus, input=args.input, text_field=args.field, embeddings=args.embeddings,
         limit=args.limit, epsilons=args.epsilons, seeds=args.seeds, quick=args.quick, params=params,
-        inverter=args.inverter, budget=args.budget, max_centroids=args.max_centroids, embedder=args.embedder,
+        inverter=args.inverter, budget=args.budget, max_centroids=args.max_centroids, pool_max=args.pool_max, embedder=args.embedder,
         second_embedder=args.second_embedder, cache_dir=args.cache_dir, workers=args.workers,
         progress=not args.quiet,
         command="fre-e2t experiment " + " ".join(shlex.quote(a) for a in sys.argv[2:]) if sys.argv[1:2] == ["experiment"]

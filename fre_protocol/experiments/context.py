@@ -50,6 +50,9 @@ QUICK_SEEDS: tuple[int, ...] = (1,)
 QUICK_PARAMS: dict[str, Any] = {"threshold": 50, "k": 6}
 QUICK_MAX_CENTROIDS = 4
 QUICK_BUDGET = "small"
+#: Public-pool texts the inverter indexes in quick runs: a cold cache embeds them (and the pool's
+#: vocabulary) before the first inversion, ~40k texts at the default cap.
+QUICK_POOL_MAX = 3000
 DEFAULT_EPSILONS: tuple[float, ...] = (4.0, 8.0, 16.0, math.inf)
 DEFAULT_SEEDS: tuple[int, ...] = (1, 2, 3)
 PARAM_FIELDS = tuple(f.name for f in dataclasses.fields(FreParams))
@@ -72,6 +75,7 @@ class ExperimentConfig:
     inverter: str | None = None
     budget: str | None = None
     max_centroids: int | None = None
+    pool_max: int | None = None
     embedder: str | None = None
     second_embedder: str | None = None  # the embedders experiment's second model (a local folder)
     cache_dir: str | None = None
@@ -116,6 +120,10 @@ class ExperimentConfig:
         return self.max_centroids if self.max_centroids is not None else (QUICK_MAX_CENTROIDS if self.quick else None)
 
     @property
+    def run_pool_max(self) -> int | None:
+        return self.pool_max if self.pool_max is not None else (QUICK_POOL_MAX if self.quick else None)
+
+    @property
     def run_budget(self) -> str | None:
         return self.budget if self.budget is not None else (QUICK_BUDGET if self.quick else None)
 
@@ -132,6 +140,7 @@ class ExperimentConfig:
             "inverter": self.inverter,
             "budget": self.run_budget,
             "max_centroids": self.run_max_centroids,
+            "pool_max": self.run_pool_max,
             "embedder": self.embedder,
             "second_embedder": self.second_embedder,
         }
@@ -286,12 +295,14 @@ class Context:
     # -- text -----------------------------------------------------------------------------------
     def inverter(self) -> Any:
         if self._inverter is None:
-            from fre_protocol.text.inverters import DEFAULT_INVERTER, build_inverter
+            from fre_protocol.text.inverters import DEFAULT_INVERTER, PoolOptions, build_inverter
             from primitives.randomness import RandomSource
 
             name = self.config.inverter or DEFAULT_INVERTER
+            pool = PoolOptions() if self.config.run_pool_max is None else PoolOptions(max_texts=self.config.run_pool_max)
             self._inverter = build_inverter(
-                name, self.embedder(), budget=self.config.run_budget if name == "guided" else None,
+                name, self.embedder(), pool=pool, private_input=self.config.input,
+                budget=self.config.run_budget if name == "guided" else None,
                 rng=RandomSource.seeded(0, "experiment/inversion"),
             )
         return self._inverter
