@@ -28,9 +28,18 @@ def _list(kind: Any, what: str) -> Any:
     return parse
 
 
+def _names(text: str) -> tuple[str, ...]:
+    names = tuple(part.strip() for part in text.split(",") if part.strip())
+    unknown = [n for n in names if n not in (*EXPERIMENTS, "all")]
+    if not names or unknown or ("all" in names and len(names) > 1):
+        raise argparse.ArgumentTypeError(f"expected one of {', '.join(EXPERIMENTS)}, a comma-separated list of them, "
+                                         f"or all; got {text!r}")
+    return names
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("name", metavar="NAME", choices=[*EXPERIMENTS, "all"],
-                        help=f"one of {', '.join(EXPERIMENTS)}, or all")
+    parser.add_argument("name", metavar="NAME", type=_names,
+                        help=f"one of {', '.join(EXPERIMENTS)}, several separated by commas, or all")
     parser.add_argument("--out", required=True, metavar="DIR",
                         help="output folder (NAME.json/.md/.png; an interrupted run resumes from it)")
     src = parser.add_argument_group("private data (an evaluation: the figures read it)")
@@ -103,11 +112,11 @@ def run(args: argparse.Namespace) -> int:
     if args.restart:
         for stale in out.glob(f"*{ROWS_SUFFIX}"):
             stale.unlink()
-    manifest = run_experiments(Context(config, log=print), [args.name])
-    ran = set(EXPERIMENTS) if args.name == "all" else {args.name}
+    manifest = run_experiments(Context(config, log=print), list(args.name))
+    ran = set(EXPERIMENTS) if args.name == ("all",) else set(args.name)
     for entry in (e for e in manifest["experiments"] if e["experiment"] in ran):
         print(f"{entry['experiment']}: {entry['rows']} rows, {entry['wall_seconds']:.0f} s -> "
               + ", ".join(str(out / f) for f in entry["files"]))
-    if args.name == "all":
+    if args.name == ("all",) or len(args.name) > 1:
         print(f"index: {out / INDEX_FILE}")
     return 0
