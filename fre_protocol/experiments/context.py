@@ -17,7 +17,7 @@ import dataclasses
 import hashlib
 import math
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -347,15 +347,8 @@ class Context:
 
     # -- bookkeeping ----------------------------------------------------------------------------
     def store(self, name: str) -> RowStore:
-        return RowStore(self.config.out_dir / f"{name}{ROWS_SUFFIX}", self.config.fingerprint())
+        return RowStore(self.config.out_dir / f"{name}{ROWS_SUFFIX}", self.config.fingerprint(), log=self.log)
 
-    def progress(self, items: Iterable[Any], desc: str, total: int | None = None) -> Iterator[Any]:
-        if not self.config.progress:
-            yield from items
-            return
-        from tqdm import tqdm
-
-        yield from tqdm(items, desc=desc, total=total, leave=False)
 
 
 def _digest(row: npt.NDArray[np.float64]) -> bytes:

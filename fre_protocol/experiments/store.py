@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -28,8 +29,9 @@ def canonical_key(key: Mapping[str, Any]) -> str:
 class RowStore:
     """The finished rows of one experiment in one output folder."""
 
-    def __init__(self, path: Path, fingerprint: Mapping[str, Any]) -> None:
+    def __init__(self, path: Path, fingerprint: Mapping[str, Any], *, log: Callable[[str], Any] | None = None) -> None:
         self.path = path
+        self.log = log
         self.fingerprint = json_safe(dict(fingerprint))
         self._rows: dict[str, dict[str, Any]] = {}
         self.resumed = 0
@@ -77,7 +79,11 @@ class RowStore:
         """The row stored under ``key``, or ``compute()``'s, stored first (with the key's fields)."""
         k = canonical_key(key)
         if k not in self._rows:
+            start = time.perf_counter()
             row = json_safe({**dict(key), **dict(compute())})
+            if self.log is not None:  # one line per finished unit: the progress of a long run
+                what = " ".join(f"{name}={value}" for name, value in json_safe(dict(key)).items())
+                self.log(f"  {self.path.name.removesuffix(ROWS_SUFFIX)}: {what} ({time.perf_counter() - start:.1f} s)")
             self._append({"key": json_safe(dict(key)), "row": row})
             self._rows[k] = row
         return dict(self._rows[k])
