@@ -113,7 +113,7 @@ def run_ps(ctx: Context) -> list[dict[str, Any]]:
 
 def render_ps(rows: Sequence[Mapping[str, Any]]) -> str:
     return _render(rows, "p_sample", "p_s", "Table 5: sampling rate p_s (v chosen to minimise σ)",
-                   [("v", "budget_factor", 1), ("σ", "sigma", 3), ("# buc.", "n_released", 0), ("F1", "f1", 3)])
+                   [("v", "budget_factor", 1), ("σ", "sigma", 3), ("# buc.", "n_released", 0), ("F1", "f1", 3), ("F1 α=1", "f1_strict", 3)])
 
 
 def _edge_extra(ctx: Context) -> Callable[[Any], dict[str, Any]]:
@@ -139,7 +139,7 @@ def paper_sigma_table(multipliers: Sequence[float] = EDGE_VALUES) -> list[dict[s
 
 def render_edge(rows: Sequence[Mapping[str, Any]]) -> str:
     table6 = _render(rows, "edge_multiplier", "m", "Table 6 (with σ of Table 12): bucket edge L·m, Δ = min(u·r·m, 2C)",
-                     [("σ", "sigma", 3), ("# buc.", "n_released", 0), ("F1", "f1", 3)])
+                     [("σ", "sigma", 3), ("# buc.", "n_released", 0), ("F1", "f1", 3), ("F1 α=1", "f1_strict", 3)])
     paper = paper_sigma_table()
     header = ["m"] + [f"σ (ε = {e:g})" for e in (4.0, 8.0, 16.0)]
     body = [[f"{m:g}"] + [f"{next(p['sigma'] for p in paper if p['epsilon'] == e and p['edge_multiplier'] == m):.4f}"
@@ -154,7 +154,7 @@ def run_k(ctx: Context) -> list[dict[str, Any]]:
 
 def render_k(rows: Sequence[Mapping[str, Any]]) -> str:
     return _render(rows, "k", "k", "Table 13: projection dimension k",
-                   [("# buc.", "n_released", 0), ("F1", "f1", 3)])
+                   [("# buc.", "n_released", 0), ("F1", "f1", 3), ("F1 α=1", "f1_strict", 3)])
 
 
 def run_t(ctx: Context) -> list[dict[str, Any]]:
@@ -163,7 +163,7 @@ def run_t(ctx: Context) -> list[dict[str, Any]]:
 
 def render_t(rows: Sequence[Mapping[str, Any]]) -> str:
     return _render(rows, "threshold", "t", "Table 14: threshold t (τ = p_s·t) with the number of released buckets",
-                   [("|F|", "n_frequent", 0), ("# buc.", "n_released", 0), ("F1", "f1", 3)])
+                   [("|F|", "n_frequent", 0), ("# buc.", "n_released", 0), ("F1", "f1", 3), ("F1 α=1", "f1_strict", 3)])
 
 
 _NOTE = ("Centralized mechanism (equivalent to the protocol up to DDG rounding), centroid level, F1 against "
