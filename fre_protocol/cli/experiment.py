@@ -55,13 +55,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     run.add_argument("--seeds", type=_list(int, "integers"), metavar="S,S,...",
                      help="seeds of the seeded research mode (default 1,2,3; --quick: 1)")
     run.add_argument("--quick", action="store_true",
-                     help="small sizes for CI: 4,000 texts, t = 50, k = 6, one seed, few centroids inverted")
+                     help="small sizes for CI: 2,000 texts, t = 50, k = 4, one seed, two centroids inverted per release")
     run.add_argument("--inverter", choices=["guided", "retrieval"], help="text-level inverter (default: guided)")
     run.add_argument("--budget", metavar="SPEC", help="guided search budget (default: default; --quick: small)")
     run.add_argument("--max-centroids", type=positive_int, metavar="N",
-                     help="invert only the N centroids with the largest counts per release (default: all; --quick: 4)")
+                     help="invert only the N centroids with the largest counts per release (default: all; --quick: 2)")
     run.add_argument("--pool-max", type=positive_int, metavar="N",
-                     help="public-pool texts the inverter indexes (default: 24000; --quick: 3000)")
+                     help="public-pool texts the inverter indexes (default: 24000; --quick: 1000)")
     run.add_argument("--embedder", metavar="NAME_OR_DIR", help="sentence-transformers model (default: all-MiniLM-L6-v2)")
     run.add_argument("--second-embedder", metavar="DIR",
                      help="embedders experiment: a second sentence-transformers model (a local folder)")

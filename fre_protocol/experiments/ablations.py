@@ -42,7 +42,7 @@ EDGE_VALUES = (0.5, 0.75, 1.0, 1.5, 2.0)
 K_VALUES = (10, 15, 20, 25, 30)
 T_VALUES = (100, 150, 200)
 QUICK_VALUES: dict[str, tuple[Any, ...]] = {
-    "p_sample": (0.5, 0.7), "edge_multiplier": (0.5, 1.0, 2.0), "k": (6, 10), "threshold": (50, 75),
+    "p_sample": (0.5, 0.7), "edge_multiplier": (0.5, 1.0, 2.0), "k": (4, 6), "threshold": (50, 75),
 }
 #: The paper's gtr setting for Table 12 (r = 0.5, k = 20, u = 2.4); gtr embeddings are not unit-norm,
 #: so no clip binds there: C large enough that Δ = u·r·m for every m swept.

@@ -41,18 +41,18 @@ FRE_E2T = "fre-e2t"  # the two-server protocol
 CENTRAL_DP = "central-dp"  # the centralized mechanism (a trusted curator)
 RELEASE_METHODS = (FRE_E2T, CENTRAL_DP)
 
-#: What --quick changes (sizes for CI; flags given explicitly still win). At 4,000 healthtweets
+#: What --quick changes (sizes for CI; flags given explicitly still win). At 2,000 healthtweets
 #: t = 100 releases nothing, and t < 50 is infeasible at δ = 1e-6, so quick runs use t = 50 and a
-#: coarser projection (k = 6) for buckets to reach the threshold.
-QUICK_LIMIT = 4000
+#: coarser projection (k = 4: about a dozen buckets reach the threshold).
+QUICK_LIMIT = 2000
 QUICK_EPSILONS: tuple[float, ...] = (8.0, math.inf)
 QUICK_SEEDS: tuple[int, ...] = (1,)
-QUICK_PARAMS: dict[str, Any] = {"threshold": 50, "k": 6}
-QUICK_MAX_CENTROIDS = 4
+QUICK_PARAMS: dict[str, Any] = {"threshold": 50, "k": 4}
+QUICK_MAX_CENTROIDS = 2
 QUICK_BUDGET = "small"
 #: Public-pool texts the inverter indexes in quick runs: a cold cache embeds them (and the pool's
 #: vocabulary) before the first inversion, ~40k texts at the default cap.
-QUICK_POOL_MAX = 3000
+QUICK_POOL_MAX = 1000
 DEFAULT_EPSILONS: tuple[float, ...] = (4.0, 8.0, 16.0, math.inf)
 DEFAULT_SEEDS: tuple[int, ...] = (1, 2, 3)
 PARAM_FIELDS = tuple(f.name for f in dataclasses.fields(FreParams))

@@ -23,7 +23,9 @@ from fre_protocol.experiments.tables import cell, group_rows, markdown_table
 TEMPERATURES = (0.6, 0.8, 1.0, 1.2)
 QUICK_TEMPERATURES = (0.8, 1.2)
 PARAPHRASES = 5
-QUICK_PARAPHRASES = 3
+QUICK_PARAPHRASES = 2
+#: Tokens per paraphrase (the paraphraser's default is 48; quick runs write shorter ones).
+QUICK_MAX_TOKENS = 24
 
 
 def _epsilon(ctx: Context) -> float:
@@ -43,7 +45,8 @@ def paraphrased(ctx: Context, epsilon: float, seed: int, temperature: float, n: 
     if not texts:
         return {"self_bleu": math.nan, "clusters": 0, "note": "nothing released"}
     tokenizer, model = ctx.language_model()
-    paraphraser = CausalLMParaphraser.from_objects(tokenizer, model, name="SmolLM2-135M-Instruct")
+    tokens = {"max_new_tokens": QUICK_MAX_TOKENS} if ctx.config.quick else {}
+    paraphraser = CausalLMParaphraser.from_objects(tokenizer, model, name="SmolLM2-135M-Instruct", **tokens)
     variants = paraphrase_nearest(paraphraser, ctx.embedder(), texts, centroids, n=n, temperature=temperature,
                                   rng=RandomSource.seeded(seed, f"experiment/diversity/{temperature}"),
                                   progress=ctx.config.progress)

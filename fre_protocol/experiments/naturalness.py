@@ -24,7 +24,7 @@ from fre_protocol.experiments.tables import (
 )
 
 REFERENCE_TEXTS = 1000
-QUICK_REFERENCE_TEXTS = 50
+QUICK_REFERENCE_TEXTS = 20
 SUMMARY_KEYS = ("mean_ppl", "ppl_of_mean_nll", "mean_nll", "median_nll", "frac_nll_le_6", "n", "model")
 
 

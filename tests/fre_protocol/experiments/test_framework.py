@@ -99,7 +99,7 @@ def test_config_checks_its_inputs(tmp_path: Path) -> None:
     with pytest.raises(InvalidParameterError, match="epsilons must be > 0"):
         ExperimentConfig(out_dir=tmp_path, epsilons=(0.0,))
     quick = ExperimentConfig(out_dir=tmp_path, quick=True, params={"k": 8})
-    assert quick.run_seeds == (1,) and quick.run_limit == 4000
+    assert quick.run_seeds == (1,) and quick.run_limit == 2000
     assert quick.param_overrides() == {"threshold": 50, "k": 8}  # a flag wins over --quick
 
 
