@@ -11,8 +11,8 @@ embedding and scans them, every iteration — beside Fre-E2T's measured per-user
 Aug-PE setting and at the paper's (N_syn 3000, L 7, T 20, d 768).
 
 Deviation: the paper runs N_syn = 3000, L = 7, T = 20 with GPT-2; on two CPU cores we run a
-population about the size of Fre-E2T's output (the paper equalises the number of texts), L = 3,
-T = 4, with SmolLM2-135M-Instruct.
+population about the size of Fre-E2T's output (the paper equalises the number of texts; N_syn =
+48), L = 3, T = 3, with SmolLM2-135M-Instruct.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from fre_protocol.experiments.tables import (
 )
 from fre_protocol.experiments.utility import METRICS, score, text_row
 
-FULL_SETTING = {"n_syn": 64, "variations": 3, "iterations": 4, "max_new_tokens": 32, "batch_size": 32}
+FULL_SETTING = {"n_syn": 48, "variations": 3, "iterations": 3, "max_new_tokens": 32, "batch_size": 48}
 QUICK_SETTING = {"n_syn": 4, "variations": 2, "iterations": 1, "max_new_tokens": 16, "batch_size": 16}
 #: Fre-E2T's per-user cost is measured on a synthetic population of this size (costs.measure); its
 #: download grows with the released buckets it must hear of, and a population of a few thousand
@@ -135,7 +135,7 @@ EXPERIMENT = Experiment(
     run=run,
     render=render,
     notes=(
-        "Deviation: Aug-PE runs with N_syn 64, L 3, T 4 (--quick: 4, 2, 1) and SmolLM2-135M-Instruct, "
+        "Deviation: Aug-PE runs with N_syn 48, L 3, T 3 (--quick: 4, 2, 1) and SmolLM2-135M-Instruct, "
         "not the paper's 3000, 7, 20 with GPT-2; the cost table is also given at the paper's setting.",
         "Aug-PE's label-free prompts (the paper removes label information from its prompts).",
     ),

@@ -32,6 +32,11 @@ from fre_protocol.experiments.tables import (
 
 TEST_FRACTION = 0.2
 QUICK_CLASSES = 2
+#: Centroids inverted per class (those with the largest counts); the vote uses every centroid.
+TEXTS_PER_CLASS = 3
+#: Quick runs split 2,000 texts into classes of a few hundred: a coarser grid (k = 2) lets them
+#: release something, so the classifier path runs in CI too (a --k flag still wins).
+QUICK_K = 2
 
 
 def _split(ctx: Context, seed: int) -> Any:
@@ -50,14 +55,18 @@ def _classes(ctx: Context) -> list[str]:
     return ranked[:QUICK_CLASSES] if ctx.config.quick else ranked
 
 
-def per_class_release(ctx: Context, epsilon: float, seed: int) -> tuple[np.ndarray, list[str], list[str], dict[str, int]]:
-    """Centroids, their labels, their inverted texts and each class's release size, one run per class."""
+def per_class_release(
+    ctx: Context, epsilon: float, seed: int
+) -> tuple[np.ndarray, list[str], list[str], list[str], dict[str, int]]:
+    """One run per class: the centroids and their labels, the texts of the largest
+    :data:`TEXTS_PER_CLASS` of each class and their labels, and each class's release size."""
     from fre_protocol.runner import run_protocol
 
     split, x = _split(ctx, seed), ctx.dataset().x
-    params = ctx.params(epsilon)
+    quick_k = {"k": QUICK_K} if ctx.config.quick and "k" not in ctx.config.params else {}
+    params = ctx.params(epsilon, **quick_k)
     train = np.asarray(split.train_index)
-    centroids, labels, released = [], [], {}
+    centroids, labels, released, invert = [], [], {}, []
     for label in _classes(ctx):
         rows = train[np.asarray([split.train_labels[i] == label for i in range(len(train))])]
         release = run_protocol(x[rows], params, ctx.seeds(seed), workers=ctx.config.workers).release
@@ -65,11 +74,12 @@ def per_class_release(ctx: Context, epsilon: float, seed: int) -> tuple[np.ndarr
         if ctx.config.run_max_centroids is not None:
             order = order[: ctx.config.run_max_centroids]
         released[label] = int(len(release))
+        invert += [len(centroids) + i for i in range(min(TEXTS_PER_CLASS, len(order)))]
         centroids += list(np.asarray(release.centroids, dtype=np.float64)[order])
         labels += [label] * len(order)
     matrix = np.stack(centroids) if centroids else np.zeros((0, x.shape[1]))
-    texts = ctx.invert(matrix)[0] if len(matrix) else []
-    return matrix, labels, texts, released
+    texts = ctx.invert(matrix[invert])[0] if invert else []
+    return matrix, labels, texts, [labels[i] for i in invert], released
 
 
 def _test_set(ctx: Context, seed: int) -> tuple[list[int], list[str]]:
@@ -84,18 +94,18 @@ def _test_set(ctx: Context, seed: int) -> tuple[list[int], list[str]]:
 def synthetic_rows(ctx: Context, epsilon: float, seed: int) -> dict[str, Any]:
     from fre_protocol.text.downstream import centroid_vote_accuracy, train_and_score
 
-    centroids, centroid_labels, texts, released = per_class_release(ctx, epsilon, seed)
+    centroids, centroid_labels, texts, text_labels, released = per_class_release(ctx, epsilon, seed)
     test_index, test_labels = _test_set(ctx, seed)
     data = ctx.dataset()
     assert data.texts is not None
     row: dict[str, Any] = {"classes_released": sum(1 for v in released.values() if v), "classes": len(released),
                            "n_centroids": int(len(centroids)), "released_per_class": released}
-    if len(set(centroid_labels)) < 2:
+    if len(set(centroid_labels)) < 2:  # then the texts' labels have fewer than 2 classes too
         row["note"] = "fewer than 2 classes released anything: no classifier can be trained"
         return row
     vote = centroid_vote_accuracy(centroids, centroid_labels, data.x[np.asarray(test_index)], test_labels)
     row.update(centroid_accuracy=vote["best_accuracy"], centroid_best_k=vote["best_k"])
-    trained = train_and_score(texts, centroid_labels, [data.texts[i] for i in test_index], test_labels,
+    trained = train_and_score(texts, text_labels, [data.texts[i] for i in test_index], test_labels,
                               embedder=ctx.embedder())
     row.update(text_accuracy=trained["accuracy"], text_macro_f1=trained["macro_f1"], n_train=trained["n_train"])
     return row

@@ -66,6 +66,15 @@ def test_utility_has_both_levels_and_noise_free_runs_agree(quick_run: Path) -> N
     assert all(0.0 <= r["precision"] <= 1.0 for r in rows if isinstance(r.get("precision"), float))
 
 
+def test_downstream_trains_on_the_synthetic_texts_of_every_class(quick_run: Path) -> None:
+    rows = _load(quick_run, "downstream")["rows"]
+    synthetic = [r for r in rows if r["source"] == "fre-e2t"]
+    assert synthetic and all(r["classes_released"] == r["classes"] == 2 for r in synthetic)
+    assert all(0.0 <= r["text_accuracy"] <= 1.0 and 0.0 <= r["centroid_accuracy"] <= 1.0 for r in synthetic)
+    (reference,) = [r for r in rows if r["source"] == "reference"]
+    assert reference["random_accuracy"] == 0.5
+
+
 def test_index_is_self_contained_and_manifest_records_the_run(quick_run: Path) -> None:
     page = (quick_run / "index.html").read_text(encoding="utf-8")
     assert "<table>" in page and "data:image/png;base64," in page
