@@ -81,7 +81,8 @@ def run_one(ctx: Context, experiment: Experiment) -> dict[str, Any]:
             figure_name = figure_path.name
     write_atomically_text(out / f"{experiment.name}.md", markdown(experiment, rows, ctx, wall, figure_name))
     ctx.log(f"experiment {experiment.name}: {len(rows)} rows in {wall:.1f} s")
-    return {"experiment": experiment.name, "wall_seconds": wall, "rows": len(rows),
+    compute = ctx.store(experiment.name).compute_seconds() if (ctx.config.out_dir / f"{experiment.name}.rows.jsonl").exists() else 0.0
+    return {"experiment": experiment.name, "wall_seconds": wall, "compute_seconds": compute, "rows": len(rows),
             "files": [f"{experiment.name}.json", f"{experiment.name}.md"] + ([figure_name] if figure_name else [])}
 
 

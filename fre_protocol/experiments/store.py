@@ -20,6 +20,7 @@ from primitives.errors import InvalidInputError
 from primitives.jsonsafe import json_safe
 
 ROWS_SUFFIX = ".rows.jsonl"
+UNIT_SECONDS = "unit_seconds"
 
 
 def canonical_key(key: Mapping[str, Any]) -> str:
@@ -81,15 +82,20 @@ class RowStore:
         if k not in self._rows:
             start = time.perf_counter()
             row = json_safe({**dict(key), **dict(compute())})
+            row[UNIT_SECONDS] = time.perf_counter() - start  # what the unit cost, kept across resumes
             if self.log is not None:  # one line per finished unit: the progress of a long run
                 what = " ".join(f"{name}={value}" for name, value in json_safe(dict(key)).items())
-                self.log(f"  {self.path.name.removesuffix(ROWS_SUFFIX)}: {what} ({time.perf_counter() - start:.1f} s)")
+                self.log(f"  {self.path.name.removesuffix(ROWS_SUFFIX)}: {what} ({row[UNIT_SECONDS]:.1f} s)")
             self._append({"key": json_safe(dict(key)), "row": row})
             self._rows[k] = row
         return dict(self._rows[k])
 
     def rows(self) -> list[dict[str, Any]]:
         return [dict(r) for r in self._rows.values()]
+
+    def compute_seconds(self) -> float:
+        """Seconds the stored units took when they were computed (in whichever run that was)."""
+        return float(sum(r.get(UNIT_SECONDS, 0.0) for r in self._rows.values()))
 
 
 def _difference(old: Any, new: Any) -> str:

@@ -32,8 +32,10 @@ def test_store_runs_each_key_once_and_resumes(tmp_path: Path) -> None:
     assert calls == [1, 2]
     again = RowStore(tmp_path / "x.rows.jsonl", {"data": "a"})
     assert again.resumed == 2
-    assert again.get_or_run({"i": 2}, lambda: compute(99)) == {"i": 2, "value": 4}
+    row = again.get_or_run({"i": 2}, lambda: compute(99))
+    assert {k: row[k] for k in ("i", "value")} == {"i": 2, "value": 4} and row["unit_seconds"] >= 0.0
     assert calls == [1, 2]
+    assert again.compute_seconds() == sum(r["unit_seconds"] for r in again.rows())
 
 
 def test_store_drops_a_torn_line_and_runs_that_unit_again(tmp_path: Path) -> None:
