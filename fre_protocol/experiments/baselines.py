@@ -23,8 +23,6 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from fre_protocol.experiments import Experiment
 from fre_protocol.experiments.context import CENTRAL_DP, FRE_E2T, Context
 from fre_protocol.experiments.tables import (
@@ -33,6 +31,7 @@ from fre_protocol.experiments.tables import (
     group_rows,
     markdown_table,
     mean_std,
+    plot_against_epsilon,
     sorted_values,
 )
 from mechanism import metrics
@@ -140,29 +139,9 @@ def render(rows: Sequence[Mapping[str, Any]]) -> str:
 
 
 def figure(rows: Sequence[Mapping[str, Any]], path: Path) -> bool:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     chosen = published_rows(rows)
-    epsilons = sorted_values(chosen, "epsilon")
-    if not epsilons:
-        return False
-    fig, ax = plt.subplots(figsize=(5, 3.2))
-    for method in METHODS:
-        means = [mean_std([r for r in chosen if r["method"] == method and r["epsilon"] == e], "cluster_recall")[0]
-                 for e in epsilons]
-        ax.plot(range(len(epsilons)), np.nan_to_num(means, nan=0.0), marker="o", label=method)
-    ax.set_xticks(range(len(epsilons)), [epsilon_label(e) for e in epsilons])
-    ax.set_xlabel("ε")
-    ax.set_ylabel("cluster recall")
-    ax.set_ylim(-0.03, 1.05)
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return True
+    series = {method: [r for r in chosen if r["method"] == method] for method in METHODS}
+    return plot_against_epsilon(path, chosen, series, "cluster_recall", "cluster recall")
 
 
 EXPERIMENT = Experiment(

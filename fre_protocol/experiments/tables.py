@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -72,3 +73,30 @@ def sorted_values(rows: Iterable[Mapping[str, Any]], name: str) -> list[Any]:
         return sorted(values)
     except TypeError:
         return values
+
+
+def plot_against_epsilon(path: Path, rows: Sequence[Mapping[str, Any]], series: Mapping[str, Sequence[Mapping[str, Any]]],
+                         metric: str, ylabel: str) -> bool:
+    """One line per series: the mean of ``metric`` over its rows at each ε (∞ drawn at the right
+    end; an undefined mean is drawn as 0). False, and no file, when there is no ε."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    epsilons = sorted_values(rows, "epsilon")
+    if not epsilons:
+        return False
+    fig, ax = plt.subplots(figsize=(5, 3.2))
+    for label, got in series.items():
+        means = [mean_std([r for r in got if r.get("epsilon") == e], metric)[0] for e in epsilons]
+        ax.plot(range(len(epsilons)), np.nan_to_num(means, nan=0.0), marker="o", label=label)
+    ax.set_xticks(range(len(epsilons)), [epsilon_label(e) for e in epsilons])
+    ax.set_xlabel("ε")
+    ax.set_ylabel(ylabel)
+    ax.set_ylim(-0.03, 1.05)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True

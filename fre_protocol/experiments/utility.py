@@ -9,7 +9,6 @@ set; L2 is the mean distance from each output to its nearest frequent text.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from functools import partial
 from pathlib import Path
@@ -24,6 +23,7 @@ from fre_protocol.experiments.tables import (
     epsilon_label,
     group_rows,
     markdown_table,
+    plot_against_epsilon,
     sorted_values,
 )
 from mechanism import metrics
@@ -110,32 +110,9 @@ def render(rows: Sequence[Mapping[str, Any]]) -> str:
 
 
 def figure(rows: Sequence[Mapping[str, Any]], path: Path) -> bool:
-    """F1 against ε per method and level (ε = ∞ drawn at the right end)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    epsilons = sorted_values(rows, "epsilon")
-    if not epsilons:
-        return False
-    xs = list(range(len(epsilons)))
-    fig, ax = plt.subplots(figsize=(5, 3.2))
-    for (method, level), got in group_rows(rows, ("method", "level")).items():
-        means = []
-        for eps in epsilons:
-            values = [float(r["f1"]) for r in got if r["epsilon"] == eps and isinstance(r.get("f1"), int | float)]
-            means.append(float(np.mean(values)) if values else math.nan)
-        ax.plot(xs, means, marker="o", label=f"{method} ({level})")
-    ax.set_xticks(xs, [epsilon_label(e) for e in epsilons])
-    ax.set_xlabel("ε")
-    ax.set_ylabel("F1 against F")
-    ax.set_ylim(0, 1.05)
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return True
+    """Centroid- and text-level F1 at α = 1 against ε, per method (α = 1.5 saturates with MiniLM)."""
+    series = {f"{method} ({level})": got for (method, level), got in group_rows(rows, ("method", "level")).items()}
+    return plot_against_epsilon(path, rows, series, "f1_strict", "F1 against F (α = 1)")
 
 
 EXPERIMENT = Experiment(
