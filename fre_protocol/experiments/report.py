@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import html
+import json
 import platform
 import re
 import sys
@@ -16,6 +17,7 @@ from typing import Any
 
 from fre_protocol.experiments import EXPERIMENTS, Experiment, get_experiment
 from fre_protocol.experiments.context import EVALUATION_NOTE, Context
+from fre_protocol.experiments.store import ROWS_SUFFIX
 from fre_protocol.outputs import write_atomically_text, write_json_atomic
 
 MANIFEST_FILE = "manifest.json"
@@ -81,7 +83,8 @@ def run_one(ctx: Context, experiment: Experiment) -> dict[str, Any]:
             figure_name = figure_path.name
     write_atomically_text(out / f"{experiment.name}.md", markdown(experiment, rows, ctx, wall, figure_name))
     ctx.log(f"experiment {experiment.name}: {len(rows)} rows in {wall:.1f} s")
-    compute = ctx.store(experiment.name).compute_seconds() if (ctx.config.out_dir / f"{experiment.name}.rows.jsonl").exists() else 0.0
+    checkpoint = ctx.config.out_dir / f"{experiment.name}{ROWS_SUFFIX}"
+    compute = ctx.store(experiment.name).compute_seconds() if checkpoint.exists() else 0.0
     return {"experiment": experiment.name, "wall_seconds": wall, "compute_seconds": compute, "rows": len(rows),
             "files": [f"{experiment.name}.json", f"{experiment.name}.md"] + ([figure_name] if figure_name else [])}
 
@@ -124,8 +127,6 @@ def write_manifest(ctx: Context, entries: list[dict[str, Any]]) -> dict[str, Any
     path = ctx.config.out_dir / MANIFEST_FILE
     previous: dict[str, Any] = {}
     if path.exists():
-        import json
-
         try:
             previous = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
