@@ -26,6 +26,7 @@ COMMANDS: dict[str, str] = {
     "bench-inversion": "fre_protocol.cli.bench_inversion",
     "experiment": "fre_protocol.cli.experiment",
     "setup-data": "fre_protocol.cli.setup_data",
+    "certs": "fre_protocol.cli.certs",
 }
 
 
