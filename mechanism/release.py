@@ -266,6 +266,20 @@ class Release:
                 raise InvalidInputError(f"{str(private_path)!r} is not valid JSON ({exc})") from None
             diagnostics.pop("label", None)
         try:
+            return cls.from_json(doc, centroids, diagnostics)
+        except InvalidInputError as exc:
+            raise InvalidInputError(f"{str(json_path)!r}: {exc}") from None
+
+    @classmethod
+    def from_json(
+        cls,
+        doc: Mapping[str, Any],
+        centroids: npt.NDArray[np.float64],
+        diagnostics: Mapping[str, Any] | None = None,
+    ) -> Release:
+        """A release from the document :meth:`to_json` gives and its centroids (how a release
+        received over the network is written with :meth:`save`)."""
+        try:
             buckets = tuple(ReleasedBucket(id=b["id"], count=b["count"]) for b in doc["buckets"])
             return cls(
                 buckets=buckets,
@@ -275,9 +289,9 @@ class Release:
                 seeds=doc["seeds"],
                 noise=doc["noise"],
                 info=doc["info"],
-                diagnostics=diagnostics,
+                diagnostics=dict(diagnostics or {}),
             )
         except (KeyError, TypeError) as exc:
-            raise InvalidInputError(f"{str(json_path)!r} is malformed ({exc!r})") from None
+            raise InvalidInputError(f"release document is malformed ({exc!r})") from None
         except InvalidParameterError as exc:
-            raise InvalidInputError(f"{str(json_path)!r} holds an invalid release: {exc}") from None
+            raise InvalidInputError(f"release document holds an invalid release: {exc}") from None

@@ -27,6 +27,9 @@ COMMANDS: dict[str, str] = {
     "experiment": "fre_protocol.cli.experiment",
     "setup-data": "fre_protocol.cli.setup_data",
     "certs": "fre_protocol.cli.certs",
+    "serve": "fre_protocol.cli.serve",
+    "users": "fre_protocol.cli.users",
+    "deploy-local": "fre_protocol.cli.deploy_local",
 }
 
 

@@ -1,0 +1,48 @@
+"""``fre-e2t serve tag|syn|proxy --config FILE``: run one party as an HTTPS service."""
+
+from __future__ import annotations
+
+import argparse
+import threading
+
+HELP = "run one party (S_tag, S_syn or the proxy) as an HTTPS service for one round"
+ROLES = {"tag": "S_tag", "syn": "S_syn", "proxy": "proxy", "S_tag": "S_tag", "S_syn": "S_syn"}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("role", choices=["tag", "syn", "proxy"], help="which party this process plays")
+    parser.add_argument("--config", required=True, metavar="FILE",
+                        help="the service configuration (JSON; see `fre-e2t deploy-local` for examples)")
+    parser.add_argument("--workers", type=int, default=2, help="worker threads for the role's crypto (default 2)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from fre_protocol.net.round import ServiceConfig
+    from fre_protocol.net.service import serve
+    from primitives.errors import InvalidParameterError
+
+    config = ServiceConfig.load(args.config)
+    role = ROLES[args.role]
+    if config.role != role:
+        raise InvalidParameterError(f"config file is for {config.role!r}, not {role!r}")
+    if role == "proxy":
+        from fre_protocol.net.proxy_service import ProxyService
+
+        proxy = ProxyService(config, workers=args.workers)
+        # The round document needs both servers' keys: assembled once they answer.
+        threading.Thread(target=proxy.start, name="proxy-start", daemon=True).start()
+        try:
+            serve(proxy, require_client_cert=False)
+        finally:
+            proxy.stop()
+        return 0
+    if role == "S_tag":
+        from fre_protocol.net.tag_service import TagService
+
+        service = TagService(config, workers=args.workers)
+    else:
+        from fre_protocol.net.syn_service import SynService
+
+        service = SynService(config, workers=args.workers)
+    serve(service, require_client_cert=True)
+    return 0

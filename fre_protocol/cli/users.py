@@ -1,0 +1,50 @@
+"""``fre-e2t users``: play N users (one row of X.npy each) against a deployment's proxy."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from fre_protocol.cli.common import load_embeddings, positive_int
+
+HELP = "play N users against a running deployment (the proxy's URL, CA and round settings in FILE)"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", required=True, metavar="FILE",
+                        help="JSON with 'proxy' (URL), 'ca' (CA certificate file), 'round' (the expected "
+                        "round settings) and 'test_seed' (test mode only)")
+    parser.add_argument("--embeddings", required=True, metavar="X.npy", help="(N, d) float array, one row per user")
+    parser.add_argument("--credentials", required=True, metavar="FILE", help="one user credential per line, N lines")
+    parser.add_argument("--concurrency", type=positive_int, default=64, help="requests in flight at once (default 64)")
+    parser.add_argument("--deadline", type=float, default=900.0, metavar="S",
+                        help="give up on a request (that user aborts) after S seconds (default 900)")
+    parser.add_argument("--transcript", default=None, metavar="FILE", help="record the users' view in this store")
+
+
+def run(args: argparse.Namespace) -> int:
+    from fre_protocol.net.round import RoundSettings
+    from fre_protocol.net.users_client import play_users
+    from primitives.errors import InvalidParameterError
+
+    try:
+        config = json.loads(Path(args.config).read_text())
+        settings = RoundSettings.from_dict(config["round"])
+        proxy, ca = str(config["proxy"]), Path(config["ca"])
+    except (OSError, ValueError, KeyError) as exc:
+        raise InvalidParameterError(f"--config {args.config!r} is not a users configuration: {exc}") from None
+    x = load_embeddings(args.embeddings)
+    credentials = Path(args.credentials).read_text().split()
+    report = play_users(
+        x, proxy_url=proxy, ca=ca, settings=settings, credentials=credentials, test_seed=config.get("test_seed"),
+        transcript=None if args.transcript is None else Path(args.transcript), concurrency=args.concurrency,
+        deadline_s=args.deadline,
+    )
+    print(
+        f"fre-e2t users: {report.n_users} users; requests {report.requests}; failures {report.failures or 'none'}; "
+        f"status {report.status}",
+        file=sys.stdout,
+    )
+    return 0

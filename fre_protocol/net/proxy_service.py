@@ -1,0 +1,483 @@
+"""The proxy as an HTTPS service: an Oblivious-HTTP-style relay that also batches and shuffles.
+
+Users talk to it over TLS (no client certificate) and authenticate with a credential, which
+never leaves the proxy; it talks to the servers over mutual TLS. What it does:
+
+* **admits** each user request (credential checked, at most one request of each kind per
+  credential per round — the rate limit that stops anyone using S_tag as a tagging oracle —,
+  envelope framing and recipient checked) and logs it durably before answering 202 (group commit);
+* **forwards** windows (``window_count`` requests or ``window_seconds``, whichever first) of
+  phase-1 requests and phase-2 shares, each window shuffled, as one batch per server; the batch is
+  logged before it is sent and re-sent with the same id until the server acknowledges it, so a
+  crash on either side neither loses nor duplicates a message;
+* **holds** the tag submissions until phase 1 closes, then shuffles them together with S_tag's
+  dummy submissions (so S_syn cannot separate the dummies by arrival), forwards them, has S_syn
+  release the tags and relays the broadcast;
+* **closes** phase 2: forwards what is left and has S_syn aggregate and publish.
+
+Phases close at the round's deadlines or when the operator asks (``POST /v1/admin/close``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import json
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from fre_protocol.messages import Role, SealedEnvelope, decode_as
+from fre_protocol.net.round import RoundContext, RoundDocument, ServiceConfig
+from fre_protocol.net.service import PeerClient, ServiceBase, octets, read_body, require_peer
+from fre_protocol.net.state import GroupCommit, ServiceState
+from fre_protocol.net.wire import (
+    MAX_USER_BODY,
+    NotReadyError,
+    RateLimitedError,
+    UnauthorizedError,
+    decode_batch,
+    encode_batch,
+)
+from primitives.errors import DecodeError, InvalidParameterError, ProtocolStateError
+
+PHASE1, SUBMIT, PHASE2 = "phase1", "submit", "phase2"
+#: Round phases at the proxy, in order.
+OPEN1, CLOSING1, OPEN2, CLOSING2, DONE = "phase1", "closing_phase1", "phase2", "closing_phase2", "released"
+PHASE_KEY, DOCUMENT_KEY, BROADCAST_KEY, RELEASE_KEY = "phase", "round_document", "broadcast", "release"
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS items (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    kind TEXT NOT NULL,
+    credential TEXT,
+    digest BLOB NOT NULL,
+    sender TEXT NOT NULL,
+    recipient TEXT NOT NULL,
+    envelope BLOB NOT NULL,
+    ciphertext BLOB NOT NULL,
+    batch_id TEXT,
+    response BLOB
+);
+CREATE INDEX IF NOT EXISTS items_by_credential ON items (kind, credential);
+CREATE INDEX IF NOT EXISTS items_pending ON items (kind, batch_id);
+CREATE TABLE IF NOT EXISTS refused (
+    id INTEGER PRIMARY KEY AUTOINCREMENT, kind TEXT NOT NULL, body BLOB NOT NULL, status TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS batches (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    batch_id TEXT NOT NULL UNIQUE,
+    kind TEXT NOT NULL,
+    recipient TEXT NOT NULL,
+    item_ids TEXT NOT NULL,
+    done INTEGER NOT NULL DEFAULT 0
+);
+"""
+
+#: Where each kind goes and which endpoint takes it there.
+ROUTES = {
+    (PHASE1, Role.S_TAG.label): "/v1/phase1",
+    (SUBMIT, Role.S_SYN.label): "/v1/submissions",
+    (PHASE2, Role.S_TAG.label): "/v1/phase2",
+    (PHASE2, Role.S_SYN.label): "/v1/phase2",
+}
+
+
+def credential_token(key: bytes, round_id: str, user: str) -> str:
+    """A user's credential for a round: ``user.MAC`` (HMAC-SHA-256 under the proxy's key)."""
+    mac = hmac.new(key, f"{round_id}/{user}".encode(), hashlib.sha256).hexdigest()[:32]
+    return f"{user}.{mac}"
+
+
+def read_credential_key(path: Path) -> bytes:
+    data = path.read_bytes()
+    if len(data) < 32:
+        raise InvalidParameterError(f"credential key file must hold at least 32 bytes, got {len(data)}")
+    return data
+
+
+class ProxyService(ServiceBase):
+    role = Role.PROXY.label
+
+    def __init__(self, config: ServiceConfig, *, workers: int = 2) -> None:
+        super().__init__(config)
+        self.ctx = RoundContext(config.round, test_seed=config.test_seed, workers=workers)
+        assert config.credential_key is not None
+        self._credential_key = read_credential_key(config.credential_key)
+        self.state = ServiceState(self.state_path("state.sqlite"), schema=SCHEMA)
+        self.commits = GroupCommit(self.state)
+        self.peers = PeerClient(config)
+        self._rng = self.ctx.seeds.secret("proxy/shuffle")
+        self._batches = int(self.state.query("SELECT COUNT(*) FROM batches")[0][0])  # type: ignore[arg-type]
+        self._step = threading.Lock()  # one forwarding step at a time
+        self._stop = threading.Event()
+        self.queue_depth = self.metrics.gauge("fre_queue_depth", "admitted messages not yet forwarded", labels=("kind",))
+        self._pump: threading.Thread | None = None
+        self._windows: dict[str, float] = {}  # when each kind's current window opened
+
+    # -- start-up: the round document --------------------------------------------------------------
+    def start(self) -> None:
+        """Assemble the round document from the servers' keys, hand it to S_tag, resume any
+        unfinished step, and start forwarding."""
+        if self.state.get(DOCUMENT_KEY) is None:
+            tag = json.loads(self.peers.get(Role.S_TAG.label, "/v1/keys"))
+            syn = json.loads(self.peers.get(Role.S_SYN.label, "/v1/keys"))
+            doc = RoundDocument(
+                settings=self.settings, voprf_public_key=bytes.fromhex(tag["voprf"]),
+                tag_box_key=bytes.fromhex(tag["S_tag_box"]), syn_box_key=bytes.fromhex(syn["S_syn_box"]),
+            )
+            self.state.put(DOCUMENT_KEY, doc.encode())
+        document = self.state.get(DOCUMENT_KEY)
+        assert document is not None
+        self._put_document(document)
+        if self.state.get(PHASE_KEY) is None:
+            self.state.put(PHASE_KEY, OPEN1.encode())
+        self.ready.set()
+        self._pump = threading.Thread(target=self._pump_loop, name="proxy-pump", daemon=True)
+        self._pump.start()
+
+    def _put_document(self, document: bytes) -> None:
+        import httpx
+
+        from fre_protocol.net.service import raise_for, tls_client_context
+        from fre_protocol.net.wire import ROUND_ID
+
+        ctx = tls_client_context(self.config.ca, cert=self.config.cert, key=self.config.key)
+        with httpx.Client(verify=ctx, timeout=30) as client:
+            url = self.config.peers[Role.S_TAG.label].rstrip("/") + "/v1/round"
+            raise_for(client.put(url, content=document, headers={ROUND_ID: self.settings.round_id}))
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._pump is not None:
+            self._pump.join(timeout=30)
+        self.commits.close()
+
+    @property
+    def phase(self) -> str:
+        value = self.state.get(PHASE_KEY)
+        return OPEN1 if value is None else value.decode()
+
+    # -- admission --------------------------------------------------------------------------------
+    def credential(self, request: Request) -> str:
+        auth = request.headers.get("authorization", "")
+        token = auth[7:] if auth.lower().startswith("bearer ") else ""
+        user, _, _ = token.partition(".")
+        expected = credential_token(self._credential_key, self.settings.round_id, user) if user else ""
+        if not user or not hmac.compare_digest(token.encode(), expected.encode()):
+            raise UnauthorizedError("a valid user credential (Authorization: Bearer) is required")
+        return user
+
+    def admit(self, kind: str, user: str, body: bytes) -> list[int]:
+        """Log a user's request (its envelopes as items) in the next group commit; the item ids.
+        The same body again is idempotent (same ids); another body of the same kind is refused."""
+        if kind == PHASE2:
+            try:
+                envelopes = decode_batch(body, limit=2)
+            except DecodeError as exc:
+                self._refuse(kind, body, exc)
+                raise
+            want = [Role.S_TAG, Role.S_SYN]
+        else:
+            envelopes, want = [body], [Role.S_TAG if kind == PHASE1 else Role.S_SYN]
+        opened = []
+        try:
+            for data in envelopes:
+                opened.append(decode_as(data, SealedEnvelope))
+            if sorted(e.recipient for e in opened) != sorted(want):
+                raise DecodeError(
+                    f"{kind} must carry envelopes for {[r.label for r in want]}, got {[e.recipient.label for e in opened]}"
+                )
+        except DecodeError as exc:
+            self._refuse(kind, body, exc)
+            raise
+        digest = hashlib.sha256(body).digest()
+        open_phase = OPEN2 if kind == PHASE2 else OPEN1
+
+        def write(conn: Any) -> Any:
+            phase = conn.execute("SELECT value FROM kv WHERE key = ?", (PHASE_KEY,)).fetchone()
+            if phase is None or phase[0].decode() != open_phase:
+                return ProtocolStateError(f"{kind} requests are taken in {open_phase}, the round is in {phase and phase[0].decode()}")
+            rows = conn.execute("SELECT id, digest FROM items WHERE kind = ? AND credential = ? ORDER BY id", (kind, user)).fetchall()
+            if rows:
+                if bytes(rows[0][1]) == digest:
+                    return [int(r[0]) for r in rows]
+                return RateLimitedError(f"this credential already sent its {kind} request in this round")
+            ids = []
+            for data, env in zip(envelopes, opened, strict=True):
+                cur = conn.execute(
+                    "INSERT INTO items (kind, credential, digest, sender, recipient, envelope, ciphertext) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (kind, user, digest, Role.USER.label, env.recipient.label, data, env.ciphertext),
+                )
+                ids.append(int(cur.lastrowid))
+            return ids
+
+        return self.commits.submit(write).result(timeout=120)  # type: ignore[no-any-return]
+
+    def _refuse(self, kind: str, body: bytes, error: Exception) -> None:
+        from fre_protocol.parties.base import status_of
+
+        with self.state.transaction() as conn:
+            conn.execute("INSERT INTO refused (kind, body, status) VALUES (?, ?, ?)", (kind, body, status_of(error)))
+
+    # -- forwarding -------------------------------------------------------------------------------
+    def _pump_loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.step()
+            except Exception as exc:  # noqa: BLE001 - logged, retried on the next tick
+                self.rejections.inc(reason=f"forward:{type(exc).__name__}")
+            self._stop.wait(min(0.05, self.settings.window_seconds / 4))
+
+    def step(self, *, flush: bool = False) -> None:
+        """One forwarding step: re-send unacknowledged batches, form and send due windows, and
+        close a phase whose deadline has passed."""
+        with self._step:
+            self._resend()
+            phase = self.phase
+            if phase == OPEN1:
+                self._form(PHASE1, flush=flush)
+            elif phase == OPEN2:
+                self._form(PHASE2, flush=flush)
+            self._resend()
+        now = time.time()
+        if phase == OPEN1 and self.settings.phase1_deadline is not None and now >= self.settings.phase1_deadline:
+            self.close_phase1()
+        elif phase == OPEN2 and self.settings.phase2_deadline is not None and now >= self.settings.phase2_deadline:
+            self.close_phase2()
+        elif phase in (CLOSING1, CLOSING2):
+            (self.close_phase1 if phase == CLOSING1 else self.close_phase2)()
+
+    def _pending(self, kind: str) -> list[tuple[int, str]]:
+        rows = self.state.query("SELECT id, recipient FROM items WHERE kind = ? AND batch_id IS NULL ORDER BY id", (kind,))
+        return [(int(r[0]), str(r[1])) for r in rows]  # type: ignore[call-overload]
+
+    def _form(self, kind: str, *, flush: bool) -> None:
+        """Cut the pending items of ``kind`` into shuffled batches per recipient when a window
+        is full, when its oldest item has waited ``window_seconds``, or on ``flush``."""
+        pending = self._pending(kind)
+        if not pending:
+            return
+        due = flush or len(pending) >= self.settings.window_count
+        if not due:
+            started = self._windows.setdefault(kind, time.monotonic())
+            due = time.monotonic() - started >= self.settings.window_seconds
+        if not due:
+            return
+        self._windows.pop(kind, None)
+        by_recipient: dict[str, list[int]] = {}
+        for item, recipient in pending:
+            by_recipient.setdefault(recipient, []).append(item)
+        for recipient, items in sorted(by_recipient.items()):
+            for lo in range(0, len(items), self.settings.window_count):
+                self._new_batch(kind, recipient, items[lo : lo + self.settings.window_count])
+
+    def _new_batch(self, kind: str, recipient: str, items: list[int]) -> None:
+        """Shuffle ``items`` and log them as one batch (sent by :meth:`_resend`)."""
+        order = self.ctx.comps.shuffler.shuffle(items, self._rng.child(f"batch/{self._batches}"))
+        self._batches += 1
+        self._log_batch(kind, recipient, order)
+
+    def _log_batch(self, kind: str, recipient: str, order: list[int]) -> None:
+        batch_id = f"{self.settings.round_id}/{kind}/{uuid.uuid4().hex}"
+        with self.state.transaction() as conn:
+            conn.execute(
+                "INSERT INTO batches (batch_id, kind, recipient, item_ids) VALUES (?, ?, ?, ?)",
+                (batch_id, kind, recipient, json.dumps(order)),
+            )
+            conn.executemany("UPDATE items SET batch_id = ? WHERE id = ?", [(batch_id, i) for i in order])
+
+    def _resend(self) -> None:
+        for batch_id, kind, recipient, item_ids in self.state.query(
+            "SELECT batch_id, kind, recipient, item_ids FROM batches WHERE done = 0 ORDER BY seq"
+        ):
+            self._send(str(batch_id), str(kind), str(recipient), json.loads(str(item_ids)))
+
+    def _send(self, batch_id: str, kind: str, recipient: str, order: list[int]) -> None:
+        marks = ",".join("?" * len(order))
+        rows = dict(self.state.query(f"SELECT id, ciphertext FROM items WHERE id IN ({marks})", order))  # noqa: S608
+        body = encode_batch([bytes(rows[i]) for i in order])  # type: ignore[arg-type]
+        answer = self.peers.post(recipient, ROUTES[(kind, recipient)], body, request_id=batch_id)
+        with self.state.transaction() as conn:
+            if kind == PHASE1:
+                responses = decode_batch(answer)
+                if len(responses) != len(order):
+                    raise ProtocolStateError(f"S_tag answered {len(responses)} of {len(order)} requests in batch {batch_id}")
+                conn.executemany("UPDATE items SET response = ? WHERE id = ?", list(zip(responses, order, strict=True)))
+            conn.execute("UPDATE batches SET done = 1 WHERE batch_id = ?", (batch_id,))
+
+    # -- closing the phases -----------------------------------------------------------------------
+    def close_phase1(self) -> None:
+        """Forward what is left, mix in the dummies, have S_syn release, relay the broadcast.
+        Every step is idempotent (fixed request ids, logged state), so a restart resumes here."""
+        rid = self.settings.round_id
+        with self._step:
+            if self.phase not in (OPEN1, CLOSING1):
+                return
+            self.state.put(PHASE_KEY, CLOSING1.encode())
+            self._form(PHASE1, flush=True)
+            self._resend()
+            with self.timed("dummies"):
+                if self.state.get("dummies_in") is None:
+                    dummies = decode_batch(self.peers.post(Role.S_TAG.label, "/v1/dummies", b"", request_id=f"{rid}/dummies"))
+                    with self.state.transaction() as conn:
+                        for data in dummies:
+                            env = decode_as(data, SealedEnvelope)
+                            conn.execute(
+                                "INSERT INTO items (kind, credential, digest, sender, recipient, envelope, ciphertext) VALUES (?, NULL, ?, ?, ?, ?, ?)",
+                                (SUBMIT, hashlib.sha256(data).digest(), Role.DUMMY_USER.label, env.recipient.label, data, env.ciphertext),
+                            )
+                        conn.execute("INSERT INTO kv (key, value) VALUES ('dummies_in', x'01')")
+            with self.timed("submissions"):
+                # All submissions at once, one shuffle: users' and dummies' arrive mixed.
+                pending = [i for i, _ in self._pending(SUBMIT)]
+                if pending:
+                    order = self.ctx.comps.shuffler.shuffle(pending, self._rng.child("submissions"))
+                    for lo in range(0, len(order), self.settings.window_count):
+                        self._log_batch(SUBMIT, Role.S_SYN.label, order[lo : lo + self.settings.window_count])
+                self._resend()
+            with self.timed("release"):
+                if self.state.get(BROADCAST_KEY) is None:
+                    broadcast = self.peers.post(Role.S_SYN.label, "/v1/release", b"", request_id=f"{rid}/release")
+                    self.state.put(BROADCAST_KEY, broadcast)
+                broadcast = self.state.get(BROADCAST_KEY) or b""
+                self.peers.post(Role.S_TAG.label, "/v1/broadcast", broadcast, request_id=f"{rid}/broadcast")
+            self.state.put(PHASE_KEY, OPEN2.encode())
+
+    def close_phase2(self) -> bytes:
+        """Forward the last shares and have S_syn aggregate and publish; the release document."""
+        with self._step:
+            if self.phase == DONE:
+                return self.state.get(RELEASE_KEY) or b""
+            if self.phase not in (OPEN2, CLOSING2):
+                raise ProtocolStateError(f"phase 2 cannot close in {self.phase}")
+            self.state.put(PHASE_KEY, CLOSING2.encode())
+            self._form(PHASE2, flush=True)
+            self._resend()
+            with self.timed("aggregate"):
+                release = self.peers.post(
+                    Role.S_SYN.label, "/v1/aggregate", b"", request_id=f"{self.settings.round_id}/aggregate"
+                )
+            self.state.put(RELEASE_KEY, release)
+            self.write_transcript()
+            self.state.put(PHASE_KEY, DONE.encode())
+            return release
+
+    def write_transcript(self) -> Path:
+        """The proxy's view, from its queue: every envelope it relayed or refused, and each
+        phase-1 answer it routed back (roles only; credentials never enter it)."""
+        from fre_protocol.net.transcript import party_header
+        from transcripts import TranscriptStore
+
+        path = self.state_path("transcript.sqlite")
+        store = TranscriptStore.create(path, party_header(self.ctx, party=self.role), overwrite=True)
+        rows: list[tuple[str, str, str, str, str, bytes, str]] = []
+        view = self.role
+        phase_of = {PHASE1: "phase1", SUBMIT: "phase1_submit", PHASE2: "phase2"}
+        for kind, sender, recipient, envelope, response in self.state.query(
+            "SELECT i.kind, i.sender, i.recipient, i.envelope, i.response FROM items i "
+            "LEFT JOIN batches b ON b.batch_id = i.batch_id ORDER BY b.seq, i.id"
+        ):
+            phase = phase_of[str(kind)]
+            rows.append((view, phase, str(sender), str(recipient), "sealed_envelope", bytes(envelope), "accepted"))  # type: ignore[arg-type]
+            if response is not None:
+                from fre_protocol.messages import message_type_name
+
+                rows.append((view, phase, str(recipient), Role.USER.label, message_type_name(bytes(response)), bytes(response), "accepted"))  # type: ignore[arg-type]
+        for kind, body, status in self.state.query("SELECT kind, body, status FROM refused ORDER BY id"):
+            rows.append((view, phase_of[str(kind)], Role.USER.label, "unknown", "sealed_envelope", bytes(body), str(status)))  # type: ignore[arg-type]
+        broadcast = self.state.get(BROADCAST_KEY)
+        if broadcast is not None:
+            rows.append((view, "broadcast", Role.S_SYN.label, Role.USER.label, "released_tags", broadcast, "accepted"))
+        store.record_many(rows)
+        store.close()
+        return path
+
+    # -- endpoints --------------------------------------------------------------------------------
+    def update_gauges(self) -> None:
+        for kind in (PHASE1, SUBMIT, PHASE2):
+            self.queue_depth.set(len(self._pending(kind)), kind=kind)
+
+    def routes(self) -> list[Route]:
+        def admission(kind: str) -> Any:
+            async def handle(request: Request) -> Response:
+                user = self.credential(request)
+                body = await read_body(request, MAX_USER_BODY)
+                ids = await run_in_threadpool(self.admit, kind, user, body)
+                return JSONResponse({"ticket": ids[0]}, status_code=202)
+
+            return self.endpoint(kind, handle)
+
+        async def answer(request: Request) -> Response:
+            user = self.credential(request)
+            ticket = int(request.path_params["ticket"])
+            wait = min(30.0, max(0.0, float(request.query_params.get("wait", "0") or 0)))
+            end = time.monotonic() + wait
+            while True:
+                rows = self.state.query("SELECT credential, response FROM items WHERE id = ? AND kind = ?", (ticket, PHASE1))
+                if not rows or rows[0][0] != user:
+                    raise UnauthorizedError("no phase-1 request of this credential under that ticket")
+                if rows[0][1] is not None:
+                    break
+                if time.monotonic() >= end:
+                    raise NotReadyError("S_tag has not answered this request yet")
+                await asyncio.sleep(0.05)
+            return octets(bytes(rows[0][1]))  # type: ignore[arg-type]
+
+        async def document(request: Request) -> Response:
+            data = self.state.get(DOCUMENT_KEY)
+            if data is None:
+                raise NotReadyError("the round document is not assembled yet")
+            return Response(data, media_type="application/json")
+
+        async def broadcast(request: Request) -> Response:
+            data = self.state.get(BROADCAST_KEY)
+            if data is None or self.phase in (OPEN1, CLOSING1):
+                raise NotReadyError("phase 1 has not closed yet")
+            return octets(data)
+
+        async def release(request: Request) -> Response:
+            data = self.state.get(RELEASE_KEY)
+            if data is None:
+                raise NotReadyError("the round has not been released yet")
+            return Response(data, media_type="application/json")
+
+        async def close(request: Request) -> Response:
+            require_peer(request, ("operator",))
+            phase = request.query_params.get("phase")
+            if phase not in ("1", "2"):
+                raise InvalidParameterError(f"phase must be 1 or 2, got {phase!r}")
+            if phase == "1":
+                await run_in_threadpool(self.close_phase1)
+                return JSONResponse({"phase": self.phase})
+            data = await run_in_threadpool(self.close_phase2)
+            return Response(data, media_type="application/json")
+
+        async def status(request: Request) -> Response:
+            require_peer(request, ("operator",))
+            counts = dict(self.state.query("SELECT kind, COUNT(*) FROM items GROUP BY kind"))
+            refused = dict(self.state.query("SELECT status, COUNT(*) FROM refused GROUP BY status"))
+            return JSONResponse({"phase": self.phase, "items": counts, "refused": refused})
+
+        return [
+            Route("/v1/round", self.endpoint("round", document), methods=["GET"]),
+            Route("/v1/phase1", admission(PHASE1), methods=["POST"]),
+            Route("/v1/phase1/{ticket:int}", self.endpoint("phase1_answer", answer), methods=["GET"]),
+            Route("/v1/submit", admission(SUBMIT), methods=["POST"]),
+            Route("/v1/broadcast", self.endpoint("broadcast", broadcast), methods=["GET"]),
+            Route("/v1/phase2", admission(PHASE2), methods=["POST"]),
+            Route("/v1/release", self.endpoint("release", release), methods=["GET"]),
+            Route("/v1/admin/close", self.endpoint("close", close), methods=["POST"]),
+            Route("/v1/admin/status", self.endpoint("status", status), methods=["GET"]),
+        ]
+
+
+__all__ = ["ProxyService", "credential_token"]

@@ -1,0 +1,329 @@
+"""What every service shares: its HTTPS listener (with the peer's certificate role in each
+request), typed error responses, bounded body reading, health/readiness/metrics endpoints, and an
+mTLS client to its peers with bounded, idempotent retries.
+
+Trust boundaries: the servers accept only mutually authenticated TLS from the roles an endpoint
+names (the proxy relays users' messages; S_syn asks S_tag for aggregates); the proxy accepts
+users over TLS without a client certificate and authenticates them by credential instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import threading
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.routing import Route
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from fre_protocol.net.metrics import Metrics
+from fre_protocol.net.round import ServiceConfig
+from fre_protocol.net.wire import (
+    OCTETS,
+    REQUEST_ID,
+    ROUND_ID,
+    TooLargeError,
+    UnauthorizedError,
+    error_body,
+    http_status,
+)
+from primitives.errors import FreError, InvalidParameterError, ProtocolStateError
+
+Handler = Callable[[Request], Awaitable[Response]]
+
+
+class PeerRoleH11Protocol(H11Protocol):
+    """uvicorn's HTTP/1.1 protocol, with the TLS peer's certificate role (subject CN, checked
+    against our CA at the handshake) placed in every request's ``scope["state"]["peer_role"]``."""
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        from fre_protocol.net.certs import peer_role
+
+        ssl_object = transport.get_extra_info("ssl_object")
+        peer = ssl_object.getpeercert() if ssl_object is not None else None
+        self.app_state = {**self.app_state, "peer_role": peer_role(peer)}
+
+
+def peer_of(request: Request) -> str | None:
+    return request.scope.get("state", {}).get("peer_role")
+
+
+def require_peer(request: Request, roles: Sequence[str]) -> str:
+    """The caller's certificate role, which must be one of ``roles`` (UnauthorizedError: 403)."""
+    peer = peer_of(request)
+    if peer not in roles:
+        raise UnauthorizedError(f"this endpoint takes requests from {list(roles)}, got client certificate {peer!r}")
+    return str(peer)
+
+
+def check_round(request: Request, round_id: str) -> None:
+    got = request.headers.get(ROUND_ID)
+    if got != round_id:
+        raise ProtocolStateError(f"request is for round {got!r}, this service runs round {round_id!r}")
+
+
+def request_id(request: Request) -> str:
+    rid = request.headers.get(REQUEST_ID, "")
+    if not 1 <= len(rid) <= 128 or not rid.isprintable():
+        raise InvalidParameterError(f"header {REQUEST_ID} must be 1-128 printable characters, got {rid[:32]!r}")
+    return rid
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """The body, refused as soon as it exceeds ``limit`` bytes (TooLargeError: 413)."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise TooLargeError(f"body must be at most {limit} bytes, got content-length {declared}")
+    parts, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise TooLargeError(f"body must be at most {limit} bytes, got more")
+        parts.append(chunk)
+    return b"".join(parts)
+
+
+def octets(data: bytes, status: int = 200) -> Response:
+    return Response(content=data, status_code=status, media_type=OCTETS)
+
+
+class ServiceBase:
+    """The parts of a service that do not depend on its role."""
+
+    role: str
+
+    def __init__(self, config: ServiceConfig) -> None:
+        self.config = config
+        self.settings = config.round
+        self.metrics = Metrics()
+        self.requests = self.metrics.counter(
+            "fre_requests_total", "requests answered, by endpoint and HTTP status", labels=("endpoint", "status")
+        )
+        self.rejections = self.metrics.counter(
+            "fre_rejections_total", "requests or messages refused, by reason", labels=("reason",)
+        )
+        self.phase_seconds = self.metrics.counter(
+            "fre_phase_seconds_total", "seconds spent in each protocol step", labels=("step",)
+        )
+        self.ready = threading.Event()
+        # Every change to the role's state happens under this lock, in log order.
+        self.lock = threading.Lock()
+
+    def state_path(self, name: str) -> Path:
+        """A file in the state directory, created owner-only (keys and shares live there)."""
+        d = self.config.state_dir / self.settings.round_id
+        d.mkdir(parents=True, exist_ok=True, mode=0o700)
+        path = d / name
+        if not path.exists():
+            os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
+        return path
+
+    # -- endpoints --------------------------------------------------------------------------------
+    def routes(self) -> list[Route]:
+        raise NotImplementedError
+
+    def endpoint(self, name: str, fn: Handler) -> Handler:
+        """Wrap a handler: typed errors → JSON with their status; every answer counted."""
+
+        async def wrapped(request: Request) -> Response:
+            try:
+                response = await fn(request)
+            except FreError as exc:
+                status = http_status(exc)
+                self.rejections.inc(reason=type(exc).__name__)
+                response = JSONResponse(error_body(exc), status_code=status)
+            self.requests.inc(endpoint=name, status=str(response.status_code))
+            return response
+
+        return wrapped
+
+    def app(self) -> Starlette:
+        async def healthz(request: Request) -> Response:
+            return PlainTextResponse("ok")
+
+        async def readyz(request: Request) -> Response:
+            if not self.ready.is_set():
+                return PlainTextResponse("starting", status_code=503)
+            return PlainTextResponse("ready")
+
+        async def metrics(request: Request) -> Response:
+            self.update_gauges()
+            return PlainTextResponse(self.metrics.render(), media_type="text/plain; version=0.0.4")
+
+        async def costs(request: Request) -> Response:
+            require_peer(request, ("operator",))
+            return JSONResponse(self.costs())
+
+        base = [
+            Route("/healthz", healthz),
+            Route("/readyz", readyz),
+            Route("/metrics", metrics),
+            Route("/v1/costs", self.endpoint("costs", costs), methods=["GET"]),
+        ]
+        return Starlette(routes=base + self.routes())
+
+    def costs(self) -> dict[str, Any]:
+        """The role's metered CPU seconds and counts per operation (operator only)."""
+        return {}
+
+    def update_gauges(self) -> None:
+        """Refresh gauges (queue depths) before the metrics are rendered."""
+
+    def timed(self, step: str) -> Any:
+        return _StepTimer(self.phase_seconds, step)
+
+
+class _StepTimer:
+    def __init__(self, counter: Any, step: str) -> None:
+        self.counter, self.step = counter, step
+
+    def __enter__(self) -> None:
+        self.t0 = time.perf_counter()
+
+    def __exit__(self, *exc: object) -> None:
+        self.counter.inc(time.perf_counter() - self.t0, step=self.step)
+
+
+def tls_client_context(ca: Path, *, cert: Path | None = None, key: Path | None = None) -> Any:
+    """A TLS client context that trusts only the deployment's CA and, for a service, presents
+    its own certificate (mutual TLS)."""
+    import ssl
+
+    ctx = ssl.create_default_context(cafile=str(ca))
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    if cert is not None:
+        ctx.load_cert_chain(str(cert), None if key is None else str(key))
+    return ctx
+
+
+def serve(service: ServiceBase, *, require_client_cert: bool) -> None:
+    """Run the service on its configured address until SIGINT/SIGTERM (uvicorn)."""
+    import ssl
+
+    import uvicorn
+
+    cfg = service.config
+    config = uvicorn.Config(
+        service.app(),
+        host=cfg.host,
+        port=cfg.port,
+        ssl_keyfile=str(cfg.key),
+        ssl_certfile=str(cfg.cert),
+        ssl_ca_certs=str(cfg.ca),
+        ssl_cert_reqs=ssl.CERT_REQUIRED if require_client_cert else ssl.CERT_OPTIONAL,
+        http=PeerRoleH11Protocol,
+        log_level="warning",
+        access_log=False,
+        lifespan="off",
+        timeout_keep_alive=30,
+        timeout_graceful_shutdown=5,
+    )
+    server = uvicorn.Server(config)
+    server.run()
+
+
+class PeerClient:
+    """HTTPS client to the other services, with this service's certificate (mTLS).
+
+    ``post`` retries connection failures and 5xx answers with exponential backoff and jitter,
+    reusing the request id, so a request the peer already logged is answered from its log rather
+    than processed twice. Every loop is bounded by ``deadline_s``.
+    """
+
+    def __init__(self, config: ServiceConfig, *, timeout_s: float = 600.0) -> None:
+        import httpx
+
+        self._peers = config.peers
+        self._round = config.round.round_id
+        ctx = tls_client_context(config.ca, cert=config.cert, key=config.key)
+        self._client = httpx.Client(verify=ctx, timeout=httpx.Timeout(timeout_s, connect=10.0), http2=False)
+
+    def post(self, peer: str, path: str, body: bytes, *, request_id: str, deadline_s: float = 600.0) -> bytes:
+        return call_with_retries(
+            lambda: self._client.post(
+                self._peers[peer].rstrip("/") + path,
+                content=body,
+                headers={REQUEST_ID: request_id, ROUND_ID: self._round, "content-type": OCTETS},
+            ),
+            what=f"{peer} {path}",
+            deadline_s=deadline_s,
+        )
+
+    def get(self, peer: str, path: str, *, deadline_s: float = 60.0) -> bytes:
+        return call_with_retries(
+            lambda: self._client.get(self._peers[peer].rstrip("/") + path, headers={ROUND_ID: self._round}),
+            what=f"{peer} {path}",
+            deadline_s=deadline_s,
+        )
+
+    def close(self) -> None:
+        self._client.close()
+
+
+class PeerError(FreError):
+    """A peer answered with a typed error (its type and message are kept)."""
+
+    def __init__(self, status: int, kind: str, detail: str) -> None:
+        super().__init__(f"{kind} ({status}): {detail}")
+        self.status, self.kind, self.detail = status, kind, detail
+
+
+def raise_for(response: Any) -> None:
+    if response.status_code < 400:
+        return
+    try:
+        body = response.json()
+        kind, detail = str(body.get("error")), str(body.get("detail"))
+    except ValueError:
+        kind, detail = "HTTPError", response.text[:200]
+    raise PeerError(response.status_code, kind, detail)
+
+
+def call_with_retries(send: Callable[[], Any], *, what: str, deadline_s: float, base_s: float = 0.05) -> bytes:
+    """``send()`` until it gives a non-5xx answer or ``deadline_s`` passes (ProtocolStateError).
+    4xx answers are final (a typed PeerError); 425 (not ready yet) is retried like a 5xx."""
+    import httpx
+
+    end = time.monotonic() + deadline_s
+    attempt = 0
+    while True:
+        try:
+            response = send()
+            if response.status_code < 500 and response.status_code != 425:
+                raise_for(response)
+                return bytes(response.content)
+            failure = f"HTTP {response.status_code}"
+        except (httpx.TransportError, OSError) as exc:
+            failure = f"{type(exc).__name__}: {exc}"
+        attempt += 1
+        pause = min(2.0, base_s * 2**attempt) * (0.5 + random.random() / 2)  # noqa: S311 - jitter, not a secret
+        if time.monotonic() + pause > end:
+            raise ProtocolStateError(f"{what}: no answer within {deadline_s:.0f} s ({attempt} tries; last: {failure})")
+        time.sleep(pause)
+
+
+__all__ = [
+    "PeerClient",
+    "PeerError",
+    "PeerRoleH11Protocol",
+    "ServiceBase",
+    "call_with_retries",
+    "check_round",
+    "octets",
+    "peer_of",
+    "raise_for",
+    "read_body",
+    "request_id",
+    "require_peer",
+    "serve",
+    "tls_client_context",
+]

@@ -1,0 +1,184 @@
+"""A service's crash-safe state: an SQLite file in WAL mode, written before anything is
+acknowledged.
+
+A server's protocol state is a function of the messages it accepted, in order, so what it keeps is
+that log: one row per accepted request ``(request id, kind, body, response)``, committed (fsync,
+``synchronous=FULL``) before the response leaves. A request id seen before is answered from the
+log, never processed twice, which makes every retried request idempotent; after ``kill -9`` the
+service rebuilds its role object by replaying the log. Small values (the round's keys, the
+phase, the release) live in a key-value table beside it.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from primitives.errors import InvalidParameterError
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS kv (key TEXT PRIMARY KEY, value BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS log (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    request_id TEXT NOT NULL UNIQUE,
+    kind TEXT NOT NULL,
+    body BLOB NOT NULL,
+    response BLOB
+);
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class LogEntry:
+    seq: int
+    request_id: str
+    kind: str
+    body: bytes
+    response: bytes | None
+
+
+class ServiceState:
+    """The durable state of one service (thread-safe: one connection behind a lock)."""
+
+    def __init__(self, path: str | Path, *, schema: str = "") -> None:
+        self.path = Path(path)
+        if self.path.exists() and self.path.is_dir():
+            raise InvalidParameterError(f"state path must be a file, got directory {str(self.path)!r}")
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.RLock()
+        self.conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        self.conn.execute("PRAGMA journal_mode=WAL")
+        # FULL: a commit is on disk before the service answers (WAL's NORMAL could lose the
+        # last transactions on power loss, after their requests were acknowledged).
+        self.conn.execute("PRAGMA synchronous=FULL")
+        self.conn.executescript(SCHEMA + schema)
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """One atomic write (BEGIN IMMEDIATE … COMMIT, rolled back on any error)."""
+        with self._lock:
+            self.conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield self.conn
+            except BaseException:
+                self.conn.execute("ROLLBACK")
+                raise
+            self.conn.execute("COMMIT")
+
+    def query(self, sql: str, args: Sequence[object] = ()) -> list[tuple[object, ...]]:
+        with self._lock:
+            return list(self.conn.execute(sql, tuple(args)))
+
+    # -- the request log ------------------------------------------------------------------------
+    def logged(self, request_id: str) -> LogEntry | None:
+        """The entry of a request already accepted (answer it from here), or None."""
+        rows = self.query("SELECT seq, request_id, kind, body, response FROM log WHERE request_id = ?", (request_id,))
+        return LogEntry(*rows[0]) if rows else None  # type: ignore[arg-type]
+
+    def append(self, request_id: str, kind: str, body: bytes, response: bytes | None) -> None:
+        with self.transaction() as conn:
+            conn.execute(
+                "INSERT INTO log (request_id, kind, body, response) VALUES (?, ?, ?, ?)",
+                (request_id, kind, body, response),
+            )
+
+    def entries(self) -> Iterator[LogEntry]:
+        """Every accepted request in acceptance order (what a restart replays)."""
+        for row in self.query("SELECT seq, request_id, kind, body, response FROM log ORDER BY seq"):
+            yield LogEntry(*row)  # type: ignore[arg-type]
+
+    def forget(self, kinds: Sequence[str]) -> int:
+        """Delete the log rows of ``kinds`` (e.g. the shares once the release is out) and give
+        the space back; returns how many rows went."""
+        marks = ",".join("?" * len(kinds))
+        with self.transaction() as conn:
+            n = conn.execute(f"DELETE FROM log WHERE kind IN ({marks})", tuple(kinds)).rowcount  # noqa: S608
+        with self._lock:
+            self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            self.conn.execute("VACUUM")
+        return int(n)
+
+    # -- small values ---------------------------------------------------------------------------
+    def get(self, key: str) -> bytes | None:
+        rows = self.query("SELECT value FROM kv WHERE key = ?", (key,))
+        return bytes(rows[0][0]) if rows else None  # type: ignore[arg-type]
+
+    def put(self, key: str, value: bytes) -> None:
+        with self.transaction() as conn:
+            conn.execute("INSERT OR REPLACE INTO kv (key, value) VALUES (?, ?)", (key, value))
+
+    def delete(self, keys: Sequence[str]) -> None:
+        with self.transaction() as conn:
+            conn.executemany("DELETE FROM kv WHERE key = ?", [(k,) for k in keys])
+
+    def close(self) -> None:
+        with self._lock:
+            self.conn.close()
+
+
+
+
+
+class GroupCommit:
+    """Many small writes, one fsync: callers hand in functions that run inside one shared
+    transaction on a writer thread and wait for its commit (group commit). Each function returns
+    its result or an exception *instance* (its caller's refusal, which does not abort the others);
+    an exception raised by a function or by SQLite aborts the whole group, and every caller of it
+    gets that error."""
+
+    def __init__(self, state: ServiceState, *, max_group: int = 4096) -> None:
+        import queue
+
+        self._state = state
+        self._queue: queue.Queue[tuple[Any, Any]] = queue.Queue()
+        self._max = max_group
+        self._thread = threading.Thread(target=self._run, name="group-commit", daemon=True)
+        self._thread.start()
+
+    def submit(self, fn: Any) -> Any:
+        """Run ``fn(conn)`` in the next group; a ``concurrent.futures.Future`` of its result."""
+        from concurrent.futures import Future
+
+        future: Future[Any] = Future()
+        self._queue.put((fn, future))
+        return future
+
+    def _run(self) -> None:
+        import queue
+
+        while True:
+            first = self._queue.get()
+            if first[0] is None:
+                return
+            group = [first]
+            while len(group) < self._max:
+                try:
+                    item = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if item[0] is None:
+                    self._queue.put(item)
+                    break
+                group.append(item)
+            try:
+                with self._state.transaction() as conn:
+                    results = [fn(conn) for fn, _ in group]
+            except BaseException as exc:  # noqa: BLE001 - handed to every waiting caller
+                for _, future in group:
+                    future.set_exception(exc)
+                continue
+            for (_, future), result in zip(group, results, strict=True):
+                if isinstance(result, BaseException):
+                    future.set_exception(result)
+                else:
+                    future.set_result(result)
+
+    def close(self) -> None:
+        self._queue.put((None, None))
+        self._thread.join(timeout=10)
+__all__ = ["GroupCommit", "LogEntry", "ServiceState"]

@@ -1,0 +1,214 @@
+"""S_syn as an HTTPS service (mutual TLS; its caller is the proxy; it calls S_tag).
+
+Endpoints (``/v1/...``; round id and idempotency key on every request):
+
+* ``POST /v1/submissions`` (proxy): a shuffled batch of sealed tag submissions (users' and the
+  dummy user's, indistinguishable);
+* ``POST /v1/release`` (proxy, once): count, threshold at ⌈τ⌉ → the broadcast of released tags;
+* ``POST /v1/phase2`` (proxy): a batch of sealed shares (or cover messages);
+* ``POST /v1/aggregate`` (proxy or operator, once): S_syn sends S_tag its accepted contributions,
+  logs S_tag's aggregate shares, reconstructs, decodes and publishes the release; then it writes
+  its transcript and deletes its keys and the users' shares;
+* ``GET /v1/release`` (anyone, after the round): ``release.json`` and the centroids;
+  ``GET /v1/diagnostics`` (operator): the operator-private counts;
+* ``GET /v1/keys`` (anyone): S_syn's sealing key for this round.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from fre_protocol.messages import Role
+from fre_protocol.net.logged import LoggedServer
+from fre_protocol.net.round import Phase2Context
+from fre_protocol.net.service import PeerClient, require_peer
+from fre_protocol.net.wire import NotReadyError, decode_batch, encode_batch
+from fre_protocol.parties.base import Recorder
+from fre_protocol.parties.synthesis_server import Reconstruction, SynthesisServer
+from fre_protocol.runner import NORM_GUARD_RULE, DropoutOutcome, box_key, build_ledger
+from mechanism.release import Release, ReleasedBucket
+from primitives.errors import ProtocolStateError
+
+SUBMISSIONS, RELEASE, PHASE2, AGGREGATES, AGGREGATE = "submissions", "release", "phase2", "aggregates", "aggregate"
+RELEASE_KEY, DIAGNOSTICS_KEY = "release", "diagnostics"
+
+
+class SynService(LoggedServer):
+    role = Role.S_SYN.label
+
+    progress = ("party", "phase2", "result")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.phase2: Phase2Context | None = None
+        self.result: Reconstruction | None = None
+        super().__init__(*args, **kwargs)
+        self.peers = PeerClient(self.config)
+
+    def make_keys(self) -> dict[str, bytes]:
+        sk, pk = box_key(self.ctx.seeds, self.ctx.comps.channel, Role.S_SYN)
+        return {"box_sk": sk.reveal(), "box_pk": pk}
+
+    def public_keys(self) -> dict[str, str]:
+        return {"S_syn_box": self.keys["box_pk"].hex()} if self.keys else {}
+
+    def new_party(self, recorder: Recorder) -> SynthesisServer:
+        return SynthesisServer(
+            box_key=self.key_pair("box"), channel=self.ctx.comps.channel, workers=self.workers,
+            meter=self.meter, recorder=recorder, release_floor=self.ctx.floor,
+        )
+
+    def apply(self, kind: str, body: bytes, *, replay: bool) -> bytes:
+        party: SynthesisServer = self.party
+        if kind == SUBMISSIONS:
+            if self.phase2 is not None:
+                raise ProtocolStateError("tag submissions after the release of tags")
+            party.receive_submissions(decode_batch(body))
+            return b""
+        if kind == RELEASE:
+            if self.phase2 is not None and not replay:
+                raise ProtocolStateError("the tags were already released")
+            broadcast = party.release()
+            self.phase2 = self.ctx.phase2(party.released)
+            return broadcast
+        p2 = self.phase2
+        if p2 is None:
+            raise ProtocolStateError(f"{kind} before the release of tags")
+        if kind == PHASE2:
+            party.receive_shares(decode_batch(body), sharing=p2.sharing, dim=p2.width)
+            return b""
+        if kind == AGGREGATES:
+            self.result = party.reconstruct(
+                decode_batch(body), sharing=p2.sharing, encoder=p2.encoder, policy=self.settings.protocol.dropout_policy
+            )
+            return b""
+        if kind == AGGREGATE:
+            return b"" if replay else self._aggregate()
+        raise ProtocolStateError(f"unknown request kind {kind!r}")
+
+    def _aggregate(self) -> bytes:
+        """Ask S_tag for its aggregate shares over S_syn's accepted contributions (logged before
+        use, so a restart reconstructs from the same shares), reconstruct, publish."""
+        if AGGREGATES not in self.logged_kinds():
+            accepted = encode_batch(self.party.accepted_contributions())
+            answer = self.peers.post(
+                Role.S_TAG.label, "/v1/aggregate", accepted, request_id=f"{self.settings.round_id}/aggregate"
+            )
+            self.state.append(f"{self.settings.round_id}/aggregates", AGGREGATES, answer, b"")
+            self.apply(AGGREGATES, answer, replay=False)
+        release, diagnostics = self._assemble()
+        document = json.dumps(release.to_json(), sort_keys=True).encode()
+        self.state.put(RELEASE_KEY, document)
+        self.state.put("centroids", np.ascontiguousarray(release.centroids, dtype="<f8").tobytes())
+        self.state.put(DIAGNOSTICS_KEY, json.dumps(diagnostics, sort_keys=True).encode())
+        return document
+
+    def _assemble(self) -> tuple[Release, dict[str, Any]]:
+        """The release as the in-process runner assembles it, from S_syn's state alone."""
+        assert self.result is not None and self.phase2 is not None
+        params, result, p2 = self.ctx.params, self.result, self.phase2
+        policy = self.settings.protocol.dropout_policy
+        tags = sorted(result.centroids)
+        floor = self.ctx.floor
+        below = {t: c for t, c in result.contributors.items() if c < floor}
+        outcome = DropoutOutcome(
+            policy=policy,
+            withheld={t.hex(): why for t, why in sorted(result.withheld.items())},
+            topped_up=sorted(t.hex() for t in below),
+            below_floor_contributors={t.hex(): c for t, c in sorted(below.items())},
+        )
+        ledger = build_ledger(params, p2.ddg_config, self.ctx.dummy, (outcome.ledger_term(),))
+        dim = self.settings.dim
+        centroids = np.stack([result.centroids[t] for t in tags]) if tags else np.zeros((0, dim))
+        info: dict[str, Any] = {
+            "path": "protocol",
+            "dim": dim,
+            "k": params.k,
+            "release_floor": floor,
+            "n_released_tags": len(p2.released),
+            "n_released": len(tags),
+            "withheld": outcome.withheld,
+            "topped_up": outcome.topped_up,
+            "dropout_policy": policy,
+            "cover_traffic": self.settings.protocol.cover_traffic,
+            "norm_guard": NORM_GUARD_RULE,
+            "ddg": p2.ddg_config.to_dict(),
+            "sigma_effective": float(p2.ddg_config.noise_std(floor)) if self.settings.noise else 0.0,
+            "sigma_mechanism": float(ledger.sigma),
+            "proof_batch_size": self.settings.protocol.proof_batch_size,
+            "components": self.ctx.comps.header(),
+            "rng_mode": self.ctx.seeds.rng_mode,
+        }
+        party: SynthesisServer = self.party
+        diagnostics: dict[str, Any] = {
+            "n_submissions": party.n_submissions,
+            "n_distinct_tags_seen": len(party.counts),
+            "contributors": {t.hex(): result.contributors[t] for t in tags},
+            "below_floor_contributors": outcome.below_floor_contributors,
+            "rejections": dict(party.rejections),
+        }
+        release = Release(
+            buckets=tuple(ReleasedBucket(id=t.hex(), count=p2.released[t]) for t in tags),
+            centroids=centroids, ledger=ledger, params=params, seeds=self.ctx.seeds.to_dict(),
+            noise=self.settings.noise, info=info, diagnostics=diagnostics,
+        )
+        return release, diagnostics
+
+    def accept(self, rid: str, kind: str, body: bytes) -> bytes:
+        out = super().accept(rid, kind, body)
+        if kind == AGGREGATE:
+            with self.lock:
+                if self.party is not None and self.keys:
+                    self._finish()
+        return out
+
+    def _finish(self) -> None:
+        assert self.phase2 is not None
+        release = json.loads(self.state.get(RELEASE_KEY) or b"{}")
+        artifacts: dict[str, Any] = {
+            "release": release,
+            "diagnostics": json.loads(self.state.get(DIAGNOSTICS_KEY) or b"{}"),
+            "ledger": release.get("ledger"),
+            "ddg_config": self.phase2.ddg_config.to_dict(),
+            "centroids": self.state.get("centroids") or b"",
+        }
+        if self.ctx.seeds.rng_mode == "seeded":
+            artifacts["secrets/S_syn_box_sk"] = self.keys["box_sk"]
+        self.finalize(artifacts=artifacts, share_kinds=(PHASE2,))
+
+    def routes(self) -> list[Route]:
+        proxy = (Role.PROXY.label,)
+
+        async def keys(request: Request) -> Response:
+            return JSONResponse(self.public_keys())
+
+        async def release(request: Request) -> Response:
+            document, centroids = self.state.get(RELEASE_KEY), self.state.get("centroids")
+            if document is None or centroids is None:
+                raise NotReadyError("the round has not been released yet")
+            return Response(encode_batch([document, centroids]), media_type="application/octet-stream")
+
+        async def diagnostics(request: Request) -> Response:
+            require_peer(request, ("operator",))
+            data = self.state.get(DIAGNOSTICS_KEY)
+            if data is None:
+                raise NotReadyError("the round has not been released yet")
+            return Response(data, media_type="application/json")
+
+        return [
+            Route("/v1/keys", self.endpoint("keys", keys), methods=["GET"]),
+            Route("/v1/release", self.endpoint("release", release), methods=["GET"]),
+            Route("/v1/diagnostics", self.endpoint("diagnostics", diagnostics), methods=["GET"]),
+            Route("/v1/submissions", self.handler(SUBMISSIONS, proxy), methods=["POST"]),
+            Route("/v1/release", self.handler(RELEASE, proxy), methods=["POST"]),
+            Route("/v1/phase2", self.handler(PHASE2, proxy), methods=["POST"]),
+            Route("/v1/aggregate", self.handler(AGGREGATE, proxy + ("operator",)), methods=["POST"]),
+        ]
+
+
+__all__ = ["SynService"]

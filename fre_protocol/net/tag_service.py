@@ -1,0 +1,160 @@
+"""S_tag as an HTTPS service (mutual TLS; its callers are the proxy and S_syn).
+
+Endpoints (``/v1/...``, each request carries the round id and an idempotency key):
+
+* ``POST /v1/phase1`` (proxy): a shuffled batch of sealed blind requests → their evaluations, by
+  position (RFC 9497 VOPRF with DLEQ proofs);
+* ``POST /v1/dummies`` (proxy, once): the dummy user's sealed tag submissions (TSDLap padding),
+  which the proxy shuffles in with the users' submissions before S_syn sees any;
+* ``POST /v1/broadcast`` (proxy): the released tags with counts, as S_syn broadcast them;
+* ``POST /v1/phase2`` (proxy): a batch of sealed shares (or cover messages);
+* ``POST /v1/aggregate`` (S_syn, once): S_syn's accepted contributions → S_tag's aggregate shares,
+  answered once per tag and only over at least the release floor; then S_tag writes its
+  transcript and deletes its keys and the users' shares;
+* ``GET /v1/keys`` (anyone): S_tag's public keys for this round.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from fre_protocol.messages import Role
+from fre_protocol.net.logged import LoggedServer
+from fre_protocol.net.round import Phase2Context
+from fre_protocol.net.wire import decode_batch, encode_batch
+from fre_protocol.parties.base import Recorder
+from fre_protocol.parties.dummy_user import DummyUser
+from fre_protocol.parties.tagging_server import TaggingServer
+from fre_protocol.runner import box_key, tagging_key
+from primitives.errors import ProtocolStateError
+
+PHASE1, DUMMIES, BROADCAST, PHASE2, AGGREGATE = "phase1", "dummies", "broadcast", "phase2", "aggregate"
+DUMMY_PLAN = "dummy_plan"
+
+
+class TagService(LoggedServer):
+    role = Role.S_TAG.label
+
+    progress = ("party", "phase2")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.phase2: Phase2Context | None = None
+        super().__init__(*args, **kwargs)
+
+    def make_keys(self) -> dict[str, bytes]:
+        voprf_sk, voprf_pk = tagging_key(self.ctx.seeds, self.ctx.comps.suite)
+        box_sk, box_pk = box_key(self.ctx.seeds, self.ctx.comps.channel, Role.S_TAG)
+        return {"voprf_sk": voprf_sk.reveal(), "voprf_pk": voprf_pk, "box_sk": box_sk.reveal(), "box_pk": box_pk}
+
+    def public_keys(self) -> dict[str, str]:
+        return {"voprf": self.keys["voprf_pk"].hex(), "S_tag_box": self.keys["box_pk"].hex()} if self.keys else {}
+
+    def new_party(self, recorder: Recorder) -> TaggingServer:
+        cfg = self.settings.protocol
+        return TaggingServer(
+            suite=self.ctx.comps.suite, voprf_key=self.key_pair("voprf"), box_key=self.key_pair("box"),
+            channel=self.ctx.comps.channel, rng=self.ctx.seeds.secret("S_tag"), workers=self.workers,
+            meter=self.meter, recorder=recorder, release_floor=self.ctx.floor,
+            dropout_policy=cfg.dropout_policy, proof_batch_size=cfg.proof_batch_size,
+            record_shares=self.ctx.seeds.rng_mode == "seeded",
+        )
+
+    def apply(self, kind: str, body: bytes, *, replay: bool) -> bytes:
+        party: TaggingServer = self.party
+        if kind == PHASE1:
+            return encode_batch(party.evaluate(decode_batch(body)))
+        if kind == DUMMIES:
+            return b"" if replay else self._dummies()
+        if kind == BROADCAST:
+            if self.phase2 is not None and not replay:
+                raise ProtocolStateError("the broadcast was already received")
+            party.receive_broadcast(body)
+            self.phase2 = self.ctx.phase2(party.released)
+            return b""
+        p2 = self.phase2
+        if p2 is None:
+            raise ProtocolStateError(f"{kind} before the broadcast of released tags")
+        if kind == PHASE2:
+            party.receive_shares(decode_batch(body), sharing=p2.sharing, dim=p2.width)
+            return b""
+        if kind == AGGREGATE:
+            return encode_batch(party.aggregate(decode_batch(body), sharing=p2.sharing, noise=self.ctx.user_noise(p2)))
+        raise ProtocolStateError(f"unknown request kind {kind!r}")
+
+    def _dummies(self) -> bytes:
+        """The dummy user's sealed submissions, made once per round (the plan is S_tag's secret;
+        its summary is kept for the operator)."""
+        if not self.ctx.params.is_dp:
+            return encode_batch([])
+        if DUMMIES in self.logged_kinds():
+            raise ProtocolStateError("the dummy submissions were already sent for this round")
+        dummy = DummyUser(
+            generator=self.ctx.comps.make_dummy_generator(*self.ctx.dummy), channel=self.ctx.comps.channel,
+            syn_box_key=self.syn_box_key(), rng=self.ctx.seeds.secret("S_tag/dummy"), workers=self.workers,
+            meter=self.meter,
+        )
+        envelopes = [env for _, _, env in dummy.submissions(self.ctx.params.tau)]
+        self.state.put(DUMMY_PLAN, json.dumps(dummy.summary()).encode())
+        return encode_batch(envelopes)
+
+    def syn_box_key(self) -> bytes:
+        """S_syn's sealing key, from the round document the proxy serves."""
+        from fre_protocol.net.round import RoundDocument
+
+        doc = self.state.get("round_document")
+        if doc is None:
+            raise ProtocolStateError("S_tag has not received the round document")
+        return RoundDocument.decode(doc).syn_box_key
+
+    def after_aggregate(self) -> None:
+        artifacts = {"dummies": json.loads(self.state.get(DUMMY_PLAN) or b"null")}
+        if self.ctx.seeds.rng_mode == "seeded":
+            artifacts["secrets/voprf_sk"] = self.keys["voprf_sk"]
+            artifacts["secrets/S_tag_box_sk"] = self.keys["box_sk"]
+        self.finalize(artifacts=artifacts, share_kinds=(PHASE2,))
+
+    def accept(self, rid: str, kind: str, body: bytes) -> bytes:
+        out = super().accept(rid, kind, body)
+        if kind == AGGREGATE:
+            with self.lock:
+                if self.party is not None and self.keys:
+                    self.after_aggregate()
+        return out
+
+    def routes(self) -> list[Route]:
+        proxy, syn = (Role.PROXY.label,), (Role.S_SYN.label,)
+
+        async def keys(request: Request) -> Response:
+            return JSONResponse(self.public_keys())
+
+        async def document(request: Request) -> Response:
+            from fre_protocol.net.round import RoundDocument
+            from fre_protocol.net.service import check_round, read_body, require_peer
+
+            check_round(request, self.settings.round_id)
+            require_peer(request, proxy)
+            body = await read_body(request, 1 << 20)
+            doc = RoundDocument.decode(body)
+            doc.check_settings(self.settings)
+            if self.keys and (doc.voprf_public_key != self.keys["voprf_pk"] or doc.tag_box_key != self.keys["box_pk"]):
+                raise ProtocolStateError("the round document does not carry S_tag's keys for this round")
+            self.state.put("round_document", body)
+            return JSONResponse({"digest": doc.digest})
+
+        return [
+            Route("/v1/keys", self.endpoint("keys", keys), methods=["GET"]),
+            Route("/v1/round", self.endpoint("round", document), methods=["PUT"]),
+            Route("/v1/phase1", self.handler(PHASE1, proxy), methods=["POST"]),
+            Route("/v1/dummies", self.handler(DUMMIES, proxy), methods=["POST"]),
+            Route("/v1/broadcast", self.handler(BROADCAST, proxy), methods=["POST"]),
+            Route("/v1/phase2", self.handler(PHASE2, proxy), methods=["POST"]),
+            Route("/v1/aggregate", self.handler(AGGREGATE, syn), methods=["POST"]),
+        ]
+
+
+__all__ = ["TagService"]

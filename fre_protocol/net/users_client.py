@@ -1,0 +1,229 @@
+"""N users played against a deployment, many concurrent clients in one process.
+
+The users' cryptography is the user role's own (:class:`~fre_protocol.parties.user.UserPopulation`:
+blind, verify and finalize, seal, DDG-encode, share), computed in chunks; the network part sends
+each user's requests with its own credential over TLS to the proxy, at most ``concurrency`` at a
+time. Every request loop is bounded: retries back off exponentially (with jitter) up to the
+deadline, and a retry re-sends the *same* body, which the proxy answers idempotently — a user is
+never counted twice. A user whose request fails for good aborts, as on the in-process path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from fre_protocol.messages import Role
+from fre_protocol.net.round import RoundContext, RoundDocument, RoundSettings
+from fre_protocol.net.wire import encode_batch
+from fre_protocol.parties.base import Meter, Recorder, Workers
+from fre_protocol.parties.user import ServerKeys, UserPopulation
+from mechanism.grid import PublicGrid, encode_buckets
+from primitives.errors import ProtocolStateError
+
+
+@dataclass
+class UsersReport:
+    """What the users' side saw: per step, requests, failures and wall seconds; bytes sent and
+    received over HTTP (bodies), and the users' own costs (the role's meter)."""
+
+    n_users: int
+    wall: dict[str, float] = field(default_factory=dict)
+    requests: dict[str, int] = field(default_factory=dict)
+    failures: dict[str, int] = field(default_factory=dict)
+    bytes_up: int = 0
+    bytes_down: int = 0
+    meter: dict[str, Any] = field(default_factory=dict)
+    status: dict[str, int] = field(default_factory=dict)
+
+
+class _Http:
+    """The users' HTTP side: one pooled async client, bounded retries, byte counts."""
+
+    def __init__(self, base: str, ca: Path, *, concurrency: int, deadline_s: float, report: UsersReport) -> None:
+        import httpx
+
+        from fre_protocol.net.service import tls_client_context
+
+        limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+        self.client = httpx.AsyncClient(
+            base_url=base.rstrip("/"), verify=tls_client_context(ca), limits=limits,
+            timeout=httpx.Timeout(60.0, connect=10.0),
+        )
+        self.gate = asyncio.Semaphore(concurrency)
+        self.deadline_s = deadline_s
+        self.report = report
+
+    async def call(self, step: str, method: str, path: str, *, token: str | None = None, body: bytes | None = None,
+                   params: dict[str, str] | None = None) -> bytes:
+        """One request with retries until a final answer (2xx, or a 4xx other than 425)."""
+        import httpx
+
+        headers = {"authorization": f"Bearer {token}"} if token else {}
+        end = time.monotonic() + self.deadline_s
+        attempt = 0
+        while True:
+            async with self.gate:
+                try:
+                    response = await self.client.request(method, path, content=body, headers=headers, params=params)
+                    status = response.status_code
+                except httpx.TransportError as exc:
+                    status, response = -1, exc
+            self.report.requests[step] = self.report.requests.get(step, 0) + 1
+            self.report.bytes_up += len(body or b"")
+            if status > 0:
+                self.report.bytes_down += len(response.content)  # type: ignore[union-attr]
+                if status < 400:
+                    return bytes(response.content)  # type: ignore[union-attr]
+                if status != 425 and status < 500:
+                    from fre_protocol.net.service import raise_for
+
+                    raise_for(response)
+            attempt += 1
+            pause = min(1.0, 0.02 * 2**attempt) * (0.5 + random.random() / 2)  # noqa: S311 - jitter
+            if time.monotonic() + pause > end:
+                raise ProtocolStateError(f"{step}: no answer within {self.deadline_s:.0f} s ({attempt} tries)")
+            await asyncio.sleep(pause)
+
+    async def close(self) -> None:
+        await self.client.aclose()
+
+
+async def _each(step: str, report: UsersReport, items: Sequence[Any], fn: Callable[[Any], Awaitable[Any]]) -> list[Any]:
+    """``fn`` over every item concurrently; a failure is counted and yields None (that user
+    aborts), the others go on."""
+    async def one(item: Any) -> Any:
+        try:
+            return await fn(item)
+        except Exception:  # noqa: BLE001 - one user's failure is that user's
+            report.failures[step] = report.failures.get(step, 0) + 1
+            return None
+
+    t0 = time.perf_counter()
+    out = await asyncio.gather(*(one(i) for i in items))
+    report.wall[step] = report.wall.get(step, 0.0) + time.perf_counter() - t0
+    return list(out)
+
+
+def play_users(
+    x: npt.ArrayLike,
+    *,
+    proxy_url: str,
+    ca: Path,
+    settings: RoundSettings,
+    credentials: Sequence[str],
+    test_seed: int | None = None,
+    transcript: Path | None = None,
+    concurrency: int = 64,
+    deadline_s: float = 900.0,
+    between_phases: Callable[[], None] | None = None,
+    active: npt.NDArray[np.bool_] | None = None,
+    workers: int = 1,
+) -> UsersReport:
+    """Play one user per row of ``x`` against the proxy at ``proxy_url``; the users' report.
+
+    The round document the proxy serves is checked against ``settings`` before anything is
+    sent. ``between_phases`` runs once every user has submitted its tag (deploy-local closes
+    phase 1 there); without it the users wait for the broadcast until ``deadline_s``.
+    ``active`` marks users still online in phase 2 (default all).
+    """
+    return asyncio.run(
+        _play(
+            np.asarray(x), proxy_url=proxy_url, ca=ca, settings=settings, credentials=credentials,
+            test_seed=test_seed, transcript=transcript, concurrency=concurrency, deadline_s=deadline_s,
+            between_phases=between_phases, active=active, workers=workers,
+        )
+    )
+
+
+async def _play(x: npt.NDArray[Any], *, proxy_url: str, ca: Path, settings: RoundSettings, credentials: Sequence[str],
+                test_seed: int | None, transcript: Path | None, concurrency: int, deadline_s: float,
+                between_phases: Callable[[], None] | None, active: npt.NDArray[np.bool_] | None,
+                workers: int) -> UsersReport:
+    from fre_protocol.runner import user_coins
+
+    n = int(x.shape[0])
+    if len(credentials) != n:
+        raise ProtocolStateError(f"credentials must give one token per user ({n}), got {len(credentials)}")
+    if x.ndim != 2 or x.shape[1] != settings.dim:
+        raise ProtocolStateError(f"embeddings must be (N, {settings.dim}), got shape {x.shape}")
+    report = UsersReport(n_users=n)
+    http = _Http(proxy_url, ca, concurrency=concurrency, deadline_s=deadline_s, report=report)
+    store = None
+    try:
+        doc = RoundDocument.decode(await http.call("round", "GET", "/v1/round"))
+        doc.check_settings(settings)
+        ctx = RoundContext(settings, test_seed=test_seed, workers=workers)
+        if transcript is not None:
+            from fre_protocol.net.transcript import party_header
+            from transcripts import TranscriptStore
+
+            store = TranscriptStore.create(transcript, party_header(ctx, party="users", extra={"n_users": n}), overwrite=True)
+        meter, recorder, pool = Meter(), Recorder(store), Workers(workers)
+        grid = PublicGrid.derive(ctx.seeds, settings.dim, ctx.params)
+        users = UserPopulation(
+            x, encode_buckets(grid.bucket_indices(x)), user_coins(ctx.seeds, n, ctx.params, settings.protocol.chunk_size),
+            suite=ctx.comps.suite,
+            keys=ServerKeys(voprf_public_key=doc.voprf_public_key, tag_box_key=doc.tag_box_key, syn_box_key=doc.syn_box_key),
+            channel=ctx.comps.channel, rng=ctx.seeds.secret("users"), workers=pool, meter=meter, recorder=recorder,
+            chunk_size=settings.protocol.chunk_size, cover_traffic=settings.protocol.cover_traffic,
+        )
+        users.prepare()
+
+        async def phase1(item: tuple[int, Role, bytes]) -> tuple[int, bytes]:
+            i, _, envelope = item
+            ticket = (await http.call("phase1", "POST", "/v1/phase1", token=credentials[i], body=envelope))
+            import json
+
+            t = json.loads(ticket)["ticket"]
+            answer = await http.call("phase1_answer", "GET", f"/v1/phase1/{t}", token=credentials[i], params={"wait": "10"})
+            return i, answer
+
+        answers = await _each("phase1", report, users.blind_requests(), phase1)
+        users.receive_evaluations([a for a in answers if a is not None])
+
+        async def submit(item: tuple[int, Role, bytes]) -> None:
+            i, _, envelope = item
+            await http.call("submit", "POST", "/v1/submit", token=credentials[i], body=envelope)
+
+        await _each("submit", report, users.tag_submissions(), submit)
+        if between_phases is not None:
+            t0 = time.perf_counter()
+            await asyncio.to_thread(between_phases)
+            report.wall["close_phase1"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        broadcast = await http.call("broadcast", "GET", "/v1/broadcast")
+        report.wall["broadcast"] = time.perf_counter() - t0
+        users.receive_broadcast(broadcast)
+        p2 = ctx.phase2(users.released)
+        shares = users.share_submissions(encoder=p2.encoder, sharing=p2.sharing, noise=settings.noise, active=active)
+        by_user: dict[int, list[bytes]] = {}
+        for i, _, envelope in shares:
+            by_user.setdefault(i, []).append(envelope)
+
+        async def phase2(item: tuple[int, list[bytes]]) -> None:
+            i, envelopes = item
+            await http.call("phase2", "POST", "/v1/phase2", token=credentials[i], body=encode_batch(envelopes))
+
+        await _each("phase2", report, sorted(by_user.items()), phase2)
+        recorder.flush()
+        pool.close()
+        report.meter = meter.to_dict()
+        for s in users.status:
+            report.status[s] = report.status.get(s, 0) + 1
+        return report
+    finally:
+        await http.close()
+        if store is not None:
+            store.close()
+
+
+__all__ = ["UsersReport", "play_users"]
