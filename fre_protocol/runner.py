@@ -68,6 +68,7 @@ from mechanism.ledger import LedgerTerm, PrivacyLedger
 from mechanism.params import FreParams
 from mechanism.release import Release, ReleasedBucket
 from mechanism.seeds import SeedPlan
+from primitives.channel import Channel
 from primitives.errors import (
     InfeasibleBudgetError,
     InvalidInputError,
@@ -76,6 +77,7 @@ from primitives.errors import (
 )
 from primitives.randomness import RandomSource
 from primitives.secret import Secret
+from primitives.voprf import Oprf
 
 TRANSCRIPT_FILE = "transcript.sqlite"
 VOPRF_KEY_INFO = b"fre-e2t/S_tag/voprf-key"
@@ -184,7 +186,7 @@ class ProtocolResult:
 
 
 # -- keys -----------------------------------------------------------------------------------------
-def tagging_key(seeds: SeedPlan, suite: Any) -> tuple[Secret[bytes], bytes]:
+def tagging_key(seeds: SeedPlan, suite: Oprf) -> tuple[Secret[bytes], bytes]:
     """S_tag's VOPRF key pair: DeriveKeyPair from ``seeds.secret("voprf/key")`` in test mode
     (so tests and audits can recompute tags), GenerateKeyPair otherwise (RFC 9497 §3.2)."""
     if seeds.rng_mode == "seeded":
@@ -195,7 +197,7 @@ def tagging_key(seeds: SeedPlan, suite: Any) -> tuple[Secret[bytes], bytes]:
     return (sk if isinstance(sk, Secret) else Secret(sk)), pk
 
 
-def box_key(seeds: SeedPlan, channel: Any, role: Role) -> tuple[Secret[bytes], bytes]:
+def box_key(seeds: SeedPlan, channel: Channel, role: Role) -> tuple[Secret[bytes], bytes]:
     """A server's sealing key pair: from ``seeds.secret("channel/<role>")`` in test mode."""
     if seeds.rng_mode == "seeded":
         sk, pk = channel.generate_keypair(rng=seeds.secret(f"channel/{role.label}"))

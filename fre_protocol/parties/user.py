@@ -55,8 +55,6 @@ from fre_protocol.parties.base import (
     Row,
     Workers,
     chunks,
-    prepare_seals,
-    seal_prepared_batch,
     status_of,
 )
 from primitives.errors import DecodeError, FreError, ProtocolStateError, VerificationError
@@ -195,7 +193,7 @@ class UserPopulation:
                 ("share_to_tag", tag_key, phase2),
                 ("share_to_syn", syn_key, phase2),
             ):
-                for i, seal in zip(who, prepare_seals(channel, key, len(who), rng), strict=True):
+                for i, seal in zip(who, channel.prepare_seals(key, len(who), rng), strict=True):
                     self._seals[kind][i] = seal
             t2 = _clock()
             self._meter.add("user.offline.blind_scalar", t1 - t0, len(idx))
@@ -230,7 +228,7 @@ class UserPopulation:
                 self.blinded[i] = blinded
                 blinded_all.append(blinded)
             t1 = _clock()
-            sealed = seal_prepared_batch(
+            sealed = _seal_prepared(
                 channel, self._take_seals("blind_request", users),
                 [BlindRequest(blinded_element=b).encode() for b in blinded_all],
             )
@@ -389,7 +387,7 @@ class UserPopulation:
                 tag = self.tags[i]
                 assert tag is not None
                 plains.append(TagSubmission(tag=tag, nonce=nonces[16 * j : 16 * j + 16]).encode())
-            sealed = seal_prepared_batch(channel, self._take_seals("tag_submission", users.tolist()), plains)
+            sealed = _seal_prepared(channel, self._take_seals("tag_submission", users.tolist()), plains)
             out = [
                 (i, Role.USER, SealedEnvelope(recipient=Role.S_SYN, ciphertext=c).encode())
                 for i, c in zip(users.tolist(), sealed, strict=True)
@@ -472,8 +470,8 @@ class UserPopulation:
                     ShareSubmission(tag=tag, contribution_id=cid, share=sharing.encode_share(second, j)).encode()
                 )
             idx = users.tolist()
-            sealed_tag = seal_prepared_batch(channel, self._take_seals("share_to_tag", idx), to_tag)
-            sealed_syn = seal_prepared_batch(channel, self._take_seals("share_to_syn", idx), to_syn)
+            sealed_tag = _seal_prepared(channel, self._take_seals("share_to_tag", idx), to_tag)
+            sealed_syn = _seal_prepared(channel, self._take_seals("share_to_syn", idx), to_syn)
             out = []
             for i, a, b in zip(users.tolist(), sealed_tag, sealed_syn, strict=True):
                 out.append((i, Role.USER, SealedEnvelope(recipient=Role.S_TAG, ciphertext=a).encode()))
@@ -503,8 +501,8 @@ class UserPopulation:
         def work(span: range) -> list[tuple[int, Role, bytes]]:
             idx = users[span.start : span.stop].tolist()
             t0 = _clock()
-            sealed_tag = seal_prepared_batch(channel, self._take_seals("share_to_tag", idx), [to_tag] * len(idx))
-            sealed_syn = seal_prepared_batch(channel, self._take_seals("share_to_syn", idx), [to_syn] * len(idx))
+            sealed_tag = _seal_prepared(channel, self._take_seals("share_to_tag", idx), [to_tag] * len(idx))
+            sealed_syn = _seal_prepared(channel, self._take_seals("share_to_syn", idx), [to_syn] * len(idx))
             out = []
             for i, a, b in zip(idx, sealed_tag, sealed_syn, strict=True):
                 out.append((i, Role.USER, SealedEnvelope(recipient=Role.S_TAG, ciphertext=a).encode()))
@@ -516,6 +514,11 @@ class UserPopulation:
         out = [item for part in parts for item in part]
         self._meter.add_bytes("user.upload.cover", sum(len(e) for _, _, e in out))
         return out
+
+
+def _seal_prepared(channel: Channel, prepared: Sequence[Any], plaintexts: Sequence[bytes]) -> list[bytes]:
+    """Seal each plaintext with its own prepared seal."""
+    return [channel.seal_prepared(seal, p) for seal, p in zip(prepared, plaintexts, strict=True)]
 
 
 __all__ = ["OK", "ServerKeys", "UserPopulation"]
