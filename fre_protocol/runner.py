@@ -38,6 +38,7 @@ import numpy as np
 import numpy.typing as npt
 
 from fre_protocol.components import Components, build_components
+from fre_protocol.costs import summarize
 from fre_protocol.messages import MAX_PROOF_BATCH, Role
 from fre_protocol.parties.base import (
     BROADCAST,
@@ -540,8 +541,6 @@ def run_protocol(
     if measure_memory:
         _, peak = tracemalloc.get_traced_memory()
         tracemalloc.stop()
-    from fre_protocol.costs import summarize
-
     costs = summarize(meter, info, peak_bytes=peak, workers=workers)
     transcript_path = out_path / TRANSCRIPT_FILE if out_path is not None else None
     return ProtocolResult(release=release, transcript_path=transcript_path, costs=costs)

@@ -37,7 +37,8 @@ import numpy.typing as npt
 
 from primitives.errors import InvalidParameterError
 from transcripts.header import json_safe
-from transcripts.store import STATE_COMPLETE, TranscriptStore
+from transcripts.schema import STATE_COMPLETE
+from transcripts.store import TranscriptStore
 
 DEFAULT_CHUNK_BYTES = 1 << 20
 DEFAULT_FLOAT_DTYPES = ("<f4", ">f4", "<f8", ">f8", "<f2", ">f2")
