@@ -68,6 +68,7 @@ from mechanism.grid import PublicGrid, encode_buckets, single_threaded_blas
 from mechanism.ledger import LedgerTerm, PrivacyLedger
 from mechanism.params import FreParams
 from mechanism.release import Release, ReleasedBucket
+from mechanism.run_files import TRANSCRIPT_FILE
 from mechanism.seeds import SeedPlan
 from primitives.channel import Channel
 from primitives.errors import (
@@ -80,7 +81,6 @@ from primitives.randomness import RandomSource
 from primitives.secret import Secret
 from primitives.voprf import Oprf
 
-TRANSCRIPT_FILE = "transcript.sqlite"
 VOPRF_KEY_INFO = b"fre-e2t/S_tag/voprf-key"
 VOPRF_KEY_LABEL = "voprf/key"
 DROPOUT_LABEL = "dropout"

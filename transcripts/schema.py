@@ -2,7 +2,8 @@
 transcript can be in, and the row types read back from it.
 
 Version 1. ``meta(key, value)`` holds ``schema_version``, ``header`` (JSON, written once), ``state``
-and ``closed_at``; ``entries`` one row per recorded message (``payload`` NULL for size-only
+(``open`` while writing or after a crash, ``complete`` after a clean close, ``aborted:<ErrorType>``
+when the writer's ``with`` block raised) and ``closed_at``; ``entries`` one row per recorded message (``payload`` NULL for size-only
 records, otherwise exactly ``size`` bytes); ``artifacts`` the recorded release, the ledger and, in
 seeded runs only, secrets. The file carries ``PRAGMA application_id`` and ``PRAGMA user_version``
 so a foreign or newer file is told apart before any table is read.

@@ -1,19 +1,7 @@
 """A crash-safe SQLite store for one run's transcript (SPEC §6.7).
 
-One file per run. Layout (schema version 1):
-
-* ``meta(key, value)``: ``schema_version``, ``header`` (JSON, written once), ``state``
-  (``open`` while writing or after a crash, ``complete`` after :meth:`TranscriptStore.close`,
-  ``aborted:<ErrorType>`` when the ``with`` block raised), ``closed_at``.
-* ``entries(seq, view, phase, sender, receiver, message_type, status, size, payload)``; ``seq``
-  is the primary key; ``payload`` is ``NULL`` for size-only records and otherwise has length
-  ``size`` (a ``CHECK`` constraint).
-* ``artifacts(name, kind, secret, data)``: the recorded release, the ledger, and — only when the
-  header's ``rng_mode`` is ``"seeded"`` — secrets.
-
-The file is marked with ``PRAGMA application_id`` (``"FRE2"``) and ``PRAGMA user_version`` (the
-schema version), so :meth:`TranscriptStore.open` can tell a foreign or newer file from a transcript
-before reading any table.
+One file per run, laid out as :mod:`transcripts.schema` says (tables, version, the file's marks
+and its states); queries select entries with one :class:`EntryFilter`.
 
 Crash safety [decision]. The store runs in WAL mode and commits entries in batches: every
 transaction inserts a contiguous run of ``seq`` numbers, and transactions commit in ``seq`` order,
@@ -38,6 +26,7 @@ import sqlite3
 import threading
 import warnings
 from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -111,58 +100,56 @@ def _identifier_like(part: str) -> bool:
     )
 
 
-def _sql_filter(column: str, value: Filter, clauses: list[str], args: list[Any]) -> None:
-    if value is None:
-        return
-    if isinstance(value, str):
-        values = [value]
-    else:
-        values = list(value)
-        if not all(isinstance(v, str) for v in values):
-            raise InvalidParameterError(
-                f"{column} filter must be a string or strings, got {values!r}"
-            )
-        if not values:
-            clauses.append("0")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EntryFilter:
+    """Which entries a query selects. Each field is a value or values (any of them), None for
+    any; ``status="rejected"`` selects every ``rejected:<ErrorType>``."""
+
+    view: Filter = None
+    phase: Filter = None
+    message_type: Filter = None
+    status: Filter = None
+    sender: Filter = None
+    receiver: Filter = None
+
+    def where(self) -> tuple[list[str], list[Any]]:
+        """SQL conditions (to be joined with AND) and their arguments."""
+        clauses: list[str] = []
+        args: list[Any] = []
+        for column in ("view", "phase", "message_type", "status", "sender", "receiver"):
+            self._condition(column, getattr(self, column), clauses, args)
+        return clauses, args
+
+    @staticmethod
+    def _condition(column: str, value: Filter, clauses: list[str], args: list[Any]) -> None:
+        if value is None:
             return
-    if column == "status" and "rejected" in values:
-        # "rejected" selects every rejection whatever its error type.
-        values = [v for v in values if v != "rejected"]
-        alternatives = [f"substr(status, 1, {len(REJECTED_PREFIX)}) = ?"]
-        args.append(REJECTED_PREFIX)
-        if values:
-            alternatives.append(f"status IN ({', '.join('?' * len(values))})")
-            args.extend(values)
-        clauses.append("(" + " OR ".join(alternatives) + ")")
-        return
-    if len(values) == 1:
-        clauses.append(f"{column} = ?")
-    else:
-        clauses.append(f"{column} IN ({', '.join('?' * len(values))})")
-    args.extend(values)
-
-
-def _where(
-    *,
-    view: Filter = None,
-    phase: Filter = None,
-    message_type: Filter = None,
-    status: Filter = None,
-    sender: Filter = None,
-    receiver: Filter = None,
-) -> tuple[list[str], list[Any]]:
-    clauses: list[str] = []
-    args: list[Any] = []
-    for column, value in (
-        ("view", view),
-        ("phase", phase),
-        ("message_type", message_type),
-        ("status", status),
-        ("sender", sender),
-        ("receiver", receiver),
-    ):
-        _sql_filter(column, value, clauses, args)
-    return clauses, args
+        if isinstance(value, str):
+            values = [value]
+        else:
+            values = list(value)
+            if not all(isinstance(v, str) for v in values):
+                raise InvalidParameterError(
+                    f"{column} filter must be a string or strings, got {values!r}"
+                )
+            if not values:
+                clauses.append("0")
+                return
+        if column == "status" and "rejected" in values:
+            # "rejected" selects every rejection whatever its error type.
+            values = [v for v in values if v != "rejected"]
+            alternatives = [f"substr(status, 1, {len(REJECTED_PREFIX)}) = ?"]
+            args.append(REJECTED_PREFIX)
+            if values:
+                alternatives.append(f"status IN ({', '.join('?' * len(values))})")
+                args.extend(values)
+            clauses.append("(" + " OR ".join(alternatives) + ")")
+            return
+        if len(values) == 1:
+            clauses.append(f"{column} = ?")
+        else:
+            clauses.append(f"{column} IN ({', '.join('?' * len(values))})")
+        args.extend(values)
 
 
 def _entry(row: tuple[Any, ...]) -> TranscriptEntry:
@@ -748,14 +735,14 @@ class TranscriptStore:
         every ``rejected:<ErrorType>``. Reads in pages keyed on ``seq``, so iterating while
         another thread records is safe and memory stays bounded.
         """
-        clauses, args = _where(
+        clauses, args = EntryFilter(
             view=view,
             phase=phase,
             message_type=message_type,
             status=status,
             sender=sender,
             receiver=receiver,
-        )
+        ).where()
         sql = (
             f"SELECT {ENTRY_COLUMNS} FROM entries WHERE "
             + " AND ".join(["seq > ?", *clauses])
@@ -789,7 +776,9 @@ class TranscriptStore:
         Skips building :class:`TranscriptEntry` objects (and their validation), which dominates
         the cost of a full scan over millions of small messages.
         """
-        clauses, args = _where(view=view, phase=phase, message_type=message_type, status=status)
+        clauses, args = EntryFilter(
+            view=view, phase=phase, message_type=message_type, status=status
+        ).where()
         sql = (
             "SELECT seq, view, message_type, size, payload FROM entries WHERE "
             + " AND ".join(["seq > ?", *clauses])
@@ -806,7 +795,7 @@ class TranscriptStore:
             last = rows[-1][0]
 
     def _aggregate(self, select: str, **filters: Filter) -> tuple[Any, ...]:
-        clauses, args = _where(**filters)
+        clauses, args = EntryFilter(**filters).where()
         sql = f"SELECT {select} FROM entries" + (
             " WHERE " + " AND ".join(clauses) if clauses else ""
         )
@@ -886,7 +875,7 @@ class TranscriptStore:
             raise InvalidParameterError(
                 f"by must be distinct columns among {list(allowed)}, got {list(by)!r}"
             )
-        clauses, args = _where(status=status)
+        clauses, args = EntryFilter(status=status).where()
         cols = ", ".join(by)
         sql = (
             f"SELECT {cols}, count(*), coalesce(sum(size), 0) FROM entries"
