@@ -37,9 +37,9 @@ from fre_protocol.messages import (
     decode,
 )
 from fre_protocol.published import check_published, release_document_problems
-from fre_protocol.runner import TRANSCRIPT_FILE
 from mechanism.accounting import histogram_release_cost
 from mechanism.params import FreParams
+from mechanism.run_files import TRANSCRIPT_FILE
 from primitives.errors import DecodeError, InvalidInputError
 from transcripts import TranscriptStore, view_summary
 from transcripts.audit import (
@@ -49,6 +49,7 @@ from transcripts.audit import (
     check_integrity,
     check_message_types,
     check_no_forbidden_content,
+    view_lines,
 )
 
 ROLES = {r.label for r in Role}
@@ -442,22 +443,19 @@ def _audit(
 
 def render(report: AuditReport) -> str:
     """Human-readable report: per party what it saw, the checks, the ledger."""
-    lines = [f"audit of run {report.summary.get('run_id')} ({report.summary.get('rng_mode')} mode, "
-             f"{report.summary.get('users')} users, d = {report.summary.get('dim')})", "", "what each party saw:"]
-    for view, types in sorted(report.summary.get("views", {}).items()):
-        total = sum(t["count"] for t in types.values())
-        size = sum(t["bytes"] for t in types.values())
-        lines.append(f"  {view}: {total} messages, {size} bytes")
-        for mtype, agg in sorted(types.items()):
-            lines.append(f"    {mtype:<24} {agg['count']:>10} msgs {agg['bytes']:>14} bytes")
-    lines += ["", f"checks: {'PASS' if report.passed else 'FAIL'} "
-              f"({len(report.findings) - len(report.failures)}/{len(report.findings)} passed)"]
-    width = max((len(f.name) for f in report.findings), default=0)
-    for f in report.findings:
-        lines.append(f"  [{'ok' if f.passed else 'FAIL'}] {f.name.ljust(width)}  {f.detail}")
-    for note in report.summary.get("notes", []):
-        lines.append(f"  note: {note}")
-    lines += [""] + list(report.summary.get("ledger", []))
+    summary = report.summary
+    lines = [
+        f"audit of run {summary.get('run_id')} ({summary.get('rng_mode')} mode, "
+        f"{summary.get('users')} users, d = {summary.get('dim')})",
+        "",
+        "what each party saw:",
+        *view_lines(summary.get("views", {})),
+        "",
+        report.verdict_line("checks"),
+        *report.finding_lines(),
+    ]
+    lines += [f"  note: {note}" for note in summary.get("notes", [])]
+    lines += [""] + list(summary.get("ledger", []))
     return "\n".join(lines) + "\n"
 
 

@@ -206,7 +206,7 @@ def cost_comparison(augpe: Mapping[str, Any], fre: Mapping[str, Any]) -> list[di
     (paid once), with the ratios Aug-PE / Fre-E2T.
 
     ``augpe`` is :func:`augpe_user_costs`; ``fre`` is :func:`fre_protocol.costs.summarize` or
-    :func:`~fre_protocol.costs.measure` output (``download_bytes``, ``upload_bytes``,
+    :func:`~fre_protocol.cost_measurement.measure` output (``download_bytes``, ``upload_bytes``,
     ``user_online_ms``) or the paper's kB figures (``download_kB``, ``upload_kB``,
     ``user_online_ms``).
     """

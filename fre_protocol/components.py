@@ -27,7 +27,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from primitives import registry
+from primitives.channel import Channel
 from primitives.errors import InvalidParameterError, UnknownComponentError
+from primitives.shuffle import Shuffler
+from primitives.voprf import Oprf
 
 DEFAULT_COMPONENTS: dict[str, str] = {
     "group": "ristretto255-sodium",
@@ -63,10 +66,10 @@ class Components:
     """The built components of one run (those that need run parameters are factories)."""
 
     names: Mapping[str, str]
-    suite: Any
+    suite: Oprf
     sampler: Any
-    shuffler: Any
-    channel: Any
+    shuffler: Shuffler
+    channel: Channel
     make_sharing: Callable[[int], Any]  # modulus bits -> sharing scheme mod 2^bits
     make_encoder: Callable[[Any], Any]  # DDGConfig -> encoder
     make_dummy_generator: Callable[[float, float], Any]  # (epsilon0, delta0) -> generator

@@ -18,11 +18,9 @@ from typing import Any
 from fre_protocol.runner import DROPOUTS_TERM
 from mechanism.accounting import DUMMY_PADDING, HISTOGRAM_RELEASE
 from mechanism.ledger import CENTROID_GAUSSIAN, HEAVY_HITTERS, SENSITIVITY_FAILURE
-from mechanism.release import PUBLIC_INFO_KEYS, RELEASE_FILE
+from mechanism.release import PUBLIC_INFO_KEYS
+from mechanism.run_files import LEDGER_FILE, RELEASE_FILE, SYNTHETIC_FILE
 from transcripts.audit import AuditFinding
-
-LEDGER_FILE = "ledger.json"
-SYNTHETIC_FILE = "synthetic.jsonl"
 
 #: Top-level keys of ``release.json``.
 RELEASE_KEYS = frozenset({"buckets", "ledger", "params", "seeds", "noise", "info", "centroids", "format_version"})

@@ -38,6 +38,7 @@ import numpy as np
 import numpy.typing as npt
 
 from fre_protocol.components import Components, build_components
+from fre_protocol.costs import summarize
 from fre_protocol.messages import MAX_PROOF_BATCH, Role
 from fre_protocol.parties.base import (
     BROADCAST,
@@ -54,7 +55,11 @@ from fre_protocol.parties.base import (
 )
 from fre_protocol.parties.dummy_user import DummyUser
 from fre_protocol.parties.proxy import AnonymizingProxy, Delivery, NetworkAdversary
-from fre_protocol.parties.synthesis_server import ContributionValidator, SynthesisServer
+from fre_protocol.parties.synthesis_server import (
+    ContributionValidator,
+    Reconstruction,
+    SynthesisServer,
+)
 from fre_protocol.parties.tagging_server import TaggingServer
 from fre_protocol.parties.user import ServerKeys, UserPopulation
 from mechanism.accounting import calibrate_noise, histogram_release_cost, protocol_ledger
@@ -63,7 +68,9 @@ from mechanism.grid import PublicGrid, encode_buckets, single_threaded_blas
 from mechanism.ledger import LedgerTerm, PrivacyLedger
 from mechanism.params import FreParams
 from mechanism.release import Release, ReleasedBucket
+from mechanism.run_files import TRANSCRIPT_FILE
 from mechanism.seeds import SeedPlan
+from primitives.channel import Channel
 from primitives.errors import (
     InfeasibleBudgetError,
     InvalidInputError,
@@ -72,8 +79,8 @@ from primitives.errors import (
 )
 from primitives.randomness import RandomSource
 from primitives.secret import Secret
+from primitives.voprf import Oprf
 
-TRANSCRIPT_FILE = "transcript.sqlite"
 VOPRF_KEY_INFO = b"fre-e2t/S_tag/voprf-key"
 VOPRF_KEY_LABEL = "voprf/key"
 DROPOUT_LABEL = "dropout"
@@ -180,7 +187,7 @@ class ProtocolResult:
 
 
 # -- keys -----------------------------------------------------------------------------------------
-def tagging_key(seeds: SeedPlan, suite: Any) -> tuple[Secret[bytes], bytes]:
+def tagging_key(seeds: SeedPlan, suite: Oprf) -> tuple[Secret[bytes], bytes]:
     """S_tag's VOPRF key pair: DeriveKeyPair from ``seeds.secret("voprf/key")`` in test mode
     (so tests and audits can recompute tags), GenerateKeyPair otherwise (RFC 9497 §3.2)."""
     if seeds.rng_mode == "seeded":
@@ -191,7 +198,7 @@ def tagging_key(seeds: SeedPlan, suite: Any) -> tuple[Secret[bytes], bytes]:
     return (sk if isinstance(sk, Secret) else Secret(sk)), pk
 
 
-def box_key(seeds: SeedPlan, channel: Any, role: Role) -> tuple[Secret[bytes], bytes]:
+def box_key(seeds: SeedPlan, channel: Channel, role: Role) -> tuple[Secret[bytes], bytes]:
     """A server's sealing key pair: from ``seeds.secret("channel/<role>")`` in test mode."""
     if seeds.rng_mode == "seeded":
         sk, pk = channel.generate_keypair(rng=seeds.secret(f"channel/{role.label}"))
@@ -490,51 +497,29 @@ def run_protocol(
     :class:`~fre_protocol.parties.synthesis_server.ContributionValidator`). With ``out_dir``, writes ``centroids.npy`` +
     ``release.json`` (the same contract as the mechanism) and ``transcript.sqlite``.
     """
-    if not isinstance(params, FreParams):
-        raise InvalidParameterError(f"params must be FreParams, got {type(params).__name__}")
-    if not isinstance(seeds, SeedPlan):
-        raise InvalidParameterError(f"seeds must be a SeedPlan, got {type(seeds).__name__}")
-    if not isinstance(noise, bool):
-        raise InvalidParameterError(f"noise must be a bool, got {noise!r}")
-    cfg = config if config is not None else ProtocolConfig()
-    ddg_clip(params, cfg)
-    arr = _check_x(x)
-    n, dim = (int(s) for s in arr.shape)
-    _check_batch_memory(n, cfg.proof_batch_size)
-    dropped_mask = _dropout_mask(dropout, n, seeds)
-    base_ledger = calibrate_noise(params)  # an infeasible budget fails before any work
-    floor = release_threshold(params)
-    comps = build_components(components, workers=workers)
-    dummy = dummy_parameters(params, cfg) if params.is_dp else (math.inf, 0.0)
-    if params.is_dp:
-        _check_dummy_budget(params, dummy)
+    run = plan_run(
+        x, params, seeds, noise=noise, dropout=dropout, components=components, workers=workers, config=config
+    )
     if measure_memory:
         tracemalloc.start()
     t_start = time.perf_counter()
     meter = Meter()
     pool = Workers(workers, progress=progress)
-    user_pool = (
-        pool if cfg.user_workers in (None, workers) else Workers(int(cfg.user_workers), progress=progress)
-    )
-    store = None
-    transcript_path: Path | None = None
+    user_workers = run.cfg.user_workers
+    user_pool = pool if user_workers in (None, workers) else Workers(int(user_workers), progress=progress)
     out_path = Path(out_dir) if out_dir is not None else None
-    if out_path is not None:
-        store = _open_store(out_path, params, seeds, comps, cfg, noise=noise, n=n, dim=dim, floor=floor)
-        transcript_path = out_path / TRANSCRIPT_FILE
-    recorder = Recorder(store)
+    store = _open_store(out_path, run) if out_path is not None else None
+    driver = Driver(
+        meter=meter, pool=pool, user_pool=user_pool, recorder=Recorder(store), adversary=adversary,
+        validator=validator,
+    )
     # The parties already run on ``workers`` threads: a multi-threaded BLAS inside each of them
     # (the DDG rotation's block products) would oversubscribe the cores.
     blas = ExitStack()
     blas.enter_context(single_threaded_blas())
     try:
-        release, info = _play(
-            arr, params, seeds, cfg, comps,
-            noise=noise, dropped_mask=dropped_mask, floor=floor, dummy=dummy,
-            meter=meter, pool=pool, user_pool=user_pool, recorder=recorder, adversary=adversary, validator=validator,
-            base_ledger=base_ledger, store=store,
-        )
-        recorder.flush()
+        release, info = _play(run, driver, store)
+        driver.recorder.flush()
         if store is not None:
             assert out_path is not None
             with meter.phase("save"):
@@ -556,204 +541,338 @@ def run_protocol(
     if measure_memory:
         _, peak = tracemalloc.get_traced_memory()
         tracemalloc.stop()
-    from fre_protocol.costs import summarize
-
     costs = summarize(meter, info, peak_bytes=peak, workers=workers)
+    transcript_path = out_path / TRANSCRIPT_FILE if out_path is not None else None
     return ProtocolResult(release=release, transcript_path=transcript_path, costs=costs)
 
 
-def _open_store(
-    out: Path, params: FreParams, seeds: SeedPlan, comps: Components, cfg: ProtocolConfig,
-    *, noise: bool, n: int, dim: int, floor: int,
-) -> Any:
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunPlan:
+    """One run's inputs and public choices, checked and fixed before any message is sent."""
+
+    x: npt.NDArray[np.floating[Any]]
+    params: FreParams
+    seeds: SeedPlan
+    cfg: ProtocolConfig
+    comps: Components
+    noise: bool
+    dropped_mask: npt.NDArray[np.bool_]
+    floor: int
+    dummy: tuple[float, float]
+    base_ledger: PrivacyLedger
+
+    @property
+    def n(self) -> int:
+        return int(self.x.shape[0])
+
+    @property
+    def dim(self) -> int:
+        return int(self.x.shape[1])
+
+
+def plan_run(
+    x: npt.ArrayLike,
+    params: FreParams,
+    seeds: SeedPlan,
+    *,
+    noise: bool = True,
+    dropout: Dropout = 0.0,
+    components: Mapping[str, str] | None = None,
+    workers: int = 2,
+    config: ProtocolConfig | None = None,
+) -> RunPlan:
+    """Check a run's arguments and fix what it needs before any message: an infeasible budget or
+    a bad argument fails here, before any work."""
+    if not isinstance(params, FreParams):
+        raise InvalidParameterError(f"params must be FreParams, got {type(params).__name__}")
+    if not isinstance(seeds, SeedPlan):
+        raise InvalidParameterError(f"seeds must be a SeedPlan, got {type(seeds).__name__}")
+    if not isinstance(noise, bool):
+        raise InvalidParameterError(f"noise must be a bool, got {noise!r}")
+    cfg = config if config is not None else ProtocolConfig()
+    ddg_clip(params, cfg)
+    arr = _check_x(x)
+    n = int(arr.shape[0])
+    _check_batch_memory(n, cfg.proof_batch_size)
+    dropped_mask = _dropout_mask(dropout, n, seeds)
+    base_ledger = calibrate_noise(params)
+    comps = build_components(components, workers=workers)
+    dummy = dummy_parameters(params, cfg) if params.is_dp else (math.inf, 0.0)
+    if params.is_dp:
+        _check_dummy_budget(params, dummy)
+    return RunPlan(
+        x=arr, params=params, seeds=seeds, cfg=cfg, comps=comps, noise=noise, dropped_mask=dropped_mask,
+        floor=release_threshold(params), dummy=dummy, base_ledger=base_ledger,
+    )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Driver:
+    """How this in-process driver runs the parties: thread pools, the cost meter, the transcript
+    recorder, and what sits on the network (an adversary) or beside S_syn (a validator)."""
+
+    meter: Meter
+    pool: Workers
+    user_pool: Workers
+    recorder: Recorder
+    adversary: NetworkAdversary | None = None
+    validator: ContributionValidator | None = None
+
+
+def _open_store(out: Path, run: RunPlan) -> Any:
     from transcripts import TranscriptHeader, TranscriptStore
 
     if out.exists() and not out.is_dir():
         raise InvalidParameterError(f"out_dir must be a directory, got existing file {str(out)!r}")
     out.mkdir(parents=True, exist_ok=True)
-    public_seeds = {k: v for k, v in seeds.to_dict().items() if k != "test_seed"}
+    public_seeds = {k: v for k, v in run.seeds.to_dict().items() if k != "test_seed"}
     header = TranscriptHeader(
-        rng_mode=seeds.rng_mode,
-        components=comps.header(),
-        params=params.to_dict(),
+        rng_mode=run.seeds.rng_mode,
+        components=run.comps.header(),
+        params=run.params.to_dict(),
         extra={
             "protocol": "fre-e2t two-server two-phase (SPEC §6)",
             "seeds": public_seeds,
-            "n_users": n,
-            "dim": dim,
-            "noise": noise,
-            "release_floor": floor,
-            "tau": params.tau,
-            "config": cfg.to_dict(),
+            "n_users": run.n,
+            "dim": run.dim,
+            "noise": run.noise,
+            "release_floor": run.floor,
+            "tau": run.params.tau,
+            "config": run.cfg.to_dict(),
         },
     )
     return TranscriptStore.create(out / TRANSCRIPT_FILE, header, overwrite=True)
 
 
-def _route(
-    phase: str,
-    deliveries: Mapping[Role, Delivery],
-    handlers: Mapping[Role, Callable[[Delivery], None]],
-    refuse: Callable[[Role, str, Delivery], None],
-) -> None:
-    for role, delivery in deliveries.items():
-        handler = handlers.get(role)
-        if handler is None:
-            refuse(role, phase, delivery)
-        else:
-            handler(delivery)
+def _play(run: RunPlan, driver: Driver, store: Any) -> tuple[Release, dict[str, Any]]:
+    """The protocol as a sequence of role calls (SPEC §6); each stage meters its own phase."""
+    parties = setup(run, driver)
+    phase1(parties, driver)
+    dummy_user = phase1_submit(run, parties, driver)
+    released = broadcast(parties, driver)
+    plan = plan_phase2(run, released)
+    phase2(run, parties, plan, driver)
+    result = aggregation(run, parties, plan, driver)
+    release, info = assemble_release(run, parties, plan, released, result, dummy_user, driver)
+    if store is not None:
+        _store_artifacts(store, release, plan.ddg_config, run.seeds, parties, dummy_user)
+    return release, info
 
 
-def _play(
-    x: npt.NDArray[np.floating[Any]],
-    params: FreParams,
-    seeds: SeedPlan,
-    cfg: ProtocolConfig,
-    comps: Components,
-    *,
-    noise: bool,
-    dropped_mask: npt.NDArray[np.bool_],
-    floor: int,
-    dummy: tuple[float, float],
-    meter: Meter,
-    pool: Workers,
-    user_pool: Workers,
-    recorder: Recorder,
-    adversary: NetworkAdversary | None,
-    validator: ContributionValidator | None,
-    base_ledger: PrivacyLedger,
-    store: Any,
-) -> tuple[Release, dict[str, Any]]:
-    n, dim = (int(s) for s in x.shape)
-    suite, channel = comps.suite, comps.channel
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Parties:
+    """Every role of one run, with the servers' key pairs (the users know the public halves)."""
 
-    # -- set-up: keys, parties ---------------------------------------------------------------------
+    voprf_key: tuple[Secret[bytes], bytes]
+    tag_box: tuple[Secret[bytes], bytes]
+    syn_box: tuple[Secret[bytes], bytes]
+    keys: ServerKeys
+    proxy: AnonymizingProxy
+    s_tag: TaggingServer
+    s_syn: SynthesisServer
+    users: UserPopulation
+
+
+def setup(run: RunPlan, driver: Driver) -> Parties:
+    """Keys and servers; each user's bucket encoding and coin (step 1, public grid); the users'
+    offline work."""
+    seeds, comps, meter = run.seeds, run.comps, driver.meter
     with meter.phase("setup"):
-        voprf_key = tagging_key(seeds, suite)
-        tag_box = box_key(seeds, channel, Role.S_TAG)
-        syn_box = box_key(seeds, channel, Role.S_SYN)
+        voprf_key = tagging_key(seeds, comps.suite)
+        tag_box = box_key(seeds, comps.channel, Role.S_TAG)
+        syn_box = box_key(seeds, comps.channel, Role.S_SYN)
         proxy = AnonymizingProxy(
-            shuffler=comps.shuffler, rng=seeds.secret("proxy/shuffle"), recorder=recorder,
-            meter=meter, adversary=adversary,
+            shuffler=comps.shuffler, rng=seeds.secret("proxy/shuffle"), recorder=driver.recorder,
+            meter=meter, adversary=driver.adversary,
         )
         s_tag = TaggingServer(
-            suite=suite, voprf_key=voprf_key, box_key=tag_box, channel=channel,
-            rng=seeds.secret("S_tag"), workers=pool, meter=meter, recorder=recorder,
-            release_floor=floor, dropout_policy=cfg.dropout_policy,
-            proof_batch_size=cfg.proof_batch_size, record_shares=seeds.rng_mode == "seeded",
+            suite=comps.suite, voprf_key=voprf_key, box_key=tag_box, channel=comps.channel,
+            rng=seeds.secret("S_tag"), workers=driver.pool, meter=meter, recorder=driver.recorder,
+            release_floor=run.floor, dropout_policy=run.cfg.dropout_policy,
+            proof_batch_size=run.cfg.proof_batch_size, record_shares=seeds.rng_mode == "seeded",
         )
         s_syn = SynthesisServer(
-            box_key=syn_box, channel=channel, workers=pool, meter=meter, recorder=recorder,
-            release_floor=floor, validator=validator,
+            box_key=syn_box, channel=comps.channel, workers=driver.pool, meter=meter,
+            recorder=driver.recorder, release_floor=run.floor, validator=driver.validator,
         )
-        keys = ServerKeys(
-            voprf_public_key=voprf_key[1], tag_box_key=tag_box[1], syn_box_key=syn_box[1]
-        )
-
-    # -- step 1: local pre-processing (public grid) ------------------------------------------------
-    with meter.phase("bucketing"):
-        grid = PublicGrid.derive(seeds, dim, params)
-        encodings = encode_buckets(grid.bucket_indices(x))
-        coins = user_coins(seeds, n, params, cfg.chunk_size)
-    meter.add("user.bucketing", meter.wall["bucketing"], n)
-    users = UserPopulation(
-        x, encodings, coins, suite=suite, keys=keys, channel=channel, rng=seeds.secret("users"),
-        workers=user_pool, meter=meter, recorder=recorder, chunk_size=cfg.chunk_size,
-        cover_traffic=cfg.cover_traffic,
-    )
+        keys = ServerKeys(voprf_public_key=voprf_key[1], tag_box_key=tag_box[1], syn_box_key=syn_box[1])
+    users = _users(run, keys, driver)
     with meter.phase("users_offline"):
         users.prepare()
-
-    def refuse(role: Role, phase: str, delivery: Delivery) -> None:
-        server = s_tag if role is Role.S_TAG else s_syn
-        err = ProtocolStateError(f"{role.label} takes no user messages in {phase}")
-        status = status_of(err)
-        server.rejections[status] = server.rejections.get(status, 0) + len(delivery.ciphertexts)
-        recorder.add(
-            (role.label, phase, Role.PROXY.label, role.label, "sealed_payload", c, status)
-            for c in delivery.ciphertexts
-        )
-
-    # -- step 2: phase 1 ---------------------------------------------------------------------------
-    with meter.phase("phase1_voprf"):
-        requests = users.blind_requests()
-        answered: list[tuple[int, bytes]] = []
-
-        def on_tag(delivery: Delivery) -> None:
-            answered.extend(proxy.route_back(PHASE1, delivery, s_tag.evaluate(delivery.ciphertexts)))
-
-        _route(
-            PHASE1, proxy.forward(PHASE1, requests),
-            {Role.S_TAG: on_tag, Role.S_SYN: lambda d: s_syn.receive_submissions(d.ciphertexts)},
-            refuse,
-        )
-        users.receive_evaluations(answered)
-
-    with meter.phase("phase1_submit"):
-        submissions = users.tag_submissions()
-        dummy_user: DummyUser | None = None
-        if params.is_dp:
-            dummy_user = DummyUser(
-                generator=comps.make_dummy_generator(*dummy), channel=channel,
-                syn_box_key=syn_box[1], rng=seeds.secret("S_tag/dummy"), workers=pool, meter=meter,
-            )
-            submissions += dummy_user.submissions(params.tau)
-        _route(
-            PHASE1_SUBMIT, proxy.forward(PHASE1_SUBMIT, submissions),
-            {Role.S_SYN: lambda d: s_syn.receive_submissions(d.ciphertexts)},
-            refuse,
-        )
-
-    with meter.phase("broadcast"):
-        broadcast = proxy.broadcast(BROADCAST, Role.S_SYN, s_syn.release())
-        users.receive_broadcast(broadcast)
-        s_tag.receive_broadcast(broadcast)
-
-    # -- step 3: phase 2 ---------------------------------------------------------------------------
-    released_counts = dict(s_syn.released)
-    n_modulus = max(released_counts.values(), default=floor)
-    ddg_config = ddg_config_for(params, dim, cfg, n_modulus=n_modulus)
-    encoder = comps.make_encoder(ddg_config)
-    sharing = comps.make_sharing(int(ddg_config.modulus_bits))
-    width = int(ddg_config.padded_dim)
-
-    with meter.phase("phase2_shares"):
-        shares = users.share_submissions(encoder=encoder, sharing=sharing, noise=noise, active=~dropped_mask)
-        _route(
-            PHASE2, proxy.forward(PHASE2, shares),
-            {
-                Role.S_TAG: lambda d: s_tag.receive_shares(d.ciphertexts, sharing=sharing, dim=width),
-                Role.S_SYN: lambda d: s_syn.receive_shares(d.ciphertexts, sharing=sharing, dim=width),
-            },
-            refuse,
-        )
-
-    with meter.phase("aggregation"):
-        accepted = s_syn.accepted_contributions()
-        # The users' own DDG noise, which S_tag tops up under the topup policy (None: noise off).
-        user_noise = (comps.sampler, float(ddg_config.sigma_int)) if noise and params.is_dp else None
-        aggregates = s_tag.aggregate(accepted, sharing=sharing, noise=user_noise)
-        result = s_syn.reconstruct(aggregates, sharing=sharing, encoder=encoder, policy=cfg.dropout_policy)
-
-    # -- the release ---------------------------------------------------------------------------
-    tags = sorted(result.centroids)
-    outcome = DropoutOutcome.of(result, s_tag, cfg.dropout_policy)
-    ledger = build_ledger(params, ddg_config, dummy, (outcome.ledger_term(),))
-    centroids = (
-        np.stack([result.centroids[t] for t in tags]) if tags else np.zeros((0, dim), dtype=np.float64)
+    return Parties(
+        voprf_key=voprf_key, tag_box=tag_box, syn_box=syn_box, keys=keys, proxy=proxy, s_tag=s_tag,
+        s_syn=s_syn, users=users,
     )
-    rejections = _merge_counts(s_tag.rejections, s_syn.rejections)
-    user_status: dict[str, int] = {}
-    for s in users.status:
-        user_status[s] = user_status.get(s, 0) + 1
-    # Published (release.json): public configuration and functions of the DP output only
-    # (mechanism.release.PUBLIC_INFO_KEYS); the withheld tags are the broadcast minus the centroids.
-    info: dict[str, Any] = {
+
+
+def _users(run: RunPlan, keys: ServerKeys, driver: Driver) -> UserPopulation:
+    """The users' devices, each with its bucket's canonical encoding (public grid) and its coin."""
+    meter = driver.meter
+    with meter.phase("bucketing"):
+        grid = PublicGrid.derive(run.seeds, run.dim, run.params)
+        encodings = encode_buckets(grid.bucket_indices(run.x))
+        coins = user_coins(run.seeds, run.n, run.params, run.cfg.chunk_size)
+    meter.add("user.bucketing", meter.wall["bucketing"], run.n)
+    return UserPopulation(
+        run.x, encodings, coins, suite=run.comps.suite, keys=keys, channel=run.comps.channel,
+        rng=run.seeds.secret("users"), workers=driver.user_pool, meter=meter, recorder=driver.recorder,
+        chunk_size=run.cfg.chunk_size, cover_traffic=run.cfg.cover_traffic,
+    )
+
+
+def _refuse(parties: Parties, recorder: Recorder, role: Role, phase: str, delivery: Delivery) -> None:
+    """A batch of user messages for a server that takes none in this phase: each is refused,
+    counted and recorded in that server's view."""
+    server = parties.s_tag if role is Role.S_TAG else parties.s_syn
+    status = status_of(ProtocolStateError(f"{role.label} takes no user messages in {phase}"))
+    server.rejections[status] = server.rejections.get(status, 0) + len(delivery.ciphertexts)
+    recorder.add(
+        (role.label, phase, Role.PROXY.label, role.label, "sealed_payload", c, status) for c in delivery.ciphertexts
+    )
+
+
+def phase1(parties: Parties, driver: Driver) -> None:
+    """Step 2, VOPRF: users blind, S_tag evaluates with proofs, users verify and finalize."""
+    proxy, s_tag = parties.proxy, parties.s_tag
+    with driver.meter.phase("phase1_voprf"):
+        answered: list[tuple[int, bytes]] = []
+        for role, delivery in proxy.forward(PHASE1, parties.users.blind_requests()).items():
+            if role is Role.S_TAG:
+                answered.extend(proxy.route_back(PHASE1, delivery, s_tag.evaluate(delivery.ciphertexts)))
+            elif role is Role.S_SYN:
+                parties.s_syn.receive_submissions(delivery.ciphertexts)
+            else:
+                _refuse(parties, driver.recorder, role, PHASE1, delivery)
+        parties.users.receive_evaluations(answered)
+
+
+def phase1_submit(run: RunPlan, parties: Parties, driver: Driver) -> DummyUser | None:
+    """Step 2, submission: with its coin each user seals its tag to S_syn; S_tag's dummy user
+    adds TSDLap dummy tags (DP runs only). Returns the dummy user, for the diagnostics."""
+    with driver.meter.phase("phase1_submit"):
+        submissions = parties.users.tag_submissions()
+        dummy_user: DummyUser | None = None
+        if run.params.is_dp:
+            dummy_user = DummyUser(
+                generator=run.comps.make_dummy_generator(*run.dummy), channel=run.comps.channel,
+                syn_box_key=parties.syn_box[1], rng=run.seeds.secret("S_tag/dummy"), workers=driver.pool,
+                meter=driver.meter,
+            )
+            submissions += dummy_user.submissions(run.params.tau)
+        for role, delivery in parties.proxy.forward(PHASE1_SUBMIT, submissions).items():
+            if role is Role.S_SYN:
+                parties.s_syn.receive_submissions(delivery.ciphertexts)
+            else:
+                _refuse(parties, driver.recorder, role, PHASE1_SUBMIT, delivery)
+    return dummy_user
+
+
+def broadcast(parties: Parties, driver: Driver) -> dict[bytes, int]:
+    """S_syn thresholds the counts at τ and broadcasts the released tags with their counts."""
+    with driver.meter.phase("broadcast"):
+        message = parties.proxy.broadcast(BROADCAST, Role.S_SYN, parties.s_syn.release())
+        parties.users.receive_broadcast(message)
+        parties.s_tag.receive_broadcast(message)
+    return dict(parties.s_syn.released)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Phase2Plan:
+    """Phase 2's public parameters, fixed by the broadcast: the DDG configuration (its modulus
+    holds the largest released count), the encoder, the secret sharing and the padded width."""
+
+    ddg_config: Any
+    encoder: Any
+    sharing: Any
+    width: int
+
+
+def plan_phase2(run: RunPlan, released: Mapping[bytes, int]) -> Phase2Plan:
+    n_modulus = max(released.values(), default=run.floor)
+    ddg_config = ddg_config_for(run.params, run.dim, run.cfg, n_modulus=n_modulus)
+    return Phase2Plan(
+        ddg_config=ddg_config,
+        encoder=run.comps.make_encoder(ddg_config),
+        sharing=run.comps.make_sharing(int(ddg_config.modulus_bits)),
+        width=int(ddg_config.padded_dim),
+    )
+
+
+def phase2(run: RunPlan, parties: Parties, plan: Phase2Plan, driver: Driver) -> None:
+    """Step 3: users of released tags DDG-encode, share and seal one share to each server."""
+    with driver.meter.phase("phase2_shares"):
+        shares = parties.users.share_submissions(
+            encoder=plan.encoder, sharing=plan.sharing, noise=run.noise, active=~run.dropped_mask
+        )
+        for role, delivery in parties.proxy.forward(PHASE2, shares).items():
+            if role is Role.S_TAG:
+                parties.s_tag.receive_shares(delivery.ciphertexts, sharing=plan.sharing, dim=plan.width)
+            elif role is Role.S_SYN:
+                parties.s_syn.receive_shares(delivery.ciphertexts, sharing=plan.sharing, dim=plan.width)
+            else:
+                _refuse(parties, driver.recorder, role, PHASE2, delivery)
+
+
+def aggregation(run: RunPlan, parties: Parties, plan: Phase2Plan, driver: Driver) -> Reconstruction:
+    """S_syn names the contributions it accepted, S_tag answers with its aggregate share per tag
+    (topping up missing noise under ``topup``), S_syn reconstructs, decodes and divides."""
+    with driver.meter.phase("aggregation"):
+        accepted = parties.s_syn.accepted_contributions()
+        # The users' own DDG noise, which S_tag tops up under the topup policy (None: noise off).
+        user_noise = (
+            (run.comps.sampler, float(plan.ddg_config.sigma_int)) if run.noise and run.params.is_dp else None
+        )
+        aggregates = parties.s_tag.aggregate(accepted, sharing=plan.sharing, noise=user_noise)
+        return parties.s_syn.reconstruct(
+            aggregates, sharing=plan.sharing, encoder=plan.encoder, policy=run.cfg.dropout_policy
+        )
+
+
+def assemble_release(
+    run: RunPlan,
+    parties: Parties,
+    plan: Phase2Plan,
+    released: Mapping[bytes, int],
+    result: Reconstruction,
+    dummy_user: DummyUser | None,
+    driver: Driver,
+) -> tuple[Release, dict[str, Any]]:
+    """The release (centroids, counts, the protocol's ledger, public info, operator diagnostics)
+    and the figures the cost table reads."""
+    tags = sorted(result.centroids)
+    outcome = DropoutOutcome.of(result, parties.s_tag, run.cfg.dropout_policy)
+    ledger = build_ledger(run.params, plan.ddg_config, run.dummy, (outcome.ledger_term(),))
+    centroids = (
+        np.stack([result.centroids[t] for t in tags]) if tags else np.zeros((0, run.dim), dtype=np.float64)
+    )
+    info = _public_info(run, plan, released, tags, outcome)
+    diagnostics = _diagnostics(run, parties, result, tags, outcome, dummy_user, driver.user_pool.workers)
+    release = Release(
+        buckets=tuple(ReleasedBucket(id=t.hex(), count=released[t]) for t in tags),
+        centroids=centroids,
+        ledger=ledger,
+        params=run.params,
+        seeds=run.seeds.to_dict(),
+        noise=run.noise,
+        info=info,
+        diagnostics=diagnostics,
+    )
+    sizes = {"width": plan.width, "share_bytes": list(plan.sharing.share_sizes(plan.width))}
+    return release, {**info, **diagnostics, "sizes": sizes}
+
+
+def _public_info(
+    run: RunPlan, plan: Phase2Plan, released: Mapping[bytes, int], tags: list[bytes], outcome: DropoutOutcome
+) -> dict[str, Any]:
+    """Published (release.json): public configuration and functions of the DP output only
+    (mechanism.release.PUBLIC_INFO_KEYS); the withheld tags are the broadcast minus the centroids."""
+    cfg, ddg_config = run.cfg, plan.ddg_config
+    return {
         "path": "protocol",
-        "dim": dim,
-        "k": params.k,
-        "release_floor": floor,
-        "n_released_tags": len(released_counts),
+        "dim": run.dim,
+        "k": run.params.k,
+        "release_floor": run.floor,
+        "n_released_tags": len(released),
         "n_released": len(tags),
         "withheld": outcome.withheld,
         "topped_up": outcome.topped_up,
@@ -761,15 +880,30 @@ def _play(
         "cover_traffic": cfg.cover_traffic,
         "norm_guard": NORM_GUARD_RULE,
         "ddg": ddg_config.to_dict(),
-        "sigma_effective": float(ddg_config.noise_std(floor)) if noise else 0.0,
-        "sigma_mechanism": float(base_ledger.sigma),
+        "sigma_effective": float(ddg_config.noise_std(run.floor)) if run.noise else 0.0,
+        "sigma_mechanism": float(run.base_ledger.sigma),
         "proof_batch_size": cfg.proof_batch_size,
-        "components": comps.header(),
-        "rng_mode": seeds.rng_mode,
+        "components": run.comps.header(),
+        "rng_mode": run.seeds.rng_mode,
     }
-    # Operator-private: every count below reads the private data (or its dummies) directly.
-    diagnostics: dict[str, Any] = {
-        "n_users": n,
+
+
+def _diagnostics(
+    run: RunPlan,
+    parties: Parties,
+    result: Reconstruction,
+    tags: list[bytes],
+    outcome: DropoutOutcome,
+    dummy_user: DummyUser | None,
+    user_workers: int,
+) -> dict[str, Any]:
+    """Operator-private: every count below reads the private data (or its dummies) directly."""
+    users, s_tag, s_syn = parties.users, parties.s_tag, parties.s_syn
+    user_status: dict[str, int] = {}
+    for s in users.status:
+        user_status[s] = user_status.get(s, 0) + 1
+    return {
+        "n_users": run.n,
         "n_submissions": s_syn.n_submissions,
         "n_real_submissions": int(users.submitted.sum()),
         "n_distinct_tags_seen": len(s_syn.counts),
@@ -780,23 +914,10 @@ def _play(
         "below_floor_contributors": outcome.below_floor_contributors,
         "refused_by_S_tag": {t.hex(): why for t, why in sorted(s_tag.refused.items())},
         "dummies": dummy_user.summary() if dummy_user is not None else None,
-        "user_workers": user_pool.workers,
-        "rejections": rejections,
+        "user_workers": user_workers,
+        "rejections": _merge_counts(s_tag.rejections, s_syn.rejections),
         "user_status": user_status,
     }
-    release = Release(
-        buckets=tuple(ReleasedBucket(id=t.hex(), count=released_counts[t]) for t in tags),
-        centroids=centroids,
-        ledger=ledger,
-        params=params,
-        seeds=seeds.to_dict(),
-        noise=noise,
-        info=info,
-        diagnostics=diagnostics,
-    )
-    if store is not None:
-        _store_artifacts(store, release, ledger, ddg_config, seeds, voprf_key, tag_box, syn_box, keys, dummy_user, released_counts)
-    return release, {**info, **diagnostics, "sizes": {"width": width, "share_bytes": list(sharing.share_sizes(width))}}
 
 
 def _merge_counts(*maps: Mapping[str, int]) -> dict[str, int]:
@@ -808,14 +929,12 @@ def _merge_counts(*maps: Mapping[str, int]) -> dict[str, int]:
 
 
 def _store_artifacts(
-    store: Any, release: Release, ledger: PrivacyLedger, ddg_config: Any, seeds: SeedPlan,
-    voprf_key: tuple[Secret[bytes], bytes], tag_box: tuple[Secret[bytes], bytes],
-    syn_box: tuple[Secret[bytes], bytes], keys: ServerKeys, dummy_user: DummyUser | None,
-    released_counts: Mapping[bytes, int],
+    store: Any, release: Release, ddg_config: Any, seeds: SeedPlan, parties: Parties, dummy_user: DummyUser | None
 ) -> None:
+    keys = parties.keys
     store.put_artifact("release", release.to_json())
     store.put_artifact("diagnostics", release.diagnostics)
-    store.put_artifact("ledger", ledger.to_dict())
+    store.put_artifact("ledger", release.ledger.to_dict())
     store.put_artifact("ddg_config", ddg_config.to_dict())
     store.put_artifact("centroids", np.ascontiguousarray(release.centroids, dtype="<f8").tobytes())
     store.put_artifact(
@@ -829,9 +948,9 @@ def _store_artifacts(
     if seeds.rng_mode == "seeded":
         assert seeds.test_seed is not None
         store.put_artifact("secrets/test_seed", seeds.test_seed, secret=True)
-        store.put_artifact("secrets/voprf_sk", voprf_key[0].reveal(), secret=True)
-        store.put_artifact("secrets/S_tag_box_sk", tag_box[0].reveal(), secret=True)
-        store.put_artifact("secrets/S_syn_box_sk", syn_box[0].reveal(), secret=True)
+        store.put_artifact("secrets/voprf_sk", parties.voprf_key[0].reveal(), secret=True)
+        store.put_artifact("secrets/S_tag_box_sk", parties.tag_box[0].reveal(), secret=True)
+        store.put_artifact("secrets/S_syn_box_sk", parties.syn_box[0].reveal(), secret=True)
         if dummy_user is not None:
             store.put_artifact(
                 "secrets/dummy_plan", {str(c): z for c, z in sorted(dummy_user.plan.items())}, secret=True
@@ -840,16 +959,29 @@ def _store_artifacts(
 
 __all__ = [
     "DROPOUTS_TERM",
-    "TRANSCRIPT_FILE",
+    "Driver",
+    "Parties",
+    "Phase2Plan",
     "ProtocolConfig",
     "ProtocolResult",
+    "RunPlan",
+    "TRANSCRIPT_FILE",
+    "aggregation",
     "aggregation_budget",
     "aggregation_term",
+    "assemble_release",
     "box_key",
+    "broadcast",
     "build_ledger",
     "ddg_config_for",
     "dummy_parameters",
+    "phase1",
+    "phase1_submit",
+    "phase2",
+    "plan_phase2",
+    "plan_run",
     "run_protocol",
+    "setup",
     "tagging_key",
     "user_coins",
 ]

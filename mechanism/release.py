@@ -35,12 +35,10 @@ import numpy.typing as npt
 
 from mechanism.ledger import PrivacyLedger
 from mechanism.params import FreParams
+from mechanism.run_files import CENTROIDS_FILE, DIAGNOSTICS_FILE, RELEASE_FILE
 from primitives.errors import InvalidInputError, InvalidParameterError
 from primitives.jsonsafe import json_safe
 
-CENTROIDS_FILE = "centroids.npy"
-RELEASE_FILE = "release.json"
-DIAGNOSTICS_FILE = "diagnostics.private.json"
 DIAGNOSTICS_LABEL = (
     "OPERATOR-PRIVATE: diagnostics that read the private data directly (not covered by the DP "
     "guarantee); never publish this file"

@@ -27,7 +27,7 @@ from __future__ import annotations
 import hashlib
 import threading
 from collections.abc import Iterable, Sequence
-from typing import ClassVar, Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from nacl.bindings import crypto_box_beforenm, crypto_box_easy_afternm, crypto_box_seed_keypair
 from nacl.exceptions import CryptoError
@@ -62,6 +62,25 @@ class Channel(Protocol):
 
     def open(self, private_key: Secret[bytes] | bytes, ciphertext: bytes) -> bytes:
         """The plaintext; :class:`DecodeError` if the ciphertext is not a valid box for the key."""
+        ...
+
+    def seal_many(self, public_key: bytes, plaintexts: Iterable[bytes]) -> list[bytes]:
+        """:meth:`seal` over a batch to one recipient."""
+        ...
+
+    def prepare_seals(self, public_key: bytes, count: int, rng: RandomSource) -> list[Any]:
+        """Key material for ``count`` later single-use seals to ``public_key``, made before the
+        payloads exist (a device's offline work); randomness from ``rng``."""
+        ...
+
+    def seal_prepared(self, prepared: Any, plaintext: bytes) -> bytes:
+        """The ciphertext of ``plaintext`` under one item of :meth:`prepare_seals`, used once."""
+        ...
+
+    def try_open_many(
+        self, private_key: Secret[bytes] | bytes, ciphertexts: Sequence[bytes]
+    ) -> list[bytes | DecodeError]:
+        """:meth:`open` over a batch, each bad ciphertext's DecodeError in its place."""
         ...
 
 

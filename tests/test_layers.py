@@ -91,3 +91,67 @@ def test_importing_the_text_pipeline_loads_no_command_line_module() -> None:
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _import_graph() -> dict[str, set[str]]:
+    """Module → the modules of ours it names in an import, at top level or inside a function
+    (``from a.b import c`` names ``a.b.c`` when that is a module, else ``a.b``)."""
+    paths = {_module_name(p): p for pkg in sorted(OURS) for p in (ROOT / pkg).rglob("*.py")}
+
+    def ours(module: str) -> str | None:
+        while module and module not in paths:
+            module = module.rpartition(".")[0]
+        return module or None
+
+    graph: dict[str, set[str]] = {}
+    for name, path in paths.items():
+        named: set[str | None] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                named.update(ours(alias.name) for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                named.update(ours(f"{node.module}.{alias.name}") for alias in node.names)
+        graph[name] = {m for m in named if m is not None and m != name}
+    return graph
+
+
+def _find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import cycle of ``graph`` as a path that returns to its start, or None."""
+    done: set[str] = set()
+    for start in sorted(graph):
+        stack: list[tuple[str, list[str]]] = [(start, sorted(graph[start]))]
+        on_path = {start}
+        while stack:
+            node, todo = stack[-1]
+            if not todo:
+                stack.pop()
+                on_path.discard(node)
+                done.add(node)
+                continue
+            nxt = todo.pop()
+            if nxt in on_path:
+                path = [n for n, _ in stack]
+                return path[path.index(nxt) :] + [nxt]
+            if nxt not in done:
+                stack.append((nxt, sorted(graph.get(nxt, ()))))
+                on_path.add(nxt)
+    return None
+
+
+def test_no_import_cycles() -> None:
+    """No module of ours reaches itself through imports, deferred function-level ones included: a
+    cycle hidden inside a function is still two modules that cannot be read apart. A package's
+    ``__init__`` counts as the package, so re-exporting a submodule is fine while that submodule
+    does not import its own package back."""
+    cycle = _find_cycle(_import_graph())
+    assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
+
+
+def test_the_cycle_finder_finds_a_cycle() -> None:
+    assert _find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == ["a", "b", "c", "a"]
+    assert _find_cycle({"a": {"b", "c"}, "b": {"c"}, "c": set()}) is None

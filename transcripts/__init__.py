@@ -15,10 +15,11 @@ from transcripts.audit import (
     view_summary,
 )
 from transcripts.entry import ACCEPTED, TranscriptEntry, rejected_status
-from transcripts.header import RNG_MODES, SCHEMA_VERSION, TranscriptHeader, package_version
-from transcripts.jsonl import export_jsonl, import_jsonl
+from transcripts.header import RNG_MODES, TranscriptHeader, package_version
+from transcripts.jsonl import export_jsonl
 from transcripts.redaction import extract_views
-from transcripts.store import ArtifactInfo, TranscriptStore
+from transcripts.schema import SCHEMA_VERSION, ArtifactInfo
+from transcripts.store import TranscriptStore, import_jsonl
 
 __all__ = [
     "ACCEPTED",

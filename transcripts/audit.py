@@ -37,7 +37,8 @@ import numpy.typing as npt
 
 from primitives.errors import InvalidParameterError
 from transcripts.header import json_safe
-from transcripts.store import STATE_COMPLETE, TranscriptStore
+from transcripts.schema import STATE_COMPLETE
+from transcripts.store import TranscriptStore
 
 DEFAULT_CHUNK_BYTES = 1 << 20
 DEFAULT_FLOAT_DTYPES = ("<f4", ">f4", "<f8", ">f8", "<f2", ">f2")
@@ -117,15 +118,24 @@ class AuditReport:
             "summary": dict(self.summary),
         }
 
+    def verdict_line(self, label: str = "audit") -> str:
+        """``<label>: PASS (k/n checks passed)`` (FAIL when any check failed)."""
+        return (
+            f"{label}: {'PASS' if self.passed else 'FAIL'} "
+            f"({len(self.findings) - len(self.failures)}/{len(self.findings)} checks passed)"
+        )
+
+    def finding_lines(self) -> list[str]:
+        """One indented line per finding: ``[ok]`` or ``[FAIL]``, its name, its detail."""
+        width = max((len(f.name) for f in self.findings), default=0)
+        return [
+            f"  [{'ok' if f.passed else 'FAIL'}] {f.name.ljust(width)}  {f.detail}"
+            for f in self.findings
+        ]
+
     def render_text(self) -> str:
         """A plain-text report: verdict, one line per finding, then the summary, indented."""
-        lines = [
-            f"audit: {'PASS' if self.passed else 'FAIL'} "
-            f"({len(self.findings) - len(self.failures)}/{len(self.findings)} checks passed)"
-        ]
-        width = max((len(f.name) for f in self.findings), default=0)
-        for f in self.findings:
-            lines.append(f"  [{'ok' if f.passed else 'FAIL'}] {f.name.ljust(width)}  {f.detail}")
+        lines = [self.verdict_line(), *self.finding_lines()]
         if self.summary:
             lines.append("summary:")
             lines.extend(_render_mapping(self.summary, indent=2))
@@ -152,6 +162,19 @@ def _render_mapping(value: Mapping[str, Any], *, indent: int) -> list[str]:
 def view_summary(store: TranscriptStore) -> dict[str, dict[str, dict[str, int]]]:
     """``{view: {message_type: {"count": n, "bytes": b}}}``, grouped in SQL (SPEC §6.7)."""
     return store.summary(by=("view", "message_type"))
+
+
+def view_lines(views: Mapping[str, Mapping[str, Mapping[str, int]]]) -> list[str]:
+    """What each party saw (a :func:`view_summary`): per view its totals, then one line per
+    message type with its count and bytes."""
+    lines: list[str] = []
+    for view, types in sorted(views.items()):
+        total = sum(t["count"] for t in types.values())
+        size = sum(t["bytes"] for t in types.values())
+        lines.append(f"  {view}: {total} messages, {size} bytes")
+        for mtype, agg in sorted(types.items()):
+            lines.append(f"    {mtype:<24} {agg['count']:>10} msgs {agg['bytes']:>14} bytes")
+    return lines
 
 
 # ---------------------------------------------------------------------------- chunking

@@ -22,8 +22,8 @@ from typing import Any
 
 from primitives.errors import InvalidInputError, InvalidParameterError
 from primitives.jsonsafe import json_safe as canonical_json
+from transcripts.schema import SCHEMA_VERSION as SCHEMA_VERSION
 
-SCHEMA_VERSION = 1
 """Version of the on-disk layout (SQLite tables and JSONL lines). Readers refuse newer ones."""
 
 RNG_MODES = ("crypto", "seeded")

@@ -13,7 +13,8 @@ One JSON object per line, in this order:
 
 The export is written to a temporary file and renamed into place, so a crash never leaves a
 half-written JSONL under the final name. A path ending in ``.gz`` is gzip-compressed.
-:func:`import_jsonl` rebuilds a store whose entries, header, artifacts and state equal the
+:func:`iter_jsonl` reads a file back, line by line;
+:func:`transcripts.store.import_jsonl` rebuilds from it a store whose entries, header, artifacts and state equal the
 original's (property-tested); any malformed line raises :class:`DecodeError` naming the line.
 """
 
@@ -26,12 +27,12 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, cast
+from typing import IO, Any, Protocol, cast
 
 from primitives.errors import DecodeError, FreError, InvalidParameterError
 from transcripts.entry import TranscriptEntry
-from transcripts.header import SCHEMA_VERSION, TranscriptHeader
-from transcripts.store import STATE_OPEN, TranscriptStore
+from transcripts.header import TranscriptHeader
+from transcripts.schema import SCHEMA_VERSION, STATE_OPEN, ArtifactInfo
 
 FORMAT = "fre-e2t-transcript"
 _ENTRY_KEYS = frozenset(
@@ -62,8 +63,20 @@ def _dumps(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), allow_nan=False)
 
 
+class Exportable(Protocol):
+    """What the export reads from a transcript store."""
+
+    @property
+    def state(self) -> str: ...
+    @property
+    def header(self) -> TranscriptHeader: ...
+    def entries(self) -> Iterator[TranscriptEntry]: ...
+    def artifacts(self) -> list[ArtifactInfo]: ...
+    def get_artifact(self, name: str) -> Any: ...
+
+
 def export_jsonl(
-    store: TranscriptStore, path: str | os.PathLike[str], *, include_secrets: bool = True
+    store: Exportable, path: str | os.PathLike[str], *, include_secrets: bool = True
 ) -> None:
     """Write ``store`` as JSONL to ``path`` atomically (temporary file, fsync, rename).
 
@@ -273,54 +286,3 @@ def iter_jsonl(
         raise _fail(source, lineno + 1, f"unreadable ({exc})") from None
     if stage != "end":
         raise DecodeError(f"{str(source)!r} is truncated: no end line after line {lineno}")
-
-
-def import_jsonl(
-    source: str | os.PathLike[str],
-    dest: str | os.PathLike[str],
-    *,
-    overwrite: bool = False,
-) -> TranscriptStore:
-    """Rebuild a transcript store at ``dest`` from a JSONL export; returns it opened read-only.
-
-    The store is built under a temporary name and renamed into place only when the whole file
-    parsed, so a bad JSONL never leaves a partial transcript at ``dest``. Secret artifacts are
-    accepted only if the header says ``rng_mode = "seeded"`` (the store enforces it).
-    """
-    target = Path(dest)
-    if target.exists() and not overwrite:
-        raise InvalidParameterError(
-            f"transcript {str(target)!r} already exists; pass overwrite=True to replace it"
-        )
-    records = iter_jsonl(source)
-    head = next(records)
-    assert isinstance(head, JsonlHead)
-    partial = target.with_name(f".{target.name}.partial")
-    store = TranscriptStore.create(partial, head.header, overwrite=True)
-    try:
-        pending: list[TranscriptEntry] = []
-        for record in records:
-            if isinstance(record, TranscriptEntry):
-                pending.append(record)
-                if len(pending) >= _CHUNK:
-                    store.append_entries(pending)
-                    pending = []
-                continue
-            if pending:
-                store.append_entries(pending)
-                pending = []
-            assert isinstance(record, JsonlArtifact)
-            try:
-                store.put_artifact(record.name, record.data, secret=record.secret)
-            except FreError as exc:
-                raise DecodeError(f"{str(source)!r}: artifact {record.name!r}: {exc}") from None
-        store.append_entries(pending)
-        store._finish(head.state)
-        if overwrite and target.exists():
-            target.unlink()
-        os.replace(partial, target)
-    except BaseException:
-        store._finish(head.state)
-        partial.unlink(missing_ok=True)
-        raise
-    return TranscriptStore.open(target)

@@ -1,19 +1,7 @@
 """A crash-safe SQLite store for one run's transcript (SPEC §6.7).
 
-One file per run. Layout (schema version 1):
-
-* ``meta(key, value)``: ``schema_version``, ``header`` (JSON, written once), ``state``
-  (``open`` while writing or after a crash, ``complete`` after :meth:`TranscriptStore.close`,
-  ``aborted:<ErrorType>`` when the ``with`` block raised), ``closed_at``.
-* ``entries(seq, view, phase, sender, receiver, message_type, status, size, payload)``; ``seq``
-  is the primary key; ``payload`` is ``NULL`` for size-only records and otherwise has length
-  ``size`` (a ``CHECK`` constraint).
-* ``artifacts(name, kind, secret, data)``: the recorded release, the ledger, and — only when the
-  header's ``rng_mode`` is ``"seeded"`` — secrets.
-
-The file is marked with ``PRAGMA application_id`` (``"FRE2"``) and ``PRAGMA user_version`` (the
-schema version), so :meth:`TranscriptStore.open` can tell a foreign or newer file from a transcript
-before reading any table.
+One file per run, laid out as :mod:`transcripts.schema` says (tables, version, the file's marks
+and its states); queries select entries with one :class:`EntryFilter`.
 
 Crash safety [decision]. The store runs in WAL mode and commits entries in batches: every
 transaction inserts a contiguous run of ``seq`` numbers, and transactions commit in ``seq`` order,
@@ -45,6 +33,7 @@ from typing import Any
 
 from primitives.errors import (
     DecodeError,
+    FreError,
     InvalidInputError,
     InvalidParameterError,
     ProtocolStateError,
@@ -56,59 +45,31 @@ from transcripts.entry import (
     check_identifier,
     check_status,
 )
-from transcripts.header import SCHEMA_VERSION, TranscriptHeader, json_safe, utc_now
+from transcripts.header import TranscriptHeader, json_safe, utc_now
+from transcripts.jsonl import JsonlArtifact, JsonlHead, export_jsonl, iter_jsonl
+from transcripts.schema import (
+    APPLICATION_ID,
+    DDL,
+    ENTRY_COLUMNS,
+    INSERT_ENTRY,
+    SCHEMA_VERSION,
+    SQLITE_MAGIC,
+    STATE_ABORTED_PREFIX,
+    STATE_COMPLETE,
+    STATE_OPEN,
+    SUMMARY_INDEX,
+    TABLES,
+)
+from transcripts.schema import (
+    ArtifactInfo as ArtifactInfo,
+)
 
-APPLICATION_ID = 0x46524532  # b"FRE2": marks the SQLite file as a fre-e2t transcript.
-SQLITE_MAGIC = b"SQLite format 3\x00"
 DEFAULT_BATCH_SIZE = 4096
 SECRET_NAME_PREFIXES = ("secret", "secrets")
-
-STATE_OPEN = "open"
-STATE_COMPLETE = "complete"
-STATE_ABORTED_PREFIX = "aborted:"
-
-_SCHEMA = (
-    "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID",
-    """CREATE TABLE entries (
-        seq INTEGER PRIMARY KEY CHECK (seq >= 0),
-        view TEXT NOT NULL,
-        phase TEXT NOT NULL,
-        sender TEXT NOT NULL,
-        receiver TEXT NOT NULL,
-        message_type TEXT NOT NULL,
-        status TEXT NOT NULL,
-        size INTEGER NOT NULL CHECK (size >= 0),
-        payload BLOB CHECK (payload IS NULL OR length(payload) = size)
-    )""",
-    """CREATE TABLE artifacts (
-        name TEXT PRIMARY KEY,
-        kind TEXT NOT NULL CHECK (kind IN ('bytes', 'json')),
-        secret INTEGER NOT NULL CHECK (secret IN (0, 1)),
-        data BLOB NOT NULL
-    ) WITHOUT ROWID""",
-)
-# Built on close, not during the run: a secondary index would slow every insert, while the
-# summary queries of an audit (GROUP BY view, message_type) become covering-index scans.
-_SUMMARY_INDEX = (
-    "CREATE INDEX IF NOT EXISTS entries_by_view ON entries (view, message_type, status, size)"
-)
-_INSERT = "INSERT INTO entries VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
-_COLUMNS = "seq, view, phase, sender, receiver, message_type, status, size, payload"
-_TABLES = {"meta", "entries", "artifacts"}
 _SYNCHRONOUS = ("NORMAL", "FULL")
 
 Filter = str | Iterable[str] | None
 Row = tuple[str, str, str, str, str, bytes, str]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ArtifactInfo:
-    """What :meth:`TranscriptStore.artifacts` lists: never the data itself."""
-
-    name: str
-    kind: str  # "bytes" or "json"
-    secret: bool
-    size: int  # stored bytes (canonical JSON text for kind "json")
 
 
 def _sidecars(path: Path) -> list[Path]:
@@ -139,58 +100,56 @@ def _identifier_like(part: str) -> bool:
     )
 
 
-def _sql_filter(column: str, value: Filter, clauses: list[str], args: list[Any]) -> None:
-    if value is None:
-        return
-    if isinstance(value, str):
-        values = [value]
-    else:
-        values = list(value)
-        if not all(isinstance(v, str) for v in values):
-            raise InvalidParameterError(
-                f"{column} filter must be a string or strings, got {values!r}"
-            )
-        if not values:
-            clauses.append("0")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EntryFilter:
+    """Which entries a query selects. Each field is a value or values (any of them), None for
+    any; ``status="rejected"`` selects every ``rejected:<ErrorType>``."""
+
+    view: Filter = None
+    phase: Filter = None
+    message_type: Filter = None
+    status: Filter = None
+    sender: Filter = None
+    receiver: Filter = None
+
+    def where(self) -> tuple[list[str], list[Any]]:
+        """SQL conditions (to be joined with AND) and their arguments."""
+        clauses: list[str] = []
+        args: list[Any] = []
+        for column in ("view", "phase", "message_type", "status", "sender", "receiver"):
+            self._condition(column, getattr(self, column), clauses, args)
+        return clauses, args
+
+    @staticmethod
+    def _condition(column: str, value: Filter, clauses: list[str], args: list[Any]) -> None:
+        if value is None:
             return
-    if column == "status" and "rejected" in values:
-        # "rejected" selects every rejection whatever its error type.
-        values = [v for v in values if v != "rejected"]
-        alternatives = [f"substr(status, 1, {len(REJECTED_PREFIX)}) = ?"]
-        args.append(REJECTED_PREFIX)
-        if values:
-            alternatives.append(f"status IN ({', '.join('?' * len(values))})")
-            args.extend(values)
-        clauses.append("(" + " OR ".join(alternatives) + ")")
-        return
-    if len(values) == 1:
-        clauses.append(f"{column} = ?")
-    else:
-        clauses.append(f"{column} IN ({', '.join('?' * len(values))})")
-    args.extend(values)
-
-
-def _where(
-    *,
-    view: Filter = None,
-    phase: Filter = None,
-    message_type: Filter = None,
-    status: Filter = None,
-    sender: Filter = None,
-    receiver: Filter = None,
-) -> tuple[list[str], list[Any]]:
-    clauses: list[str] = []
-    args: list[Any] = []
-    for column, value in (
-        ("view", view),
-        ("phase", phase),
-        ("message_type", message_type),
-        ("status", status),
-        ("sender", sender),
-        ("receiver", receiver),
-    ):
-        _sql_filter(column, value, clauses, args)
-    return clauses, args
+        if isinstance(value, str):
+            values = [value]
+        else:
+            values = list(value)
+            if not all(isinstance(v, str) for v in values):
+                raise InvalidParameterError(
+                    f"{column} filter must be a string or strings, got {values!r}"
+                )
+            if not values:
+                clauses.append("0")
+                return
+        if column == "status" and "rejected" in values:
+            # "rejected" selects every rejection whatever its error type.
+            values = [v for v in values if v != "rejected"]
+            alternatives = [f"substr(status, 1, {len(REJECTED_PREFIX)}) = ?"]
+            args.append(REJECTED_PREFIX)
+            if values:
+                alternatives.append(f"status IN ({', '.join('?' * len(values))})")
+                args.extend(values)
+            clauses.append("(" + " OR ".join(alternatives) + ")")
+            return
+        if len(values) == 1:
+            clauses.append(f"{column} = ?")
+        else:
+            clauses.append(f"{column} IN ({', '.join('?' * len(values))})")
+        args.extend(values)
 
 
 def _entry(row: tuple[Any, ...]) -> TranscriptEntry:
@@ -293,7 +252,7 @@ class TranscriptStore:
             conn.execute("BEGIN IMMEDIATE")
             conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-            for statement in _SCHEMA:
+            for statement in DDL:
                 conn.execute(statement)
             conn.executemany(
                 "INSERT INTO meta (key, value) VALUES (?, ?)",
@@ -393,9 +352,9 @@ class TranscriptStore:
                 f"written with transcript schema {version}, this fre-e2t reads schema "
                 f"<= {SCHEMA_VERSION}; upgrade fre-e2t",
             )
-        if version < 1 or not _TABLES <= tables:
+        if version < 1 or not TABLES <= tables:
             raise _decode_error(
-                path, f"schema {version} with tables {sorted(tables)}, expected {sorted(_TABLES)}"
+                path, f"schema {version} with tables {sorted(tables)}, expected {sorted(TABLES)}"
             )
         meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
         if meta.get("schema_version") != str(version) or "header" not in meta:
@@ -627,7 +586,7 @@ class TranscriptStore:
         self._buffer = []
         try:
             conn.execute("BEGIN IMMEDIATE")
-            conn.executemany(_INSERT, batch)
+            conn.executemany(INSERT_ENTRY, batch)
             conn.execute("COMMIT")
         except BaseException as exc:
             if conn.in_transaction:
@@ -776,16 +735,16 @@ class TranscriptStore:
         every ``rejected:<ErrorType>``. Reads in pages keyed on ``seq``, so iterating while
         another thread records is safe and memory stays bounded.
         """
-        clauses, args = _where(
+        clauses, args = EntryFilter(
             view=view,
             phase=phase,
             message_type=message_type,
             status=status,
             sender=sender,
             receiver=receiver,
-        )
+        ).where()
         sql = (
-            f"SELECT {_COLUMNS} FROM entries WHERE "
+            f"SELECT {ENTRY_COLUMNS} FROM entries WHERE "
             + " AND ".join(["seq > ?", *clauses])
             + " ORDER BY seq LIMIT ?"
         )
@@ -817,7 +776,9 @@ class TranscriptStore:
         Skips building :class:`TranscriptEntry` objects (and their validation), which dominates
         the cost of a full scan over millions of small messages.
         """
-        clauses, args = _where(view=view, phase=phase, message_type=message_type, status=status)
+        clauses, args = EntryFilter(
+            view=view, phase=phase, message_type=message_type, status=status
+        ).where()
         sql = (
             "SELECT seq, view, message_type, size, payload FROM entries WHERE "
             + " AND ".join(["seq > ?", *clauses])
@@ -834,7 +795,7 @@ class TranscriptStore:
             last = rows[-1][0]
 
     def _aggregate(self, select: str, **filters: Filter) -> tuple[Any, ...]:
-        clauses, args = _where(**filters)
+        clauses, args = EntryFilter(**filters).where()
         sql = f"SELECT {select} FROM entries" + (
             " WHERE " + " AND ".join(clauses) if clauses else ""
         )
@@ -914,7 +875,7 @@ class TranscriptStore:
             raise InvalidParameterError(
                 f"by must be distinct columns among {list(allowed)}, got {list(by)!r}"
             )
-        clauses, args = _where(status=status)
+        clauses, args = EntryFilter(status=status).where()
         cols = ", ".join(by)
         sql = (
             f"SELECT {cols}, count(*), coalesce(sum(size), 0) FROM entries"
@@ -942,8 +903,6 @@ class TranscriptStore:
 
     def export_jsonl(self, path: str | os.PathLike[str], *, include_secrets: bool = True) -> None:
         """Write the transcript as JSONL (see :mod:`transcripts.jsonl`), atomically."""
-        from transcripts.jsonl import export_jsonl
-
         export_jsonl(self, path, include_secrets=include_secrets)
 
     # ------------------------------------------------------------------ closing
@@ -963,7 +922,7 @@ class TranscriptStore:
                     conn.execute("BEGIN IMMEDIATE")
                     self._set_meta("state", state)
                     self._set_meta("closed_at", utc_now())
-                    conn.execute(_SUMMARY_INDEX)
+                    conn.execute(SUMMARY_INDEX)
                     conn.execute("COMMIT")
                     # One self-contained file from now on (readable without -wal/-shm). Needs
                     # exclusive access: while a reader is still open the file stays in WAL mode,
@@ -1012,3 +971,58 @@ class TranscriptStore:
     def __repr__(self) -> str:
         mode = "closed" if self.closed else ("rw" if self._writable else "ro")
         return f"TranscriptStore({str(self._path)!r}, run_id={self._header.run_id!r}, {mode})"
+
+
+#: Entries appended per transaction while importing a JSONL export.
+_IMPORT_CHUNK = 4096
+
+
+def import_jsonl(
+    source: str | os.PathLike[str],
+    dest: str | os.PathLike[str],
+    *,
+    overwrite: bool = False,
+) -> TranscriptStore:
+    """Rebuild a transcript store at ``dest`` from a JSONL export; returns it opened read-only.
+
+    The store is built under a temporary name and renamed into place only when the whole file
+    parsed, so a bad JSONL never leaves a partial transcript at ``dest``. Secret artifacts are
+    accepted only if the header says ``rng_mode = "seeded"`` (the store enforces it).
+    """
+    target = Path(dest)
+    if target.exists() and not overwrite:
+        raise InvalidParameterError(
+            f"transcript {str(target)!r} already exists; pass overwrite=True to replace it"
+        )
+    records = iter_jsonl(source)
+    head = next(records)
+    assert isinstance(head, JsonlHead)
+    partial = target.with_name(f".{target.name}.partial")
+    store = TranscriptStore.create(partial, head.header, overwrite=True)
+    try:
+        pending: list[TranscriptEntry] = []
+        for record in records:
+            if isinstance(record, TranscriptEntry):
+                pending.append(record)
+                if len(pending) >= _IMPORT_CHUNK:
+                    store.append_entries(pending)
+                    pending = []
+                continue
+            if pending:
+                store.append_entries(pending)
+                pending = []
+            assert isinstance(record, JsonlArtifact)
+            try:
+                store.put_artifact(record.name, record.data, secret=record.secret)
+            except FreError as exc:
+                raise DecodeError(f"{str(source)!r}: artifact {record.name!r}: {exc}") from None
+        store.append_entries(pending)
+        store._finish(head.state)
+        if overwrite and target.exists():
+            target.unlink()
+        os.replace(partial, target)
+    except BaseException:
+        store._finish(head.state)
+        partial.unlink(missing_ok=True)
+        raise
+    return TranscriptStore.open(target)

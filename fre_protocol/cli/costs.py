@@ -34,7 +34,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import tempfile
 
-    from fre_protocol.costs import cost_table, measure, write_reports
+    from fre_protocol.cost_measurement import measure
+    from fre_protocol.costs import cost_table, write_reports
 
     with tempfile.TemporaryDirectory(prefix="fre-e2t-costs-") as tmp:
         run_dir = args.out if args.out else tmp

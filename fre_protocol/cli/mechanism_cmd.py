@@ -26,7 +26,8 @@ from fre_protocol.cli.common import (
 )
 from mechanism.fre_e2t import run_mechanism
 from mechanism.population import Population, synthetic_population
-from mechanism.release import DIAGNOSTICS_FILE, Release
+from mechanism.release import Release
+from mechanism.run_files import DIAGNOSTICS_FILE
 from mechanism.seeds import SeedPlan
 from primitives.errors import InvalidParameterError
 from primitives.randomness import RandomSource

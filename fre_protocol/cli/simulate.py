@@ -71,7 +71,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from fre_protocol.runner import ProtocolConfig, run_protocol
-    from mechanism.release import DIAGNOSTICS_FILE
+    from mechanism.run_files import DIAGNOSTICS_FILE, TRANSCRIPT_JSONL_FILE
     from mechanism.seeds import SeedPlan
 
     params = params_from_args(args)
@@ -101,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
         from transcripts import TranscriptStore
 
         with TranscriptStore.open(result.transcript_path) as store:
-            store.export_jsonl(out_dir / "transcript.jsonl")
+            store.export_jsonl(out_dir / TRANSCRIPT_JSONL_FILE)
     elapsed = time.perf_counter() - started
     info, diag, costs = release.info, release.diagnostics, result.costs
     eps = "inf (non-DP)" if not params.is_dp else f"{release.ledger.epsilon:.4g}"

@@ -7,7 +7,7 @@ level (``utility``, whose rows are reused from the same folder when present), at
 
 Table 17 is one user's cost in a distributed Aug-PE — every user downloads every candidate's
 embedding and scans them, every iteration — beside Fre-E2T's measured per-user cost
-(:func:`fre_protocol.costs.measure`, paid once): bytes, CPU time and the ratios, at this run's
+(:func:`fre_protocol.cost_measurement.measure`, paid once): bytes, CPU time and the ratios, at this run's
 Aug-PE setting and at the paper's (N_syn 3000, L 7, T 20, d 768).
 
 Deviation: the paper runs N_syn = 3000, L = 7, T = 20 with GPT-2; on two CPU cores we run a
@@ -35,7 +35,7 @@ from fre_protocol.experiments.utility import METRICS, score, text_row
 
 FULL_SETTING = {"n_syn": 48, "variations": 3, "iterations": 3, "max_new_tokens": 32, "batch_size": 48}
 QUICK_SETTING = {"n_syn": 4, "variations": 2, "iterations": 1, "max_new_tokens": 16, "batch_size": 16}
-#: Fre-E2T's per-user cost is measured on a synthetic population of this size (costs.measure); its
+#: Fre-E2T's per-user cost is measured on a synthetic population of this size (cost_measurement.measure); its
 #: download grows with the released buckets it must hear of, and a population of a few thousand
 #: releases none at t = 100, so the full run measures 20,000.
 COST_USERS = 20000
@@ -65,7 +65,7 @@ def augpe_row(ctx: Context, epsilon: float, seed: int) -> dict[str, Any]:
 
 def costs_row(ctx: Context) -> dict[str, Any]:
     from fre_protocol.augpe_costs import augpe_user_costs, cost_comparison
-    from fre_protocol.costs import measure
+    from fre_protocol.cost_measurement import measure
 
     config = _config(ctx)
     dim = int(ctx.dataset().x.shape[1])

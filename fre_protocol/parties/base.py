@@ -13,11 +13,14 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 from fre_protocol.messages import Role
-from primitives.errors import DecodeError, InvalidParameterError
-from primitives.randomness import RandomSource
+
+# Channel and Shuffler are the primitives' interfaces, re-exported here for the parties.
+from primitives.channel import Channel
+from primitives.errors import InvalidParameterError
+from primitives.shuffle import Shuffler
 from transcripts import ACCEPTED, TranscriptStore, rejected_status
 
 T = TypeVar("T")
@@ -38,60 +41,6 @@ AGGREGATION = "aggregation"
 WITHHOLD = "withhold"
 TOPUP = "topup"
 DROPOUT_POLICIES = (WITHHOLD, TOPUP)
-
-
-class Shuffler(Protocol):
-    """What the proxy needs from a shuffler (registry family ``shuffler``)."""
-
-    def shuffle(self, items: Sequence[T], rng: RandomSource) -> list[T]: ...
-
-
-class Channel(Protocol):
-    """What parties need from the user → server channel (registry family ``channel``)."""
-
-    def seal(self, public_key: bytes, plaintext: bytes) -> bytes: ...
-
-    def open(self, private_key: Any, ciphertext: bytes) -> bytes: ...
-
-
-def seal_batch(channel: Channel, public_key: bytes, plaintexts: Sequence[bytes]) -> list[bytes]:
-    """Seal many plaintexts to one key (the channel's batch call when it has one)."""
-    many = getattr(channel, "seal_many", None)
-    if many is not None:
-        return list(many(public_key, plaintexts))
-    return [channel.seal(public_key, p) for p in plaintexts]
-
-
-def prepare_seals(channel: Channel, public_key: bytes, count: int, rng: RandomSource) -> list[Any]:
-    """Key material for ``count`` later seals to one key, made ahead of time (the channel's
-    ``prepare_seals`` when it has one). A channel without it gets the key back, once per seal,
-    and seals in full at use time."""
-    prepare = getattr(channel, "prepare_seals", None)
-    if prepare is not None:
-        return list(prepare(public_key, count, rng))
-    return [public_key] * count
-
-
-def seal_prepared_batch(channel: Channel, prepared: Sequence[Any], plaintexts: Sequence[bytes]) -> list[bytes]:
-    """Seal each plaintext with its item from :func:`prepare_seals`."""
-    seal = getattr(channel, "seal_prepared", None)
-    if seal is None:
-        return [channel.seal(key, p) for key, p in zip(prepared, plaintexts, strict=True)]
-    return [seal(item, p) for item, p in zip(prepared, plaintexts, strict=True)]
-
-
-def open_batch(channel: Channel, private_key: Any, ciphertexts: Sequence[bytes]) -> list[bytes | DecodeError]:
-    """Open many ciphertexts; a bad one yields its DecodeError in its place."""
-    many = getattr(channel, "try_open_many", None)
-    if many is not None:
-        return list(many(private_key, ciphertexts))
-    out: list[bytes | DecodeError] = []
-    for c in ciphertexts:
-        try:
-            out.append(channel.open(private_key, c))
-        except DecodeError as exc:
-            out.append(exc)
-    return out
 
 
 def status_of(error: BaseException | None) -> str:
@@ -288,10 +237,6 @@ __all__ = [
     "WITHHOLD",
     "Workers",
     "chunks",
-    "open_batch",
-    "prepare_seals",
-    "seal_batch",
-    "seal_prepared_batch",
     "role_label",
     "status_of",
 ]

@@ -14,7 +14,7 @@ import time
 from typing import Any
 
 from fre_protocol.messages import TAG_BYTES, Role, SealedEnvelope, TagSubmission
-from fre_protocol.parties.base import Channel, Meter, Workers, chunks, seal_batch
+from fre_protocol.parties.base import Channel, Meter, Workers, chunks
 from primitives.randomness import RandomSource
 
 #: Connection ids of the dummy user's submissions at the proxy (distinct from users' 0..N-1).
@@ -63,7 +63,7 @@ class DummyUser:
             plains = [TagSubmission(tag=tags[j], nonce=nonces[16 * j : 16 * j + 16]).encode() for j in span]
             out = [
                 (DUMMY_CONNECTION, Role.DUMMY_USER, SealedEnvelope(recipient=Role.S_SYN, ciphertext=c).encode())
-                for c in seal_batch(channel, key, plains)
+                for c in channel.seal_many(key, plains)
             ]
             self._meter.add("dummy.seal", time.perf_counter() - t0, len(span))
             return out

@@ -19,7 +19,7 @@ import numpy as np
 import numpy.typing as npt
 
 from fre_protocol.messages import CoverShare, Message, ShareSubmission, decode
-from fre_protocol.parties.base import Channel, Meter, Workers, chunks, open_batch
+from fre_protocol.parties.base import Channel, Meter, Workers, chunks
 from primitives.errors import DecodeError, ProtocolStateError
 
 
@@ -67,7 +67,7 @@ class SealedInbox:
             t0 = time.perf_counter()
             out = []
             batch = [ciphertexts[j] for j in span]
-            for c, plain in zip(batch, open_batch(channel, key, batch), strict=True):
+            for c, plain in zip(batch, channel.try_open_many(key, batch), strict=True):
                 if isinstance(plain, DecodeError):
                     out.append(Opened(c, None, None, plain))
                     continue

@@ -61,6 +61,7 @@ from fre_protocol.parties.server_common import Opened, SealedInbox, accept_share
 from primitives.errors import DecodeError, InvalidParameterError, ProtocolStateError
 from primitives.randomness import RandomSource
 from primitives.secret import Secret
+from primitives.voprf import Mode, Oprf
 
 VIEW = Role.S_TAG.label
 
@@ -69,7 +70,7 @@ class TaggingServer:
     def __init__(
         self,
         *,
-        suite: Any,
+        suite: Oprf,
         voprf_key: tuple[Secret[bytes], bytes],
         box_key: tuple[Secret[bytes], bytes],
         channel: Channel,
@@ -90,6 +91,8 @@ class TaggingServer:
             raise InvalidParameterError(
                 f"proof_batch_size must be an integer in [1, {MAX_PROOF_BATCH}], got {proof_batch_size!r}"
             )
+        if suite.mode is not Mode.VOPRF:
+            raise InvalidParameterError(f"suite must be in mode VOPRF (users verify proofs), got {suite.mode.name}")
         if isinstance(release_floor, bool) or not isinstance(release_floor, int) or release_floor < 1:
             raise InvalidParameterError(f"release_floor must be an integer >= 1, got {release_floor!r}")
         if dropout_policy not in DROPOUT_POLICIES:
@@ -164,6 +167,7 @@ class TaggingServer:
                 out = []
                 for j in span:
                     (ev,), proof = suite.blind_evaluate(sk, [elements[j]], rng=rng)
+                    assert proof is not None  # VOPRF mode, checked at construction
                     out.append(Evaluation(evaluated_element=ev, proof=proof).encode())
                 self._meter.add("S_tag.voprf_eval", time.perf_counter() - t, len(span))
                 return out
@@ -181,6 +185,7 @@ class TaggingServer:
                 t = time.perf_counter()
                 # The suite splits a large batch over its own threads.
                 evaluated, proof = suite.blind_evaluate(sk, batch, rng=rng_root.child(f"batch/{index}"))
+                assert proof is not None
                 t1 = time.perf_counter()
                 self._meter.add("S_tag.voprf_eval", t1 - t, len(batch))
                 self._meter.add_wall("S_tag.voprf_eval", t1 - t)

@@ -55,19 +55,13 @@ from fre_protocol.parties.base import (
     Row,
     Workers,
     chunks,
-    prepare_seals,
-    seal_prepared_batch,
     status_of,
 )
 from primitives.errors import DecodeError, FreError, ProtocolStateError, VerificationError
 from primitives.randomness import RandomSource
+from primitives.voprf import Finalized, Oprf
 
 VIEW = Role.USER.label
-
-# Placeholder input and blind for batch positions that belong to no simulated user (e.g. an
-# injected request): they only make finalize's batch verification possible; outputs are ignored.
-_PLACEHOLDER_INPUT = b"fre-e2t/placeholder"
-_PLACEHOLDER_BLIND = (1).to_bytes(32, "little")
 
 OK = "ok"
 
@@ -88,6 +82,36 @@ class ServerKeys:
     syn_box_key: bytes
 
 
+#: Single evaluations verified per job: their proofs go through the batched kernel together.
+_SINGLES_PER_JOB = 256
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _EvaluationInbox:
+    """S_tag's answers as the users hold them: the first per connection, and the refused extras."""
+
+    by_user: dict[int, bytes]
+    duplicates: list[Row]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _ParsedEvaluations:
+    """Decoded answers: evaluations with their own proof, proof batches grouped by everything
+    the proof covers, and the users whose answer already failed."""
+
+    singles: list[tuple[int, Evaluation]]
+    batches: list[list[tuple[int, BatchEvaluation]]]
+    errors: dict[int, Exception]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _FinalizeJob:
+    """One unit of verification work: a chunk of single evaluations or one proof batch."""
+
+    singles: tuple[tuple[int, Evaluation], ...] = ()
+    batch: tuple[tuple[int, BatchEvaluation], ...] | None = None
+
+
 class UserPopulation:
     """N users' devices. ``encodings[i]`` is user i's bucket index b_i, canonically encoded."""
 
@@ -97,7 +121,7 @@ class UserPopulation:
         encodings: Sequence[bytes],
         coins: npt.NDArray[np.bool_],
         *,
-        suite: Any,
+        suite: Oprf,
         keys: ServerKeys,
         channel: Channel,
         rng: RandomSource,
@@ -169,7 +193,7 @@ class UserPopulation:
                 ("share_to_tag", tag_key, phase2),
                 ("share_to_syn", syn_key, phase2),
             ):
-                for i, seal in zip(who, prepare_seals(channel, key, len(who), rng), strict=True):
+                for i, seal in zip(who, channel.prepare_seals(key, len(who), rng), strict=True):
                     self._seals[kind][i] = seal
             t2 = _clock()
             self._meter.add("user.offline.blind_scalar", t1 - t0, len(idx))
@@ -204,7 +228,7 @@ class UserPopulation:
                 self.blinded[i] = blinded
                 blinded_all.append(blinded)
             t1 = _clock()
-            sealed = seal_prepared_batch(
+            sealed = _seal_prepared(
                 channel, self._take_seals("blind_request", users),
                 [BlindRequest(blinded_element=b).encode() for b in blinded_all],
             )
@@ -224,20 +248,46 @@ class UserPopulation:
 
     # -- phase 1: finalize ----------------------------------------------------------------------
     def receive_evaluations(self, deliveries: Sequence[tuple[int, bytes]]) -> None:
-        """Verify the proof and finalize each user's tag (RFC 9497 §3.3.2 Finalize)."""
+        """Verify the proof and finalize each user's tag (RFC 9497 §2.2.2 VerifyProof, §3.3.2
+        Finalize with the blind inverse prepared offline)."""
+        # The verification kernels load here, once per process: not a user's metered work.
+        self._suite.warm_up()
+        inbox = self._sort_evaluations(deliveries)
+        self._meter.add_bytes("user.download.evaluation", sum(len(d) for d in inbox.by_user.values()))
+        parsed = self._parse_evaluations(inbox.by_user)
+        jobs: list[_FinalizeJob] = [
+            _FinalizeJob(singles=tuple(parsed.singles[c.start : c.stop]))
+            for c in chunks(len(parsed.singles), _SINGLES_PER_JOB)
+        ]
+        jobs += [_FinalizeJob(batch=tuple(group)) for group in parsed.batches]
+        errors = dict(parsed.errors)
+        for result in self._workers.map(self._finalize, jobs, desc="users: verify + finalize"):
+            for i, outcome in result.items():
+                if isinstance(outcome, bytes):
+                    self.tags[i] = tag_of(outcome)
+                    self.status[i] = OK
+                else:
+                    errors[i] = outcome if outcome is not None else ProtocolStateError("no output for this user")
+        self._settle_evaluations(inbox, errors)
+
+    def _sort_evaluations(self, deliveries: Sequence[tuple[int, bytes]]) -> _EvaluationInbox:
+        """The first answer on each user's connection; a second one is refused and recorded."""
         by_user: dict[int, bytes] = {}
-        extra_rows: list[Row] = []
+        duplicates: list[Row] = []
         for conn, data in deliveries:
             if not 0 <= conn < self.n:
                 continue  # an answer to someone else's connection (e.g. an injected request)
             if conn not in by_user:
                 by_user[conn] = data
-            else:  # a second response for one request
-                extra_rows.append(
+            else:
+                duplicates.append(
                     (VIEW, PHASE1, Role.S_TAG.label, VIEW, message_type_name(data), data,
                      status_of(ProtocolStateError("unexpected response")))
                 )
-        self._meter.add_bytes("user.download.evaluation", sum(len(d) for d in by_user.values()))
+        return _EvaluationInbox(by_user=by_user, duplicates=duplicates)
+
+    def _parse_evaluations(self, by_user: dict[int, bytes]) -> _ParsedEvaluations:
+        """Decode each answer: a single evaluation, a member of a proof batch, or a rejection."""
         singles: list[tuple[int, Evaluation]] = []
         batches: dict[bytes, list[tuple[int, BatchEvaluation]]] = {}
         errors: dict[int, Exception] = {}
@@ -261,118 +311,63 @@ class UserPopulation:
                 # element (e.g. an evaluation under another key) is verified on its own.
                 key = msg.proof + b"".join(msg.blinded_elements) + b"".join(msg.evaluated_elements)
                 batches.setdefault(key, []).append((i, msg))
+        return _ParsedEvaluations(singles=singles, batches=list(batches.values()), errors=errors)
 
-        suite, pk = self._suite, self._keys.voprf_public_key
+    def _finalize(self, job: _FinalizeJob) -> dict[int, Finalized]:
+        return self._finalize_singles(job.singles) if job.batch is None else self._finalize_batch(job.batch)
 
-        singles_tools = single_tools(suite, pk)
+    def _finalize_singles(self, items: Sequence[tuple[int, Evaluation]]) -> dict[int, Finalized]:
+        """Users whose evaluation carries its own proof: each verifies and finalizes its own."""
+        t0 = _clock()
+        outputs = self._suite.verify_and_finalize(
+            [self.encodings[i] for i, _ in items],
+            [self.blind_inverses[i] for i, _ in items],
+            [self.blinded[i] for i, _ in items],  # type: ignore[misc]
+            [msg.evaluated_element for _, msg in items],
+            [msg.proof for _, msg in items],
+            pk=self._keys.voprf_public_key,
+        )
+        self._meter.add("user.finalize", _clock() - t0, len(items))
+        return {i: out for (i, _), out in zip(items, outputs, strict=True)}
 
-        def work_singles(items: list[tuple[int, Evaluation]]) -> dict[int, Exception | None]:
-            res: dict[int, Exception | None] = {}
-            t0 = _clock()
-            if singles_tools is not None:
-                verify_many, unblind = singles_tools
-                verdicts = verify_many(
-                    [(self.blinded[i], msg.evaluated_element, msg.proof) for i, msg in items]  # type: ignore[misc]
-                )
-                for (i, msg), verdict in zip(items, verdicts, strict=True):
-                    if verdict is None:
-                        self.tags[i] = tag_of(unblind(self.encodings[i], self.blind_inverses[i], msg.evaluated_element))
-                    res[i] = verdict
-            else:  # a suite without the pieces: its own finalize, one user at a time
-                for i, msg in items:
-                    try:
-                        (tag,) = suite.finalize(
-                            [self.encodings[i]], [self.blinds[i]], [msg.evaluated_element],
-                            blinded_elements=[self.blinded[i]], pk=pk, proof=msg.proof,
-                        )
-                        self.tags[i] = tag_of(tag)
-                        res[i] = None
-                    except (DecodeError, VerificationError) as exc:
-                        res[i] = exc
-            self._meter.add("user.finalize", _clock() - t0, len(items))
-            return res
+    def _finalize_batch(self, group: Sequence[tuple[int, BatchEvaluation]]) -> dict[int, Finalized]:
+        """Members of one proof batch, who all received the same batch: each verifies the whole
+        proof and finalizes its own element. The first member runs on its own, so its time is
+        what one device pays, charged to every member; the others then finalize in one call."""
+        t0 = _clock()
+        out = self._finalize_members(group[:1])
+        one_device = _clock() - t0
+        if len(group) > 1:
+            out.update(self._finalize_members(group[1:]))
+        self._meter.add("user.finalize", one_device * len(group), len(group))
+        self._meter.add("user.finalize.batch_verifications", one_device, 1)
+        return out
 
-        tools = batch_tools(suite, pk)
+    def _finalize_members(self, members: Sequence[tuple[int, BatchEvaluation]]) -> dict[int, Finalized]:
+        batch = members[0][1]
+        size = len(batch.blinded_elements)
+        inputs: list[bytes | None] = [None] * size
+        inverses: list[bytes | None] = [None] * size
+        for i, msg in members:
+            inputs[msg.position] = self.encodings[i]
+            inverses[msg.position] = self.blind_inverses[i]
+        outputs = self._suite.verify_and_finalize(
+            inputs, inverses, list(batch.blinded_elements), list(batch.evaluated_elements), batch.proof,
+            pk=self._keys.voprf_public_key,
+        )
+        return {i: outputs[msg.position] for i, msg in members}
 
-        def work_batch(group: list[tuple[int, BatchEvaluation]]) -> dict[int, Exception | None]:
-            # Every member of a group received the same batch (proof, blinded and evaluated
-            # elements), so each would verify the same proof over the same elements and then
-            # unblind its own element. The simulation verifies once per group and charges that
-            # verification to each member, plus the member's own unblinding.
-            first = group[0][1]
-            res: dict[int, Exception | None] = {}
-            if tools is not None:
-                verify, unblind = tools
-                t0 = _clock()
-                try:
-                    ok = verify(list(first.blinded_elements), list(first.evaluated_elements), first.proof)
-                    error: Exception | None = None if ok else VerificationError("batch proof does not verify")
-                except DecodeError as exc:
-                    error = exc
-                verify_time = _clock() - t0
-                own = 0.0
-                for i, msg in group:
-                    if error is not None:
-                        res[i] = error
-                        continue
-                    t1 = _clock()
-                    try:
-                        evaluated = msg.evaluated_elements[msg.position]
-                        self.tags[i] = tag_of(unblind(self.encodings[i], self.blind_inverses[i], evaluated))
-                        res[i] = None
-                    except (DecodeError, VerificationError) as exc:
-                        res[i] = exc
-                    own += _clock() - t1
-                self._meter.add("user.finalize", verify_time * len(group) + own, len(group))
-                self._meter.add("user.finalize.batch_verifications", verify_time, 1)
-                return res
-            # A suite without the batch pieces: one finalize over the whole batch (placeholders
-            # for positions no simulated user holds), charged in full to every member.
-            size = len(first.blinded_elements)
-            inputs = [_PLACEHOLDER_INPUT] * size
-            blinds: list[bytes] = [_PLACEHOLDER_BLIND] * size
-            for i, msg in group:
-                inputs[msg.position] = self.encodings[i]
-                blinds[msg.position] = self.blinds[i]  # type: ignore[assignment]
-            t0 = _clock()
-            try:
-                outputs = suite.finalize(
-                    inputs, blinds, list(first.evaluated_elements),
-                    blinded_elements=list(first.blinded_elements), pk=pk, proof=first.proof,
-                )
-                for i, msg in group:
-                    self.tags[i] = tag_of(outputs[msg.position])
-                    res[i] = None
-            except (DecodeError, VerificationError) as exc:
-                res = {i: exc for i, _ in group}
-            elapsed = _clock() - t0
-            self._meter.add("user.finalize", elapsed * len(group), len(group))
-            self._meter.add("user.finalize.batch_verifications", elapsed, 1)
-            return res
-
-        jobs: list[Any] = [("s", singles[c.start : c.stop]) for c in chunks(len(singles), 256)]
-        jobs += [("b", g) for g in batches.values()]
-
-        def run(job: Any) -> dict[int, Exception | None]:
-            kind, payload = job
-            return work_singles(payload) if kind == "s" else work_batch(payload)
-
-        for result in self._workers.map(run, jobs, desc="users: verify + finalize"):
-            for i, err in result.items():
-                if err is not None:
-                    errors[i] = err
-                else:
-                    self.status[i] = OK
+    def _settle_evaluations(self, inbox: _EvaluationInbox, errors: dict[int, Exception]) -> None:
+        """A user whose answer failed keeps no tag and records why; every answer is recorded."""
         for i, err in errors.items():
             self.tags[i] = None
             if not self.status[i].startswith("rejected_by_server"):
                 self.status[i] = status_of(err)
         rows: list[Row] = [
-            (VIEW, PHASE1, Role.S_TAG.label, VIEW, message_type_name(data), data,
-             status_of(errors.get(i)))
-            for i, data in sorted(by_user.items())
+            (VIEW, PHASE1, Role.S_TAG.label, VIEW, message_type_name(data), data, status_of(errors.get(i)))
+            for i, data in sorted(inbox.by_user.items())
         ]
-        self._recorder.add(rows + extra_rows)
+        self._recorder.add(rows + inbox.duplicates)
 
     # -- phase 1: submit ------------------------------------------------------------------------
     def tag_submissions(self) -> list[tuple[int, Role, bytes]]:
@@ -392,7 +387,7 @@ class UserPopulation:
                 tag = self.tags[i]
                 assert tag is not None
                 plains.append(TagSubmission(tag=tag, nonce=nonces[16 * j : 16 * j + 16]).encode())
-            sealed = seal_prepared_batch(channel, self._take_seals("tag_submission", users.tolist()), plains)
+            sealed = _seal_prepared(channel, self._take_seals("tag_submission", users.tolist()), plains)
             out = [
                 (i, Role.USER, SealedEnvelope(recipient=Role.S_SYN, ciphertext=c).encode())
                 for i, c in zip(users.tolist(), sealed, strict=True)
@@ -475,8 +470,8 @@ class UserPopulation:
                     ShareSubmission(tag=tag, contribution_id=cid, share=sharing.encode_share(second, j)).encode()
                 )
             idx = users.tolist()
-            sealed_tag = seal_prepared_batch(channel, self._take_seals("share_to_tag", idx), to_tag)
-            sealed_syn = seal_prepared_batch(channel, self._take_seals("share_to_syn", idx), to_syn)
+            sealed_tag = _seal_prepared(channel, self._take_seals("share_to_tag", idx), to_tag)
+            sealed_syn = _seal_prepared(channel, self._take_seals("share_to_syn", idx), to_syn)
             out = []
             for i, a, b in zip(users.tolist(), sealed_tag, sealed_syn, strict=True):
                 out.append((i, Role.USER, SealedEnvelope(recipient=Role.S_TAG, ciphertext=a).encode()))
@@ -506,8 +501,8 @@ class UserPopulation:
         def work(span: range) -> list[tuple[int, Role, bytes]]:
             idx = users[span.start : span.stop].tolist()
             t0 = _clock()
-            sealed_tag = seal_prepared_batch(channel, self._take_seals("share_to_tag", idx), [to_tag] * len(idx))
-            sealed_syn = seal_prepared_batch(channel, self._take_seals("share_to_syn", idx), [to_syn] * len(idx))
+            sealed_tag = _seal_prepared(channel, self._take_seals("share_to_tag", idx), [to_tag] * len(idx))
+            sealed_syn = _seal_prepared(channel, self._take_seals("share_to_syn", idx), [to_syn] * len(idx))
             out = []
             for i, a, b in zip(idx, sealed_tag, sealed_syn, strict=True):
                 out.append((i, Role.USER, SealedEnvelope(recipient=Role.S_TAG, ciphertext=a).encode()))
@@ -521,111 +516,9 @@ class UserPopulation:
         return out
 
 
-def _rfc_voprf_parts(suite: Any) -> tuple[Any, bytes, bytes] | None:
-    """``(group, context string, HashToScalar DST)`` of our RFC 9497 suite in VOPRF mode, whose
-    pieces the users' verification calls directly; ``None`` for any other suite."""
-    try:
-        from primitives.voprf import Mode, OprfSuite
-        from primitives.voprf.hashing import hash_to_scalar_dst
-    except ImportError:  # pragma: no cover - another oprf backend
-        return None
-    if not isinstance(suite, OprfSuite) or suite.mode is not Mode.VOPRF:
-        return None
-    return suite.group, suite.context_string, hash_to_scalar_dst(suite.context_string)
+def _seal_prepared(channel: Channel, prepared: Sequence[Any], plaintexts: Sequence[bytes]) -> list[bytes]:
+    """Seal each plaintext with its own prepared seal."""
+    return [channel.seal_prepared(seal, p) for seal, p in zip(prepared, plaintexts, strict=True)]
 
 
-def _split_proof(group: Any, proof: bytes) -> tuple[bytes, bytes]:
-    """``(c, s)`` of an encoded DLEQ proof, each a scalar below the order; DecodeError otherwise."""
-    if len(proof) != 2 * group.scalar_size:
-        raise DecodeError(f"proof must be {2 * group.scalar_size} bytes, got {len(proof)}")
-    return (
-        group.deserialize_scalar(proof[: group.scalar_size]),
-        group.deserialize_scalar(proof[group.scalar_size :]),
-    )
-
-
-def _unblinder(group: Any) -> Any:
-    """``unblind(input, blind_inverse, evaluated) -> PRF output``: RFC 9497 Finalize with the
-    inverse prepared offline, in libsodium's constant time. ``evaluated`` must already have been
-    deserialized by the caller's verification (canonical, on the curve)."""
-    from primitives.voprf.hashing import finalize_hash
-
-    def unblind(input_: bytes, blind_inverse: bytes, evaluated: bytes) -> bytes:
-        unblinded = group.scalar_mult(blind_inverse, evaluated)
-        return finalize_hash(input_, group.serialize_element(unblinded), None)
-
-    return unblind
-
-
-def single_tools(suite: Any, pk: bytes) -> tuple[Any, Any] | None:
-    """What a user runs on its own evaluation with a one-element proof, for the RFC 9497 VOPRF
-    suite: ``verify_many([(blinded, evaluated, proof), ...]) -> [None | error]`` (VerifyProof,
-    RFC 9497 §2.2.2, each proof on its own; variable-time arithmetic, since every input is
-    public) and ``unblind(input, blind_inverse, evaluated) -> tag`` (Finalize with the inverse
-    prepared offline, in libsodium's constant time). ``None`` for suites without these pieces."""
-    parts = _rfc_voprf_parts(suite)
-    if parts is None:
-        return None
-    from primitives.voprf import dleq
-
-    group, context, dst = parts
-    pk_enc = group.serialize_element(group.deserialize_element(pk))
-    # The proof kernel loads (or compiles) here, once per process: not a user's metered work.
-    from primitives.group import vartime_numba
-
-    vartime_numba.warm_up()
-
-    def verify_many(items: Sequence[tuple[bytes, bytes, bytes]]) -> list[Exception | None]:
-        out: list[Exception | None] = [None] * len(items)
-        todo: list[int] = []
-        proofs: list[tuple[bytes, bytes]] = []
-        for k, (_blinded, evaluated, proof) in enumerate(items):
-            try:
-                split = _split_proof(group, proof)
-                group.deserialize_element(evaluated)
-            except DecodeError as exc:
-                out[k] = exc
-                continue
-            todo.append(k)
-            proofs.append(split)
-        if not todo:
-            return out
-        verdicts = dleq.verify_single_proofs(
-            group, pk_enc, [items[k][0] for k in todo], [items[k][1] for k in todo], proofs,
-            context=context, dst=dst,
-        )
-        for k, ok in zip(todo, verdicts, strict=True):
-            if not ok:
-                out[k] = VerificationError("proof does not verify")
-        return out
-
-    return verify_many, _unblinder(group)
-
-
-def batch_tools(suite: Any, pk: bytes) -> tuple[Any, Any] | None:
-    """``(verify(blinded, evaluated, proof) -> bool, unblind(input, blind_inverse, evaluated))``
-    for the RFC 9497 suite: what one user runs on a batched proof (VerifyProof over the whole
-    batch, RFC 9497 §2.2.2, then Finalize of its own element without re-verifying). ``None`` for
-    suites that do not expose these pieces."""
-    parts = _rfc_voprf_parts(suite)
-    if parts is None:
-        return None
-    from primitives.voprf import dleq
-
-    group, context, dst = parts
-    key = group.deserialize_element(pk)
-    # The batch verification's multi-scalar kernel loads here, once per process, unmetered.
-    from primitives.group import msm_numba
-
-    msm_numba.warm_up()
-
-    def verify(blinded: list[bytes], evaluated: list[bytes], proof: bytes) -> bool:
-        c, s = _split_proof(group, proof)
-        cs = [group.deserialize_element(x) for x in blinded]
-        ds = [group.deserialize_element(x) for x in evaluated]
-        return bool(dleq.verify_proof(group, key, cs, ds, (c, s), context=context, dst=dst))
-
-    return verify, _unblinder(group)
-
-
-__all__ = ["OK", "ServerKeys", "UserPopulation", "batch_tools", "single_tools"]
+__all__ = ["OK", "ServerKeys", "UserPopulation"]

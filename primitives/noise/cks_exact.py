@@ -21,7 +21,7 @@ import numpy as np
 import numpy.typing as npt
 
 from primitives.errors import InvalidParameterError
-from primitives.noise import check_sigma, check_size
+from primitives.noise.base import check_sigma, check_size
 from primitives.randomness import RandomSource
 
 _WORD = 1 << 64

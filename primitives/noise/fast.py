@@ -25,7 +25,7 @@ import numpy as np
 import numpy.typing as npt
 
 from primitives.errors import InvalidParameterError
-from primitives.noise import check_sigma, check_size
+from primitives.noise.base import check_sigma, check_size
 from primitives.randomness import RandomSource
 
 TABLE_MAX_SIGMA = 64.0

@@ -16,11 +16,12 @@ The group backend is chosen by registry name (``group="ristretto255-sodium"`` by
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
+from primitives.group import PrimeOrderGroup
 from primitives.randomness import RandomSource
 from primitives.voprf.hashing import SUITE_ID, expand_message_xmd
-from primitives.voprf.suite import Mode, OprfSuite, SecretBytes, get_suite
+from primitives.voprf.suite import Finalized, Mode, OprfSuite, SecretBytes, get_suite
 
 
 class Oprf(Protocol):
@@ -28,6 +29,8 @@ class Oprf(Protocol):
 
     @property
     def mode(self) -> Mode: ...
+    @property
+    def group(self) -> PrimeOrderGroup[Any, Any]: ...
     def derive_key_pair(self, seed: SecretBytes, info: bytes = b"") -> tuple[bytes, bytes]: ...
     def generate_key_pair(self, rng: RandomSource | None = None) -> tuple[bytes, bytes]: ...
     def blind(
@@ -51,7 +54,19 @@ class Oprf(Protocol):
         proof: bytes | None = None,
         info: bytes = b"",
     ) -> list[bytes]: ...
+    def verify_and_finalize(
+        self,
+        inputs: Sequence[bytes | None],
+        blind_inverses: Sequence[SecretBytes | None],
+        blinded_elements: Sequence[bytes],
+        evaluated_elements: Sequence[bytes],
+        proofs: bytes | Sequence[bytes],
+        *,
+        pk: bytes,
+        info: bytes = b"",
+    ) -> list[Finalized]: ...
     def evaluate(self, sk: SecretBytes, input: bytes, info: bytes = b"") -> bytes: ...
+    def warm_up(self) -> None: ...
 
 
-__all__ = ["SUITE_ID", "Mode", "Oprf", "OprfSuite", "expand_message_xmd", "get_suite"]
+__all__ = ["SUITE_ID", "Finalized", "Mode", "Oprf", "OprfSuite", "expand_message_xmd", "get_suite"]

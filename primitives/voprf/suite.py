@@ -44,6 +44,9 @@ from primitives.voprf.hashing import (
 
 T = TypeVar("T")
 SecretBytes = bytes | bytearray | Secret[bytes]
+#: One item of :meth:`OprfSuite.verify_and_finalize`: the PRF output, the error that stopped it,
+#: or None for a batch position the caller did not ask to finalize.
+Finalized = bytes | DecodeError | VerificationError | None
 
 #: Below this many elements a batch runs in the calling thread (thread hand-off costs more).
 PARALLEL_THRESHOLD = 64
@@ -343,6 +346,172 @@ class OprfSuite:
                     + ", got a proof that does not"
                 )
         return [out for part in parts for out in part[0]]
+
+    # -- client: VerifyProof + Finalize with prepared inverses (§2.2.2, §3.3.2-3) -----------
+    def verify_and_finalize(
+        self,
+        inputs: Sequence[bytes | None],
+        blind_inverses: Sequence[SecretBytes | None],
+        blinded_elements: Sequence[bytes],
+        evaluated_elements: Sequence[bytes],
+        proofs: bytes | Sequence[bytes],
+        *,
+        pk: bytes,
+        info: bytes = b"",
+    ) -> list[Finalized]:
+        """VerifyProof (§2.2.2) then Finalize (§3.3.2, §3.3.3) of many evaluations, each item
+        failing on its own: entry i is the PRF output of ``inputs[i]``, the DecodeError or
+        VerificationError that stopped it, or None where ``inputs[i]`` is None (a batch
+        position the caller holds no input for: covered by the proof, not finalized).
+
+        ``proofs`` is one proof per element (a list: each from a BlindEvaluate of one element)
+        or one proof for the whole batch (bytes: a failing proof fails every item).
+        ``blind_inverses[i]`` is ``blind^-1``, computed ahead of time, so the online work is one
+        scalar multiplication and a hash per element. Verification runs in one thread with
+        variable-time arithmetic (every input to it is public); the unblinding is constant time.
+        Raises InvalidParameterError in OPRF mode (nothing to verify) and InvalidInputError for
+        inconsistent arguments.
+        """
+        if self._mode is Mode.OPRF:
+            raise InvalidParameterError("verify_and_finalize needs mode VOPRF or POPRF, got OPRF")
+        n = len(evaluated_elements)
+        dleq.check_batch("evaluated_elements", n)
+        for name, items in (
+            ("inputs", inputs),
+            ("blind_inverses", blind_inverses),
+            ("blinded_elements", blinded_elements),
+        ):
+            if isinstance(items, bytes | bytearray) or len(items) != n:
+                raise InvalidInputError(
+                    f"{name} must be a list of {n} items like evaluated_elements, got {len(items)}"
+                )
+        info_ = self._info(info)
+        key = self._decode_pk(pk)
+        if self._mode is Mode.POPRF:
+            key = self._tweaked_key(key, info_)
+        elements = [
+            self._try_decode(e, f"evaluated_elements[{i}]")
+            for i, e in enumerate(evaluated_elements)
+        ]
+        if isinstance(proofs, bytes | bytearray):
+            verdicts = self._verify_batch(
+                key, blinded_elements, evaluated_elements, elements, bytes(proofs)
+            )
+        else:
+            if isinstance(proofs, str) or len(proofs) != n:
+                raise InvalidInputError(
+                    f"proofs must be one proof or a list of one per element ({n}), got {len(proofs)} items"
+                )
+            verdicts = self._verify_each(
+                key, blinded_elements, evaluated_elements, elements, proofs
+            )
+        out_info = info_ if self._mode is Mode.POPRF else None
+        g = self._group
+        results: list[Finalized] = []
+        for i, (verdict, element) in enumerate(zip(verdicts, elements, strict=True)):
+            input_, inverse = inputs[i], blind_inverses[i]
+            if verdict is not None or input_ is None or inverse is None:
+                results.append(verdict)
+                continue
+            unblinded = g.scalar_mult(self._secret_scalar(inverse, f"blind_inverses[{i}]"), element)
+            results.append(
+                finalize_hash(
+                    check_input(input_, f"inputs[{i}]"), g.serialize_element(unblinded), out_info
+                )
+            )
+        return results
+
+    def _try_decode(self, data: bytes, name: str) -> Any:
+        try:
+            return self._decode(data, name)
+        except DecodeError as exc:
+            return exc
+
+    def _proof_sides(
+        self, blinded: Sequence[bytes], evaluated: Sequence[bytes]
+    ) -> tuple[Sequence[bytes], Sequence[bytes]]:
+        """(C, D) of the proofs: VOPRF proves k*blinded = evaluated, POPRF t*evaluated = blinded."""
+        return (blinded, evaluated) if self._mode is Mode.VOPRF else (evaluated, blinded)
+
+    def _verify_batch(
+        self,
+        key: Any,
+        blinded: Sequence[bytes],
+        evaluated: Sequence[bytes],
+        elements: Sequence[Any],
+        proof: bytes,
+    ) -> list[DecodeError | VerificationError | None]:
+        """One proof over every element (§2.2.2 with m = len): one verdict for all."""
+        n = len(evaluated)
+        failed = next((e for e in elements if isinstance(e, DecodeError)), None)
+        if failed is not None:
+            return [failed] * n
+        try:
+            scalars = self._decode_proof(proof)
+            decoded_blinded = self._decode_all(blinded, "blinded_elements", 0)
+        except DecodeError as exc:
+            return [exc] * n
+        cs, ds = (
+            (decoded_blinded, elements) if self._mode is Mode.VOPRF else (elements, decoded_blinded)
+        )
+        if dleq.verify_proof(
+            self._group, key, cs, ds, scalars, context=self._context, dst=self._h2s_dst
+        ):
+            return [None] * n
+        return [
+            VerificationError(
+                f"proof must verify for the batch of {n} elements, got a proof that does not"
+            )
+        ] * n
+
+    def _verify_each(
+        self,
+        key: Any,
+        blinded: Sequence[bytes],
+        evaluated: Sequence[bytes],
+        elements: Sequence[Any],
+        proofs: Sequence[bytes],
+    ) -> list[DecodeError | VerificationError | None]:
+        """One proof per element (§2.2.2 with m = 1 each), checked together."""
+        g = self._group
+        out: list[DecodeError | VerificationError | None] = [None] * len(proofs)
+        todo: list[int] = []
+        split: list[tuple[bytes, bytes]] = []
+        for i, proof in enumerate(proofs):
+            if isinstance(elements[i], DecodeError):
+                out[i] = elements[i]
+                continue
+            try:
+                c, s = self._decode_proof(proof)
+                self._decode(blinded[i], f"blinded_elements[{i}]")
+            except DecodeError as exc:
+                out[i] = exc
+                continue
+            todo.append(i)
+            split.append((g.serialize_scalar(c), g.serialize_scalar(s)))
+        c_enc, d_enc = self._proof_sides([blinded[i] for i in todo], [evaluated[i] for i in todo])
+        verdicts = dleq.verify_single_proofs(
+            g,
+            g.serialize_element(key),
+            c_enc,
+            d_enc,
+            split,
+            context=self._context,
+            dst=self._h2s_dst,
+        )
+        for i, ok in zip(todo, verdicts, strict=True):
+            if not ok:
+                out[i] = VerificationError(
+                    "proof must verify for its element, got a proof that does not"
+                )
+        return out
+
+    def warm_up(self) -> None:
+        """Load (or compile) the verification kernels now, so no metered call pays for it."""
+        from primitives.group import msm_numba, vartime_numba
+
+        vartime_numba.warm_up()
+        msm_numba.warm_up()
 
     # -- Evaluate (§3.3.1, §3.3.3) ----------------------------------------------------------
     def evaluate(self, sk: SecretBytes, input: bytes, info: bytes = b"") -> bytes:

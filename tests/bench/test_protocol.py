@@ -19,7 +19,8 @@ import numpy as np
 import pytest
 
 from fre_protocol.components import build_components
-from fre_protocol.costs import TARGETS, cost_table, measure, write_reports
+from fre_protocol.cost_measurement import measure
+from fre_protocol.costs import TARGETS, cost_table, write_reports
 from fre_protocol.parties.synthesis_server import decode_many
 from fre_protocol.runner import ProtocolConfig, run_protocol
 from mechanism.params import FreParams
