@@ -122,6 +122,7 @@ class ProxyService(ServiceBase):
         self.queue_depth = self.metrics.gauge("fre_queue_depth", "admitted messages not yet forwarded", labels=("kind",))
         self._pump: threading.Thread | None = None
         self._windows: dict[str, float] = {}  # when each kind's current window opened
+        self._answers_version = 0
 
     # -- start-up: the round document --------------------------------------------------------------
     def start(self) -> None:
@@ -313,6 +314,8 @@ class ProxyService(ServiceBase):
                     raise ProtocolStateError(f"S_tag answered {len(responses)} of {len(order)} requests in batch {batch_id}")
                 conn.executemany("UPDATE items SET response = ? WHERE id = ?", list(zip(responses, order, strict=True)))
             conn.execute("UPDATE batches SET done = 1 WHERE batch_id = ?", (batch_id,))
+        if kind == PHASE1:
+            self._answers_version += 1  # wakes the users waiting for an answer
 
     # -- closing the phases -----------------------------------------------------------------------
     def close_phase1(self) -> None:
@@ -401,6 +404,23 @@ class ProxyService(ServiceBase):
         store.close()
         return path
 
+    async def wait_answer(self, ticket: int, user: str, request: Request) -> bytes | None:
+        """S_tag's answer to ``user``'s phase-1 request, waiting up to ``?wait=`` seconds (≤ 30);
+        the database is read again only when a batch of answers has come in."""
+        wait = min(30.0, max(0.0, float(request.query_params.get("wait", "0") or 0)))
+        end = time.monotonic() + wait
+        while True:
+            version = self._answers_version
+            rows = self.state.query("SELECT credential, response FROM items WHERE id = ? AND kind = ?", (ticket, PHASE1))
+            if not rows or rows[0][0] != user:
+                raise UnauthorizedError("no phase-1 request of this credential under that ticket")
+            if rows[0][1] is not None:
+                return bytes(rows[0][1])  # type: ignore[arg-type]
+            while self._answers_version == version:
+                if time.monotonic() >= end:
+                    return None
+                await asyncio.sleep(0.02)
+
     # -- endpoints --------------------------------------------------------------------------------
     def update_gauges(self) -> None:
         for kind in (PHASE1, SUBMIT, PHASE2):
@@ -412,25 +432,21 @@ class ProxyService(ServiceBase):
                 user = self.credential(request)
                 body = await read_body(request, MAX_USER_BODY)
                 ids = await run_in_threadpool(self.admit, kind, user, body)
+                if kind == PHASE1 and "wait" in request.query_params:
+                    # Long poll: most answers come within a window, saving the user a request.
+                    data = await self.wait_answer(ids[0], user, request)
+                    if data is not None:
+                        return octets(data)
                 return JSONResponse({"ticket": ids[0]}, status_code=202)
 
             return self.endpoint(kind, handle)
 
         async def answer(request: Request) -> Response:
             user = self.credential(request)
-            ticket = int(request.path_params["ticket"])
-            wait = min(30.0, max(0.0, float(request.query_params.get("wait", "0") or 0)))
-            end = time.monotonic() + wait
-            while True:
-                rows = self.state.query("SELECT credential, response FROM items WHERE id = ? AND kind = ?", (ticket, PHASE1))
-                if not rows or rows[0][0] != user:
-                    raise UnauthorizedError("no phase-1 request of this credential under that ticket")
-                if rows[0][1] is not None:
-                    break
-                if time.monotonic() >= end:
-                    raise NotReadyError("S_tag has not answered this request yet")
-                await asyncio.sleep(0.05)
-            return octets(bytes(rows[0][1]))  # type: ignore[arg-type]
+            data = await self.wait_answer(int(request.path_params["ticket"]), user, request)
+            if data is None:
+                raise NotReadyError("S_tag has not answered this request yet")
+            return octets(data)
 
         async def document(request: Request) -> Response:
             data = self.state.get(DOCUMENT_KEY)

@@ -11,6 +11,7 @@ never counted twice. A user whose request fails for good aborts, as on the in-pr
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -53,11 +54,18 @@ class _Http:
 
         from fre_protocol.net.service import tls_client_context
 
-        limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
-        self.client = httpx.AsyncClient(
-            base_url=base.rstrip("/"), verify=tls_client_context(ca), limits=limits,
-            timeout=httpx.Timeout(60.0, connect=10.0),
-        )
+        # httpcore's pool does work quadratic in its connections on every request; small pools
+        # side by side keep a client process from spending its core on pool bookkeeping.
+        per_pool = 8
+        pools = max(1, -(-concurrency // per_pool))
+        limits = httpx.Limits(max_connections=per_pool, max_keepalive_connections=per_pool)
+        context = tls_client_context(ca)
+        self.clients = [
+            httpx.AsyncClient(base_url=base.rstrip("/"), verify=context, limits=limits,
+                              timeout=httpx.Timeout(60.0, connect=10.0))
+            for _ in range(pools)
+        ]
+        self._next = 0
         self.gate = asyncio.Semaphore(concurrency)
         self.deadline_s = deadline_s
         self.report = report
@@ -65,6 +73,11 @@ class _Http:
     async def call(self, step: str, method: str, path: str, *, token: str | None = None, body: bytes | None = None,
                    params: dict[str, str] | None = None) -> bytes:
         """One request with retries until a final answer (2xx, or a 4xx other than 425)."""
+        return (await self.call_status(step, method, path, token=token, body=body, params=params))[1]
+
+    async def call_status(self, step: str, method: str, path: str, *, token: str | None = None,
+                          body: bytes | None = None, params: dict[str, str] | None = None) -> tuple[int, bytes]:
+        """:meth:`call`, with the final HTTP status."""
         import httpx
 
         headers = {"authorization": f"Bearer {token}"} if token else {}
@@ -72,8 +85,10 @@ class _Http:
         attempt = 0
         while True:
             async with self.gate:
+                client = self.clients[self._next % len(self.clients)]
+                self._next += 1
                 try:
-                    response = await self.client.request(method, path, content=body, headers=headers, params=params)
+                    response = await client.request(method, path, content=body, headers=headers, params=params)
                     status = response.status_code
                 except httpx.TransportError as exc:
                     status, response = -1, exc
@@ -82,7 +97,7 @@ class _Http:
             if status > 0:
                 self.report.bytes_down += len(response.content)  # type: ignore[union-attr]
                 if status < 400:
-                    return bytes(response.content)  # type: ignore[union-attr]
+                    return status, bytes(response.content)  # type: ignore[union-attr]
                 if status != 425 and status < 500:
                     from fre_protocol.net.service import raise_for
 
@@ -94,7 +109,8 @@ class _Http:
             await asyncio.sleep(pause)
 
     async def close(self) -> None:
-        await self.client.aclose()
+        for client in self.clients:
+            await client.aclose()
 
 
 async def _each(step: str, report: UsersReport, items: Sequence[Any], fn: Callable[[Any], Awaitable[Any]]) -> list[Any]:
@@ -180,12 +196,12 @@ async def _play(x: npt.NDArray[Any], *, proxy_url: str, ca: Path, settings: Roun
 
         async def phase1(item: tuple[int, Role, bytes]) -> tuple[int, bytes]:
             i, _, envelope = item
-            ticket = (await http.call("phase1", "POST", "/v1/phase1", token=credentials[i], body=envelope))
-            import json
-
-            t = json.loads(ticket)["ticket"]
-            answer = await http.call("phase1_answer", "GET", f"/v1/phase1/{t}", token=credentials[i], params={"wait": "10"})
-            return i, answer
+            wait = {"wait": "10"}
+            status, data = await http.call_status("phase1", "POST", "/v1/phase1", token=credentials[i], body=envelope, params=wait)
+            if status == 200:
+                return i, data
+            ticket = json.loads(data)["ticket"]  # not answered within the wait: ask again
+            return i, await http.call("phase1_answer", "GET", f"/v1/phase1/{ticket}", token=credentials[i], params=wait)
 
         answers = await _each("phase1", report, users.blind_requests(), phase1)
         users.receive_evaluations([a for a in answers if a is not None])
