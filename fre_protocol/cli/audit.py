@@ -12,7 +12,11 @@ HELP = "audit a recorded protocol run: per-party views, leak checks, release rec
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("run", metavar="RUN", help="run directory (with transcript.sqlite) or the transcript file")
+    parser.add_argument(
+        "run", metavar="RUN",
+        help="run directory (with transcript.sqlite, or a deployment's transcripts/ with one store per party) "
+        "or the transcript file",
+    )
     parser.add_argument(
         "--embeddings", metavar="X.npy",
         help="the run's embeddings: enables the exact search for raw embeddings and bucket indices",
@@ -33,7 +37,14 @@ def run(args: argparse.Namespace) -> int:
     if args.user_ids:
         lines = Path(args.user_ids).read_text(encoding="utf-8").splitlines()
         user_ids = [line.strip().encode("utf-8") for line in lines if len(line.strip()) >= 4]
-    report = audit_run(args.run, embeddings=x, user_ids=user_ids)
+    run_dir = Path(args.run)
+    if (run_dir / "transcripts").is_dir() and not (run_dir / "transcript.sqlite").exists():
+        # A deployment: one store per party.
+        from fre_protocol.net.transcript import audit_deployment
+
+        report = audit_deployment(run_dir, embeddings=x, user_ids=user_ids)
+    else:
+        report = audit_run(args.run, embeddings=x, user_ids=user_ids)
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))
     else:

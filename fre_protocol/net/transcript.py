@@ -122,4 +122,74 @@ def combine(stores: Mapping[str, Path], out: Path, *, extra: Mapping[str, Any]) 
     return out
 
 
-__all__ = ["PARTY_VIEWS", "TRANSCRIPTS_DIR", "combine", "party_header", "put_artifacts", "write_party_transcript"]
+
+
+def check_own_views(stores: Mapping[str, Path]) -> list[Any]:
+    """Each party's store holds its own view and nothing else (a store that held another
+    party's view would mean one operator recorded what only another may see)."""
+    from transcripts.audit import AuditFinding
+
+    findings = []
+    for party, path in sorted(stores.items()):
+        allowed = set(PARTY_VIEWS.get(party, ()))
+        with TranscriptStore.open(path) as store:
+            views = set(store.summary(by=("view",)))
+        stray = sorted(views - allowed)
+        findings.append(
+            AuditFinding(
+                name=f"deployment:{party}_store_holds_own_view",
+                passed=bool(allowed) and not stray,
+                detail=(
+                    f"{path.name} holds views {sorted(views)}"
+                    + (f"; NOT its own: {stray}" if stray else "")
+                    + ("" if allowed else f"; {party!r} is not a party of the protocol")
+                ),
+            )
+        )
+    missing = sorted(set(PARTY_VIEWS) - set(stores))
+    findings.append(
+        AuditFinding(
+            name="deployment:every_party_store",
+            passed=not missing,
+            detail="a store for every party" if not missing else f"no store for {missing}",
+        )
+    )
+    return findings
+
+
+def audit_deployment(run: Path, *, embeddings: Any = None, user_ids: Any = None) -> Any:
+    """Audit a deployment directory: each party's store on its own, then every view together
+    (the release recomputed from S_syn's store), then the published files."""
+    import tempfile
+
+    from fre_protocol.audit import _audit
+    from fre_protocol.published import check_published
+    from transcripts.audit import AuditReport
+
+    stores = {p.stem: p for p in sorted((run / TRANSCRIPTS_DIR).glob("*.sqlite"))}
+    own = check_own_views(stores)
+    n_users = None
+    if "users" in stores:
+        with TranscriptStore.open(stores["users"]) as users:
+            n_users = users.header.extra.get("n_users")
+    if "S_syn" not in stores:
+        return AuditReport(findings=tuple(own), summary={"stores": sorted(stores)})
+    with tempfile.TemporaryDirectory() as tmp:
+        combined = combine(stores, Path(tmp) / "combined.sqlite", extra={"n_users": n_users})
+        with TranscriptStore.open(combined) as store:
+            report = _audit(store, embeddings=embeddings, user_ids=user_ids)
+    published = tuple(check_published(run))
+    summary = {**report.summary, "stores": {k: v.name for k, v in stores.items()}}
+    return AuditReport(findings=tuple(own) + report.findings + published, summary=summary)
+
+
+__all__ = [
+    "PARTY_VIEWS",
+    "TRANSCRIPTS_DIR",
+    "audit_deployment",
+    "check_own_views",
+    "combine",
+    "party_header",
+    "put_artifacts",
+    "write_party_transcript",
+]
