@@ -24,7 +24,7 @@ import math
 import os
 import platform
 import resource
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -220,10 +220,12 @@ def cost_table(
     *,
     batched: Mapping[str, Any] | None = None,
     no_cover: Mapping[str, Any] | None = None,
+    others: Sequence[tuple[str, Mapping[str, Any]]] = (),
 ) -> str:
     """A Markdown table: operation, ours (per-user proofs with cover traffic; with ``batched``,
-    the run with one proof per batch; with ``no_cover``, the run without cover traffic), the
-    paper's figure, our target."""
+    the run with one proof per batch; with ``no_cover``, the run without cover traffic; then
+    each ``(title, costs)`` of ``others``, e.g. a networked deployment), the paper's figure, our
+    target."""
     columns: list[tuple[str, Mapping[str, Any]]] = [("ours, per-user proofs", costs)]
     if batched:
         columns.append(
@@ -231,6 +233,7 @@ def cost_table(
         )
     if no_cover:
         columns.append(("ours, per-user proofs, no cover traffic", no_cover))
+    columns += list(others)
     lines = [
         f"Per-operation costs, N = {costs.get('n_users')}, d = {costs.get('dim')} "
         f"(d' = {costs.get('padded_dim')}, ring 2^{costs.get('modulus_bits')}), ε = {costs.get('epsilon')}, "

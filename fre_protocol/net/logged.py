@@ -79,7 +79,7 @@ class LoggedServer(ServiceBase):
         return Secret(self.keys[f"{name}_sk"]), self.keys[f"{name}_pk"]
 
     # -- the log --------------------------------------------------------------------------------
-    def new_party(self, recorder: Recorder) -> Any:
+    def new_party(self, recorder: Recorder, meter: Meter) -> Any:
         raise NotImplementedError
 
     def apply(self, kind: str, body: bytes, *, replay: bool) -> bytes:
@@ -92,7 +92,7 @@ class LoggedServer(ServiceBase):
             setattr(self, name, None)
         if self.state.get(FINALIZED) is not None:
             return
-        self.party = self.new_party(Recorder())
+        self.party = self.new_party(Recorder(), self.meter)
         for entry in self.state.entries():
             self.apply(entry.kind, entry.body, replay=True)
 
@@ -151,7 +151,8 @@ class LoggedServer(ServiceBase):
         saved = {name: getattr(self, name) for name in self.progress}
         for name in self.progress:
             setattr(self, name, None)
-        self.party = self.new_party(recorder)
+        # The export's replay is not the round's work: a meter of its own.
+        self.party = self.new_party(recorder, Meter())
         try:
             for entry in self.state.entries():
                 self.apply(entry.kind, entry.body, replay=True)

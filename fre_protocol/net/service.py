@@ -40,17 +40,30 @@ from primitives.errors import FreError, InvalidParameterError, ProtocolStateErro
 Handler = Callable[[Request], Awaitable[Response]]
 
 
-class PeerRoleH11Protocol(H11Protocol):
-    """uvicorn's HTTP/1.1 protocol, with the TLS peer's certificate role (subject CN, checked
-    against our CA at the handshake) placed in every request's ``scope["state"]["peer_role"]``."""
+def _with_peer_role(base: type) -> type:
+    """uvicorn's HTTP/1.1 protocol ``base``, with the TLS peer's certificate role (subject CN,
+    checked against our CA at the handshake) in every request's ``scope["state"]["peer_role"]``."""
 
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        super().connection_made(transport)
-        from fre_protocol.net.certs import peer_role
+    class PeerRole(base):  # type: ignore[misc, valid-type]
+        def connection_made(self, transport: asyncio.Transport) -> None:
+            super().connection_made(transport)
+            from fre_protocol.net.certs import peer_role
 
-        ssl_object = transport.get_extra_info("ssl_object")
-        peer = ssl_object.getpeercert() if ssl_object is not None else None
-        self.app_state = {**self.app_state, "peer_role": peer_role(peer)}
+            ssl_object = transport.get_extra_info("ssl_object")
+            peer = ssl_object.getpeercert() if ssl_object is not None else None
+            self.app_state = {**self.app_state, "peer_role": peer_role(peer)}
+
+    PeerRole.__name__ = f"PeerRole{base.__name__}"
+    return PeerRole
+
+
+def http_protocol() -> type:
+    """httptools' parser (C) when installed, else h11 (pure Python, several times slower)."""
+    try:
+        from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+    except ImportError:
+        return _with_peer_role(H11Protocol)
+    return _with_peer_role(HttpToolsProtocol)
 
 
 def peer_of(request: Request) -> str | None:
@@ -220,7 +233,8 @@ def serve(service: ServiceBase, *, require_client_cert: bool) -> None:
         ssl_certfile=str(cfg.cert),
         ssl_ca_certs=str(cfg.ca),
         ssl_cert_reqs=ssl.CERT_REQUIRED if require_client_cert else ssl.CERT_OPTIONAL,
-        http=PeerRoleH11Protocol,
+        http=http_protocol(),
+        loop="auto",  # uvloop when installed
         log_level="warning",
         access_log=False,
         lifespan="off",
@@ -314,7 +328,7 @@ def call_with_retries(send: Callable[[], Any], *, what: str, deadline_s: float, 
 __all__ = [
     "PeerClient",
     "PeerError",
-    "PeerRoleH11Protocol",
+    "http_protocol",
     "ServiceBase",
     "call_with_retries",
     "check_round",

@@ -29,7 +29,7 @@ from fre_protocol.net.logged import LoggedServer
 from fre_protocol.net.round import Phase2Context
 from fre_protocol.net.service import PeerClient, require_peer
 from fre_protocol.net.wire import NotReadyError, decode_batch, encode_batch
-from fre_protocol.parties.base import Recorder
+from fre_protocol.parties.base import Meter, Recorder
 from fre_protocol.parties.synthesis_server import Reconstruction, SynthesisServer
 from fre_protocol.runner import NORM_GUARD_RULE, DropoutOutcome, box_key, build_ledger
 from mechanism.release import Release, ReleasedBucket
@@ -57,10 +57,10 @@ class SynService(LoggedServer):
     def public_keys(self) -> dict[str, str]:
         return {"S_syn_box": self.keys["box_pk"].hex()} if self.keys else {}
 
-    def new_party(self, recorder: Recorder) -> SynthesisServer:
+    def new_party(self, recorder: Recorder, meter: Meter) -> SynthesisServer:
         return SynthesisServer(
             box_key=self.key_pair("box"), channel=self.ctx.comps.channel, workers=self.workers,
-            meter=self.meter, recorder=recorder, release_floor=self.ctx.floor,
+            meter=meter, recorder=recorder, release_floor=self.ctx.floor,
         )
 
     def apply(self, kind: str, body: bytes, *, replay: bool) -> bytes:

@@ -27,7 +27,7 @@ from fre_protocol.messages import Role
 from fre_protocol.net.logged import LoggedServer
 from fre_protocol.net.round import Phase2Context
 from fre_protocol.net.wire import decode_batch, encode_batch
-from fre_protocol.parties.base import Recorder
+from fre_protocol.parties.base import Meter, Recorder
 from fre_protocol.parties.dummy_user import DummyUser
 from fre_protocol.parties.tagging_server import TaggingServer
 from fre_protocol.runner import box_key, tagging_key
@@ -54,12 +54,12 @@ class TagService(LoggedServer):
     def public_keys(self) -> dict[str, str]:
         return {"voprf": self.keys["voprf_pk"].hex(), "S_tag_box": self.keys["box_pk"].hex()} if self.keys else {}
 
-    def new_party(self, recorder: Recorder) -> TaggingServer:
+    def new_party(self, recorder: Recorder, meter: Meter) -> TaggingServer:
         cfg = self.settings.protocol
         return TaggingServer(
             suite=self.ctx.comps.suite, voprf_key=self.key_pair("voprf"), box_key=self.key_pair("box"),
             channel=self.ctx.comps.channel, rng=self.ctx.seeds.secret("S_tag"), workers=self.workers,
-            meter=self.meter, recorder=recorder, release_floor=self.ctx.floor,
+            meter=meter, recorder=recorder, release_floor=self.ctx.floor,
             dropout_policy=cfg.dropout_policy, proof_batch_size=cfg.proof_batch_size,
             record_shares=self.ctx.seeds.rng_mode == "seeded",
         )

@@ -142,7 +142,7 @@ def play_users(
     deadline_s: float = 900.0,
     between_phases: Callable[[], None] | None = None,
     active: npt.NDArray[np.bool_] | None = None,
-    workers: int = 1,
+    workers: int = 2,
 ) -> UsersReport:
     """Play one user per row of ``x`` against the proxy at ``proxy_url``; the users' report.
 

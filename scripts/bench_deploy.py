@@ -1,0 +1,128 @@
+"""Benchmark: one round through ``deploy-local`` beside the in-process runner, same population,
+same machine, same run.
+
+    .venv/bin/python scripts/bench_deploy.py --users 100000 --dim 768 --out runs/bench-deploy
+
+Writes ``OUT/bench.json`` and ``OUT/bench.md``: wall time of both drivers and their ratio, each
+service's CPU seconds, the per-operation cost table of both (the deployment's from the parties'
+own meters), and bytes on the wire — the loopback interface's counter over the deployment
+(TCP/IP, TLS and HTTP included) beside the HTTP bodies and the in-process message sizes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+
+def population(n: int, dim: int, seed: int) -> np.ndarray:
+    """Clusters of ~1,000 users that clear the threshold, plus 5% rare users."""
+    from mechanism.population import synthetic_population
+    from primitives.randomness import RandomSource
+
+    rare = n // 20
+    clusters = max(1, (n - rare) // 1000)
+    sizes = [(n - rare) // clusters + (1 if j < (n - rare) % clusters else 0) for j in range(clusters)]
+    pop = synthetic_population(clusters, sizes, rare, dim, 0.5, RandomSource.seeded(seed, "bench/deploy"), spread=0.02)
+    return np.asarray(pop.embeddings, dtype=np.float32)
+
+
+def merged_meter(meters: list[dict]) -> object:
+    from fre_protocol.parties.base import Meter
+
+    meter = Meter()
+    for m in meters:
+        for name, secs in m.get("seconds", {}).items():
+            meter.add(name, secs, int(m.get("counts", {}).get(name, 0)))
+        for name, secs in m.get("wall", {}).items():
+            meter.add_wall(name, secs)
+        for name, n in m.get("bytes", {}).items():
+            meter.add_bytes(name, n)
+    return meter
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--users", type=int, default=100_000)
+    parser.add_argument("--dim", type=int, default=768)
+    parser.add_argument("--epsilon", type=float, default=8.0)
+    parser.add_argument("--concurrency", type=int, default=64)
+    parser.add_argument("--window", type=int, default=2048)
+    parser.add_argument("--skip-in-process", action="store_true")
+    parser.add_argument("--out", required=True)
+    args = parser.parse_args()
+
+    from fre_protocol.costs import cost_table, summarize
+    from fre_protocol.net.deploy import deploy_local
+    from fre_protocol.net.round import RoundSettings
+    from fre_protocol.runner import ProtocolConfig, run_protocol
+    from mechanism.params import FreParams
+    from mechanism.release import Release
+    from mechanism.seeds import SeedPlan
+
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    x = population(args.users, args.dim, 7)
+    params = FreParams.paper(args.epsilon)
+    report: dict = {"n_users": args.users, "dim": args.dim, "epsilon": args.epsilon, "cpus": os.cpu_count()}
+
+    inproc = None
+    if not args.skip_in_process:
+        t0 = time.perf_counter()
+        result = run_protocol(x, params, SeedPlan.fresh(), noise=True, workers=2, progress=False)
+        report["in_process"] = {"wall_seconds": time.perf_counter() - t0, "released": len(result.release)}
+        inproc = {**result.costs, "epsilon": args.epsilon}
+        print(f"in-process: {report['in_process']['wall_seconds']:.1f} s", file=sys.stderr)
+
+    seeds = SeedPlan.fresh()
+    settings = RoundSettings(
+        round_id=f"bench-{args.users}", params=params, public_seed=seeds.public_seed, rng_mode="crypto",
+        dim=args.dim, protocol=ProtocolConfig(), window_count=args.window, window_seconds=0.5,
+    )
+    t0 = time.perf_counter()
+    summary = deploy_local(x, settings, out / "deploy", concurrency=args.concurrency)
+    report["deploy_local"] = {**summary, "total_seconds": time.perf_counter() - t0}
+    release = Release.load(out / "deploy")
+    meter = merged_meter([summary["users"]["meter"], *summary["servers"].values()])
+    info = {**release.info, "n_users": args.users, **release.diagnostics}
+    deployed = {**summarize(meter, info, workers=2), "epsilon": args.epsilon}
+    n = args.users
+    lo = summary["loopback_bytes"]
+    wire = {
+        "loopback_bytes_per_user": None if lo is None else lo / n,
+        "http_body_bytes_up_per_user": summary["users"]["http_body_bytes_up"] / n,
+        "http_body_bytes_down_per_user": summary["users"]["http_body_bytes_down"] / n,
+    }
+    report["wire"] = wire
+    report["cost_in_process"], report["cost_deploy"] = inproc, deployed
+    if inproc is not None:
+        report["wall_ratio"] = summary["wall_seconds"] / report["in_process"]["wall_seconds"]
+    (out / "bench.json").write_text(json.dumps(report, indent=2, default=str) + "\n")
+
+    lines = [f"# deploy-local against the in-process runner: N = {n}, d = {args.dim}, ε = {args.epsilon}, "
+             f"{os.cpu_count()} CPUs", ""]
+    if inproc is not None:
+        lines.append(f"- wall: in-process {report['in_process']['wall_seconds']:.1f} s; deploy-local "
+                     f"{summary['wall_seconds']:.1f} s (ratio {report['wall_ratio']:.2f}; + "
+                     f"{summary['setup_seconds']:.1f} s starting the services)")
+    else:
+        lines.append(f"- wall: deploy-local {summary['wall_seconds']:.1f} s")
+    lines.append("- CPU seconds per service: " + ", ".join(f"{r} {s:.1f}" for r, s in summary["cpu_seconds"].items()))
+    lines.append(f"- users' steps (wall s): {json.dumps({k: round(v, 1) for k, v in summary['users']['wall'].items()})}")
+    lines.append(f"- on the wire per user: loopback {wire['loopback_bytes_per_user'] or float('nan'):.0f} B "
+                 f"(all parties, TCP/IP + TLS + HTTP); HTTP bodies up {wire['http_body_bytes_up_per_user']:.0f} B, "
+                 f"down {wire['http_body_bytes_down_per_user']:.0f} B")
+    lines += ["", cost_table(inproc or deployed, others=[("deploy-local (parties' meters)", deployed)] if inproc else ())]
+    (out / "bench.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
