@@ -88,6 +88,9 @@ def write_configs(out: Path, settings: RoundSettings, *, test_seed: int | None) 
         path = out / CONFIG_DIR / f"{role}.json"
         path.write_text(json.dumps(config.to_dict(), indent=2) + "\n")
         dep.configs[role] = path
+    # What `fre-e2t users` reads: where the proxy is, which CA to trust, which round to expect.
+    users = {"proxy": dep.url("proxy"), "ca": str(paths.ca), "round": settings.to_dict(), "test_seed": test_seed}
+    (out / CONFIG_DIR / "users.json").write_text(json.dumps(users, indent=2) + "\n")
     return dep
 
 

@@ -371,7 +371,10 @@ class ProxyService(ServiceBase):
                 )
             self.state.put(RELEASE_KEY, release)
             self.write_transcript()
-            self.state.put(PHASE_KEY, DONE.encode())
+            with self.state.transaction() as conn:
+                # Who took part is the proxy's to forget once the round is out.
+                conn.execute("UPDATE items SET credential = NULL")
+                conn.execute("INSERT OR REPLACE INTO kv (key, value) VALUES (?, ?)", (PHASE_KEY, DONE.encode()))
             return release
 
     def write_transcript(self) -> Path:
