@@ -203,15 +203,23 @@ class ProxyService(ServiceBase):
         digest = hashlib.sha256(body).digest()
         open_phase = OPEN2 if kind == PHASE2 else OPEN1
 
+        def refused(conn: Any, error: Exception) -> Exception:
+            from fre_protocol.parties.base import status_of
+
+            conn.execute("INSERT INTO refused (kind, body, status) VALUES (?, ?, ?)", (kind, body, status_of(error)))
+            return error
+
         def write(conn: Any) -> Any:
             phase = conn.execute("SELECT value FROM kv WHERE key = ?", (PHASE_KEY,)).fetchone()
             if phase is None or phase[0].decode() != open_phase:
-                return ProtocolStateError(f"{kind} requests are taken in {open_phase}, the round is in {phase and phase[0].decode()}")
+                return refused(conn, ProtocolStateError(
+                    f"{kind} requests are taken in {open_phase}, the round is in {phase and phase[0].decode()}"
+                ))
             rows = conn.execute("SELECT id, digest FROM items WHERE kind = ? AND credential = ? ORDER BY id", (kind, user)).fetchall()
             if rows:
                 if bytes(rows[0][1]) == digest:
                     return [int(r[0]) for r in rows]
-                return RateLimitedError(f"this credential already sent its {kind} request in this round")
+                return refused(conn, RateLimitedError(f"this credential already sent its {kind} request in this round"))
             ids = []
             for data, env in zip(envelopes, opened, strict=True):
                 cur = conn.execute(
