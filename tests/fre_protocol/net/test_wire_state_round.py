@@ -52,7 +52,12 @@ def test_batch_count_limit() -> None:
 
 
 def test_typed_errors_map_to_statuses() -> None:
-    from fre_protocol.net.wire import NotReadyError, RateLimitedError, TooLargeError, UnauthorizedError
+    from fre_protocol.net.wire import (
+        NotReadyError,
+        RateLimitedError,
+        TooLargeError,
+        UnauthorizedError,
+    )
 
     assert [http_status(e("x")) for e in (DecodeError, TooLargeError, UnauthorizedError, RateLimitedError,
                                            NotReadyError, ProtocolStateError, VerificationError)] == [
