@@ -50,6 +50,7 @@ class LoggedServer(ServiceBase):
         self.workers = Workers(workers)
         self.meter = Meter()
         self.keys = self._round_keys()
+        self.collector = RowCollector()
         self.party: Any = None
         self.rebuild()
         self.ready.set()
@@ -86,15 +87,19 @@ class LoggedServer(ServiceBase):
         """Apply one request to ``self.party``; the response (ignored on replay)."""
         raise NotImplementedError
 
+    #: Attributes that hold the role's progress through the round (reset when it is rebuilt).
+    progress: tuple[str, ...] = ("party",)
+
     def rebuild(self) -> None:
         """The role object as the log leaves it (on start, and after a failed write)."""
         for name in self.progress:
             setattr(self, name, None)
         if self.state.get(FINALIZED) is not None:
             return
-        self.party = self.new_party(Recorder(), self.meter)
+        self.party = self.new_party(self.collector, self.meter)
         for entry in self.state.entries():
             self.apply(entry.kind, entry.body, replay=True)
+            self.collector.take()  # already in the view, as recorded when it was accepted
 
     def accept(self, rid: str, kind: str, body: bytes) -> bytes:
         with self.lock:
@@ -105,10 +110,11 @@ class LoggedServer(ServiceBase):
                 return entry.response or b""
             if self.party is None:
                 raise ProtocolStateError("the round has ended")
+            self.collector.take()
             with self.timed(kind):
                 response = self.apply(kind, body, replay=False)
             try:
-                self.state.append(rid, kind, body, response)
+                self.state.append(rid, kind, body, response, self.collector.take())
             except BaseException:
                 self.rebuild()  # the role object ran ahead of the log: bring it back
                 raise
@@ -125,7 +131,7 @@ class LoggedServer(ServiceBase):
         return self.endpoint(kind, handle)
 
     def logged_kinds(self) -> set[str]:
-        return {e.kind for e in self.state.entries()}
+        return {str(row[0]) for row in self.state.query("SELECT DISTINCT kind FROM log")}
 
     # -- the end of the round -------------------------------------------------------------------
     def finalize(self, *, artifacts: dict[str, Any], share_kinds: tuple[str, ...]) -> Path:
@@ -134,28 +140,40 @@ class LoggedServer(ServiceBase):
         from fre_protocol.net.transcript import write_party_transcript
 
         path = self.state_path(TRANSCRIPT_FILE)
-        write_party_transcript(
-            path, role=self.role, ctx=self.ctx, replay=self._replay_recorded, artifacts=artifacts,
-        )
+        write_party_transcript(path, role=self.role, ctx=self.ctx, rows=self.state.view_rows(), artifacts=artifacts)
         self.state.forget(share_kinds)
         self.state.delete([KEYS])
         self.state.put(FINALIZED, b"1")
         self.keys = {}
         return path
 
-    #: Attributes that hold the role's progress through the round (reset for a replay).
-    progress: tuple[str, ...] = ("party",)
 
-    def _replay_recorded(self, recorder: Recorder) -> None:
-        """Apply the whole log to a fresh role object that records, leaving the live one alone."""
-        saved = {name: getattr(self, name) for name in self.progress}
-        for name in self.progress:
-            setattr(self, name, None)
-        # The export's replay is not the round's work: a meter of its own.
-        self.party = self.new_party(recorder, Meter())
-        try:
-            for entry in self.state.entries():
-                self.apply(entry.kind, entry.body, replay=True)
-        finally:
-            for name, value in saved.items():
-                setattr(self, name, value)
+class RowCollector(Recorder):
+    """A recorder that keeps the rows a party records while one request is applied, for the
+    service to log with that request: the view is written in the log's transaction, so nothing
+    is recorded twice or lost in a crash."""
+
+    def __init__(self) -> None:
+        super().__init__(None)
+        self._rows: list[Any] = []
+
+    @property
+    def enabled(self) -> bool:
+        return True
+
+    def add(self, rows: Any) -> None:
+        batch = list(rows)
+        with self._lock:
+            self._rows.extend(batch)
+
+    def take(self) -> list[Any]:
+        with self._lock:
+            rows, self._rows = self._rows, []
+        return rows
+
+    def flush(self) -> None:
+        """Rows leave with their request's log entry, not on flush."""
+
+
+
+__all__ = ["FINALIZED", "KEYS", "LoggedServer", "RowCollector", "STATE_FILE", "TRANSCRIPT_FILE"]

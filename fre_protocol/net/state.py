@@ -30,7 +30,16 @@ CREATE TABLE IF NOT EXISTS log (
     body BLOB NOT NULL,
     response BLOB
 );
+CREATE TABLE IF NOT EXISTS view_rows (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    view TEXT NOT NULL, phase TEXT NOT NULL, sender TEXT NOT NULL, receiver TEXT NOT NULL,
+    message_type TEXT NOT NULL, payload BLOB, size INTEGER NOT NULL, status TEXT NOT NULL
+);
 """
+
+#: ``(view, phase, sender, receiver, message_type, payload, status)``; an ``int`` payload is a
+#: size-only record (what the parties' recorders produce).
+ViewRow = tuple[str, str, str, str, str, "bytes | int", str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,12 +89,32 @@ class ServiceState:
         rows = self.query("SELECT seq, request_id, kind, body, response FROM log WHERE request_id = ?", (request_id,))
         return LogEntry(*rows[0]) if rows else None  # type: ignore[arg-type]
 
-    def append(self, request_id: str, kind: str, body: bytes, response: bytes | None) -> None:
+    def append(
+        self, request_id: str, kind: str, body: bytes, response: bytes | None, rows: Sequence[ViewRow] = ()
+    ) -> None:
+        """Log one accepted request and what the party recorded in its view while applying it,
+        in one transaction (the view never holds a request the log lacks, or the reverse)."""
         with self.transaction() as conn:
             conn.execute(
                 "INSERT INTO log (request_id, kind, body, response) VALUES (?, ?, ?, ?)",
                 (request_id, kind, body, response),
             )
+            conn.executemany(
+                "INSERT INTO view_rows (view, phase, sender, receiver, message_type, payload, size, status) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (v, ph, se, re, mt, None if isinstance(p, int) else p, p if isinstance(p, int) else len(p), st)
+                    for v, ph, se, re, mt, p, st in rows
+                ],
+            )
+
+    def view_rows(self) -> Iterator[ViewRow]:
+        """The party's view as recorded, in order (size-only rows carry their size as payload)."""
+        for view, phase, sender, receiver, mtype, payload, size, status in self.query(
+            "SELECT view, phase, sender, receiver, message_type, payload, size, status FROM view_rows ORDER BY id"
+        ):
+            data: bytes | int = int(size) if payload is None else bytes(payload)  # type: ignore[call-overload, arg-type]
+            yield (str(view), str(phase), str(sender), str(receiver), str(mtype), data, str(status))
 
     def entries(self) -> Iterator[LogEntry]:
         """Every accepted request in acceptance order (what a restart replays)."""
@@ -181,4 +210,4 @@ class GroupCommit:
     def close(self) -> None:
         self._queue.put((None, None))
         self._thread.join(timeout=10)
-__all__ = ["GroupCommit", "LogEntry", "ServiceState"]
+__all__ = ["GroupCommit", "LogEntry", "ServiceState", "ViewRow"]

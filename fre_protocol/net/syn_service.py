@@ -99,8 +99,9 @@ class SynService(LoggedServer):
             answer = self.peers.post(
                 Role.S_TAG.label, "/v1/aggregate", accepted, request_id=f"{self.settings.round_id}/aggregate"
             )
-            self.state.append(f"{self.settings.round_id}/aggregates", AGGREGATES, answer, b"")
             self.apply(AGGREGATES, answer, replay=False)
+            # Logged with what reconstructing recorded, before anything depends on it.
+            self.state.append(f"{self.settings.round_id}/aggregates", AGGREGATES, answer, b"", self.collector.take())
         release, diagnostics = self._assemble()
         document = json.dumps(release.to_json(), sort_keys=True).encode()
         self.state.put(RELEASE_KEY, document)

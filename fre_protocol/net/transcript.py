@@ -1,9 +1,8 @@
 """Each party's transcript in a deployment: its own store, written at the end of the round from
 what it durably accepted, and the audit of a deployment's set of stores.
 
-A server's transcript is its request log applied once more to a fresh role object that records
-(the role's statuses are a function of the log, so the transcript says exactly what the live
-service saw). The proxy's is written from its queue, the users' by the users' client. ``fre-e2t
+A server's transcript is what its role object recorded while the live service applied each
+request, logged with that request. The proxy's is written from its queue, the users' by the users' client. ``fre-e2t
 audit`` on a deployment directory checks that each store holds only its own party's view, then
 audits the union of the views with the same checks as a simulated run — the release recomputed
 from S_syn's view alone.
@@ -11,12 +10,12 @@ from S_syn's view alone.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from fre_protocol.net.round import RoundContext
-from fre_protocol.parties.base import Recorder
+from fre_protocol.net.state import ViewRow
 from transcripts import TranscriptHeader, TranscriptStore
 
 #: Where a deployment directory keeps each party's store.
@@ -61,15 +60,14 @@ def write_party_transcript(
     *,
     role: str,
     ctx: RoundContext,
-    replay: Callable[[Recorder], None],
+    rows: Iterable[ViewRow],
     artifacts: Mapping[str, Any],
 ) -> None:
-    """A new store at ``path`` recording what ``replay(recorder)`` applies, plus ``artifacts``."""
+    """A new store at ``path`` with the party's view ``rows`` (as its recorder produced them,
+    in order) and ``artifacts``."""
     store = TranscriptStore.create(path, party_header(ctx, party=role), overwrite=True)
     try:
-        recorder = Recorder(store)
-        replay(recorder)
-        recorder.flush()
+        record_rows(store, rows)
         put_artifacts(store, artifacts)
     except BaseException as exc:
         store.__exit__(type(exc), exc, exc.__traceback__)
@@ -77,22 +75,34 @@ def write_party_transcript(
     store.close()
 
 
-def _copy_entries(source: TranscriptStore, target: TranscriptStore) -> None:
-    """Re-record ``source``'s entries in ``target``, in order (size-only records stay size-only)."""
+def record_rows(store: TranscriptStore, rows: Iterable[ViewRow]) -> None:
+    """Record recorder rows in order: full ones in batches, size-only ones (an ``int``
+    payload) one by one."""
     full: list[tuple[str, str, str, str, str, bytes, str]] = []
-    for e in source.entries():
-        if e.payload_recorded:
-            full.append((e.view, e.phase, e.sender, e.receiver, e.message_type, e.payload, e.status))
+    for view, phase, sender, receiver, mtype, payload, status in rows:
+        if not isinstance(payload, int):
+            full.append((view, phase, sender, receiver, mtype, payload, status))
             continue
         if full:
-            target.record_many(full)
+            store.record_many(full)
             full = []
-        target.record(
-            view=e.view, phase=e.phase, sender=e.sender, receiver=e.receiver,
-            message_type=e.message_type, payload=None, size=e.size, status=e.status,
+        store.record(
+            view=view, phase=phase, sender=sender, receiver=receiver, message_type=mtype,
+            payload=None, size=payload, status=status,
         )
     if full:
-        target.record_many(full)
+        store.record_many(full)
+
+
+def _copy_entries(source: TranscriptStore, target: TranscriptStore) -> None:
+    """Re-record ``source``'s entries in ``target``, in order (size-only records stay size-only)."""
+    record_rows(
+        target,
+        (
+            (e.view, e.phase, e.sender, e.receiver, e.message_type, e.payload if e.payload_recorded else e.size, e.status)
+            for e in source.entries()
+        ),
+    )
 
 
 def combine(stores: Mapping[str, Path], out: Path, *, extra: Mapping[str, Any]) -> Path:
@@ -191,5 +201,6 @@ __all__ = [
     "combine",
     "party_header",
     "put_artifacts",
+    "record_rows",
     "write_party_transcript",
 ]
