@@ -168,6 +168,14 @@ def _entry(row: tuple[Any, ...]) -> TranscriptEntry:
     )
 
 
+def _db_row(
+    seq: int, view: str, phase: str, sender: str, receiver: str, message_type: str, status: str,
+    size: int, payload: bytes | None,
+) -> tuple[Any, ...]:
+    """The one shape of an ``entries`` row, in the column order of the INSERT."""
+    return (seq, view, phase, sender, receiver, message_type, status, size, payload)
+
+
 def _as_payload(payload: object) -> bytes:
     if isinstance(payload, bytes):
         return bytes(payload)
@@ -438,17 +446,7 @@ class TranscriptStore:
         ``payload=None`` with ``size`` records a size-only entry (the bytes are not kept);
         otherwise ``size`` may be omitted and must equal ``len(payload)`` if given.
         """
-        for label, name in (
-            ("view", view),
-            ("phase", phase),
-            ("sender", sender),
-            ("receiver", receiver),
-            ("message_type", message_type),
-        ):
-            if name not in self._names_ok:
-                self._names_ok.add(check_identifier(label, name))
-        if status not in self._statuses_ok:
-            self._statuses_ok.add(check_status(status))
+        self._check_names(view, phase, sender, receiver, message_type, status)
         stored: bytes | None
         if payload is None:
             if isinstance(size, bool) or not isinstance(size, int) or size < 0:
@@ -467,12 +465,28 @@ class TranscriptStore:
             self._writer()
             seq = self._next_seq
             self._buffer.append(
-                (seq, view, phase, sender, receiver, message_type, status, size, stored)
+                _db_row(seq, view, phase, sender, receiver, message_type, status, size, stored)
             )
             self._next_seq = seq + 1
             if len(self._buffer) >= self._batch_size:
                 self._flush_locked()
         return seq
+
+    def _check_names(
+        self, view: str, phase: str, sender: str, receiver: str, message_type: str, status: str
+    ) -> None:
+        """Identifiers and status are checked once per distinct value (then remembered)."""
+        for label, name in (
+            ("view", view),
+            ("phase", phase),
+            ("sender", sender),
+            ("receiver", receiver),
+            ("message_type", message_type),
+        ):
+            if name not in self._names_ok:
+                self._names_ok.add(check_identifier(label, name))
+        if status not in self._statuses_ok:
+            self._statuses_ok.add(check_status(status))
 
     def record_many(self, rows: Iterable[Row]) -> range:
         """Buffer many ``(view, phase, sender, receiver, message_type, payload, status)`` rows.
@@ -501,32 +515,12 @@ class TranscriptStore:
                     or sender not in names_ok
                     or receiver not in names_ok
                     or message_type not in names_ok
+                    or status not in statuses_ok
                 ):
-                    for label, name in (
-                        ("view", view),
-                        ("phase", phase),
-                        ("sender", sender),
-                        ("receiver", receiver),
-                        ("message_type", message_type),
-                    ):
-                        names_ok.add(check_identifier(label, name))
-                if status not in statuses_ok:
-                    statuses_ok.add(check_status(status))
+                    self._check_names(view, phase, sender, receiver, message_type, status)
                 if type(payload) is not bytes:
                     payload = _as_payload(payload)
-                append(
-                    (
-                        seq,
-                        view,
-                        phase,
-                        sender,
-                        receiver,
-                        message_type,
-                        status,
-                        len(payload),
-                        payload,
-                    )
-                )
+                append(_db_row(seq, view, phase, sender, receiver, message_type, status, len(payload), payload))
                 seq += 1
             self._buffer.extend(batch)
             self._next_seq = seq
@@ -554,15 +548,9 @@ class TranscriptStore:
                         f"entry seq must increase and be >= {self._next_seq}, got {entry.seq}"
                     )
                 self._buffer.append(
-                    (
-                        entry.seq,
-                        entry.view,
-                        entry.phase,
-                        entry.sender,
-                        entry.receiver,
-                        entry.message_type,
-                        entry.status,
-                        entry.size,
+                    _db_row(
+                        entry.seq, entry.view, entry.phase, entry.sender, entry.receiver,
+                        entry.message_type, entry.status, entry.size,
                         entry.payload if entry.payload_recorded else None,
                     )
                 )
