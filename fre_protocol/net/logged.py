@@ -17,9 +17,11 @@ from typing import Any
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
 
-from fre_protocol.net.round import RoundContext, ServiceConfig
+from fre_protocol.messages import Role
+from fre_protocol.net.round import RoundContext, RoundDocument, ServiceConfig
 from fre_protocol.net.service import (
     ServiceBase,
     check_round,
@@ -31,13 +33,14 @@ from fre_protocol.net.service import (
 from fre_protocol.net.state import ServiceState
 from fre_protocol.net.wire import MAX_BATCH_BODY
 from fre_protocol.parties.base import Meter, Recorder, Workers
-from primitives.errors import ProtocolStateError
+from primitives.errors import ProtocolStateError, VerificationError
 from primitives.secret import Secret
 
 STATE_FILE = "state.sqlite"
 TRANSCRIPT_FILE = "transcript.sqlite"
 KEYS = "round_keys"
 FINALIZED = "finalized"
+DOCUMENT_KEY = "round_document"
 
 
 class LoggedServer(ServiceBase):
@@ -78,6 +81,40 @@ class LoggedServer(ServiceBase):
         if f"{name}_sk" not in self.keys:
             raise ProtocolStateError("the round has ended: its keys were deleted")
         return Secret(self.keys[f"{name}_sk"]), self.keys[f"{name}_pk"]
+
+    # -- the round document -----------------------------------------------------------------------
+    def own_keys(self, doc: RoundDocument) -> bool:
+        """Whether ``doc`` carries this server's public keys for the round."""
+        raise NotImplementedError
+
+    def round_document(self) -> RoundDocument:
+        data = self.state.get(DOCUMENT_KEY)
+        if data is None:
+            raise ProtocolStateError(f"{self.role} has not received the round document")
+        return RoundDocument.decode(data)
+
+    def document_routes(self) -> list[Route]:
+        """``PUT /v1/round`` (proxy): the public round document, which must carry this round's
+        settings and this server's keys; ``GET /v1/round``: the document this server accepted."""
+
+        async def put(request: Request) -> Response:
+            check_round(request, self.settings.round_id)
+            require_peer(request, (Role.PROXY.label,))
+            body = await read_body(request, 1 << 20)
+            doc = RoundDocument.decode(body)
+            doc.check_settings(self.settings)
+            if not self.keys or not self.own_keys(doc):
+                raise VerificationError(f"the round document does not carry {self.role}'s keys for this round")
+            self.state.put(DOCUMENT_KEY, body)
+            return JSONResponse({"digest": doc.digest})
+
+        async def get(request: Request) -> Response:
+            return Response(self.round_document().encode(), media_type="application/json")
+
+        return [
+            Route("/v1/round", self.endpoint("round", put), methods=["PUT"]),
+            Route("/v1/round", self.endpoint("round", get), methods=["GET"]),
+        ]
 
     # -- the log --------------------------------------------------------------------------------
     def new_party(self, recorder: Recorder, meter: Meter) -> Any:

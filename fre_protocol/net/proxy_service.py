@@ -153,8 +153,9 @@ class ProxyService(ServiceBase):
 
         ctx = tls_client_context(self.config.ca, cert=self.config.cert, key=self.config.key)
         with httpx.Client(verify=ctx, timeout=30) as client:
-            url = self.config.peers[Role.S_TAG.label].rstrip("/") + "/v1/round"
-            raise_for(client.put(url, content=document, headers={ROUND_ID: self.settings.round_id}))
+            for server in (Role.S_TAG.label, Role.S_SYN.label):  # each checks it carries its keys
+                url = self.config.peers[server].rstrip("/") + "/v1/round"
+                raise_for(client.put(url, content=document, headers={ROUND_ID: self.settings.round_id}))
 
     def stop(self) -> None:
         self._stop.set()

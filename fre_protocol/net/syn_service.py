@@ -26,7 +26,7 @@ from starlette.routing import Route
 
 from fre_protocol.messages import Role
 from fre_protocol.net.logged import LoggedServer
-from fre_protocol.net.round import Phase2Context
+from fre_protocol.net.round import Phase2Context, RoundDocument
 from fre_protocol.net.service import PeerClient, require_peer
 from fre_protocol.net.wire import NotReadyError, decode_batch, encode_batch
 from fre_protocol.parties.base import Meter, Recorder
@@ -56,6 +56,9 @@ class SynService(LoggedServer):
 
     def public_keys(self) -> dict[str, str]:
         return {"S_syn_box": self.keys["box_pk"].hex()} if self.keys else {}
+
+    def own_keys(self, doc: RoundDocument) -> bool:
+        return doc.syn_box_key == self.keys["box_pk"]
 
     def new_party(self, recorder: Recorder, meter: Meter) -> SynthesisServer:
         return SynthesisServer(
@@ -201,7 +204,7 @@ class SynService(LoggedServer):
                 raise NotReadyError("the round has not been released yet")
             return Response(data, media_type="application/json")
 
-        return [
+        return self.document_routes() + [
             Route("/v1/keys", self.endpoint("keys", keys), methods=["GET"]),
             Route("/v1/release", self.endpoint("release", release), methods=["GET"]),
             Route("/v1/diagnostics", self.endpoint("diagnostics", diagnostics), methods=["GET"]),

@@ -25,7 +25,7 @@ from starlette.routing import Route
 
 from fre_protocol.messages import Role
 from fre_protocol.net.logged import LoggedServer
-from fre_protocol.net.round import Phase2Context
+from fre_protocol.net.round import Phase2Context, RoundDocument
 from fre_protocol.net.wire import decode_batch, encode_batch
 from fre_protocol.parties.base import Meter, Recorder
 from fre_protocol.parties.dummy_user import DummyUser
@@ -103,13 +103,11 @@ class TagService(LoggedServer):
         return encode_batch(envelopes)
 
     def syn_box_key(self) -> bytes:
-        """S_syn's sealing key, from the round document the proxy serves."""
-        from fre_protocol.net.round import RoundDocument
+        """S_syn's sealing key, from the round document S_tag checked."""
+        return self.round_document().syn_box_key
 
-        doc = self.state.get("round_document")
-        if doc is None:
-            raise ProtocolStateError("S_tag has not received the round document")
-        return RoundDocument.decode(doc).syn_box_key
+    def own_keys(self, doc: RoundDocument) -> bool:
+        return doc.voprf_public_key == self.keys["voprf_pk"] and doc.tag_box_key == self.keys["box_pk"]
 
     def after_aggregate(self) -> None:
         artifacts = {"dummies": json.loads(self.state.get(DUMMY_PLAN) or b"null")}
@@ -132,23 +130,8 @@ class TagService(LoggedServer):
         async def keys(request: Request) -> Response:
             return JSONResponse(self.public_keys())
 
-        async def document(request: Request) -> Response:
-            from fre_protocol.net.round import RoundDocument
-            from fre_protocol.net.service import check_round, read_body, require_peer
-
-            check_round(request, self.settings.round_id)
-            require_peer(request, proxy)
-            body = await read_body(request, 1 << 20)
-            doc = RoundDocument.decode(body)
-            doc.check_settings(self.settings)
-            if self.keys and (doc.voprf_public_key != self.keys["voprf_pk"] or doc.tag_box_key != self.keys["box_pk"]):
-                raise ProtocolStateError("the round document does not carry S_tag's keys for this round")
-            self.state.put("round_document", body)
-            return JSONResponse({"digest": doc.digest})
-
-        return [
+        return self.document_routes() + [
             Route("/v1/keys", self.endpoint("keys", keys), methods=["GET"]),
-            Route("/v1/round", self.endpoint("round", document), methods=["PUT"]),
             Route("/v1/phase1", self.handler(PHASE1, proxy), methods=["POST"]),
             Route("/v1/dummies", self.handler(DUMMIES, proxy), methods=["POST"]),
             Route("/v1/broadcast", self.handler(BROADCAST, proxy), methods=["POST"]),
