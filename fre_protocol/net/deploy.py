@@ -155,6 +155,13 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def _own_cpu() -> float:
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
 def loopback_bytes() -> int | None:
     """Bytes the loopback interface has carried (TCP/IP, TLS and HTTP included); None off Linux."""
     try:
@@ -258,6 +265,7 @@ def deploy_local(
         for role in ("S_tag", "S_syn", "proxy"):
             start_service(dep, role)
         started = time.perf_counter()
+        own0 = _own_cpu()
 
         def between() -> None:
             if on_phase is not None:
@@ -270,6 +278,7 @@ def deploy_local(
             transcript=out / TRANSCRIPTS_DIR / "users.sqlite", concurrency=concurrency,
             deadline_s=deadline_s, between_phases=between, active=None if dropout is None else ~dropout,
         )
+        cpu["users (client process)"] = _own_cpu() - own0
         if on_phase is not None:
             on_phase(dep, "phase2_sent")
         t_close = time.perf_counter()
@@ -280,6 +289,7 @@ def deploy_local(
         scrape_metrics(dep)
         for role, proc in dep.processes.items():
             cpu[role] = cpu_seconds(proc.pid)
+        cpu = dict(sorted(cpu.items()))
         with operator_client(dep) as client:
             meters = {r: client.get(dep.url(r) + "/v1/costs").json() for r in ("S_tag", "S_syn")}
     finally:

@@ -181,6 +181,11 @@ class ProxyService(ServiceBase):
     def admit(self, kind: str, user: str, body: bytes) -> list[int]:
         """Log a user's request (its envelopes as items) in the next group commit; the item ids.
         The same body again is idempotent (same ids); another body of the same kind is refused."""
+        return self.admit_later(kind, user, body).result(timeout=120)  # type: ignore[no-any-return]
+
+    def admit_later(self, kind: str, user: str, body: bytes) -> Any:
+        """:meth:`admit` as a future: the checks run now, the write with the next group commit
+        (the event loop awaits it without a thread of its own)."""
         if kind == PHASE2:
             try:
                 envelopes = decode_batch(body, limit=2)
@@ -230,7 +235,7 @@ class ProxyService(ServiceBase):
                 ids.append(int(cur.lastrowid))
             return ids
 
-        return self.commits.submit(write).result(timeout=120)  # type: ignore[no-any-return]
+        return self.commits.submit(write)
 
     def _refuse(self, kind: str, body: bytes, error: Exception) -> None:
         from fre_protocol.parties.base import status_of
@@ -443,7 +448,7 @@ class ProxyService(ServiceBase):
             async def handle(request: Request) -> Response:
                 user = self.credential(request)
                 body = await read_body(request, MAX_USER_BODY)
-                ids = await run_in_threadpool(self.admit, kind, user, body)
+                ids = await asyncio.wrap_future(self.admit_later(kind, user, body))
                 if kind == PHASE1 and "wait" in request.query_params:
                     # Long poll: most answers come within a window, saving the user a request.
                     data = await self.wait_answer(ids[0], user, request)

@@ -194,16 +194,21 @@ async def _play(x: npt.NDArray[Any], *, proxy_url: str, ca: Path, settings: Roun
         )
         users.prepare()
 
-        async def phase1(item: tuple[int, Role, bytes]) -> tuple[int, bytes]:
+        async def request(item: tuple[int, Role, bytes]) -> tuple[int, int]:
             i, _, envelope = item
+            return i, json.loads(await http.call("phase1", "POST", "/v1/phase1", token=credentials[i], body=envelope))["ticket"]
+
+        async def answer(item: tuple[int, int] | None) -> tuple[int, bytes] | None:
+            if item is None:
+                return None  # the request itself failed: this user aborts
+            i, ticket = item
             wait = {"wait": "10"}
-            status, data = await http.call_status("phase1", "POST", "/v1/phase1", token=credentials[i], body=envelope, params=wait)
-            if status == 200:
-                return i, data
-            ticket = json.loads(data)["ticket"]  # not answered within the wait: ask again
             return i, await http.call("phase1_answer", "GET", f"/v1/phase1/{ticket}", token=credentials[i], params=wait)
 
-        answers = await _each("phase1", report, users.blind_requests(), phase1)
+        # Every device sends, then collects its answer: the proxy's windows fill by count, as
+        # they would with many devices online at once, rather than by time.
+        tickets = await _each("phase1", report, users.blind_requests(), request)
+        answers = await _each("phase1_answer", report, tickets, answer)
         users.receive_evaluations([a for a in answers if a is not None])
 
         async def submit(item: tuple[int, Role, bytes]) -> None:
