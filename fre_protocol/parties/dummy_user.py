@@ -57,18 +57,23 @@ class DummyUser:
         nonce_rng = self._rng.child("nonces")
         nonces = nonce_rng.random_bytes(16 * len(tags))
         channel, key = self._channel, self._key
+        seal_rng = self._rng.child("seals")
 
-        def work(span: range) -> list[tuple[int, Role, bytes]]:
+        def work(job: tuple[int, range]) -> list[tuple[int, Role, bytes]]:
+            index, span = job
             t0 = time.perf_counter()
+            # Seals from the dummy user's own source, per fixed-size chunk, like the users' (a
+            # seeded run then reproduces every envelope, whatever the worker count).
+            seals = channel.prepare_seals(key, len(span), seal_rng.child(f"chunk/{index}"))
             plains = [TagSubmission(tag=tags[j], nonce=nonces[16 * j : 16 * j + 16]).encode() for j in span]
             out = [
                 (DUMMY_CONNECTION, Role.DUMMY_USER, SealedEnvelope(recipient=Role.S_SYN, ciphertext=c).encode())
-                for c in channel.seal_many(key, plains)
+                for c in (channel.seal_prepared(seal, p) for seal, p in zip(seals, plains, strict=True))
             ]
             self._meter.add("dummy.seal", time.perf_counter() - t0, len(span))
             return out
 
-        parts = self._workers.map(work, chunks(len(tags), 2048), desc="dummy user: seal dummy tags")
+        parts = self._workers.map(work, list(enumerate(chunks(len(tags), 2048))), desc="dummy user: seal dummy tags")
         out = [item for part in parts for item in part]
         self._meter.add("dummy.messages", 0.0, len(out))
         self._meter.add_bytes("dummy.bytes", sum(len(e) for _, _, e in out))

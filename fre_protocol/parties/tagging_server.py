@@ -19,6 +19,7 @@ public anyway.
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -120,7 +121,6 @@ class TaggingServer:
         # test mode they are recorded size-only (SPEC §6.7: no unmasked shares).
         self.record_shares = record_shares
         self._inbox = SealedInbox(name="S_tag", channel=channel, private_key=self._box_sk, workers=workers, meter=meter)
-        self._batches = 0
         self.released: dict[bytes, int] = {}
         self._shares: dict[bytes, dict[bytes, npt.NDArray[np.uint64]]] = {}
         self.rejections: dict[str, int] = {}
@@ -156,35 +156,29 @@ class TaggingServer:
         elements = [opened[j].message.blinded_element for j in valid]  # type: ignore[union-attr]
         size = self.proof_batch_size
         sk, suite = self._sk.reveal(), self._suite
-        rng_root = self._rng.child(f"evaluate/{self._batches}")
-        self._batches += 1
 
         if size == 1:
-            def work_single(job: tuple[int, range]) -> list[bytes]:
-                index, span = job
-                rng = rng_root.child(f"chunk/{index}")
+            def work_single(span: range) -> list[bytes]:
                 t = time.perf_counter()
                 out = []
                 for j in span:
-                    (ev,), proof = suite.blind_evaluate(sk, [elements[j]], rng=rng)
+                    (ev,), proof = suite.blind_evaluate(sk, [elements[j]], rng=self._proof_rng([elements[j]]))
                     assert proof is not None  # VOPRF mode, checked at construction
                     out.append(Evaluation(evaluated_element=ev, proof=proof).encode())
                 self._meter.add("S_tag.voprf_eval", time.perf_counter() - t, len(span))
                 return out
 
             eval_start = time.perf_counter()
-            parts = self._workers.map(
-                work_single, list(enumerate(chunks(len(elements), 512))), desc="S_tag: VOPRF evaluate"
-            )
+            parts = self._workers.map(work_single, chunks(len(elements), 512), desc="S_tag: VOPRF evaluate")
             self._meter.add_wall("S_tag.voprf_eval", time.perf_counter() - eval_start)
             answers = [a for part in parts for a in part]
         else:
             answers = []
-            for index, span in enumerate(chunks(len(elements), size)):
+            for span in chunks(len(elements), size):
                 batch = elements[span.start : span.stop]
                 t = time.perf_counter()
                 # The suite splits a large batch over its own threads.
-                evaluated, proof = suite.blind_evaluate(sk, batch, rng=rng_root.child(f"batch/{index}"))
+                evaluated, proof = suite.blind_evaluate(sk, batch, rng=self._proof_rng(batch))
                 assert proof is not None
                 t1 = time.perf_counter()
                 self._meter.add("S_tag.voprf_eval", t1 - t, len(batch))
@@ -203,6 +197,16 @@ class TaggingServer:
             responses[j] = answer
         self._record(PHASE1, opened)
         return responses
+
+    def _proof_rng(self, elements: Sequence[bytes]) -> RandomSource:
+        """The randomness of the one proof over ``elements``, keyed by what it proves, so a seeded
+        run draws the same proof however a driver batches the requests (the in-process runner
+        hands S_tag one batch, the networked proxy a window at a time). A cryptographic source's
+        children are fresh OS randomness, so only seeded runs change. The same elements get the
+        same nonce only for the same statement (the evaluations follow from the key), which
+        reveals nothing, as with RFC 6979's deterministic nonces. Elements are fixed-size
+        encodings, so their concatenation is unambiguous."""
+        return self._rng.child("evaluate/" + hashlib.sha256(b"".join(elements)).hexdigest())
 
     # -- broadcast -------------------------------------------------------------------------------
     def receive_broadcast(self, data: bytes) -> None:

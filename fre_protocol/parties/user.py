@@ -373,30 +373,33 @@ class UserPopulation:
     def tag_submissions(self) -> list[tuple[int, Role, bytes]]:
         """With its coin, each user with a tag sends it to S_syn, sealed (Algorithm 2, l. 4-6)."""
         have_tag = np.array([t is not None for t in self.tags], dtype=bool)
-        senders = np.flatnonzero(self.coins & have_tag)
+        sender_mask = self.coins & have_tag
+        senders, is_sender = np.flatnonzero(sender_mask), sender_mask.tolist()
         channel = self._channel
 
         def work(job: tuple[int, range]) -> list[tuple[int, Role, bytes]]:
             index, span = job
-            rng = self._rng.child(f"submit/{index}")
-            users = senders[span.start : span.stop]
-            nonces = rng.random_bytes(16 * len(users))
+            # Nonces are drawn for every user of the chunk and taken by user index, so a user's
+            # nonce is its own draw: it does not shift when another user fails phase 1.
+            nonces = self._rng.child(f"submit/{index}").random_bytes(16 * len(span))
+            users = [i for i in span if is_sender[i]]
             t0 = _clock()
             plains = []
-            for j, i in enumerate(users.tolist()):
+            for i in users:
                 tag = self.tags[i]
                 assert tag is not None
-                plains.append(TagSubmission(tag=tag, nonce=nonces[16 * j : 16 * j + 16]).encode())
-            sealed = _seal_prepared(channel, self._take_seals("tag_submission", users.tolist()), plains)
+                at = 16 * (i - span.start)
+                plains.append(TagSubmission(tag=tag, nonce=nonces[at : at + 16]).encode())
+            sealed = _seal_prepared(channel, self._take_seals("tag_submission", users), plains)
             out = [
                 (i, Role.USER, SealedEnvelope(recipient=Role.S_SYN, ciphertext=c).encode())
-                for i, c in zip(users.tolist(), sealed, strict=True)
+                for i, c in zip(users, sealed, strict=True)
             ]
             self._meter.add("user.submit", _clock() - t0, len(users))
             return out
 
         parts = self._workers.map(
-            work, list(enumerate(chunks(len(senders), self._chunk))), desc="users: submit tags"
+            work, list(enumerate(chunks(self.n, self._chunk))), desc="users: submit tags"
         )
         self.submitted[senders] = True
         out = [item for part in parts for item in part]

@@ -142,6 +142,32 @@ def test_tagging_server_evaluates_valid_and_rejects_bad_elements(comps, store, b
     assert statuses == {"accepted": 7, "rejected:DecodeError": 4, "rejected:ProtocolStateError": 1}
 
 
+def test_tagging_server_proofs_are_keyed_by_content_not_by_batching(comps) -> None:  # type: ignore[no-untyped-def]
+    """Seeded: the same requests answered in one batch or in several (as a proxy's windows
+    deliver them) get byte-identical proofs. Cryptographic: a proof of the same element is
+    fresh every time."""
+    suite, channel = comps.suite, comps.channel
+    sk, pk = suite.derive_key_pair(b"k" * 32, b"test")
+    box = _keys(comps, "tag")
+
+    def server(rng: RandomSource) -> TaggingServer:
+        return TaggingServer(
+            suite=suite, voprf_key=(Secret(sk), pk), box_key=box, channel=channel, rng=rng, release_floor=1,
+            workers=Workers(1), meter=Meter(), recorder=Recorder(None),
+        )
+
+    rng = RandomSource.seeded(5, "users")
+    requests = [BlindRequest(blinded_element=suite.blind(b"bucket-%d" % i, rng=rng)[1]).encode() for i in range(5)]
+    sealed = [channel.seal(box[1], r) for r in requests]
+    whole = server(RandomSource.seeded(2, "S_tag")).evaluate(sealed)
+    windowed = server(RandomSource.seeded(2, "S_tag"))
+    split = windowed.evaluate(sealed[3:]) + windowed.evaluate(sealed[:3])
+    assert split == whole[3:] + whole[:3]
+    assert len({decode(r).proof for r in whole}) == len(whole)  # type: ignore[attr-defined]
+    fresh = [server(RandomSource.cryptographic("S_tag")).evaluate(sealed[:1])[0] for _ in range(2)]
+    assert decode(fresh[0]).proof != decode(fresh[1]).proof  # type: ignore[attr-defined]
+
+
 def test_tagging_server_refuses_batches_one_proof_cannot_cover(comps) -> None:  # type: ignore[no-untyped-def]
     suite = comps.suite
     sk, pk = suite.derive_key_pair(b"k" * 32, b"test")
@@ -202,6 +228,23 @@ def test_dummy_user_pads_every_level_below_the_floor(comps) -> None:  # type: ig
     ).encode()
     assert {len(env) for _, _, env in subs} == {len(real)}
     assert dummy.summary()["dummy_submissions"] == len(subs)
+
+
+def test_dummy_user_seals_from_its_own_seeded_source(comps) -> None:  # type: ignore[no-untyped-def]
+    """The dummy user's envelopes are a function of its source: reproducible when seeded, fresh
+    under another seed (the seals' ephemeral keys come from it, not from libsodium)."""
+    box = _keys(comps, "syn")
+
+    def envelopes(seed: int) -> list[bytes]:
+        dummy = DummyUser(
+            generator=comps.make_dummy_generator(1.0, 1e-6), channel=comps.channel, syn_box_key=box[1],
+            rng=RandomSource.seeded(seed, "dummy"), workers=Workers(1), meter=Meter(),
+        )
+        return [env for _, _, env in dummy.submissions(6.5)]
+
+    first = envelopes(4)
+    assert envelopes(4) == first and len(set(first)) == len(first)
+    assert not set(envelopes(5)) & set(first)
 
 
 def test_rejection_reason_and_config_validation() -> None:

@@ -12,8 +12,8 @@ ROOT = Path(__file__).resolve().parents[1] / "vectors"
 
 #: sha256 of each vector file, as recorded in its README.
 SHA256 = {
-    "protocol/dp_noise.json": "98a68fb1631636ee5690aab225d6ad76f3586dcb69da7c37b00472470b2e65dc",
-    "protocol/noiseless.json": "2b8ac1a7d8148eb2530c391f3dfcaefa10ac15ec8d0e1e4a52831400895bc4e4",
+    "protocol/dp_noise.json": "ce2383988962bdd10cc5a7edbe7ac02188cd5b49deebd27929b2963af9a3af87",
+    "protocol/noiseless.json": "3ff46cb626499f9a333556e5113c2fe298f26e4e4ec287c4e70e0029d49939b4",
     "rfc9380/expand_message_xmd_sha512.json": "c015dbd315369b331c762bad0b180536632fbb2bd58cdf42ffdd1135d0c89db4",
     "rfc9496/ristretto255.json": "dca1409417a264533ac5378aa39f1274194c3e33380d53832dcaeb83a62745f5",
     "rfc9497/ristretto255-sha512.json": "c7ae504cbb9c4b3b6775c63438e9e86e5cc1a5a4ccaafee656b2e073a3f12e33",

@@ -9,9 +9,9 @@ failing cases beside the passing ones.
 
 A driver is a callable ``run(inputs, injections) -> Observed``: it plays the protocol on the
 vector's inputs, delivers the injections, and returns what its transcripts recorded and what it
-released. :func:`run_in_process` is the one for :func:`fre_protocol.runner.run_protocol`; a
-networked driver can be replayed against the same files, with ``ordering="per_view_multiset"``
-where its batching reorders messages within a view.
+released. :func:`run_in_process` is the one for :func:`fre_protocol.runner.run_protocol`;
+``network_vectors.run_network`` plays a local networked deployment, replayed with
+``ordering="per_view_multiset"`` since its batching reorders messages within a view.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import re
 import tempfile
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -120,34 +120,6 @@ class Observed:
 Driver = Callable[[Mapping[str, Any], Sequence[Injection]], Observed]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Unpinned:
-    """A kind of entry whose bytes a seeded run does not fix (``why`` says what draws them):
-    the vector records its size only, and replays compare everything but the payload."""
-
-    view: str
-    sender: str
-    message_type: str
-    why: str
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Unpinned:
-        return cls(view=data["view"], sender=data["sender"], message_type=data["type"], why=data["why"])
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"view": self.view, "sender": self.sender, "type": self.message_type, "why": self.why}
-
-    def covers(self, op: Operation) -> bool:
-        return (op.view, op.sender, op.message_type) == (self.view, self.sender, self.message_type)
-
-
-def pin(operations: Sequence[Operation], unpinned: Sequence[Unpinned]) -> list[Operation]:
-    """``operations`` with the payload of every entry an :class:`Unpinned` covers dropped."""
-    return [
-        replace(op, payload=None) if any(u.covers(op) for u in unpinned) else op for op in operations
-    ]
-
-
 class VectorAdversary(NetworkAdversary):
     """Delivers a vector's injections through the proxy's adversary hook, nothing else."""
 
@@ -215,8 +187,7 @@ def replay_vector(vector: Mapping[str, Any], run: Driver, *, ordering: Ordering 
 
     The honest run must record exactly the vector's operations (``sequence``: entry by entry,
     in order; ``per_view_multiset``: the same entries per view, in any order) and release
-    exactly its buckets and centroids. Entries the vector declares ``unpinned`` are compared
-    without their payload. With failing cases, a second run delivers them: it must
+    exactly its buckets and centroids. With failing cases, a second run delivers them: it must
     reject exactly those messages, each recorded with its party, phase, payload and typed status
     (``sequence`` also checks where in the transcript), and release the vector's release for it.
     """
@@ -225,10 +196,9 @@ def replay_vector(vector: Mapping[str, Any], run: Driver, *, ordering: Ordering 
     if vector.get("format") != FORMAT:
         raise AssertionError(f"vector format must be {FORMAT}, got {vector.get('format')!r}")
     inputs = vector["inputs"]
-    unpinned = [Unpinned.from_dict(u) for u in vector.get("unpinned", [])]
     honest = run(inputs, ())
     compare_operations(
-        [Operation.from_dict(o) for o in vector["operations"]], pin(honest.operations, unpinned), ordering=ordering
+        [Operation.from_dict(o) for o in vector["operations"]], honest.operations, ordering=ordering
     )
     compare_release(vector["release"], honest.release, what="release")
     failing = vector.get("failing")
@@ -236,7 +206,7 @@ def replay_vector(vector: Mapping[str, Any], run: Driver, *, ordering: Ordering 
         return
     cases = failing["cases"]
     attacked = run(inputs, [Injection.from_case(c) for c in cases])
-    compare_rejections(cases, pin(attacked.operations, unpinned), ordering=ordering)
+    compare_rejections(cases, attacked.operations, ordering=ordering)
     compare_release(failing["release"], attacked.release, what="release under the failing cases")
 
 
@@ -368,12 +338,10 @@ __all__ = [
     "Injection",
     "Observed",
     "Operation",
-    "Unpinned",
     "VectorAdversary",
     "compare_operations",
     "compare_rejections",
     "compare_release",
-    "pin",
     "protocol_arguments",
     "readme_checksums",
     "release_record",

@@ -29,9 +29,9 @@ from protocol_vectors import (  # noqa: E402
     VECTOR_DIR,
     Injection,
     Observed,
-    Unpinned,
     VectorAdversary,
-    pin,
+    compare_operations,
+    compare_release,
     protocol_arguments,
     run_in_process,
 )
@@ -45,13 +45,7 @@ from fre_protocol.messages import (  # noqa: E402
     ShareSubmission,
     decode_as,
 )
-from fre_protocol.parties.base import (  # noqa: E402
-    PHASE1,
-    PHASE1_SUBMIT,
-    PHASE2,
-    prepare_seals,
-    seal_prepared_batch,
-)
+from fre_protocol.parties.base import PHASE1, PHASE1_SUBMIT, PHASE2  # noqa: E402
 from fre_protocol.runner import ProtocolConfig, box_key, run_protocol  # noqa: E402
 from mechanism.params import FreParams  # noqa: E402
 from mechanism.population import Population, synthetic_population  # noqa: E402
@@ -117,8 +111,8 @@ def failing_cases(inputs: dict[str, Any], pop: Population, honest: Observed) -> 
     user = Role.USER.label
 
     def sealed(role: Role, plaintext: bytes) -> bytes:
-        (prepared,) = prepare_seals(channel, keys[role], 1, rng)
-        (ciphertext,) = seal_prepared_batch(channel, [prepared], [plaintext])
+        (prepared,) = channel.prepare_seals(keys[role], 1, rng)
+        ciphertext = channel.seal_prepared(prepared, plaintext)
         return SealedEnvelope(recipient=role, ciphertext=ciphertext).encode()
 
     def injections(rows: Sequence[tuple[Any, ...]]) -> list[Injection]:
@@ -145,10 +139,13 @@ def failing_cases(inputs: dict[str, Any], pop: Population, honest: Observed) -> 
         ("tampered evaluation proof", RESPONSE, PHASE1, rare, tampered,
          "user", "rejected:VerificationError", tampered),
     ]
-    # Submissions depend on who got a tag (the victim sends none), so the one to replay is taken
-    # from a run under the phase-1 cases.
+    # The one to replay is a submission of the run under the phase-1 cases (the victim sends
+    # none). Each user's submission is its own draws alone, so it is in the honest run too: a
+    # driver that cannot deliver the phase-1 cases (one over HTTP) still replays a real message.
     submitted = tapped(inputs, injections(plan)).forwarded[PHASE1_SUBMIT]
     replayed = submitted[0][2]
+    if not any(o.payload == replayed.hex() for o in honest.operations if o.view == "proxy"):
+        raise RuntimeError("the replayed submission is not in the honest run: a user's draws depend on others")
     share = next(
         decode_as(bytes.fromhex(o.payload), ShareSubmission)
         for o in honest.operations
@@ -185,24 +182,12 @@ def failing_cases(inputs: dict[str, Any], pop: Population, honest: Observed) -> 
     return cases
 
 
-#: The dummy user seals its submissions with fresh randomness even in seeded mode (users seal
-#: with prepared seals from the seed plan), so the proxy's copy of each is unpinned; S_syn's view
-#: of them (the opened tag and nonce) is pinned.
-DUMMY_ENVELOPES = Unpinned(
-    view="proxy", sender="dummy_user", message_type="sealed_envelope",
-    why="the dummy user seals with fresh randomness, not from the seed plan",
-)
-
-
-def vector(
-    description: str, inputs: dict[str, Any], pop: Population, *, with_failing: bool,
-    unpinned: Sequence[Unpinned] = (),
-) -> dict[str, Any]:
+def vector(description: str, inputs: dict[str, Any], pop: Population, *, with_failing: bool) -> dict[str, Any]:
     honest = run_in_process(inputs)
     again = run_in_process(inputs)
-    operations = pin(honest.operations, unpinned)
-    if operations != pin(again.operations, unpinned) or honest.release != again.release:
-        raise RuntimeError("two seeded runs differ beyond the unpinned entries: the vector would not replay")
+    # Two seeded runs must agree entry by entry, or the vector would not replay.
+    compare_operations(honest.operations, again.operations, ordering="sequence")
+    compare_release(honest.release, again.release, what="the second run's release")
     released = len(honest.release["buckets"])
     if not 2 <= released <= 3:
         raise RuntimeError(f"the vector should release 2-3 buckets, this run released {released}")
@@ -210,11 +195,9 @@ def vector(
         "format": FORMAT,
         "description": description,
         "inputs": inputs,
-        "operations": [o.to_dict() for o in operations],
+        "operations": [o.to_dict() for o in honest.operations],
         "release": honest.release,
     }
-    if unpinned:
-        out["unpinned"] = [u.to_dict() for u in unpinned]
     if with_failing:
         out["failing"] = {"cases": failing_cases(inputs, pop, honest), "release": honest.release}
     return out
@@ -250,7 +233,7 @@ def main() -> None:
             inputs_for(
                 noisy_pop, FreParams(epsilon=16.0, delta=0.01, p_sample=0.5, threshold=20), seed=5, noise=True
             ),
-            noisy_pop, with_failing=False, unpinned=[DUMMY_ENVELOPES],
+            noisy_pop, with_failing=False,
         ),
     }
     for name, data in files.items():
