@@ -146,6 +146,13 @@ def stop_service(dep: Deployment, role: str, *, kill: bool = False) -> None:
         proc.wait()
 
 
+def stop_all(dep: Deployment, *, kill: bool = False) -> None:
+    """Stop every service, callers before callees: a server still holding a peer's keep-alive
+    connections waits out uvicorn's graceful-shutdown timeout before it exits."""
+    for role in ("proxy", "S_syn", "S_tag"):
+        stop_service(dep, role, kill=kill)
+
+
 def cpu_seconds(pid: int) -> float:
     """User + system CPU seconds of a live process (Linux /proc)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -280,8 +287,7 @@ def deploy_local(
         with operator_client(dep) as client:
             meters = {r: client.get(dep.url(r) + "/v1/costs").json() for r in ("S_tag", "S_syn")}
     finally:
-        for role in list(dep.processes):
-            stop_service(dep, role)
+        stop_all(dep)
     stores = gather_transcripts(dep)
     lo1 = loopback_bytes()
     summary = {
@@ -317,6 +323,7 @@ __all__ = [
     "deploy_local",
     "gather_transcripts",
     "start_service",
+    "stop_all",
     "stop_service",
     "write_configs",
 ]
