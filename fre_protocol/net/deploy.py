@@ -245,8 +245,9 @@ def deploy_local(
 ) -> dict[str, Any]:
     """Run one round on localhost; returns the deployment summary (also in deployment.json).
 
-    ``on_phase(deployment, step)`` is called at ``"phase1_submitted"`` and ``"phase2_sent"``
-    (the fault tests kill and restart services there).
+    ``on_phase(deployment, step)`` is called at ``"started"`` (services up, no user request
+    yet), ``"phase1_submitted"`` and ``"phase2_sent"`` (the fault tests kill and restart
+    services there, or start a thread that does it while the users send).
     """
     from fre_protocol.net.users_client import play_users
 
@@ -262,6 +263,8 @@ def deploy_local(
         for role in ("S_tag", "S_syn", "proxy"):
             start_service(dep, role)
         started = time.perf_counter()
+        if on_phase is not None:
+            on_phase(dep, "started")
 
         def between() -> None:
             if on_phase is not None:
