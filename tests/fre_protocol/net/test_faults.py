@@ -53,10 +53,11 @@ def restart(dep: Deployment, role: str) -> None:
 
 @dataclass
 class MidTrafficKiller:
-    """Kills ``role`` once the proxy has admitted ``after`` phase-1 requests (users still
-    sending), then restarts it; joined before phase 1 closes."""
+    """Kills ``role`` once the proxy has admitted ``after`` requests of ``kind`` (users still
+    sending), then restarts it; joined before that phase closes."""
 
     role: str
+    kind: str = "phase1"
     after: int = 20
     deadline_s: float = 120.0
     admitted_at_kill: int | None = None
@@ -71,7 +72,7 @@ class MidTrafficKiller:
         try:
             end = time.monotonic() + self.deadline_s
             while time.monotonic() < end:
-                admitted = int(proxy_status(dep)["items"].get("phase1", 0))
+                admitted = int(proxy_status(dep)["items"].get(self.kind, 0))
                 if admitted >= self.after:
                     self.admitted_at_kill = admitted
                     restart(dep, self.role)
@@ -101,7 +102,7 @@ def run_with_faults(
             if killer is not None:
                 killer.start(dep)
             return
-        if step == "phase1_submitted" and killer is not None:
+        if killer is not None and step == {"phase1": "phase1_submitted", "phase2": "phase2_sent"}[killer.kind]:
             killer.join()
         if at_step and step in at_step:
             at_step[step](dep)
@@ -173,6 +174,46 @@ def test_kill_mid_phase1_traffic_loses_and_doubles_nothing(
     _check(tmp_path, small_population, reference_release, deployments, killer=killer)
     assert killer.admitted_at_kill is not None
     assert killer.admitted_at_kill < len(small_population.embeddings), "the kill came after phase 1's traffic"
+
+
+@pytest.mark.heavy
+@pytest.mark.parametrize("role", ROLES)
+def test_kill_mid_phase2_traffic_loses_and_doubles_nothing(
+    tmp_path: Path, small_population: Population, reference_release: Release, deployments: list[Deployment],
+    role: str,
+) -> None:
+    # Two envelopes per user: 40 items is 20 users' shares in, most still to come.
+    killer = MidTrafficKiller(role, kind="phase2", after=40)
+    _check(tmp_path, small_population, reference_release, deployments, killer=killer)
+    assert killer.admitted_at_kill is not None
+    assert killer.admitted_at_kill < 2 * len(small_population.embeddings), "the kill came after phase 2's traffic"
+
+
+@pytest.mark.heavy
+@pytest.mark.parametrize("role", ROLES)
+@pytest.mark.parametrize("delay", [0.05, 0.3])
+def test_kill_while_phase1_closes_loses_and_doubles_nothing(
+    tmp_path: Path, small_population: Population, reference_release: Release, deployments: list[Deployment],
+    role: str, delay: float,
+) -> None:
+    """The kill lands somewhere in closing phase 1 (the last windows, the dummies, the shuffled
+    submissions, the release, the broadcast) or just after: wherever, the round completes."""
+    killers: list[threading.Thread] = []
+
+    def later(dep: Deployment) -> None:
+        def kill() -> None:
+            time.sleep(delay)
+            restart(dep, role)
+
+        killers.append(threading.Thread(target=kill, daemon=True))
+        killers[-1].start()
+
+    def joined(dep: Deployment) -> None:
+        for thread in killers:
+            thread.join(timeout=120)
+
+    _check(tmp_path, small_population, reference_release, deployments,
+           at_step={"phase1_submitted": later, "phase2_sent": joined})
 
 
 @pytest.mark.heavy
