@@ -28,7 +28,13 @@ from typing import Any
 import pytest
 from net_rounds import SEED, assert_same_release, needs_net, round_settings
 
-from fre_protocol.net.deploy import Deployment, deploy_local, operator_client, start_service, stop_service
+from fre_protocol.net.deploy import (
+    Deployment,
+    deploy_local,
+    operator_client,
+    start_service,
+    stop_service,
+)
 from mechanism.population import Population
 from mechanism.release import Release
 from transcripts import TranscriptStore
