@@ -48,8 +48,8 @@ def deployments() -> Iterator[list[Deployment]]:
 
 @pytest.fixture
 def live_deployment(tmp_path: Path, deployments: list[Deployment]) -> Callable[..., Deployment]:
-    """``start(settings)``: configs, certificates and the three services running (S_tag, S_syn,
-    then the proxy, which assembles the round document from the servers' keys)."""
+    """``start(settings)``: configs, certificates and the three services running (the proxy
+    ready once it has assembled the round document from the servers' keys)."""
     from fre_protocol.net.deploy import start_service, write_configs
 
     def start(settings: RoundSettings, *, name: str = "run") -> Deployment:
