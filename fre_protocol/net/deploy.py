@@ -149,6 +149,13 @@ def stop_service(dep: Deployment, role: str, *, kill: bool = False) -> None:
         proc.wait()
 
 
+def stop_all(dep: Deployment, *, kill: bool = False) -> None:
+    """Stop every service, callers before callees: a server still holding a peer's keep-alive
+    connections waits out uvicorn's graceful-shutdown timeout before it exits."""
+    for role in ("proxy", "S_syn", "S_tag"):
+        stop_service(dep, role, kill=kill)
+
+
 def cpu_seconds(pid: int) -> float:
     """User + system CPU seconds of a live process (Linux /proc)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -248,8 +255,9 @@ def deploy_local(
 ) -> dict[str, Any]:
     """Run one round on localhost; returns the deployment summary (also in deployment.json).
 
-    ``on_phase(deployment, step)`` is called at ``"phase1_submitted"`` and ``"phase2_sent"``
-    (the fault tests kill and restart services there).
+    ``on_phase(deployment, step)`` is called at ``"started"`` (services up, no user request
+    yet), ``"phase1_submitted"`` and ``"phase2_sent"`` (the fault tests kill and restart
+    services there, or start a thread that does it while the users send).
     """
     from fre_protocol.net.users_client import play_users
 
@@ -266,6 +274,8 @@ def deploy_local(
             start_service(dep, role)
         started = time.perf_counter()
         own0 = _own_cpu()
+        if on_phase is not None:
+            on_phase(dep, "started")
 
         def between() -> None:
             if on_phase is not None:
@@ -293,8 +303,7 @@ def deploy_local(
         with operator_client(dep) as client:
             meters = {r: client.get(dep.url(r) + "/v1/costs").json() for r in ("S_tag", "S_syn")}
     finally:
-        for role in list(dep.processes):
-            stop_service(dep, role)
+        stop_all(dep)
     stores = gather_transcripts(dep)
     lo1 = loopback_bytes()
     summary = {
@@ -330,6 +339,7 @@ __all__ = [
     "deploy_local",
     "gather_transcripts",
     "start_service",
+    "stop_all",
     "stop_service",
     "write_configs",
 ]

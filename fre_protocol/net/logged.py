@@ -178,9 +178,9 @@ class LoggedServer(ServiceBase):
 
         path = self.state_path(TRANSCRIPT_FILE)
         write_party_transcript(path, role=self.role, ctx=self.ctx, rows=self.state.view_rows(), artifacts=artifacts)
-        self.state.forget(share_kinds)
-        self.state.delete([KEYS])
-        self.state.put(FINALIZED, b"1")
+        # One transaction: a restart between deleting the shares and marking the round
+        # finalized would replay a log without its shares and fail to rebuild.
+        self.state.forget(share_kinds, delete=[KEYS], put={FINALIZED: b"1"})
         self.keys = {}
         return path
 

@@ -87,8 +87,13 @@ class _Http:
             async with self.gate:
                 client = self.clients[self._next % len(self.clients)]
                 self._next += 1
+                # No single try may outlive the deadline: a peer that accepts and never answers
+                # would otherwise hold the user for the client's whole read timeout.
+                left = max(0.001, end - time.monotonic())
+                timeout = httpx.Timeout(min(60.0, left), connect=min(10.0, left))
                 try:
-                    response = await client.request(method, path, content=body, headers=headers, params=params)
+                    response = await client.request(method, path, content=body, headers=headers, params=params,
+                                                    timeout=timeout)
                     status = response.status_code
                 except httpx.TransportError as exc:
                     status, response = -1, exc

@@ -1,0 +1,126 @@
+"""A local deployment against the in-process paths (issue acceptance).
+
+Seeded, noise off: ``deploy_local`` publishes exactly what ``run_protocol`` publishes (same
+arithmetic, bit for bit) and, through S_tag's tag map, the mechanism's buckets with its counts
+and centroids within the DDG quantization bound. Each party's transcript store holds only its
+own view, and only seeded runs keep (flagged) secrets. Seeded with noise (ε = 8): the runner's
+buckets, counts and (same seeded noise streams) centroids. A crypto-mode round (fresh keys, ids unknowable in advance) still releases
+the same counts and, noise off, the same centroids up to quantization.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from net_rounds import PARAMS, SEED, assert_same_release, needs_net, population, round_settings
+
+from fre_protocol.components import build_components
+from fre_protocol.messages import tag_of
+from fre_protocol.net.deploy import deploy_local, stores_of
+from fre_protocol.net.transcript import PARTY_VIEWS
+from fre_protocol.runner import run_protocol, tagging_key
+from mechanism.fre_e2t import run_mechanism
+from mechanism.params import FreParams
+from mechanism.population import Population
+from mechanism.release import Release
+from mechanism.seeds import SeedPlan
+from primitives.ddg import DDGConfig, DDGEncoder
+from transcripts import TranscriptStore
+
+needs_net()
+
+
+def _tag_ids(mech: Release, seeds: SeedPlan) -> list[str]:
+    """The mechanism's bucket ids as the protocol's tags (VOPRF under S_tag's seeded key)."""
+    suite = build_components().suite
+    sk, _ = tagging_key(seeds, suite)
+    return [tag_of(suite.evaluate(sk, bytes.fromhex(bucket_id))).hex() for bucket_id in mech.ids]
+
+
+def _check_stores(run: Path, *, seeded: bool) -> None:
+    stores = stores_of(run)
+    assert sorted(stores) == sorted(PARTY_VIEWS)
+    for party, path in stores.items():
+        with TranscriptStore.open(path) as store:
+            assert store.views() == list(PARTY_VIEWS[party]), party
+            assert len(store) > 0, party
+            secrets = sorted(a.name for a in store.artifacts() if a.secret)
+            named = sorted(a.name for a in store.artifacts() if a.name.startswith("secrets/"))
+            assert secrets == named, party  # every secret flagged, nothing else
+            if not seeded or party in ("proxy", "users"):
+                assert secrets == [], party
+            assert "test_seed" not in store.header.extra.get("seeds", {}), party
+    if seeded:  # the servers keep their keys for replaying a seeded run, flagged secret
+        with TranscriptStore.open(stores["S_tag"]) as store:
+            assert {a.name for a in store.artifacts() if a.secret} == {"secrets/voprf_sk", "secrets/S_tag_box_sk"}
+
+
+def test_seeded_noiseless_deployment_releases_what_the_runner_and_mechanism_release(
+    tmp_path: Path, small_population: Population, reference_release: Release
+) -> None:
+    x = small_population.embeddings
+    summary = deploy_local(x, round_settings("equivalence"), tmp_path, test_seed=SEED)
+    got = Release.load(tmp_path)
+    assert summary["users"]["failures"] == {}
+    assert summary["users"]["status"] == {"ok": len(x)}
+
+    assert_same_release(got, reference_release)
+    assert got.diagnostics["n_submissions"] == len(x)  # ε = ∞: no sampling, no dummies
+    assert got.diagnostics["contributors"] == dict(zip(got.ids, got.counts.tolist(), strict=True))
+    assert got.info["withheld"] == {}
+
+    seeds = SeedPlan.from_seed(SEED)
+    mech = run_mechanism(x, PARAMS, seeds, noise=False)
+    assert len(mech) == 3
+    assert dict(zip(_tag_ids(mech, seeds), mech.counts.tolist(), strict=True)) == dict(
+        zip(got.ids, got.counts.tolist(), strict=True)
+    )
+    encoder = DDGEncoder(DDGConfig.from_dict(got.info["ddg"]))
+    mech_by_tag = dict(zip(_tag_ids(mech, seeds), mech.centroids, strict=True))
+    for tag, centroid, count in zip(got.ids, got.centroids, got.counts.tolist(), strict=True):
+        err = float(np.linalg.norm(centroid - mech_by_tag[tag]))
+        assert err <= encoder.quantization_bound(count) / count + 1e-9, tag[:8]
+    _check_stores(tmp_path, seeded=True)
+
+
+def test_seeded_deployment_with_noise_releases_what_the_runner_releases(tmp_path: Path) -> None:
+    # ε = 8 needs t ≥ 50 for its δ budget (τ = 25, p_s = 0.5): clusters of 60 clear it sampled.
+    pop = population(size=60, rare=8)
+    params = FreParams.paper(8.0, threshold=50)
+    ref = run_protocol(pop.embeddings, params, SeedPlan.from_seed(SEED), noise=True).release
+    assert len(ref) >= 2
+    summary = deploy_local(pop.embeddings, round_settings("noisy", params=params, noise=True), tmp_path, test_seed=SEED)
+    got = Release.load(tmp_path)
+    assert summary["users"]["failures"] == {}
+    assert got.ids == ref.ids
+    assert got.counts.tolist() == ref.counts.tolist()
+    assert got.diagnostics["n_submissions"] == ref.diagnostics["n_submissions"]  # users' and dummies'
+    assert got.ledger.sigma == pytest.approx(ref.ledger.sigma, rel=1e-12)
+    # Each user's DDG noise is drawn from its own seeded stream and S_tag's top-up from S_tag's,
+    # whatever the batching: the noisy centroids are the runner's too, bit for bit.
+    np.testing.assert_array_equal(got.centroids, ref.centroids)
+
+
+def test_crypto_mode_deployment_keeps_no_secret_and_releases_the_same_buckets(
+    tmp_path: Path, small_population: Population, reference_release: Release
+) -> None:
+    x = small_population.embeddings
+    deploy_local(x, round_settings("crypto", rng_mode="crypto"), tmp_path)
+    got = Release.load(tmp_path)
+    # Fresh keys: other tags, but the same buckets, so the same counts and (noise off) centroids
+    # up to the DDG quantization of the users' own randomized rounding.
+    assert sorted(got.counts.tolist()) == sorted(reference_release.counts.tolist())
+    assert set(got.ids).isdisjoint(reference_release.ids)
+    encoder = DDGEncoder(DDGConfig.from_dict(got.info["ddg"]))
+    for centroid, count in zip(got.centroids, got.counts.tolist(), strict=True):
+        distances = [
+            float(np.linalg.norm(centroid - c))
+            for c, n in zip(reference_release.centroids, reference_release.counts.tolist(), strict=True)
+            if n == count
+        ]
+        assert min(distances) <= 2 * encoder.quantization_bound(count) / count + 1e-9
+    assert math.isinf(got.params.epsilon)
+    _check_stores(tmp_path, seeded=False)

@@ -1,0 +1,37 @@
+"""A service's durable state: the end-of-round cleanup is one transaction."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from fre_protocol.net.state import ServiceState
+
+
+def _state(tmp_path: Path) -> ServiceState:
+    state = ServiceState(tmp_path / "state.sqlite")
+    state.append("r1", "phase1", b"request", b"answer")
+    state.append("r2", "phase2", b"share", b"")
+    state.put("keys", b"secret")
+    return state
+
+
+def test_forget_drops_the_rows_and_changes_the_values_together(tmp_path: Path) -> None:
+    state = _state(tmp_path)
+    assert state.forget(["phase2"], delete=["keys"], put={"finalized": b"1"}) == 1
+    assert [e.kind for e in state.entries()] == ["phase1"]
+    assert state.get("keys") is None
+    assert state.get("finalized") == b"1"
+
+
+def test_a_failed_forget_leaves_rows_and_values_as_they_were(tmp_path: Path) -> None:
+    """A failure after the rows are deleted (here: a NULL value) rolls everything back, as a
+    crash at that point would: the shares are still in the log while the keys are."""
+    state = _state(tmp_path)
+    with pytest.raises(sqlite3.IntegrityError):
+        state.forget(["phase2"], delete=["keys"], put={"finalized": None})  # type: ignore[dict-item]
+    assert [e.kind for e in state.entries()] == ["phase1", "phase2"]
+    assert state.get("keys") == b"secret"
+    assert state.get("finalized") is None
