@@ -47,26 +47,26 @@ class UsersReport:
 
 
 class _Http:
-    """The users' HTTP side: one pooled async client, bounded retries, byte counts."""
+    """The users' HTTP side: ``concurrency`` keep-alive connections, bounded retries, byte counts."""
 
     def __init__(self, base: str, ca: Path, *, concurrency: int, deadline_s: float, report: UsersReport) -> None:
         import httpx
 
         from fre_protocol.net.service import tls_client_context
 
-        # httpcore's pool does work quadratic in its connections on every request; small pools
-        # side by side keep a client process from spending its core on pool bookkeeping.
-        per_pool = 8
-        pools = max(1, -(-concurrency // per_pool))
-        limits = httpx.Limits(max_connections=per_pool, max_keepalive_connections=per_pool)
+        # One connection per client, lent out from a queue: httpcore's pool does work that grows
+        # with its connections on every request, which cost a client process most of its core
+        # with one shared pool (and the queue bounds the requests in flight).
+        limits = httpx.Limits(max_connections=1, max_keepalive_connections=1)
         context = tls_client_context(ca)
         self.clients = [
             httpx.AsyncClient(base_url=base.rstrip("/"), verify=context, limits=limits,
                               timeout=httpx.Timeout(60.0, connect=10.0))
-            for _ in range(pools)
+            for _ in range(concurrency)
         ]
-        self._next = 0
-        self.gate = asyncio.Semaphore(concurrency)
+        self.free: asyncio.Queue[Any] = asyncio.Queue()
+        for client in self.clients:
+            self.free.put_nowait(client)
         self.deadline_s = deadline_s
         self.report = report
 
@@ -84,9 +84,8 @@ class _Http:
         end = time.monotonic() + self.deadline_s
         attempt = 0
         while True:
-            async with self.gate:
-                client = self.clients[self._next % len(self.clients)]
-                self._next += 1
+            client = await self.free.get()
+            try:
                 # No single try may outlive the deadline: a peer that accepts and never answers
                 # would otherwise hold the user for the client's whole read timeout.
                 left = max(0.001, end - time.monotonic())
@@ -97,6 +96,8 @@ class _Http:
                     status = response.status_code
                 except httpx.TransportError as exc:
                     status, response = -1, exc
+            finally:
+                self.free.put_nowait(client)
             self.report.requests[step] = self.report.requests.get(step, 0) + 1
             self.report.bytes_up += len(body or b"")
             if status > 0:
