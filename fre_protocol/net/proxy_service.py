@@ -301,14 +301,17 @@ class ProxyService(ServiceBase):
         self._batches += 1
         self._log_batch(kind, recipient, order)
 
-    def _log_batch(self, kind: str, recipient: str, order: list[int]) -> None:
-        batch_id = f"{self.settings.round_id}/{kind}/{uuid.uuid4().hex}"
+    def _log_batch(self, kind: str, recipient: str, *orders: list[int]) -> None:
+        """Log batches (each an ordered list of items) in one transaction: a crash leaves all of
+        them to send or none, so what one shuffle mixed is never split."""
         with self.state.transaction() as conn:
-            conn.execute(
-                "INSERT INTO batches (batch_id, kind, recipient, item_ids) VALUES (?, ?, ?, ?)",
-                (batch_id, kind, recipient, json.dumps(order)),
-            )
-            conn.executemany("UPDATE items SET batch_id = ? WHERE id = ?", [(batch_id, i) for i in order])
+            for order in orders:
+                batch_id = f"{self.settings.round_id}/{kind}/{uuid.uuid4().hex}"
+                conn.execute(
+                    "INSERT INTO batches (batch_id, kind, recipient, item_ids) VALUES (?, ?, ?, ?)",
+                    (batch_id, kind, recipient, json.dumps(order)),
+                )
+                conn.executemany("UPDATE items SET batch_id = ? WHERE id = ?", [(batch_id, i) for i in order])
 
     def _resend(self) -> None:
         for batch_id, kind, recipient, item_ids in self.state.query(
@@ -358,8 +361,8 @@ class ProxyService(ServiceBase):
                 pending = [i for i, _ in self._pending(SUBMIT)]
                 if pending:
                     order = self.ctx.comps.shuffler.shuffle(pending, self._rng.child("submissions"))
-                    for lo in range(0, len(order), self.settings.window_count):
-                        self._log_batch(SUBMIT, Role.S_SYN.label, order[lo : lo + self.settings.window_count])
+                    size = self.settings.window_count
+                    self._log_batch(SUBMIT, Role.S_SYN.label, *(order[lo : lo + size] for lo in range(0, len(order), size)))
                 self._resend()
             with self.timed("release"):
                 if self.state.get(BROADCAST_KEY) is None:
