@@ -17,6 +17,11 @@ DIAGNOSTICS_FILE = "diagnostics.private.json"
 TRANSCRIPT_FILE = "transcript.sqlite"
 #: Its JSONL export (``simulate --jsonl``).
 TRANSCRIPT_JSONL_FILE = "transcript.jsonl"
+#: A networked deployment's directory: one transcript store per party, each service's metrics,
+#: and the deployment's own summary (wall time, CPU per service, bytes on the wire).
+TRANSCRIPTS_DIR = "transcripts"
+METRICS_DIR = "metrics"
+DEPLOYMENT_FILE = "deployment.json"
 #: The text pipeline's published privacy ledger.
 LEDGER_FILE = "ledger.json"
 #: The text pipeline's published synthetic texts.
@@ -24,6 +29,9 @@ SYNTHETIC_FILE = "synthetic.jsonl"
 
 __all__ = [
     "CENTROIDS_FILE",
+    "DEPLOYMENT_FILE",
+    "METRICS_DIR",
+    "TRANSCRIPTS_DIR",
     "DIAGNOSTICS_FILE",
     "LEDGER_FILE",
     "RELEASE_FILE",

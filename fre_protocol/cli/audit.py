@@ -37,8 +37,10 @@ def run(args: argparse.Namespace) -> int:
     if args.user_ids:
         lines = Path(args.user_ids).read_text(encoding="utf-8").splitlines()
         user_ids = [line.strip().encode("utf-8") for line in lines if len(line.strip()) >= 4]
+    from mechanism.run_files import TRANSCRIPT_FILE, TRANSCRIPTS_DIR
+
     run_dir = Path(args.run)
-    if (run_dir / "transcripts").is_dir() and not (run_dir / "transcript.sqlite").exists():
+    if (run_dir / TRANSCRIPTS_DIR).is_dir() and not (run_dir / TRANSCRIPT_FILE).exists():
         # A deployment: one store per party.
         from fre_protocol.net.transcript import audit_deployment
 

@@ -28,11 +28,10 @@ import numpy as np
 import numpy.typing as npt
 
 from fre_protocol.net.round import SERVICE_ROLES, RoundSettings, ServiceConfig
-from fre_protocol.net.transcript import TRANSCRIPTS_DIR
+from mechanism.run_files import DEPLOYMENT_FILE, METRICS_DIR, TRANSCRIPT_FILE, TRANSCRIPTS_DIR
 from primitives.errors import InvalidParameterError, ProtocolStateError
 
-CONFIG_DIR, STATE_DIR, PKI_DIR, METRICS_DIR = "config", "state", "pki", "metrics"
-DEPLOYMENT_FILE = "deployment.json"
+CONFIG_DIR, STATE_DIR, PKI_DIR = "config", "state", "pki"
 CREDENTIAL_KEY = "credential.key"
 
 
@@ -232,7 +231,7 @@ def gather_transcripts(dep: Deployment) -> dict[str, Path]:
     target.mkdir(parents=True, exist_ok=True)
     stores = {}
     for role in SERVICE_ROLES:
-        source = dep.out / STATE_DIR / role / dep.settings.round_id / "transcript.sqlite"
+        source = dep.out / STATE_DIR / role / dep.settings.round_id / TRANSCRIPT_FILE
         if source.is_file():
             shutil.copyfile(source, target / f"{role}.sqlite")
             stores[role] = target / f"{role}.sqlite"

@@ -33,11 +33,11 @@ from fre_protocol.net.service import (
 from fre_protocol.net.state import ServiceState
 from fre_protocol.net.wire import MAX_BATCH_BODY
 from fre_protocol.parties.base import Meter, Recorder, Workers
+from mechanism.run_files import TRANSCRIPT_FILE
 from primitives.errors import ProtocolStateError, VerificationError
 from primitives.secret import Secret
 
 STATE_FILE = "state.sqlite"
-TRANSCRIPT_FILE = "transcript.sqlite"
 KEYS = "round_keys"
 FINALIZED = "finalized"
 DOCUMENT_KEY = "round_document"

@@ -47,6 +47,7 @@ from fre_protocol.net.wire import (
     decode_batch,
     encode_batch,
 )
+from mechanism.run_files import TRANSCRIPT_FILE
 from primitives.errors import DecodeError, InvalidParameterError, ProtocolStateError
 
 PHASE1, SUBMIT, PHASE2 = "phase1", "submit", "phase2"
@@ -400,7 +401,7 @@ class ProxyService(ServiceBase):
         from fre_protocol.net.transcript import party_header
         from transcripts import TranscriptStore
 
-        path = self.state_path("transcript.sqlite")
+        path = self.state_path(TRANSCRIPT_FILE)
         store = TranscriptStore.create(path, party_header(self.ctx, party=self.role), overwrite=True)
         rows: list[tuple[str, str, str, str, str, bytes, str]] = []
         view = self.role

@@ -16,10 +16,9 @@ from typing import Any
 
 from fre_protocol.net.round import RoundContext
 from fre_protocol.net.state import ViewRow
+from mechanism.run_files import TRANSCRIPTS_DIR
 from transcripts import TranscriptHeader, TranscriptStore
 
-#: Where a deployment directory keeps each party's store.
-TRANSCRIPTS_DIR = "transcripts"
 PARTY_VIEWS = {"S_tag": ("S_tag",), "S_syn": ("S_syn",), "proxy": ("proxy",), "users": ("user",)}
 
 

@@ -20,7 +20,7 @@ from net_rounds import PARAMS, SEED, assert_same_release, needs_net, population,
 from fre_protocol.components import build_components
 from fre_protocol.messages import tag_of
 from fre_protocol.net.deploy import deploy_local, stores_of
-from fre_protocol.net.transcript import PARTY_VIEWS
+from fre_protocol.net.transcript import PARTY_VIEWS, audit_deployment
 from fre_protocol.runner import run_protocol, tagging_key
 from mechanism.fre_e2t import run_mechanism
 from mechanism.params import FreParams
@@ -84,6 +84,11 @@ def test_seeded_noiseless_deployment_releases_what_the_runner_and_mechanism_rele
         err = float(np.linalg.norm(centroid - mech_by_tag[tag]))
         assert err <= encoder.quantization_bound(count) / count + 1e-9, tag[:8]
     _check_stores(tmp_path, seeded=True)
+    # The audit passes on the set of stores (each its own view, then the release recomputed
+    # from S_syn's store), and the embeddings appear in no server or proxy view.
+    report = audit_deployment(tmp_path, embeddings=x)
+    assert report.passed, [f.name for f in report.findings if not f.passed]
+    assert {f.name for f in report.findings} >= {"deployment:every_party_store", "release:centroids", "no_forbidden_content"}
 
 
 def test_seeded_deployment_with_noise_releases_what_the_runner_releases(tmp_path: Path) -> None:
