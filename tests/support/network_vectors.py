@@ -110,7 +110,7 @@ class HttpAttacker:
 
         from fre_protocol.net.service import tls_client_context
 
-        pending = [(phase, r) for phase in STEPS[step] for r in self._requests.get(phase, [])]
+        pending = [(phase, r) for phase in STEPS.get(step, ()) for r in self._requests.get(phase, [])]
         if not pending:
             return
         total = self._n_users + sum(len(v) for v in self._requests.values())
