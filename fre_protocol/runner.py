@@ -620,28 +620,39 @@ class Driver:
 
 
 def _open_store(out: Path, run: RunPlan) -> Any:
-    from transcripts import TranscriptHeader, TranscriptStore
+    from transcripts import TranscriptStore
 
     if out.exists() and not out.is_dir():
         raise InvalidParameterError(f"out_dir must be a directory, got existing file {str(out)!r}")
     out.mkdir(parents=True, exist_ok=True)
-    public_seeds = {k: v for k, v in run.seeds.to_dict().items() if k != "test_seed"}
-    header = TranscriptHeader(
-        rng_mode=run.seeds.rng_mode,
-        components=run.comps.header(),
-        params=run.params.to_dict(),
-        extra={
-            "protocol": "fre-e2t two-server two-phase (SPEC §6)",
-            "seeds": public_seeds,
-            "n_users": run.n,
-            "dim": run.dim,
-            "noise": run.noise,
-            "release_floor": run.floor,
-            "tau": run.params.tau,
-            "config": run.cfg.to_dict(),
-        },
+    header = transcript_header(
+        run.seeds, run.comps, run.params, run.cfg,
+        protocol="fre-e2t two-server two-phase (SPEC §6)", n_users=run.n, dim=run.dim, noise=run.noise,
     )
     return TranscriptStore.create(out / TRANSCRIPT_FILE, header, overwrite=True)
+
+
+def transcript_header(
+    seeds: SeedPlan, comps: Components, params: FreParams, cfg: ProtocolConfig, *, protocol: str, **extra: Any
+) -> Any:
+    """A protocol transcript's header: components, parameters, configuration and the public
+    seed (never the test seed), plus ``extra`` (n_users, dim, noise, a party's name, ...)."""
+    from transcripts import TranscriptHeader
+
+    public_seeds = {k: v for k, v in seeds.to_dict().items() if k != "test_seed"}
+    return TranscriptHeader(
+        rng_mode=seeds.rng_mode,
+        components=comps.header(),
+        params=params.to_dict(),
+        extra={
+            "protocol": protocol,
+            "seeds": public_seeds,
+            "release_floor": release_threshold(params),
+            "tau": params.tau,
+            "config": cfg.to_dict(),
+            **extra,
+        },
+    )
 
 
 def _play(run: RunPlan, driver: Driver, store: Any) -> tuple[Release, dict[str, Any]]:

@@ -24,27 +24,15 @@ PARTY_VIEWS = {"S_tag": ("S_tag",), "S_syn": ("S_syn",), "proxy": ("proxy",), "u
 
 def party_header(ctx: RoundContext, *, party: str, extra: Mapping[str, Any] | None = None) -> TranscriptHeader:
     """The header of one party's store: the round's public settings (never the test seed)."""
-    from fre_protocol.net.round import RoundSettings
+    from fre_protocol.runner import transcript_header
 
-    settings: RoundSettings = ctx.settings
-    public_seeds = {k: v for k, v in ctx.seeds.to_dict().items() if k != "test_seed"}
-    return TranscriptHeader(
-        rng_mode=ctx.seeds.rng_mode,
-        components=ctx.comps.header(),
-        params=ctx.params.to_dict(),
-        extra={
-            "protocol": "fre-e2t two-server two-phase, networked deployment",
-            "party": party,
-            "round_id": settings.round_id,
-            "seeds": public_seeds,
-            "dim": settings.dim,
-            "noise": settings.noise,
-            "release_floor": ctx.floor,
-            "tau": ctx.params.tau,
-            "config": settings.protocol.to_dict(),
-            **dict(extra or {}),
-        },
+    settings = ctx.settings
+    header: TranscriptHeader = transcript_header(
+        ctx.seeds, ctx.comps, ctx.params, settings.protocol,
+        protocol="fre-e2t two-server two-phase, networked deployment",
+        party=party, round_id=settings.round_id, dim=settings.dim, noise=settings.noise, **dict(extra or {}),
     )
+    return header
 
 
 def put_artifacts(store: TranscriptStore, artifacts: Mapping[str, Any]) -> None:
