@@ -232,3 +232,44 @@ def test_every_service_killed_in_both_phases(
 
     _check(tmp_path, small_population, reference_release, deployments,
            at_step=dict.fromkeys(STEPS, all_roles), killer=MidTrafficKiller("proxy"))
+
+
+@pytest.mark.heavy
+@pytest.mark.parametrize("role", ["proxy", "S_tag"])
+def test_kill_while_phase1_closes_with_dummies_counts_each_submission_once(
+    tmp_path: Path, deployments: list[Deployment], role: str
+) -> None:
+    """With noise on (ε = 8) S_tag's dummy submissions are fetched and shuffled in while phase 1
+    closes; a kill there must neither drop nor repeat a user's or a dummy's submission: the
+    release, its counts and the number of submissions S_syn opened are the runner's."""
+    from net_rounds import population
+
+    from fre_protocol.runner import run_protocol
+    from mechanism.params import FreParams
+    from mechanism.seeds import SeedPlan
+
+    pop = population(size=60, rare=8)
+    params = FreParams.paper(8.0, threshold=50)
+    ref = run_protocol(pop.embeddings, params, SeedPlan.from_seed(SEED), noise=True).release
+    killers: list[threading.Thread] = []
+
+    def on_phase(dep: Deployment, step: str) -> None:
+        if step == "started":
+            deployments.append(dep)
+        elif step == "phase1_submitted":
+            def kill() -> None:
+                time.sleep(0.1)
+                restart(dep, role)
+
+            killers.append(threading.Thread(target=kill, daemon=True))
+            killers[-1].start()
+        elif step == "phase2_sent":
+            for thread in killers:
+                thread.join(timeout=120)
+
+    settings = round_settings(f"dummies-{role}", params=params, noise=True)
+    summary = deploy_local(pop.embeddings, settings, tmp_path, test_seed=SEED, on_phase=on_phase, deadline_s=300)
+    got = Release.load(tmp_path)
+    assert summary["users"]["failures"] == {}
+    assert got.ids == ref.ids and got.counts.tolist() == ref.counts.tolist()
+    assert got.diagnostics["n_submissions"] == ref.diagnostics["n_submissions"]  # users' and dummies', once each
