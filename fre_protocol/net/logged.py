@@ -12,6 +12,7 @@ deleted from the state.
 from __future__ import annotations
 
 import json
+from abc import abstractmethod
 from pathlib import Path
 from typing import Any
 
@@ -62,8 +63,9 @@ class LoggedServer(ServiceBase):
         return self.meter.to_dict()
 
     # -- keys -----------------------------------------------------------------------------------
+    @abstractmethod
     def make_keys(self) -> dict[str, bytes]:
-        raise NotImplementedError
+        """This round's key pairs, by name (``<name>_sk``, ``<name>_pk``)."""
 
     def _round_keys(self) -> dict[str, bytes]:
         """This round's keys: made once, persisted (owner-only state file) so a restart resumes
@@ -83,9 +85,9 @@ class LoggedServer(ServiceBase):
         return Secret(self.keys[f"{name}_sk"]), self.keys[f"{name}_pk"]
 
     # -- the round document -----------------------------------------------------------------------
+    @abstractmethod
     def own_keys(self, doc: RoundDocument) -> bool:
         """Whether ``doc`` carries this server's public keys for the round."""
-        raise NotImplementedError
 
     def round_document(self) -> RoundDocument:
         data = self.state.get(DOCUMENT_KEY)
@@ -117,12 +119,13 @@ class LoggedServer(ServiceBase):
         ]
 
     # -- the log --------------------------------------------------------------------------------
+    @abstractmethod
     def new_party(self, recorder: Recorder, meter: Meter) -> Any:
-        raise NotImplementedError
+        """A fresh role object recording into ``recorder`` and metering into ``meter``."""
 
+    @abstractmethod
     def apply(self, kind: str, body: bytes, *, replay: bool) -> bytes:
         """Apply one request to ``self.party``; the response (ignored on replay)."""
-        raise NotImplementedError
 
     #: Attributes that hold the role's progress through the round (reset when it is rebuilt).
     progress: tuple[str, ...] = ("party",)

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import os
-import random
+import secrets
 import threading
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -109,7 +110,7 @@ def octets(data: bytes, status: int = 200) -> Response:
     return Response(content=data, status_code=status, media_type=OCTETS)
 
 
-class ServiceBase:
+class ServiceBase(ABC):
     """The parts of a service that do not depend on its role."""
 
     role: str
@@ -141,8 +142,9 @@ class ServiceBase:
         return path
 
     # -- endpoints --------------------------------------------------------------------------------
+    @abstractmethod
     def routes(self) -> list[Route]:
-        raise NotImplementedError
+        """The role's own endpoints (health, readiness, metrics and costs are added to them)."""
 
     def endpoint(self, name: str, fn: Handler) -> Handler:
         """Wrap a handler: typed errors → JSON with their status; every answer counted."""
@@ -189,7 +191,8 @@ class ServiceBase:
         return {}
 
     def update_gauges(self) -> None:
-        """Refresh gauges (queue depths) before the metrics are rendered."""
+        """Refresh gauges (queue depths) before the metrics are rendered; none by default."""
+        return None
 
     def timed(self, step: str) -> Any:
         return _StepTimer(self.phase_seconds, step)
@@ -302,6 +305,12 @@ def raise_for(response: Any) -> None:
     raise PeerError(response.status_code, kind, detail)
 
 
+def backoff(attempt: int, *, base_s: float, cap_s: float) -> float:
+    """Seconds to wait before try ``attempt + 1``: exponential, capped, with jitter in [½, 1)
+    so that many clients retrying at once spread out (the OS's randomness: nothing global)."""
+    return min(cap_s, base_s * 2**attempt) * (0.5 + secrets.randbelow(1 << 16) / (1 << 17))
+
+
 def call_with_retries(send: Callable[[], Any], *, what: str, deadline_s: float, base_s: float = 0.05) -> bytes:
     """``send()`` until it gives a non-5xx answer or ``deadline_s`` passes (ProtocolStateError).
     4xx answers are final (a typed PeerError); 425 (not ready yet) is retried like a 5xx."""
@@ -319,7 +328,7 @@ def call_with_retries(send: Callable[[], Any], *, what: str, deadline_s: float, 
         except (httpx.TransportError, OSError) as exc:
             failure = f"{type(exc).__name__}: {exc}"
         attempt += 1
-        pause = min(2.0, base_s * 2**attempt) * (0.5 + random.random() / 2)  # noqa: S311 - jitter, not a secret
+        pause = backoff(attempt, base_s=base_s, cap_s=2.0)
         if time.monotonic() + pause > end:
             raise ProtocolStateError(f"{what}: no answer within {deadline_s:.0f} s ({attempt} tries; last: {failure})")
         time.sleep(pause)
@@ -327,6 +336,7 @@ def call_with_retries(send: Callable[[], Any], *, what: str, deadline_s: float, 
 
 __all__ = [
     "PeerClient",
+    "backoff",
     "PeerError",
     "http_protocol",
     "ServiceBase",

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import random
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -24,6 +23,7 @@ import numpy.typing as npt
 
 from fre_protocol.messages import Role
 from fre_protocol.net.round import RoundContext, RoundDocument, RoundSettings
+from fre_protocol.net.service import backoff
 from fre_protocol.net.wire import encode_batch
 from fre_protocol.parties.base import Meter, Recorder, Workers
 from fre_protocol.parties.user import ServerKeys, UserPopulation
@@ -109,7 +109,7 @@ class _Http:
 
                     raise_for(response)
             attempt += 1
-            pause = min(1.0, 0.02 * 2**attempt) * (0.5 + random.random() / 2)  # noqa: S311 - jitter
+            pause = backoff(attempt, base_s=0.02, cap_s=1.0)
             if time.monotonic() + pause > end:
                 raise ProtocolStateError(f"{step}: no answer within {self.deadline_s:.0f} s ({attempt} tries)")
             await asyncio.sleep(pause)
