@@ -18,10 +18,11 @@ TRANSCRIPT_FILE = "transcript.sqlite"
 #: Its JSONL export (``simulate --jsonl``).
 TRANSCRIPT_JSONL_FILE = "transcript.jsonl"
 #: A networked deployment's directory: one transcript store per party, each service's metrics,
-#: and the deployment's own summary (wall time, CPU per service, bytes on the wire).
+#: and the deployment's own summary (wall time, CPU per service, bytes on the wire, request and
+#: user counts); the metrics and the summary count users, so both are operator-private.
 TRANSCRIPTS_DIR = "transcripts"
 METRICS_DIR = "metrics"
-DEPLOYMENT_FILE = "deployment.json"
+DEPLOYMENT_FILE = "deployment.private.json"
 #: The text pipeline's published privacy ledger.
 LEDGER_FILE = "ledger.json"
 #: The text pipeline's published synthetic texts.

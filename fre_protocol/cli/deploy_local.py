@@ -76,8 +76,8 @@ def run(args: argparse.Namespace) -> int:
         "  CPU seconds: " + ", ".join(f"{r} {s:.1f}" for r, s in summary["cpu_seconds"].items()),
         f"  on the wire (loopback, all parties): {lo / 1e6:.1f} MB" if lo is not None else "  on the wire: n/a",
         f"  users: requests {summary['users']['requests']}, failures {summary['users']['failures'] or 'none'}",
-        f"  wrote {out}/centroids.npy, release.json (publishable); transcripts/, metrics/, deployment.json, "
-        f"diagnostics (operator-private) ({time.perf_counter() - t0:.1f} s)",
+        f"  wrote {out}/centroids.npy, release.json (publishable); transcripts/ (per party), metrics/, "
+        f"deployment.private.json, diagnostics.private.json (operator-private) ({time.perf_counter() - t0:.1f} s)",
     ]
     print("\n".join(lines), file=sys.stdout)
     return 0

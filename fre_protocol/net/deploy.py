@@ -3,7 +3,7 @@ certificates, the users played against them, the release collected.
 
 The run directory gets the same ``centroids.npy`` / ``release.json`` contract as ``simulate``
 (plus the operator-private diagnostics), one transcript store per party under ``transcripts/``,
-each service's metrics in Prometheus text under ``metrics/``, and ``deployment.json`` with the
+each service's metrics in Prometheus text under ``metrics/``, and ``deployment.private.json`` with the
 wall time, each service's CPU seconds and what crossed the loopback interface. Service processes
 are started with :func:`start_service` and can be killed and restarted (the fault tests do).
 """
@@ -33,6 +33,11 @@ from primitives.errors import InvalidParameterError, ProtocolStateError
 
 CONFIG_DIR, STATE_DIR, PKI_DIR = "config", "state", "pki"
 CREDENTIAL_KEY = "credential.key"
+#: The label of what a deployment writes that counts users or requests (never published).
+OPERATOR_PRIVATE = (
+    "OPERATOR-PRIVATE: counts of users, requests and refusals of this round (not covered by the DP "
+    "guarantee); never publish this file"
+)
 
 
 def free_port() -> int:
@@ -220,7 +225,7 @@ def scrape_metrics(dep: Deployment) -> dict[str, str]:
     with operator_client(dep) as client:
         for role in SERVICE_ROLES:
             text = client.get(dep.url(role) + "/metrics").text
-            (dep.out / METRICS_DIR / f"{role}.prom").write_text(text)
+            (dep.out / METRICS_DIR / f"{role}.prom").write_text(f"# {OPERATOR_PRIVATE}\n{text}")
             out[role] = text
     return out
 
@@ -252,7 +257,7 @@ def deploy_local(
     on_phase: Callable[[Deployment, str], None] | None = None,
     deadline_s: float = 1800.0,
 ) -> dict[str, Any]:
-    """Run one round on localhost; returns the deployment summary (also in deployment.json).
+    """Run one round on localhost; returns the deployment summary (also in deployment.private.json).
 
     ``on_phase(deployment, step)`` is called at ``"started"`` (services up, no user request
     yet), ``"phase1_submitted"`` and ``"phase2_sent"`` (the fault tests kill and restart
@@ -322,7 +327,8 @@ def deploy_local(
         "released": len(release),
         "transcripts": {k: str(v.relative_to(out)) for k, v in stores.items()},
     }
-    (out / DEPLOYMENT_FILE).write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    labelled = {"label": OPERATOR_PRIVATE, **summary}
+    (out / DEPLOYMENT_FILE).write_text(json.dumps(labelled, indent=2, sort_keys=True) + "\n")
     return summary
 
 

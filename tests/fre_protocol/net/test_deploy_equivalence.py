@@ -10,6 +10,7 @@ the same counts and, noise off, the same centroids up to quantization.
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -26,6 +27,7 @@ from mechanism.fre_e2t import run_mechanism
 from mechanism.params import FreParams
 from mechanism.population import Population
 from mechanism.release import Release
+from mechanism.run_files import DEPLOYMENT_FILE, METRICS_DIR
 from mechanism.seeds import SeedPlan
 from primitives.ddg import DDGConfig, DDGEncoder
 from transcripts import TranscriptStore
@@ -86,6 +88,11 @@ def test_seeded_noiseless_deployment_releases_what_the_runner_and_mechanism_rele
     _check_stores(tmp_path, seeded=True)
     # The audit passes on the set of stores (each its own view, then the release recomputed
     # from S_syn's store), and the embeddings appear in no server or proxy view.
+    # What counts users or requests is labelled operator-private.
+    deployment = json.loads((tmp_path / DEPLOYMENT_FILE).read_text())
+    assert deployment["label"].startswith("OPERATOR-PRIVATE") and deployment["n_users"] == len(x)
+    for prom in (tmp_path / METRICS_DIR).glob("*.prom"):
+        assert prom.read_text().startswith("# OPERATOR-PRIVATE"), prom.name
     report = audit_deployment(tmp_path, embeddings=x)
     assert report.passed, [f.name for f in report.findings if not f.passed]
     assert {f.name for f in report.findings} >= {"deployment:every_party_store", "release:centroids", "no_forbidden:raw_embedding"}
