@@ -799,12 +799,20 @@ class Phase2Plan:
 
 
 def plan_phase2(run: RunPlan, released: Mapping[bytes, int]) -> Phase2Plan:
-    n_modulus = max(released.values(), default=run.floor)
-    ddg_config = ddg_config_for(run.params, run.dim, run.cfg, n_modulus=n_modulus)
+    return phase2_plan(run.params, run.dim, run.cfg, run.comps, released)
+
+
+def phase2_plan(
+    params: FreParams, dim: int, cfg: ProtocolConfig, comps: Components, released: Mapping[bytes, int]
+) -> Phase2Plan:
+    """What every party derives from the broadcast (any driver): the modulus holds the largest
+    released count (at least the release floor)."""
+    n_modulus = max(released.values(), default=release_threshold(params))
+    ddg_config = ddg_config_for(params, dim, cfg, n_modulus=n_modulus)
     return Phase2Plan(
         ddg_config=ddg_config,
-        encoder=run.comps.make_encoder(ddg_config),
-        sharing=run.comps.make_sharing(int(ddg_config.modulus_bits)),
+        encoder=comps.make_encoder(ddg_config),
+        sharing=comps.make_sharing(int(ddg_config.modulus_bits)),
         width=int(ddg_config.padded_dim),
     )
 
@@ -856,7 +864,10 @@ def assemble_release(
     centroids = (
         np.stack([result.centroids[t] for t in tags]) if tags else np.zeros((0, run.dim), dtype=np.float64)
     )
-    info = _public_info(run, plan, released, tags, outcome)
+    info = public_info(
+        run.params, run.dim, run.cfg, run.comps, plan.ddg_config, outcome, rng_mode=run.seeds.rng_mode,
+        noise=run.noise, n_released_tags=len(released), n_released=len(tags),
+    )
     diagnostics = _diagnostics(run, parties, result, tags, outcome, dummy_user, driver.user_pool.workers)
     release = Release(
         buckets=tuple(ReleasedBucket(id=t.hex(), count=released[t]) for t in tags),
@@ -872,30 +883,32 @@ def assemble_release(
     return release, {**info, **diagnostics, "sizes": sizes}
 
 
-def _public_info(
-    run: RunPlan, plan: Phase2Plan, released: Mapping[bytes, int], tags: list[bytes], outcome: DropoutOutcome
+def public_info(
+    params: FreParams, dim: int, cfg: ProtocolConfig, comps: Components, ddg_config: Any,
+    outcome: DropoutOutcome, *, rng_mode: str, noise: bool, n_released_tags: int, n_released: int,
 ) -> dict[str, Any]:
-    """Published (release.json): public configuration and functions of the DP output only
-    (mechanism.release.PUBLIC_INFO_KEYS); the withheld tags are the broadcast minus the centroids."""
-    cfg, ddg_config = run.cfg, plan.ddg_config
+    """Published (release.json), by any driver: public configuration and functions of the DP
+    output only (mechanism.release.PUBLIC_INFO_KEYS); the withheld tags are the broadcast minus
+    the centroids."""
+    floor = release_threshold(params)
     return {
         "path": "protocol",
-        "dim": run.dim,
-        "k": run.params.k,
-        "release_floor": run.floor,
-        "n_released_tags": len(released),
-        "n_released": len(tags),
+        "dim": dim,
+        "k": params.k,
+        "release_floor": floor,
+        "n_released_tags": n_released_tags,
+        "n_released": n_released,
         "withheld": outcome.withheld,
         "topped_up": outcome.topped_up,
         "dropout_policy": cfg.dropout_policy,
         "cover_traffic": cfg.cover_traffic,
         "norm_guard": NORM_GUARD_RULE,
         "ddg": ddg_config.to_dict(),
-        "sigma_effective": float(ddg_config.noise_std(run.floor)) if run.noise else 0.0,
-        "sigma_mechanism": float(run.base_ledger.sigma),
+        "sigma_effective": float(ddg_config.noise_std(floor)) if noise else 0.0,
+        "sigma_mechanism": float(calibrate_noise(params).sigma),
         "proof_batch_size": cfg.proof_batch_size,
-        "components": run.comps.header(),
-        "rng_mode": run.seeds.rng_mode,
+        "components": comps.header(),
+        "rng_mode": rng_mode,
     }
 
 

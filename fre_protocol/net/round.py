@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from fre_protocol.components import component_names
-from fre_protocol.runner import ProtocolConfig
+from fre_protocol.runner import Phase2Plan, ProtocolConfig
 from mechanism.params import FreParams
 from mechanism.seeds import SeedPlan
 from primitives.errors import InvalidParameterError, VerificationError
@@ -243,18 +243,6 @@ class ServiceConfig:
 
 
 
-@dataclass(frozen=True, slots=True)
-class Phase2Context:
-    """What every party derives from the broadcast: the DDG configuration (its modulus holds the
-    largest released count), the encoder, the sharing scheme and the share width."""
-
-    released: dict[bytes, int]
-    ddg_config: Any
-    encoder: Any
-    sharing: Any
-    width: int
-
-
 class RoundContext:
     """A party's working view of a round: its seed plan, components, release floor, dummy
     parameters (all functions of the public settings and, in test mode, the test seed)."""
@@ -271,22 +259,15 @@ class RoundContext:
         self.floor = release_threshold(self.params)
         self.dummy = dummy_parameters(self.params, settings.protocol) if self.params.is_dp else (math.inf, 0.0)
 
-    def phase2(self, released: dict[bytes, int]) -> Phase2Context:
-        from fre_protocol.runner import ddg_config_for
+    def phase2(self, released: dict[bytes, int]) -> Phase2Plan:
+        """Phase 2's plan from the broadcast, as the in-process runner derives it."""
+        from fre_protocol.runner import phase2_plan
 
-        n_modulus = max(released.values(), default=self.floor)
-        ddg = ddg_config_for(self.params, self.settings.dim, self.settings.protocol, n_modulus=n_modulus)
-        return Phase2Context(
-            released=dict(released),
-            ddg_config=ddg,
-            encoder=self.comps.make_encoder(ddg),
-            sharing=self.comps.make_sharing(int(ddg.modulus_bits)),
-            width=int(ddg.padded_dim),
-        )
+        return phase2_plan(self.params, self.settings.dim, self.settings.protocol, self.comps, released)
 
-    def user_noise(self, phase2: Phase2Context) -> tuple[Any, float] | None:
+    def user_noise(self, phase2: Phase2Plan) -> tuple[Any, float] | None:
         """The users' own DDG noise, which S_tag tops up under the topup policy (None: off)."""
         if self.settings.noise and self.params.is_dp:
             return (self.comps.sampler, float(phase2.ddg_config.sigma_int))
         return None
-__all__ = ["SERVICE_ROLES", "Phase2Context", "RoundContext", "RoundDocument", "RoundSettings", "ServiceConfig", "canonical_json"]
+__all__ = ["SERVICE_ROLES", "RoundContext", "RoundDocument", "RoundSettings", "ServiceConfig", "canonical_json"]

@@ -26,12 +26,12 @@ from starlette.routing import Route
 
 from fre_protocol.messages import Role
 from fre_protocol.net.logged import LoggedServer
-from fre_protocol.net.round import Phase2Context, RoundDocument
+from fre_protocol.net.round import RoundDocument
 from fre_protocol.net.service import PeerClient, require_peer
 from fre_protocol.net.wire import NotReadyError, decode_batch, encode_batch
 from fre_protocol.parties.base import Meter, Recorder
 from fre_protocol.parties.synthesis_server import Reconstruction, SynthesisServer
-from fre_protocol.runner import NORM_GUARD_RULE, DropoutOutcome, box_key, build_ledger
+from fre_protocol.runner import DropoutOutcome, Phase2Plan, box_key, build_ledger, public_info
 from mechanism.release import Release, ReleasedBucket
 from primitives.errors import ProtocolStateError
 
@@ -45,7 +45,7 @@ class SynService(LoggedServer):
     progress = ("party", "phase2", "result")
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        self.phase2: Phase2Context | None = None
+        self.phase2: Phase2Plan | None = None
         self.result: Reconstruction | None = None
         super().__init__(*args, **kwargs)
         self.peers = PeerClient(self.config)
@@ -129,26 +129,12 @@ class SynService(LoggedServer):
         ledger = build_ledger(params, p2.ddg_config, self.ctx.dummy, (outcome.ledger_term(),))
         dim = self.settings.dim
         centroids = np.stack([result.centroids[t] for t in tags]) if tags else np.zeros((0, dim))
-        info: dict[str, Any] = {
-            "path": "protocol",
-            "dim": dim,
-            "k": params.k,
-            "release_floor": floor,
-            "n_released_tags": len(p2.released),
-            "n_released": len(tags),
-            "withheld": outcome.withheld,
-            "topped_up": outcome.topped_up,
-            "dropout_policy": policy,
-            "cover_traffic": self.settings.protocol.cover_traffic,
-            "norm_guard": NORM_GUARD_RULE,
-            "ddg": p2.ddg_config.to_dict(),
-            "sigma_effective": float(p2.ddg_config.noise_std(floor)) if self.settings.noise else 0.0,
-            "sigma_mechanism": float(ledger.sigma),
-            "proof_batch_size": self.settings.protocol.proof_batch_size,
-            "components": self.ctx.comps.header(),
-            "rng_mode": self.ctx.seeds.rng_mode,
-        }
         party: SynthesisServer = self.party
+        info = public_info(
+            params, dim, self.settings.protocol, self.ctx.comps, p2.ddg_config, outcome,
+            rng_mode=self.ctx.seeds.rng_mode, noise=self.settings.noise,
+            n_released_tags=len(party.released), n_released=len(tags),
+        )
         diagnostics: dict[str, Any] = {
             "n_submissions": party.n_submissions,
             "n_distinct_tags_seen": len(party.counts),
@@ -157,7 +143,7 @@ class SynService(LoggedServer):
             "rejections": dict(party.rejections),
         }
         release = Release(
-            buckets=tuple(ReleasedBucket(id=t.hex(), count=p2.released[t]) for t in tags),
+            buckets=tuple(ReleasedBucket(id=t.hex(), count=party.released[t]) for t in tags),
             centroids=centroids, ledger=ledger, params=params, seeds=self.ctx.seeds.to_dict(),
             noise=self.settings.noise, info=info, diagnostics=diagnostics,
         )

@@ -25,12 +25,12 @@ from starlette.routing import Route
 
 from fre_protocol.messages import Role
 from fre_protocol.net.logged import LoggedServer
-from fre_protocol.net.round import Phase2Context, RoundDocument
+from fre_protocol.net.round import RoundDocument
 from fre_protocol.net.wire import decode_batch, encode_batch
 from fre_protocol.parties.base import Meter, Recorder
 from fre_protocol.parties.dummy_user import DummyUser
 from fre_protocol.parties.tagging_server import TaggingServer
-from fre_protocol.runner import box_key, tagging_key
+from fre_protocol.runner import Phase2Plan, box_key, tagging_key
 from primitives.errors import ProtocolStateError
 
 PHASE1, DUMMIES, BROADCAST, PHASE2, AGGREGATE = "phase1", "dummies", "broadcast", "phase2", "aggregate"
@@ -43,7 +43,7 @@ class TagService(LoggedServer):
     progress = ("party", "phase2")
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        self.phase2: Phase2Context | None = None
+        self.phase2: Phase2Plan | None = None
         super().__init__(*args, **kwargs)
 
     def make_keys(self) -> dict[str, bytes]:

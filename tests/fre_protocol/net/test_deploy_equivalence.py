@@ -73,6 +73,7 @@ def test_seeded_noiseless_deployment_releases_what_the_runner_and_mechanism_rele
     assert got.diagnostics["n_submissions"] == len(x)  # ε = ∞: no sampling, no dummies
     assert got.diagnostics["contributors"] == dict(zip(got.ids, got.counts.tolist(), strict=True))
     assert got.info["withheld"] == {}
+    assert dict(got.info) == dict(reference_release.info)  # the same public info, field for field
 
     seeds = SeedPlan.from_seed(SEED)
     mech = run_mechanism(x, PARAMS, seeds, noise=False)
