@@ -32,7 +32,7 @@ from fre_protocol.net.service import (
     require_peer,
 )
 from fre_protocol.net.state import ServiceState
-from fre_protocol.net.wire import MAX_BATCH_BODY
+from fre_protocol.net.wire import MAX_BATCH_BODY, decode_batch
 from fre_protocol.parties.base import Meter, Recorder, Workers
 from mechanism.run_files import TRANSCRIPT_FILE
 from primitives.errors import ProtocolStateError, VerificationError
@@ -42,6 +42,7 @@ STATE_FILE = "state.sqlite"
 KEYS = "round_keys"
 FINALIZED = "finalized"
 DOCUMENT_KEY = "round_document"
+PHASE2_KIND = "phase2"
 
 
 class LoggedServer(ServiceBase):
@@ -126,6 +127,22 @@ class LoggedServer(ServiceBase):
     @abstractmethod
     def apply(self, kind: str, body: bytes, *, replay: bool) -> bytes:
         """Apply one request to ``self.party``; the response (ignored on replay)."""
+
+    def receive_shares(self, body: bytes, *, before: str) -> bytes:
+        """A batch of sealed shares (or cover) for the role, once phase 2's plan is fixed."""
+        plan = self.phase2_plan(PHASE2_KIND, before=before)
+        self.party.receive_shares(decode_batch(body), sharing=plan.sharing, dim=plan.width)
+        return b""
+
+    def phase2_plan(self, kind: str, *, before: str) -> Any:
+        """Phase 2's plan; ProtocolStateError when ``kind`` comes ``before`` the tags are fixed."""
+        plan = self.phase2
+        if plan is None:
+            raise ProtocolStateError(f"{kind} before {before}")
+        return plan
+
+    #: Phase 2's plan, fixed once the role has seen the released tags (None before).
+    phase2: Any = None
 
     #: Attributes that hold the role's progress through the round (reset when it is rebuilt).
     progress: tuple[str, ...] = ("party",)

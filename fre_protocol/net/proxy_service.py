@@ -92,6 +92,13 @@ ROUTES = {
 }
 
 
+def record_refusal(conn: Any, kind: str, body: bytes, error: Exception) -> None:
+    """A refused user request, kept for the proxy's view with its typed status."""
+    from fre_protocol.parties.base import status_of
+
+    conn.execute("INSERT INTO refused (kind, body, status) VALUES (?, ?, ?)", (kind, body, status_of(error)))
+
+
 def credential_token(key: bytes, round_id: str, user: str) -> str:
     """A user's credential for a round: ``user.MAC`` (HMAC-SHA-256 under the proxy's key)."""
     mac = hmac.new(key, f"{round_id}/{user}".encode(), hashlib.sha256).hexdigest()[:32]
@@ -211,9 +218,7 @@ class ProxyService(ServiceBase):
         open_phase = OPEN2 if kind == PHASE2 else OPEN1
 
         def refused(conn: Any, error: Exception) -> Exception:
-            from fre_protocol.parties.base import status_of
-
-            conn.execute("INSERT INTO refused (kind, body, status) VALUES (?, ?, ?)", (kind, body, status_of(error)))
+            record_refusal(conn, kind, body, error)
             return error
 
         def write(conn: Any) -> Any:
@@ -239,10 +244,8 @@ class ProxyService(ServiceBase):
         return self.commits.submit(write)
 
     def _refuse(self, kind: str, body: bytes, error: Exception) -> None:
-        from fre_protocol.parties.base import status_of
-
         with self.state.transaction() as conn:
-            conn.execute("INSERT INTO refused (kind, body, status) VALUES (?, ?, ?)", (kind, body, status_of(error)))
+            record_refusal(conn, kind, body, error)
 
     # -- forwarding -------------------------------------------------------------------------------
     def _pump_loop(self) -> None:

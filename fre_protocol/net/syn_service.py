@@ -37,6 +37,7 @@ from primitives.errors import ProtocolStateError
 
 SUBMISSIONS, RELEASE, PHASE2, AGGREGATES, AGGREGATE = "submissions", "release", "phase2", "aggregates", "aggregate"
 RELEASE_KEY, DIAGNOSTICS_KEY = "release", "diagnostics"
+NOT_YET = "the release of tags"
 
 
 class SynService(LoggedServer):
@@ -79,12 +80,9 @@ class SynService(LoggedServer):
             broadcast = party.release()
             self.phase2 = self.ctx.phase2(party.released)
             return broadcast
-        p2 = self.phase2
-        if p2 is None:
-            raise ProtocolStateError(f"{kind} before the release of tags")
         if kind == PHASE2:
-            party.receive_shares(decode_batch(body), sharing=p2.sharing, dim=p2.width)
-            return b""
+            return self.receive_shares(body, before=NOT_YET)
+        p2 = self.phase2_plan(kind, before=NOT_YET)
         if kind == AGGREGATES:
             self.result = party.reconstruct(
                 decode_batch(body), sharing=p2.sharing, encoder=p2.encoder, policy=self.settings.protocol.dropout_policy

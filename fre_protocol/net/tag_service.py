@@ -34,6 +34,7 @@ from fre_protocol.runner import Phase2Plan, box_key, tagging_key
 from primitives.errors import ProtocolStateError
 
 PHASE1, DUMMIES, BROADCAST, PHASE2, AGGREGATE = "phase1", "dummies", "broadcast", "phase2", "aggregate"
+NOT_YET = "the broadcast of released tags"
 DUMMY_PLAN = "dummy_plan"
 
 
@@ -76,12 +77,9 @@ class TagService(LoggedServer):
             party.receive_broadcast(body)
             self.phase2 = self.ctx.phase2(party.released)
             return b""
-        p2 = self.phase2
-        if p2 is None:
-            raise ProtocolStateError(f"{kind} before the broadcast of released tags")
         if kind == PHASE2:
-            party.receive_shares(decode_batch(body), sharing=p2.sharing, dim=p2.width)
-            return b""
+            return self.receive_shares(body, before=NOT_YET)
+        p2 = self.phase2_plan(kind, before=NOT_YET)
         if kind == AGGREGATE:
             return encode_batch(party.aggregate(decode_batch(body), sharing=p2.sharing, noise=self.ctx.user_noise(p2)))
         raise ProtocolStateError(f"unknown request kind {kind!r}")
