@@ -319,7 +319,7 @@ def deploy_local(
         "cpu_seconds": cpu,
         "loopback_bytes": None if lo0 is None or lo1 is None else lo1 - lo0,
         "users": {
-            "wall": report.wall, "requests": report.requests, "failures": report.failures,
+            "wall": report.wall, "requests": report.requests, "failures": report.failures, "retries": report.retries,
             "http_body_bytes_up": report.bytes_up, "http_body_bytes_down": report.bytes_down,
             "status": report.status, "meter": report.meter,
         },

@@ -130,7 +130,10 @@ class ProxyService(ServiceBase):
         self.queue_depth = self.metrics.gauge("fre_queue_depth", "admitted messages not yet forwarded", labels=("kind",))
         self._pump: threading.Thread | None = None
         self._windows: dict[str, float] = {}  # when each kind's current window opened
-        self._answers_version = 0
+        # Users waiting on a phase-1 answer sleep on one event, set (from the pump thread, through
+        # the event loop) when a batch of answers has been logged.
+        self._answers: asyncio.Event | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     # -- start-up: the round document --------------------------------------------------------------
     def start(self) -> None:
@@ -335,8 +338,13 @@ class ProxyService(ServiceBase):
                     raise ProtocolStateError(f"S_tag answered {len(responses)} of {len(order)} requests in batch {batch_id}")
                 conn.executemany("UPDATE items SET response = ? WHERE id = ?", list(zip(responses, order, strict=True)))
             conn.execute("UPDATE batches SET done = 1 WHERE batch_id = ?", (batch_id,))
-        if kind == PHASE1:
-            self._answers_version += 1  # wakes the users waiting for an answer
+        if kind == PHASE1 and self._loop is not None:
+            self._loop.call_soon_threadsafe(self._wake_waiters)
+
+    def _wake_waiters(self) -> None:
+        if self._answers is not None:
+            self._answers.set()
+            self._answers = None
 
     # -- closing the phases -----------------------------------------------------------------------
     def close_phase1(self) -> None:
@@ -433,17 +441,23 @@ class ProxyService(ServiceBase):
         the database is read again only when a batch of answers has come in."""
         wait = min(30.0, max(0.0, float(request.query_params.get("wait", "0") or 0)))
         end = time.monotonic() + wait
+        self._loop = asyncio.get_running_loop()
         while True:
-            version = self._answers_version
+            if self._answers is None:
+                self._answers = asyncio.Event()
+            arrived = self._answers  # taken before the read, so an answer logged after it wakes us
             rows = self.state.query("SELECT credential, response FROM items WHERE id = ? AND kind = ?", (ticket, PHASE1))
             if not rows or rows[0][0] != user:
                 raise UnauthorizedError("no phase-1 request of this credential under that ticket")
             if rows[0][1] is not None:
                 return bytes(rows[0][1])  # type: ignore[arg-type]
-            while self._answers_version == version:
-                if time.monotonic() >= end:
-                    return None
-                await asyncio.sleep(0.02)
+            left = end - time.monotonic()
+            if left <= 0:
+                return None
+            try:
+                await asyncio.wait_for(arrived.wait(), left)
+            except TimeoutError:
+                pass  # read once more: the answer may have come with the deadline
 
     # -- endpoints --------------------------------------------------------------------------------
     def update_gauges(self) -> None:

@@ -10,6 +10,7 @@ users over TLS without a client certificate and authenticates them by credential
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import secrets
 import threading
@@ -295,14 +296,19 @@ class PeerError(FreError):
 
 
 def raise_for(response: Any) -> None:
-    if response.status_code < 400:
-        return
+    """An httpx response's 4xx/5xx as a typed :class:`PeerError`."""
+    if response.status_code >= 400:
+        raise peer_error(response.status_code, response.content)
+
+
+def peer_error(status: int, body: bytes) -> PeerError:
+    """The typed error an error answer carries (its JSON ``error``/``detail``), as a PeerError."""
     try:
-        body = response.json()
-        kind, detail = str(body.get("error")), str(body.get("detail"))
-    except ValueError:
-        kind, detail = "HTTPError", response.text[:200]
-    raise PeerError(response.status_code, kind, detail)
+        data = json.loads(body)
+        kind, detail = str(data.get("error")), str(data.get("detail"))
+    except (ValueError, AttributeError):
+        kind, detail = "HTTPError", body[:200].decode("utf-8", "replace")
+    return PeerError(status, kind, detail)
 
 
 def backoff(attempt: int, *, base_s: float, cap_s: float) -> float:
@@ -344,6 +350,7 @@ __all__ = [
     "check_round",
     "octets",
     "peer_of",
+    "peer_error",
     "raise_for",
     "read_body",
     "request_id",
