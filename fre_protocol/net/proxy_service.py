@@ -64,7 +64,6 @@ CREATE TABLE IF NOT EXISTS items (
     sender TEXT NOT NULL,
     recipient TEXT NOT NULL,
     envelope BLOB NOT NULL,
-    ciphertext BLOB NOT NULL,
     batch_id TEXT,
     response BLOB
 );
@@ -125,6 +124,10 @@ class ProxyService(ServiceBase):
         self.peers = PeerClient(config)
         self._rng = self.ctx.seeds.secret("proxy/shuffle")
         self._batches = int(self.state.query("SELECT COUNT(*) FROM batches")[0][0])  # type: ignore[arg-type]
+        logged_phase = self.state.get(PHASE_KEY)
+        # The round's phase, read by every admission: kept here as well as in the state, and
+        # only ever moved forward inside the transaction that logs it (see _set_phase).
+        self._phase = OPEN1 if logged_phase is None else logged_phase.decode()
         self._step = threading.Lock()  # one forwarding step at a time
         self._stop = threading.Event()
         self.queue_depth = self.metrics.gauge("fre_queue_depth", "admitted messages not yet forwarded", labels=("kind",))
@@ -151,7 +154,7 @@ class ProxyService(ServiceBase):
         assert document is not None
         self._put_document(document)
         if self.state.get(PHASE_KEY) is None:
-            self.state.put(PHASE_KEY, OPEN1.encode())
+            self._set_phase(OPEN1)
         self.ready.set()
         self._pump = threading.Thread(target=self._pump_loop, name="proxy-pump", daemon=True)
         self._pump.start()
@@ -176,8 +179,17 @@ class ProxyService(ServiceBase):
 
     @property
     def phase(self) -> str:
-        value = self.state.get(PHASE_KEY)
-        return OPEN1 if value is None else value.decode()
+        return self._phase
+
+    def _set_phase(self, phase: str, conn: Any = None) -> None:
+        """Log the round's new phase (in ``conn``'s transaction when given). The copy in memory
+        moves before the commit: an admission racing the change is refused, never let in late."""
+        if conn is None:
+            with self.state.transaction() as own:
+                self._set_phase(phase, own)
+            return
+        conn.execute("INSERT OR REPLACE INTO kv (key, value) VALUES (?, ?)", (PHASE_KEY, phase.encode()))
+        self._phase = phase
 
     # -- admission --------------------------------------------------------------------------------
     def credential(self, request: Request) -> str:
@@ -225,10 +237,9 @@ class ProxyService(ServiceBase):
             return error
 
         def write(conn: Any) -> Any:
-            phase = conn.execute("SELECT value FROM kv WHERE key = ?", (PHASE_KEY,)).fetchone()
-            if phase is None or phase[0].decode() != open_phase:
+            if self._phase != open_phase:  # read under the state's lock, as _set_phase writes it
                 return refused(conn, ProtocolStateError(
-                    f"{kind} requests are taken in {open_phase}, the round is in {phase and phase[0].decode()}"
+                    f"{kind} requests are taken in {open_phase}, the round is in {self._phase}"
                 ))
             rows = conn.execute("SELECT id, digest FROM items WHERE kind = ? AND credential = ? ORDER BY id", (kind, user)).fetchall()
             if rows:
@@ -238,8 +249,8 @@ class ProxyService(ServiceBase):
             ids = []
             for data, env in zip(envelopes, opened, strict=True):
                 cur = conn.execute(
-                    "INSERT INTO items (kind, credential, digest, sender, recipient, envelope, ciphertext) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    (kind, user, digest, Role.USER.label, env.recipient.label, data, env.ciphertext),
+                    "INSERT INTO items (kind, credential, digest, sender, recipient, envelope) VALUES (?, ?, ?, ?, ?, ?)",
+                    (kind, user, digest, Role.USER.label, env.recipient.label, data),
                 )
                 ids.append(int(cur.lastrowid))
             return ids
@@ -285,16 +296,20 @@ class ProxyService(ServiceBase):
     def _form(self, kind: str, *, flush: bool) -> None:
         """Cut the pending items of ``kind`` into shuffled batches per recipient when a window
         is full, when its oldest item has waited ``window_seconds``, or on ``flush``."""
-        pending = self._pending(kind)
-        if not pending:
+        # Counted first (an index lookup): the items themselves are read once the window is due.
+        waiting = int(self.state.query(
+            "SELECT COUNT(*) FROM items WHERE kind = ? AND batch_id IS NULL", (kind,)
+        )[0][0])  # type: ignore[call-overload]
+        if not waiting:
             return
-        due = flush or len(pending) >= self.settings.window_count
+        due = flush or waiting >= self.settings.window_count
         if not due:
             started = self._windows.setdefault(kind, time.monotonic())
             due = time.monotonic() - started >= self.settings.window_seconds
         if not due:
             return
         self._windows.pop(kind, None)
+        pending = self._pending(kind)
         by_recipient: dict[str, list[int]] = {}
         for item, recipient in pending:
             by_recipient.setdefault(recipient, []).append(item)
@@ -328,8 +343,9 @@ class ProxyService(ServiceBase):
 
     def _send(self, batch_id: str, kind: str, recipient: str, order: list[int]) -> None:
         marks = ",".join("?" * len(order))
-        rows = dict(self.state.query(f"SELECT id, ciphertext FROM items WHERE id IN ({marks})", order))  # noqa: S608
-        body = encode_batch([bytes(rows[i]) for i in order])  # type: ignore[arg-type]
+        rows = dict(self.state.query(f"SELECT id, envelope FROM items WHERE id IN ({marks})", order))  # noqa: S608
+        # The servers take the ciphertexts: the envelope's recipient was checked at admission.
+        body = encode_batch([decode_as(bytes(rows[i]), SealedEnvelope).ciphertext for i in order])  # type: ignore[arg-type]
         answer = self.peers.post(recipient, ROUTES[(kind, recipient)], body, request_id=batch_id)
         with self.state.transaction() as conn:
             if kind == PHASE1:
@@ -354,19 +370,22 @@ class ProxyService(ServiceBase):
         with self._step:
             if self.phase not in (OPEN1, CLOSING1):
                 return
-            self.state.put(PHASE_KEY, CLOSING1.encode())
+            self._set_phase(CLOSING1)
             self._form(PHASE1, flush=True)
             self._resend()
             with self.timed("dummies"):
                 if self.state.get("dummies_in") is None:
                     dummies = decode_batch(self.peers.post(Role.S_TAG.label, "/v1/dummies", b"", request_id=f"{rid}/dummies"))
+                    rows = [
+                        (SUBMIT, hashlib.sha256(data).digest(), Role.DUMMY_USER.label,
+                         decode_as(data, SealedEnvelope).recipient.label, data)
+                        for data in dummies
+                    ]
                     with self.state.transaction() as conn:
-                        for data in dummies:
-                            env = decode_as(data, SealedEnvelope)
-                            conn.execute(
-                                "INSERT INTO items (kind, credential, digest, sender, recipient, envelope, ciphertext) VALUES (?, NULL, ?, ?, ?, ?, ?)",
-                                (SUBMIT, hashlib.sha256(data).digest(), Role.DUMMY_USER.label, env.recipient.label, data, env.ciphertext),
-                            )
+                        conn.executemany(
+                            "INSERT INTO items (kind, credential, digest, sender, recipient, envelope) VALUES (?, NULL, ?, ?, ?, ?)",
+                            rows,
+                        )
                         conn.execute("INSERT INTO kv (key, value) VALUES ('dummies_in', x'01')")
             with self.timed("submissions"):
                 # All submissions at once, one shuffle: users' and dummies' arrive mixed.
@@ -382,7 +401,7 @@ class ProxyService(ServiceBase):
                     self.state.put(BROADCAST_KEY, broadcast)
                 broadcast = self.state.get(BROADCAST_KEY) or b""
                 self.peers.post(Role.S_TAG.label, "/v1/broadcast", broadcast, request_id=f"{rid}/broadcast")
-            self.state.put(PHASE_KEY, OPEN2.encode())
+            self._set_phase(OPEN2)
 
     def close_phase2(self) -> bytes:
         """Forward the last shares and have S_syn aggregate and publish; the release document."""
@@ -391,7 +410,7 @@ class ProxyService(ServiceBase):
                 return self.state.get(RELEASE_KEY) or b""
             if self.phase not in (OPEN2, CLOSING2):
                 raise ProtocolStateError(f"phase 2 cannot close in {self.phase}")
-            self.state.put(PHASE_KEY, CLOSING2.encode())
+            self._set_phase(CLOSING2)
             self._form(PHASE2, flush=True)
             self._resend()
             with self.timed("aggregate"):
@@ -403,7 +422,7 @@ class ProxyService(ServiceBase):
             with self.state.transaction() as conn:
                 # Who took part is the proxy's to forget once the round is out.
                 conn.execute("UPDATE items SET credential = NULL")
-                conn.execute("INSERT OR REPLACE INTO kv (key, value) VALUES (?, ?)", (PHASE_KEY, DONE.encode()))
+                self._set_phase(DONE, conn)
             return release
 
     def write_transcript(self) -> Path:
