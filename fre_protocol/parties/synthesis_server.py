@@ -98,8 +98,9 @@ class SynthesisServer:
         self._validator = validator
         self._inbox = SealedInbox(name="S_syn", channel=channel, private_key=self._box_sk, workers=workers, meter=meter)
         self._nonces: set[bytes] = set()
-        self._tags: list[bytes] = []
+        # Counted as they arrive: memory per distinct tag, not per submission.
         self.counts: Counter[bytes] = Counter()
+        self._n_submissions = 0
         self.released: dict[bytes, int] = {}
         self._shares = ShareBook(keep_contributions=keep_contributions)
         self.rejections: dict[str, int] = {}
@@ -108,6 +109,8 @@ class SynthesisServer:
     def receive_submissions(self, ciphertexts: Sequence[bytes]) -> None:
         """Open and keep tag submissions; a repeated nonce is a duplicate (rejected)."""
         opened = self._inbox.open_all(ciphertexts, TagSubmission)
+        t0 = time.perf_counter()
+        n = 0
         for o in opened:
             if o.error is not None:
                 continue
@@ -117,26 +120,25 @@ class SynthesisServer:
                 o.error = ProtocolStateError("duplicate tag submission (nonce already seen)")
                 continue
             self._nonces.add(msg.nonce)
-            self._tags.append(msg.tag)
+            self.counts[msg.tag] += 1
+            n += 1
+        self._n_submissions += n
+        self._meter.add("S_syn.count", time.perf_counter() - t0, n)
         self._record(PHASE1_SUBMIT, opened)
 
     def release(self) -> bytes:
-        """Count the submissions per tag, threshold at the release floor, and encode the
-        broadcast (sorted by tag)."""
-        t0 = time.perf_counter()
-        counts = Counter(self._tags)
+        """Threshold the counts at the release floor and encode the broadcast (sorted by tag)."""
+        counts = self.counts
         t1 = time.perf_counter()
-        self._meter.add("S_syn.count", t1 - t0, len(self._tags))
         floor = self.release_floor
         released = sorted(tag for tag, c in counts.items() if c >= floor)
         self._meter.add("S_syn.threshold", time.perf_counter() - t1, len(counts))
-        self.counts = counts
         self.released = {tag: counts[tag] for tag in released}
         return ReleasedTags(tags=tuple(released), counts=tuple(counts[t] for t in released)).encode()
 
     @property
     def n_submissions(self) -> int:
-        return len(self._tags)
+        return self._n_submissions
 
     # -- phase 2 ---------------------------------------------------------------------------------
     def receive_shares(self, ciphertexts: Sequence[bytes], *, sharing: Any, dim: int) -> None:
