@@ -121,7 +121,6 @@ def summarize(
         "tag_count_us": _per(meter, "S_syn.count"),
         "tags_counted": int(c.get("S_syn.count", 0)),
         "share_accumulate_us": _sum_per(meter, ("S_tag.accumulate", "S_syn.accumulate")),
-        "share_gather_us": _sum_per(meter, ("S_tag.gather", "S_syn.gather")),
         "share_decode_us": _sum_per(meter, ("S_tag.decode_share", "S_syn.decode_share")),
         "open_sealed_us": _sum_per(meter, ("S_tag.open", "S_syn.open")),
         "reconstruct_us": recon + decode,

@@ -7,13 +7,15 @@ Used by the command line and by the library (experiments) alike, so it lives out
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from primitives.errors import InvalidInputError
 
-__all__ = ["load_embeddings"]
+__all__ = ["EmbeddingShards", "load_embeddings", "open_embeddings"]
 
 
 def load_embeddings(path: str | os.PathLike[str]) -> np.ndarray:
@@ -41,3 +43,52 @@ def load_embeddings(path: str | os.PathLike[str]) -> np.ndarray:
         if not np.isfinite(x[start : start + 65536]).all():
             raise InvalidInputError(f"embeddings contain NaN or infinite values (rows from {start})")
     return x
+
+
+class EmbeddingShards:
+    """Memory-mapped ``.npy`` shards read as one (N, d) population, rows in file-name order.
+
+    Nothing is copied until a driver asks for a block of rows, so a population larger than
+    memory can be played window by window.
+    """
+
+    def __init__(self, shards: Sequence[np.ndarray]) -> None:
+        if not shards:
+            raise InvalidInputError("embedding shards must hold at least one array, got none")
+        dims = {int(a.shape[1]) for a in shards}
+        if len(dims) != 1:
+            raise InvalidInputError(f"embedding shards must share one dimension d, got {sorted(dims)}")
+        self._shards = list(shards)
+        self._starts = np.cumsum([0] + [int(a.shape[0]) for a in shards])
+        self.shape = (int(self._starts[-1]), dims.pop())
+        self.dtype = np.result_type(*(a.dtype for a in shards))
+
+    def rows(self, lo: int, hi: int) -> np.ndarray:
+        """Rows ``lo..hi-1`` as one in-memory array (a view when they lie in one shard)."""
+        if not 0 <= lo <= hi <= self.shape[0]:
+            raise InvalidInputError(f"rows must satisfy 0 <= lo <= hi <= {self.shape[0]}, got ({lo}, {hi})")
+        first = int(np.searchsorted(self._starts, lo, side="right")) - 1
+        parts: list[Any] = []
+        at = lo
+        for j in range(first, len(self._shards)):
+            if at >= hi:
+                break
+            base = int(self._starts[j])
+            end = min(hi, int(self._starts[j + 1]))
+            parts.append(self._shards[j][at - base : end - base])
+            at = end
+        if len(parts) == 1:
+            return np.asarray(parts[0])
+        return np.concatenate(parts) if parts else np.zeros((0, self.shape[1]), dtype=self.dtype)
+
+
+def open_embeddings(path: str | os.PathLike[str]) -> np.ndarray | EmbeddingShards:
+    """A memory-mapped ``.npy`` file (:func:`load_embeddings`), or a directory of ``.npy`` shards
+    with one d (every shard checked the same way), read as one population."""
+    p = Path(path)
+    if not p.is_dir():
+        return load_embeddings(p)
+    files = sorted(f for f in p.iterdir() if f.suffix == ".npy")
+    if not files:
+        raise InvalidInputError(f"embeddings directory {str(p)!r} holds no .npy shard")
+    return EmbeddingShards([load_embeddings(f) for f in files])

@@ -39,6 +39,7 @@ import numpy.typing as npt
 
 from fre_protocol.components import Components, build_components
 from fre_protocol.costs import summarize
+from fre_protocol.inputs import EmbeddingShards
 from fre_protocol.messages import MAX_PROOF_BATCH, Role
 from fre_protocol.parties.base import (
     BROADCAST,
@@ -61,7 +62,7 @@ from fre_protocol.parties.synthesis_server import (
     SynthesisServer,
 )
 from fre_protocol.parties.tagging_server import TaggingServer
-from fre_protocol.parties.user import ServerKeys, UserPopulation
+from fre_protocol.parties.user import ServerKeys, UserPopulation, UserTally
 from mechanism.accounting import calibrate_noise, histogram_release_cost, protocol_ledger
 from mechanism.fre_e2t import release_threshold, sample_coins
 from mechanism.grid import PublicGrid, encode_buckets, single_threaded_blas
@@ -432,7 +433,14 @@ def _check_batch_memory(n: int, proof_batch_size: int) -> None:
         )
 
 
-def _check_x(x: Any) -> npt.NDArray[np.floating[Any]]:
+def rows(x: npt.NDArray[np.floating[Any]] | EmbeddingShards, lo: int, hi: int) -> npt.NDArray[np.floating[Any]]:
+    """Users lo..hi-1's embeddings: a view of an array, or read from memory-mapped shards."""
+    return x.rows(lo, hi) if isinstance(x, EmbeddingShards) else x[lo:hi]
+
+
+def _check_x(x: Any) -> npt.NDArray[np.floating[Any]] | EmbeddingShards:
+    if isinstance(x, EmbeddingShards):
+        return x  # checked row block by row block when opened
     arr = np.asarray(x)
     if arr.ndim != 2 or arr.shape[0] == 0 or arr.shape[1] == 0:
         raise InvalidInputError(f"x must be a non-empty (N, d) array, got shape {arr.shape}")
@@ -500,6 +508,28 @@ def run_protocol(
     run = plan_run(
         x, params, seeds, noise=noise, dropout=dropout, components=components, workers=workers, config=config
     )
+    return execute(
+        run, _play, out_dir=out_dir, progress=progress, workers=workers, adversary=adversary, validator=validator,
+        measure_memory=measure_memory,
+    )
+
+
+Play = Callable[["RunPlan", "Driver", Any], tuple[Release, dict[str, Any]]]
+
+
+def execute(
+    run: RunPlan,
+    play: Play,
+    *,
+    out_dir: str | Path | None,
+    progress: bool,
+    workers: int,
+    adversary: NetworkAdversary | None = None,
+    validator: ContributionValidator | None = None,
+    measure_memory: bool = False,
+) -> ProtocolResult:
+    """What every in-process driver does around its ``play``: thread pools, meter, transcript
+    store, single-threaded BLAS, the release files, the costs (peak traced memory on request)."""
     if measure_memory:
         tracemalloc.start()
     t_start = time.perf_counter()
@@ -518,7 +548,7 @@ def run_protocol(
     blas = ExitStack()
     blas.enter_context(single_threaded_blas())
     try:
-        release, info = _play(run, driver, store)
+        release, info = play(run, driver, store)
         driver.recorder.flush()
         if store is not None:
             assert out_path is not None
@@ -550,7 +580,7 @@ def run_protocol(
 class RunPlan:
     """One run's inputs and public choices, checked and fixed before any message is sent."""
 
-    x: npt.NDArray[np.floating[Any]]
+    x: npt.NDArray[np.floating[Any]] | EmbeddingShards
     params: FreParams
     seeds: SeedPlan
     cfg: ProtocolConfig
@@ -571,7 +601,7 @@ class RunPlan:
 
 
 def plan_run(
-    x: npt.ArrayLike,
+    x: npt.ArrayLike | EmbeddingShards,
     params: FreParams,
     seeds: SeedPlan,
     *,
@@ -658,21 +688,32 @@ def transcript_header(
 def _play(run: RunPlan, driver: Driver, store: Any) -> tuple[Release, dict[str, Any]]:
     """The protocol as a sequence of role calls (SPEC §6); each stage meters its own phase."""
     parties = setup(run, driver)
-    phase1(parties, driver)
-    dummy_user = phase1_submit(run, parties, driver)
-    released = broadcast(parties, driver)
+    users = population(run, parties.keys, driver, range(run.n))
+    with driver.meter.phase("users_offline"):
+        users.prepare()
+    phase1(parties, users, driver)
+    dummy_user = make_dummy_user(run, parties, driver)
+    with driver.meter.phase("phase1_submit"):
+        dummies = dummy_user.submissions(run.params.tau) if dummy_user is not None else []
+        phase1_submit(parties, users.tag_submissions() + dummies, driver)
+    released, _ = broadcast(parties, driver, users)
     plan = plan_phase2(run, released)
-    phase2(run, parties, plan, driver)
+    with driver.meter.phase("phase2_shares"):
+        shares = users.share_submissions(
+            encoder=plan.encoder, sharing=plan.sharing, noise=run.noise, active=~run.dropped_mask
+        )
+        phase2(parties, plan, shares, driver)
     result = aggregation(run, parties, plan, driver)
-    release, info = assemble_release(run, parties, plan, released, result, dummy_user, driver)
+    release, info = assemble_release(run, parties, plan, released, result, dummy_user, driver, users.tally())
     if store is not None:
-        _store_artifacts(store, release, plan.ddg_config, run.seeds, parties, dummy_user)
+        store_artifacts(store, release, plan.ddg_config, run.seeds, parties, dummy_user)
     return release, info
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Parties:
-    """Every role of one run, with the servers' key pairs (the users know the public halves)."""
+    """The servers and the proxy of one run, with the servers' key pairs (the users know the
+    public halves). Users are played apart: all at once, or window by window."""
 
     voprf_key: tuple[Secret[bytes], bytes]
     tag_box: tuple[Secret[bytes], bytes]
@@ -681,12 +722,11 @@ class Parties:
     proxy: AnonymizingProxy
     s_tag: TaggingServer
     s_syn: SynthesisServer
-    users: UserPopulation
 
 
-def setup(run: RunPlan, driver: Driver) -> Parties:
-    """Keys and servers; each user's bucket encoding and coin (step 1, public grid); the users'
-    offline work."""
+def setup(run: RunPlan, driver: Driver, *, keep_contributions: bool = True) -> Parties:
+    """Keys, servers and proxy. ``keep_contributions=False``: the servers keep a running sum
+    per released tag instead of every share (see :class:`~fre_protocol.parties.server_common.ShareBook`)."""
     seeds, comps, meter = run.seeds, run.comps, driver.meter
     with meter.phase("setup"):
         voprf_key = tagging_key(seeds, comps.suite)
@@ -701,33 +741,49 @@ def setup(run: RunPlan, driver: Driver) -> Parties:
             rng=seeds.secret("S_tag"), workers=driver.pool, meter=meter, recorder=driver.recorder,
             release_floor=run.floor, dropout_policy=run.cfg.dropout_policy,
             proof_batch_size=run.cfg.proof_batch_size, record_shares=seeds.rng_mode == "seeded",
+            keep_contributions=keep_contributions,
         )
         s_syn = SynthesisServer(
             box_key=syn_box, channel=comps.channel, workers=driver.pool, meter=meter,
             recorder=driver.recorder, release_floor=run.floor, validator=driver.validator,
+            keep_contributions=keep_contributions,
         )
         keys = ServerKeys(voprf_public_key=voprf_key[1], tag_box_key=tag_box[1], syn_box_key=syn_box[1])
-    users = _users(run, keys, driver)
-    with meter.phase("users_offline"):
-        users.prepare()
     return Parties(
-        voprf_key=voprf_key, tag_box=tag_box, syn_box=syn_box, keys=keys, proxy=proxy, s_tag=s_tag,
-        s_syn=s_syn, users=users,
+        voprf_key=voprf_key, tag_box=tag_box, syn_box=syn_box, keys=keys, proxy=proxy, s_tag=s_tag, s_syn=s_syn,
     )
 
 
-def _users(run: RunPlan, keys: ServerKeys, driver: Driver) -> UserPopulation:
-    """The users' devices, each with its bucket's canonical encoding (public grid) and its coin."""
+def population(
+    run: RunPlan,
+    keys: ServerKeys,
+    driver: Driver,
+    span: range,
+    *,
+    coins: npt.NDArray[np.bool_] | None = None,
+    grid: PublicGrid | None = None,
+) -> UserPopulation:
+    """The devices of users ``span`` (all of them, or a window starting on a chunk boundary),
+    each with its bucket's canonical encoding (public grid, step 1) and its coin. ``coins`` and
+    ``grid``, when a driver already holds them, are all users' coins and the public grid."""
+    if span.start % run.cfg.chunk_size:
+        raise InvalidParameterError(
+            f"a population must start on a chunk boundary (chunk_size {run.cfg.chunk_size}), got user {span.start}"
+        )
     meter = driver.meter
+    start = time.perf_counter()
     with meter.phase("bucketing"):
-        grid = PublicGrid.derive(run.seeds, run.dim, run.params)
-        encodings = encode_buckets(grid.bucket_indices(run.x))
-        coins = user_coins(run.seeds, run.n, run.params, run.cfg.chunk_size)
-    meter.add("user.bucketing", meter.wall["bucketing"], run.n)
+        x = rows(run.x, span.start, span.stop)
+        grid = grid if grid is not None else PublicGrid.derive(run.seeds, run.dim, run.params)
+        encodings = encode_buckets(grid.bucket_indices(x))
+        if coins is None:
+            coins = user_coins(run.seeds, run.n, run.params, run.cfg.chunk_size)
+    meter.add("user.bucketing", time.perf_counter() - start, len(span))
     return UserPopulation(
-        run.x, encodings, coins, suite=run.comps.suite, keys=keys, channel=run.comps.channel,
+        x, encodings, coins[span.start : span.stop], suite=run.comps.suite, keys=keys, channel=run.comps.channel,
         rng=run.seeds.secret("users"), workers=driver.user_pool, meter=meter, recorder=driver.recorder,
         chunk_size=run.cfg.chunk_size, cover_traffic=run.cfg.cover_traffic,
+        first_chunk=span.start // run.cfg.chunk_size,
     )
 
 
@@ -742,49 +798,54 @@ def _refuse(parties: Parties, recorder: Recorder, role: Role, phase: str, delive
     )
 
 
-def phase1(parties: Parties, driver: Driver) -> None:
+def phase1(parties: Parties, users: UserPopulation, driver: Driver) -> None:
     """Step 2, VOPRF: users blind, S_tag evaluates with proofs, users verify and finalize."""
     proxy, s_tag = parties.proxy, parties.s_tag
     with driver.meter.phase("phase1_voprf"):
         answered: list[tuple[int, bytes]] = []
-        for role, delivery in proxy.forward(PHASE1, parties.users.blind_requests()).items():
+        for role, delivery in proxy.forward(PHASE1, users.blind_requests()).items():
             if role is Role.S_TAG:
                 answered.extend(proxy.route_back(PHASE1, delivery, s_tag.evaluate(delivery.ciphertexts)))
             elif role is Role.S_SYN:
                 parties.s_syn.receive_submissions(delivery.ciphertexts)
             else:
                 _refuse(parties, driver.recorder, role, PHASE1, delivery)
-        parties.users.receive_evaluations(answered)
+        users.receive_evaluations(answered)
 
 
-def phase1_submit(run: RunPlan, parties: Parties, driver: Driver) -> DummyUser | None:
-    """Step 2, submission: with its coin each user seals its tag to S_syn; S_tag's dummy user
-    adds TSDLap dummy tags (DP runs only). Returns the dummy user, for the diagnostics."""
-    with driver.meter.phase("phase1_submit"):
-        submissions = parties.users.tag_submissions()
-        dummy_user: DummyUser | None = None
-        if run.params.is_dp:
-            dummy_user = DummyUser(
-                generator=run.comps.make_dummy_generator(*run.dummy), channel=run.comps.channel,
-                syn_box_key=parties.syn_box[1], rng=run.seeds.secret("S_tag/dummy"), workers=driver.pool,
-                meter=driver.meter,
-            )
-            submissions += dummy_user.submissions(run.params.tau)
-        for role, delivery in parties.proxy.forward(PHASE1_SUBMIT, submissions).items():
-            if role is Role.S_SYN:
-                parties.s_syn.receive_submissions(delivery.ciphertexts)
-            else:
-                _refuse(parties, driver.recorder, role, PHASE1_SUBMIT, delivery)
-    return dummy_user
+def make_dummy_user(run: RunPlan, parties: Parties, driver: Driver) -> DummyUser | None:
+    """S_tag's dummy user (DP runs only), which adds TSDLap dummy tags to the submissions."""
+    if not run.params.is_dp:
+        return None
+    return DummyUser(
+        generator=run.comps.make_dummy_generator(*run.dummy), channel=run.comps.channel,
+        syn_box_key=parties.syn_box[1], rng=run.seeds.secret("S_tag/dummy"), workers=driver.pool,
+        meter=driver.meter,
+    )
 
 
-def broadcast(parties: Parties, driver: Driver) -> dict[bytes, int]:
-    """S_syn thresholds the counts at τ and broadcasts the released tags with their counts."""
+def phase1_submit(parties: Parties, submissions: list[tuple[int, Role, bytes]], driver: Driver) -> None:
+    """Step 2, submission: the sealed tags (users' with their coin, and dummies) through the
+    proxy to S_syn."""
+    for role, delivery in parties.proxy.forward(PHASE1_SUBMIT, submissions).items():
+        if role is Role.S_SYN:
+            parties.s_syn.receive_submissions(delivery.ciphertexts)
+        else:
+            _refuse(parties, driver.recorder, role, PHASE1_SUBMIT, delivery)
+
+
+def broadcast(
+    parties: Parties, driver: Driver, users: UserPopulation | None = None
+) -> tuple[dict[bytes, int], bytes]:
+    """S_syn thresholds the counts at τ and broadcasts the released tags with their counts;
+    returns them and the broadcast message (``users``: a population that hears it now; a
+    streaming driver hands it to its windows later)."""
     with driver.meter.phase("broadcast"):
         message = parties.proxy.broadcast(BROADCAST, Role.S_SYN, parties.s_syn.release())
-        parties.users.receive_broadcast(message)
+        if users is not None:
+            users.receive_broadcast(message)
         parties.s_tag.receive_broadcast(message)
-    return dict(parties.s_syn.released)
+    return dict(parties.s_syn.released), message
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -817,19 +878,15 @@ def phase2_plan(
     )
 
 
-def phase2(run: RunPlan, parties: Parties, plan: Phase2Plan, driver: Driver) -> None:
-    """Step 3: users of released tags DDG-encode, share and seal one share to each server."""
-    with driver.meter.phase("phase2_shares"):
-        shares = parties.users.share_submissions(
-            encoder=plan.encoder, sharing=plan.sharing, noise=run.noise, active=~run.dropped_mask
-        )
-        for role, delivery in parties.proxy.forward(PHASE2, shares).items():
-            if role is Role.S_TAG:
-                parties.s_tag.receive_shares(delivery.ciphertexts, sharing=plan.sharing, dim=plan.width)
-            elif role is Role.S_SYN:
-                parties.s_syn.receive_shares(delivery.ciphertexts, sharing=plan.sharing, dim=plan.width)
-            else:
-                _refuse(parties, driver.recorder, role, PHASE2, delivery)
+def phase2(parties: Parties, plan: Phase2Plan, shares: list[tuple[int, Role, bytes]], driver: Driver) -> None:
+    """Step 3: the users' sealed shares (or cover) through the proxy, one to each server."""
+    for role, delivery in parties.proxy.forward(PHASE2, shares).items():
+        if role is Role.S_TAG:
+            parties.s_tag.receive_shares(delivery.ciphertexts, sharing=plan.sharing, dim=plan.width)
+        elif role is Role.S_SYN:
+            parties.s_syn.receive_shares(delivery.ciphertexts, sharing=plan.sharing, dim=plan.width)
+        else:
+            _refuse(parties, driver.recorder, role, PHASE2, delivery)
 
 
 def aggregation(run: RunPlan, parties: Parties, plan: Phase2Plan, driver: Driver) -> Reconstruction:
@@ -855,6 +912,7 @@ def assemble_release(
     result: Reconstruction,
     dummy_user: DummyUser | None,
     driver: Driver,
+    tally: UserTally,
 ) -> tuple[Release, dict[str, Any]]:
     """The release (centroids, counts, the protocol's ledger, public info, operator diagnostics)
     and the figures the cost table reads."""
@@ -868,7 +926,7 @@ def assemble_release(
         run.params, run.dim, run.cfg, run.comps, plan.ddg_config, outcome, rng_mode=run.seeds.rng_mode,
         noise=run.noise, n_released_tags=len(released), n_released=len(tags),
     )
-    diagnostics = _diagnostics(run, parties, result, tags, outcome, dummy_user, driver.user_pool.workers)
+    diagnostics = _diagnostics(run, parties, tally, result, tags, outcome, dummy_user, driver.user_pool.workers)
     release = Release(
         buckets=tuple(ReleasedBucket(id=t.hex(), count=released[t]) for t in tags),
         centroids=centroids,
@@ -915,6 +973,7 @@ def public_info(
 def _diagnostics(
     run: RunPlan,
     parties: Parties,
+    tally: UserTally,
     result: Reconstruction,
     tags: list[bytes],
     outcome: DropoutOutcome,
@@ -922,25 +981,22 @@ def _diagnostics(
     user_workers: int,
 ) -> dict[str, Any]:
     """Operator-private: every count below reads the private data (or its dummies) directly."""
-    users, s_tag, s_syn = parties.users, parties.s_tag, parties.s_syn
-    user_status: dict[str, int] = {}
-    for s in users.status:
-        user_status[s] = user_status.get(s, 0) + 1
+    s_tag, s_syn = parties.s_tag, parties.s_syn
     return {
         "n_users": run.n,
         "n_submissions": s_syn.n_submissions,
-        "n_real_submissions": int(users.submitted.sum()),
+        "n_real_submissions": tally.n_real_submissions,
         "n_distinct_tags_seen": len(s_syn.counts),
-        "n_participants": int(users.participants.size),
-        "n_dropped_out": int(users.dropped.size),
-        "n_cover_users": int(users.cover.size),
+        "n_participants": tally.n_participants,
+        "n_dropped_out": tally.n_dropped_out,
+        "n_cover_users": tally.n_cover_users,
         "contributors": {t.hex(): result.contributors[t] for t in tags},
         "below_floor_contributors": outcome.below_floor_contributors,
         "refused_by_S_tag": {t.hex(): why for t, why in sorted(s_tag.refused.items())},
         "dummies": dummy_user.summary() if dummy_user is not None else None,
         "user_workers": user_workers,
         "rejections": _merge_counts(s_tag.rejections, s_syn.rejections),
-        "user_status": user_status,
+        "user_status": tally.status,
     }
 
 
@@ -952,7 +1008,7 @@ def _merge_counts(*maps: Mapping[str, int]) -> dict[str, int]:
     return out
 
 
-def _store_artifacts(
+def store_artifacts(
     store: Any, release: Release, ddg_config: Any, seeds: SeedPlan, parties: Parties, dummy_user: DummyUser | None
 ) -> None:
     keys = parties.keys
@@ -999,13 +1055,18 @@ __all__ = [
     "build_ledger",
     "ddg_config_for",
     "dummy_parameters",
+    "execute",
+    "make_dummy_user",
     "phase1",
     "phase1_submit",
     "phase2",
     "plan_phase2",
     "plan_run",
+    "population",
+    "rows",
     "run_protocol",
     "setup",
+    "store_artifacts",
     "tagging_key",
     "user_coins",
 ]

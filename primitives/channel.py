@@ -73,6 +73,12 @@ class Channel(Protocol):
         payloads exist (a device's offline work); randomness from ``rng``."""
         ...
 
+    def skip_seals(self, count: int, rng: RandomSource) -> None:
+        """Draw from ``rng`` exactly what :meth:`prepare_seals` of ``count`` seals would, making
+        none: a driver that re-derives a device's later key material from its stream skips the
+        earlier seals without paying for them."""
+        ...
+
     def seal_prepared(self, prepared: Any, plaintext: bytes) -> bytes:
         """The ciphertext of ``plaintext`` under one item of :meth:`prepare_seals`, used once."""
         ...
@@ -187,6 +193,12 @@ class SealedBoxChannel:
             nonce = hashlib.blake2b(epk + recipient, digest_size=24).digest()
             out.append(PreparedSeal(recipient, epk, nonce, Secret(key)))
         return out
+
+    def skip_seals(self, count: int, rng: RandomSource) -> None:
+        """Advance ``rng`` past :meth:`prepare_seals` of ``count`` seals (one ephemeral seed each)."""
+        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+            raise InvalidInputError(f"count must be an integer >= 0, got {count!r}")
+        rng.random_bytes(KEY_SIZE * count)
 
     def seal_prepared(self, prepared: PreparedSeal, plaintext: bytes) -> bytes:
         """The sealed box of ``plaintext`` under ``prepared`` (identical in format to :meth:`seal`)."""

@@ -90,10 +90,64 @@ class SealedInbox:
         return opened
 
 
+class ShareBook:
+    """A server's phase-2 shares, per released tag.
+
+    ``keep_contributions=True`` keeps every share by contribution id, so any subset of them can
+    be summed (what a validator or a dropped share on the other server needs). ``False`` keeps a
+    running sum per tag and the ids it covers: the memory is one share per released tag, not one
+    per user, and the sum over the whole set is exact (modular addition does not depend on the
+    order). A request for a strict subset then cannot be answered and is refused.
+    """
+
+    def __init__(self, *, keep_contributions: bool = True) -> None:
+        self.keep_contributions = keep_contributions
+        self._ids: dict[bytes, set[bytes]] = {}
+        self._shares: dict[bytes, dict[bytes, npt.NDArray[np.uint64]]] = {}
+        self._totals: dict[bytes, npt.NDArray[np.uint64]] = {}
+        self._pending: dict[bytes, list[npt.NDArray[np.uint64]]] = {}
+
+    def ids(self, tag: bytes) -> set[bytes]:
+        return self._ids.get(tag, set())
+
+    def add(self, tag: bytes, contribution_id: bytes, share: npt.NDArray[np.uint64]) -> None:
+        """Keep one share; a contribution id already held for the tag is a ProtocolStateError."""
+        ids = self._ids.setdefault(tag, set())
+        if contribution_id in ids:
+            raise ProtocolStateError("duplicate contribution id for this tag")
+        ids.add(contribution_id)
+        if self.keep_contributions:
+            self._shares.setdefault(tag, {})[contribution_id] = share
+        else:
+            self._pending.setdefault(tag, []).append(share)
+
+    def settle(self, sharing: Any) -> None:
+        """Fold the shares added since the last call into the running sums (one reduction per
+        tag and batch, not one per share)."""
+        for tag, shares in self._pending.items():
+            part = sharing.aggregate(np.stack(shares))
+            old = self._totals.get(tag)
+            self._totals[tag] = part if old is None else sharing.aggregate(np.stack([old, part]))
+        self._pending.clear()
+
+    def total(self, tag: bytes, ids: Sequence[bytes], *, sharing: Any) -> npt.NDArray[np.uint64]:
+        """The sum of the shares of ``ids`` (all held for ``tag``)."""
+        if self.keep_contributions:
+            mine = self._shares[tag]
+            return np.asarray(sharing.aggregate(np.stack([mine[c] for c in ids])), dtype=np.uint64)
+        if set(ids) != self._ids.get(tag, set()):
+            raise ProtocolStateError(
+                "this server keeps one running sum per tag: it can sum all of a tag's "
+                f"{len(self.ids(tag))} contributions, not a subset of {len(ids)}"
+            )
+        self.settle(sharing)
+        return self._totals[tag].copy()
+
+
 def accept_shares(
     opened: Sequence[Opened],
     released: dict[bytes, int],
-    store: dict[bytes, dict[bytes, npt.NDArray[np.uint64]]],
+    book: ShareBook,
     *,
     sharing: Any,
     dim: int,
@@ -116,14 +170,14 @@ def accept_shares(
         try:
             if msg.tag not in released:
                 raise ProtocolStateError("share for a tag that was not released (unknown tag)")
-            per_tag = store.setdefault(msg.tag, {})
-            if msg.contribution_id in per_tag:
+            if msg.contribution_id in book.ids(msg.tag):
                 raise ProtocolStateError("duplicate contribution id for this tag")
-            per_tag[msg.contribution_id] = sharing.decode_share(msg.share, dim)
+            book.add(msg.tag, msg.contribution_id, sharing.decode_share(msg.share, dim))
             n_ok += 1
         except (DecodeError, ProtocolStateError) as exc:
             o.error = exc
+    book.settle(sharing)
     meter.add(f"{name}.decode_share", time.perf_counter() - t0, max(n_ok, 1))
 
 
-__all__ = ["Opened", "SealedInbox", "accept_shares"]
+__all__ = ["Opened", "SealedInbox", "ShareBook", "accept_shares"]

@@ -44,7 +44,7 @@ from fre_protocol.parties.base import (
     Workers,
     status_of,
 )
-from fre_protocol.parties.server_common import Opened, SealedInbox, accept_shares
+from fre_protocol.parties.server_common import Opened, SealedInbox, ShareBook, accept_shares
 from primitives.errors import DecodeError, InvalidParameterError, ProtocolStateError
 from primitives.secret import Secret
 
@@ -87,6 +87,7 @@ class SynthesisServer:
         recorder: Recorder,
         release_floor: int,
         validator: ContributionValidator | None = None,
+        keep_contributions: bool = True,
     ) -> None:
         if isinstance(release_floor, bool) or not isinstance(release_floor, int) or release_floor < 1:
             raise InvalidParameterError(f"release_floor must be an integer >= 1, got {release_floor!r}")
@@ -97,16 +98,19 @@ class SynthesisServer:
         self._validator = validator
         self._inbox = SealedInbox(name="S_syn", channel=channel, private_key=self._box_sk, workers=workers, meter=meter)
         self._nonces: set[bytes] = set()
-        self._tags: list[bytes] = []
+        # Counted as they arrive: memory per distinct tag, not per submission.
         self.counts: Counter[bytes] = Counter()
+        self._n_submissions = 0
         self.released: dict[bytes, int] = {}
-        self._shares: dict[bytes, dict[bytes, npt.NDArray[np.uint64]]] = {}
+        self._shares = ShareBook(keep_contributions=keep_contributions)
         self.rejections: dict[str, int] = {}
 
     # -- phase 1 ---------------------------------------------------------------------------------
     def receive_submissions(self, ciphertexts: Sequence[bytes]) -> None:
         """Open and keep tag submissions; a repeated nonce is a duplicate (rejected)."""
         opened = self._inbox.open_all(ciphertexts, TagSubmission)
+        t0 = time.perf_counter()
+        n = 0
         for o in opened:
             if o.error is not None:
                 continue
@@ -116,26 +120,25 @@ class SynthesisServer:
                 o.error = ProtocolStateError("duplicate tag submission (nonce already seen)")
                 continue
             self._nonces.add(msg.nonce)
-            self._tags.append(msg.tag)
+            self.counts[msg.tag] += 1
+            n += 1
+        self._n_submissions += n
+        self._meter.add("S_syn.count", time.perf_counter() - t0, n)
         self._record(PHASE1_SUBMIT, opened)
 
     def release(self) -> bytes:
-        """Count the submissions per tag, threshold at the release floor, and encode the
-        broadcast (sorted by tag)."""
-        t0 = time.perf_counter()
-        counts = Counter(self._tags)
+        """Threshold the counts at the release floor and encode the broadcast (sorted by tag)."""
+        counts = self.counts
         t1 = time.perf_counter()
-        self._meter.add("S_syn.count", t1 - t0, len(self._tags))
         floor = self.release_floor
         released = sorted(tag for tag, c in counts.items() if c >= floor)
         self._meter.add("S_syn.threshold", time.perf_counter() - t1, len(counts))
-        self.counts = counts
         self.released = {tag: counts[tag] for tag in released}
         return ReleasedTags(tags=tuple(released), counts=tuple(counts[t] for t in released)).encode()
 
     @property
     def n_submissions(self) -> int:
-        return len(self._tags)
+        return self._n_submissions
 
     # -- phase 2 ---------------------------------------------------------------------------------
     def receive_shares(self, ciphertexts: Sequence[bytes], *, sharing: Any, dim: int) -> None:
@@ -148,7 +151,7 @@ class SynthesisServer:
         to the contributions the validator passed when there is one."""
         out = []
         for tag in sorted(self.released):
-            ids = tuple(sorted(self._shares.get(tag, {})))
+            ids = tuple(sorted(self._shares.ids(tag)))
             if self._validator is not None:
                 ids = tuple(sorted(set(self._validator.valid(tag, ids)) & set(ids)))
             out.append(AcceptedContributions(tag=tag, contribution_ids=ids).encode())
@@ -187,8 +190,7 @@ class SynthesisServer:
                     raise ProtocolStateError("aggregate share for a tag that was not released")
                 if msg.tag in seen:
                     raise ProtocolStateError("second aggregate share for one tag")
-                mine = self._shares.get(msg.tag, {})
-                if not set(msg.contribution_ids) <= set(mine):
+                if not set(msg.contribution_ids) <= self._shares.ids(msg.tag):
                     raise ProtocolStateError("aggregate covers contributions S_syn did not accept")
                 if len(msg.values) != 8 * width:
                     raise DecodeError(
@@ -210,11 +212,8 @@ class SynthesisServer:
                 out.withheld[msg.tag] = BELOW_FLOOR
                 continue
             t0 = time.perf_counter()
-            stacked = np.stack([mine[c] for c in msg.contribution_ids])
-            t1 = time.perf_counter()
-            own_rows[len(ready)] = sharing.aggregate(stacked)
-            self._meter.add("S_syn.gather", t1 - t0, count)
-            self._meter.add("S_syn.accumulate", time.perf_counter() - t1, count)
+            own_rows[len(ready)] = self._shares.total(msg.tag, msg.contribution_ids, sharing=sharing)
+            self._meter.add("S_syn.accumulate", time.perf_counter() - t0, count)
             ready.append((msg.tag, count))
         if ready:
             # All buckets at once: one ring addition and one batched decode (rotation of m rows).
@@ -239,7 +238,7 @@ class SynthesisServer:
                 out.contributors[tag] = count
         for tag in self.released:
             if tag not in seen and tag not in out.withheld:
-                own = len(self._shares.get(tag, {}))
+                own = len(self._shares.ids(tag))
                 out.withheld[tag] = (
                     BELOW_FLOOR if own < self.release_floor else "no aggregate share from S_tag"
                 )

@@ -25,7 +25,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
 from fre_protocol.messages import (
     MAX_PROOF_BATCH,
@@ -58,7 +57,7 @@ from fre_protocol.parties.base import (
     chunks,
     status_of,
 )
-from fre_protocol.parties.server_common import Opened, SealedInbox, accept_shares
+from fre_protocol.parties.server_common import Opened, SealedInbox, ShareBook, accept_shares
 from primitives.errors import DecodeError, InvalidParameterError, ProtocolStateError
 from primitives.randomness import RandomSource
 from primitives.secret import Secret
@@ -83,6 +82,7 @@ class TaggingServer:
         dropout_policy: str = WITHHOLD,
         proof_batch_size: int = 1,
         record_shares: bool = True,
+        keep_contributions: bool = True,
     ) -> None:
         if (
             isinstance(proof_batch_size, bool)
@@ -122,7 +122,7 @@ class TaggingServer:
         self.record_shares = record_shares
         self._inbox = SealedInbox(name="S_tag", channel=channel, private_key=self._box_sk, workers=workers, meter=meter)
         self.released: dict[bytes, int] = {}
-        self._shares: dict[bytes, dict[bytes, npt.NDArray[np.uint64]]] = {}
+        self._shares = ShareBook(keep_contributions=keep_contributions)
         self.rejections: dict[str, int] = {}
         # Tags whose one aggregation request has been answered (or refused): never a second.
         self._requested: set[bytes] = set()
@@ -270,8 +270,7 @@ class TaggingServer:
         if msg.tag in self._requested:
             raise ProtocolStateError("second aggregation request for one tag (S_tag answers once per tag)")
         self._requested.add(msg.tag)
-        mine = self._shares.get(msg.tag, {})
-        ids = tuple(sorted(set(msg.contribution_ids) & set(mine)))
+        ids = tuple(sorted(set(msg.contribution_ids) & self._shares.ids(msg.tag)))
         if not ids:
             raise ProtocolStateError("no contribution to aggregate for this tag")
         if len(ids) < self.release_floor and not (self.dropout_policy == TOPUP and noise is not None):
@@ -290,13 +289,9 @@ class TaggingServer:
         noise: tuple[Any, float] | None,
         rng: RandomSource,
     ) -> bytes:
-        mine = self._shares[tag]
         t0 = time.perf_counter()
-        stacked = np.stack([mine[c] for c in ids])
-        t1 = time.perf_counter()
-        total = sharing.aggregate(stacked)
-        self._meter.add("S_tag.accumulate", time.perf_counter() - t1, len(ids))
-        self._meter.add("S_tag.gather", t1 - t0, len(ids))
+        total = self._shares.total(tag, ids, sharing=sharing)
+        self._meter.add("S_tag.accumulate", time.perf_counter() - t0, len(ids))
         missing = missing_users(len(ids), self.release_floor)
         if missing and noise is not None:
             sampler, sigma = noise

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -82,6 +82,37 @@ class ServerKeys:
     syn_box_key: bytes
 
 
+#: The key material a device prepares, in the order it draws it from its chunk's stream.
+SEAL_KINDS = ("blind_request", "tag_submission", "share_to_tag", "share_to_syn")
+PHASE1_SEALS = SEAL_KINDS[:2]
+PHASE2_SEALS = SEAL_KINDS[2:]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UserTally:
+    """Operator-private counts over a population (or several, added up)."""
+
+    n_users: int = 0
+    n_real_submissions: int = 0
+    n_participants: int = 0
+    n_dropped_out: int = 0
+    n_cover_users: int = 0
+    status: dict[str, int] = field(default_factory=dict)
+
+    def __add__(self, other: UserTally) -> UserTally:
+        status = dict(self.status)
+        for k, v in other.status.items():
+            status[k] = status.get(k, 0) + v
+        return UserTally(
+            n_users=self.n_users + other.n_users,
+            n_real_submissions=self.n_real_submissions + other.n_real_submissions,
+            n_participants=self.n_participants + other.n_participants,
+            n_dropped_out=self.n_dropped_out + other.n_dropped_out,
+            n_cover_users=self.n_cover_users + other.n_cover_users,
+            status=status,
+        )
+
+
 #: Single evaluations verified per job: their proofs go through the batched kernel together.
 _SINGLES_PER_JOB = 256
 
@@ -130,6 +161,7 @@ class UserPopulation:
         recorder: Recorder,
         chunk_size: int = 1024,
         cover_traffic: bool = True,
+        first_chunk: int = 0,
     ) -> None:
         n = int(x.shape[0])
         if len(encodings) != n or coins.shape != (n,):
@@ -149,6 +181,10 @@ class UserPopulation:
         self._meter = meter
         self._recorder = recorder
         self._chunk = chunk_size
+        # Users 0.. of this population are the global chunks first_chunk.. of a larger one (a
+        # streaming driver's window): per-chunk streams are labelled globally, so a window
+        # draws exactly what the whole population would.
+        self._first_chunk = first_chunk
         # Every user online in phase 2 sends two messages of the same sizes, a contribution or
         # cover, so the proxy cannot tell who sits in a released bucket.
         self.cover_traffic = cover_traffic
@@ -166,38 +202,54 @@ class UserPopulation:
         self.dropped = np.zeros(0, dtype=np.int64)
 
     # -- before the protocol: what needs neither the data nor a server message ------------------
-    def prepare(self) -> None:
+    def prepare(self, kinds: Sequence[str] = SEAL_KINDS) -> None:
         """Offline work of every device: the blind r and r^-1, and key material for each sealed
         box it will send (its blind request to S_tag; with its coin, its tag submission to S_syn;
-        its two phase-2 messages with its coin, or always under cover traffic)."""
+        its two phase-2 messages with its coin, or always under cover traffic).
+
+        ``kinds`` limits the key material to some messages (a streaming driver prepares phase 2's
+        only when it plays phase 2); what comes earlier in a chunk's stream is drawn and
+        discarded, so every seal is the one the whole preparation would make. The blind is
+        kept only with the blind request."""
+        unknown = set(kinds) - set(SEAL_KINDS)
+        if unknown:
+            raise ProtocolStateError(f"kinds must be among {list(SEAL_KINDS)}, got {sorted(unknown)}")
         group, channel = self._suite.group, self._channel
         tag_key, syn_key = self._keys.tag_box_key, self._keys.syn_box_key
-        kinds = ("blind_request", "tag_submission", "share_to_tag", "share_to_syn")
-        self._seals = {kind: [None] * self.n for kind in kinds}
+        wanted = [kind in kinds for kind in SEAL_KINDS]
+        last = max((j for j, w in enumerate(wanted) if w), default=-1)
+        self._seals = {kind: [None] * self.n for kind in SEAL_KINDS}
 
         def work(job: tuple[int, range]) -> None:
             index, users = job
-            rng = self._rng.child(f"prepare/{index}")
+            rng = self._rng.child(f"prepare/{self._first_chunk + index}")
             t0 = _clock()
             for i in users:
                 r = group.random_scalar(rng)
-                self.blinds[i] = group.serialize_scalar(r)
-                self.blind_inverses[i] = group.serialize_scalar(group.scalar_inverse(r))
+                if wanted[0]:
+                    self.blinds[i] = group.serialize_scalar(r)
+                    self.blind_inverses[i] = group.serialize_scalar(group.scalar_inverse(r))
             t1 = _clock()
             idx = list(users)
             coin = [i for i in idx if self.coins[i]]
             phase2 = idx if self.cover_traffic else coin
-            for kind, key, who in (
+            prepared = 0
+            for j, (kind, key, who) in enumerate((
                 ("blind_request", tag_key, idx),
                 ("tag_submission", syn_key, coin),
                 ("share_to_tag", tag_key, phase2),
                 ("share_to_syn", syn_key, phase2),
-            ):
-                for i, seal in zip(who, channel.prepare_seals(key, len(who), rng), strict=True):
-                    self._seals[kind][i] = seal
+            )):
+                if wanted[j]:
+                    for i, seal in zip(who, channel.prepare_seals(key, len(who), rng), strict=True):
+                        self._seals[kind][i] = seal
+                    prepared += len(who)
+                elif j < last:
+                    channel.skip_seals(len(who), rng)
             t2 = _clock()
-            self._meter.add("user.offline.blind_scalar", t1 - t0, len(idx))
-            self._meter.add("user.offline.seal_keys", t2 - t1, len(idx) + len(coin) + 2 * len(phase2))
+            if wanted[0]:
+                self._meter.add("user.offline.blind_scalar", t1 - t0, len(idx))
+            self._meter.add("user.offline.seal_keys", t2 - t1, prepared)
 
         self._workers.map(work, list(enumerate(chunks(self.n, self._chunk))), desc="users: prepare")
 
@@ -381,7 +433,7 @@ class UserPopulation:
             index, span = job
             # Nonces are drawn for every user of the chunk and taken by user index, so a user's
             # nonce is its own draw: it does not shift when another user fails phase 1.
-            nonces = self._rng.child(f"submit/{index}").random_bytes(16 * len(span))
+            nonces = self._rng.child(f"submit/{self._first_chunk + index}").random_bytes(16 * len(span))
             users = [i for i in span if is_sender[i]]
             t0 = _clock()
             plains = []
@@ -446,55 +498,59 @@ class UserPopulation:
         self.participants = np.flatnonzero(eligible & active)
         self.dropped = np.flatnonzero(eligible & ~active)
         parts_idx = self.participants
-        channel = self._channel
-        dim = int(encoder.config.dim)
 
         def work(job: tuple[int, range]) -> list[tuple[int, Role, bytes]]:
             index, span = job
-            users = parts_idx[span.start : span.stop]
-            rng = self._rng.child(f"phase2/{index}")
-            t0 = _clock()
-            values = encoder.encode(
-                np.asarray(self.x[users], dtype=np.float64).reshape(len(users), dim), rng, noise=noise
+            users = parts_idx[span.start : span.stop].tolist()
+            plains = share_plaintexts(
+                self.x[users], [self.tags[i] for i in users], encoder=encoder, sharing=sharing, noise=noise,
+                rng=self._rng.child(f"phase2/{index}"), meter=self._meter,
             )
-            t1 = _clock()
-            first, second = sharing.share(values, rng)
-            cids = rng.random_bytes(16 * len(users))
-            t2 = _clock()
-            to_tag, to_syn = [], []
-            for j, i in enumerate(users.tolist()):
-                tag = self.tags[i]
-                assert tag is not None
-                cid = cids[16 * j : 16 * j + 16]
-                to_tag.append(
-                    ShareSubmission(tag=tag, contribution_id=cid, share=sharing.encode_share(first, j)).encode()
-                )
-                to_syn.append(
-                    ShareSubmission(tag=tag, contribution_id=cid, share=sharing.encode_share(second, j)).encode()
-                )
-            idx = users.tolist()
-            sealed_tag = _seal_prepared(channel, self._take_seals("share_to_tag", idx), to_tag)
-            sealed_syn = _seal_prepared(channel, self._take_seals("share_to_syn", idx), to_syn)
-            out = []
-            for i, a, b in zip(users.tolist(), sealed_tag, sealed_syn, strict=True):
-                out.append((i, Role.USER, SealedEnvelope(recipient=Role.S_TAG, ciphertext=a).encode()))
-                out.append((i, Role.USER, SealedEnvelope(recipient=Role.S_SYN, ciphertext=b).encode()))
-            t3 = _clock()
-            self._meter.add("user.ddg_encode", t1 - t0, len(users))
-            self._meter.add("user.share", t2 - t1, len(users))
-            self._meter.add("user.seal_shares", t3 - t2, len(users))
-            return out
+            return self.sealed_shares(users, plains)
 
         jobs = list(enumerate(chunks(len(parts_idx), self._chunk)))
         parts = self._workers.map(work, jobs, desc="users: DDG encode + share")
         out = [item for part in parts for item in part]
-        self._meter.add_bytes("user.upload.shares", sum(len(e) for _, _, e in out))
         if self.cover_traffic:
             self.cover = np.flatnonzero(~eligible & active)
-            out += self._cover_messages(self.cover, sharing.share_sizes(int(encoder.config.padded_dim)))
+            out += self.cover_messages(self.cover, sharing.share_sizes(int(encoder.config.padded_dim)))
         return out
 
-    def _cover_messages(self, users: npt.NDArray[np.int64], share_sizes: tuple[int, int]) -> list[tuple[int, Role, bytes]]:
+    def sealed_shares(
+        self, users: Sequence[int], plains: Sequence[tuple[bytes, bytes]]
+    ) -> list[tuple[int, Role, bytes]]:
+        """Each user seals its two ShareSubmissions, one to each server, with its prepared seals."""
+        channel = self._channel
+        t0 = _clock()
+        sealed_tag = _seal_prepared(channel, self._take_seals("share_to_tag", users), [p[0] for p in plains])
+        sealed_syn = _seal_prepared(channel, self._take_seals("share_to_syn", users), [p[1] for p in plains])
+        out = []
+        for i, a, b in zip(users, sealed_tag, sealed_syn, strict=True):
+            out.append((i, Role.USER, SealedEnvelope(recipient=Role.S_TAG, ciphertext=a).encode()))
+            out.append((i, Role.USER, SealedEnvelope(recipient=Role.S_SYN, ciphertext=b).encode()))
+        self._meter.add("user.seal_shares", _clock() - t0, len(users))
+        self._meter.add_bytes("user.upload.shares", sum(len(e) for _, _, e in out))
+        return out
+
+    def restore(self, tags: Sequence[bytes | None], submitted: npt.NDArray[np.bool_], released: dict[bytes, int]) -> None:
+        """Phase 1's outcome on each device (its tag, whether it submitted it) and the broadcast,
+        for a population that plays phase 2 only (a streaming driver's window)."""
+        if len(tags) != self.n or submitted.shape != (self.n,):
+            raise ProtocolStateError(f"restore needs one tag and one flag per user ({self.n})")
+        self.tags = list(tags)
+        self.submitted = np.asarray(submitted, dtype=bool)
+        self.released = released
+
+    def tally(self) -> UserTally:
+        status: dict[str, int] = {}
+        for st in self.status:
+            status[st] = status.get(st, 0) + 1
+        return UserTally(
+            n_users=self.n, n_real_submissions=int(self.submitted.sum()), n_participants=int(self.participants.size),
+            n_dropped_out=int(self.dropped.size), n_cover_users=int(self.cover.size), status=status,
+        )
+
+    def cover_messages(self, users: npt.NDArray[np.int64], share_sizes: tuple[int, int]) -> list[tuple[int, Role, bytes]]:
         """Two sealed CoverShares per user, as long as its two shares would be (the proxy sees
         the same count and sizes from every user; the servers open and discard them)."""
         to_tag = CoverShare.matching(share_sizes[0]).encode()
@@ -519,9 +575,45 @@ class UserPopulation:
         return out
 
 
+def share_plaintexts(
+    x: npt.NDArray[np.floating[Any]],
+    tags: Sequence[bytes | None],
+    *,
+    encoder: Any,
+    sharing: Any,
+    noise: bool,
+    rng: RandomSource,
+    meter: Meter,
+) -> list[tuple[bytes, bytes]]:
+    """One chunk of participants' two ShareSubmissions (to S_tag, to S_syn): DDG-encode each row
+    of ``x``, split it into two shares, draw a contribution id (Algorithm 2, l. 11-15). All of it
+    from the chunk's own stream ``rng``, in this order, so any driver that forms the same chunk
+    draws the same encodings, shares and ids."""
+    n, dim = len(tags), int(encoder.config.dim)
+    t0 = _clock()
+    values = encoder.encode(np.asarray(x, dtype=np.float64).reshape(n, dim), rng, noise=noise)
+    t1 = _clock()
+    first, second = sharing.share(values, rng)
+    cids = rng.random_bytes(16 * n)
+    t2 = _clock()
+    out = []
+    for j, tag in enumerate(tags):
+        assert tag is not None
+        cid = cids[16 * j : 16 * j + 16]
+        out.append((
+            ShareSubmission(tag=tag, contribution_id=cid, share=sharing.encode_share(first, j)).encode(),
+            ShareSubmission(tag=tag, contribution_id=cid, share=sharing.encode_share(second, j)).encode(),
+        ))
+    meter.add("user.ddg_encode", t1 - t0, n)
+    meter.add("user.share", t2 - t1, n)
+    # Building the messages belongs to sealing them (counted there, per user).
+    meter.add("user.seal_shares", _clock() - t2, 0)
+    return out
+
+
 def _seal_prepared(channel: Channel, prepared: Sequence[Any], plaintexts: Sequence[bytes]) -> list[bytes]:
     """Seal each plaintext with its own prepared seal."""
     return [channel.seal_prepared(seal, p) for seal, p in zip(prepared, plaintexts, strict=True)]
 
 
-__all__ = ["OK", "ServerKeys", "UserPopulation"]
+__all__ = ["OK", "PHASE1_SEALS", "PHASE2_SEALS", "SEAL_KINDS", "ServerKeys", "UserPopulation", "UserTally", "share_plaintexts"]

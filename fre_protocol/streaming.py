@@ -1,0 +1,295 @@
+"""Play the protocol window by window, so that memory does not grow with the number of users.
+
+:func:`run_protocol` holds every user's device and messages at once (about 10 kB a user at
+d = 768). :func:`run_streaming` plays the same stages of :mod:`fre_protocol.runner` on windows
+of users: a window's devices are built, play their part of a phase and are dropped. What lasts
+across windows is the servers' state (tag counts, one running sum per released tag and the
+contribution ids it covers, replay filters), the proxy's pending routes (none between windows)
+and, between the two phases, each device's own outcome of phase 1 (its tag and whether it
+submitted it), kept in a memory-mapped file as the devices would keep it. Embeddings are read
+window by window from an array, a memory-mapped ``.npy`` or a directory of shards.
+
+Seeded runs release exactly what :func:`run_protocol` releases, noise on or off:
+
+* every per-chunk stream (blinds and seals ``prepare/<chunk>``, submission nonces
+  ``submit/<chunk>``) is labelled with the global chunk index (windows are whole chunks), and
+  phase 2's seals are re-derived from the same stream when the window plays phase 2
+  (:meth:`~fre_protocol.parties.user.UserPopulation.prepare` with ``kinds``);
+* phase 2's encodings, shares and contribution ids come from ``phase2/<j>``, the j-th chunk of
+  participants in user order, whichever windows its users fall in: the chunk is computed when
+  its first user's window plays and its later users' messages wait (at most one chunk) for
+  their own window;
+* coins, the dropout mask and the public grid are drawn once, as the runner draws them;
+* S_tag's proof nonces are keyed by the elements they prove, so the proxy's shuffles (one per
+  window instead of one per phase) change only the order in which servers receive messages.
+  Modular sums do not depend on that order.
+
+What differs: the proxy shuffles each window's batch on its own, so transcripts hold the same
+messages in another order; S_tag's dummy submissions are spread over the windows (a random
+window each, from the dummy user's own stream) and shuffled with that window's submissions,
+instead of with all of them. With ``proof_batch_size > 1`` the batches are formed within a
+window, so the proofs (not the tags) differ. The servers keep running sums, so an aggregation
+over a strict subset of a tag's contributions (a validator, a share lost on one side) is refused
+rather than summed; no adversary can be placed on the network.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from fre_protocol.inputs import EmbeddingShards
+from fre_protocol.messages import TAG_BYTES, Role
+from fre_protocol.parties.base import chunks
+from fre_protocol.parties.user import (
+    PHASE1_SEALS,
+    PHASE2_SEALS,
+    UserPopulation,
+    UserTally,
+    share_plaintexts,
+)
+from fre_protocol.runner import (
+    Driver,
+    Dropout,
+    Parties,
+    Phase2Plan,
+    ProtocolConfig,
+    ProtocolResult,
+    RunPlan,
+    aggregation,
+    assemble_release,
+    broadcast,
+    execute,
+    make_dummy_user,
+    phase1,
+    phase1_submit,
+    phase2,
+    plan_phase2,
+    plan_run,
+    population,
+    setup,
+    store_artifacts,
+    user_coins,
+)
+from mechanism.grid import PublicGrid
+from mechanism.params import FreParams
+from mechanism.release import Release
+from mechanism.seeds import SeedPlan
+from primitives.errors import InvalidParameterError
+
+#: Chunks of users per window by default (16 × 1024 users: a few tens of MB of messages).
+DEFAULT_WINDOW_CHUNKS = 16
+
+Message = tuple[int, Role, bytes]
+
+
+def run_streaming(
+    x: npt.ArrayLike | EmbeddingShards,
+    params: FreParams,
+    seeds: SeedPlan,
+    *,
+    noise: bool = True,
+    out_dir: str | Path | None = None,
+    dropout: Dropout = 0.0,
+    components: Mapping[str, str] | None = None,
+    progress: bool = False,
+    workers: int = 2,
+    config: ProtocolConfig | None = None,
+    window_chunks: int = DEFAULT_WINDOW_CHUNKS,
+    measure_memory: bool = False,
+) -> ProtocolResult:
+    """:func:`~fre_protocol.runner.run_protocol` (same arguments, same outputs and files), played
+    ``window_chunks`` chunks of ``config.chunk_size`` users at a time."""
+    if isinstance(window_chunks, bool) or not isinstance(window_chunks, int) or window_chunks < 1:
+        raise InvalidParameterError(f"window_chunks must be an integer >= 1, got {window_chunks!r}")
+    run = plan_run(
+        x, params, seeds, noise=noise, dropout=dropout, components=components, workers=workers, config=config
+    )
+    window = window_chunks * run.cfg.chunk_size
+
+    def play(run: RunPlan, driver: Driver, store: Any) -> tuple[Release, dict[str, Any]]:
+        with tempfile.TemporaryDirectory(prefix="fre-devices-") as tmp:
+            return _play(run, driver, store, window, Path(tmp))
+
+    return execute(run, play, out_dir=out_dir, progress=progress, workers=workers, measure_memory=measure_memory)
+
+
+class DeviceStates:
+    """Each device's outcome of phase 1 between the phases: its tag (memory-mapped, 32 bytes a
+    user) and two flags (has a tag, submitted it)."""
+
+    def __init__(self, n: int, directory: Path) -> None:
+        self.tags = np.lib.format.open_memmap(directory / "tags.npy", mode="w+", dtype=np.uint8, shape=(n, TAG_BYTES))
+        self.has_tag = np.zeros(n, dtype=bool)
+        self.submitted = np.zeros(n, dtype=bool)
+
+    def save(self, span: range, users: UserPopulation) -> None:
+        for j, tag in enumerate(users.tags):
+            if tag is not None:
+                self.tags[span.start + j] = np.frombuffer(tag, dtype=np.uint8)
+                self.has_tag[span.start + j] = True
+        self.submitted[span.start : span.stop] = users.submitted
+
+    def tag_list(self, users: npt.NDArray[np.int64]) -> list[bytes | None]:
+        raw = np.ascontiguousarray(self.tags[users]).tobytes()
+        return [raw[TAG_BYTES * j : TAG_BYTES * (j + 1)] if self.has_tag[i] else None for j, i in enumerate(users)]
+
+    def eligible(self, span: range, released: Mapping[bytes, int]) -> npt.NDArray[np.bool_]:
+        """Users of ``span`` whose submitted tag was released."""
+        idx = np.arange(span.start, span.stop)
+        tags = self.tag_list(idx)
+        return np.array(
+            [bool(self.submitted[i]) and tags[j] in released for j, i in enumerate(idx)], dtype=bool
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Context:
+    """What every window shares: the run, its driver and servers, coins, grid, device states."""
+
+    run: RunPlan
+    driver: Driver
+    parties: Parties
+    coins: npt.NDArray[np.bool_]
+    grid: PublicGrid
+    devices: DeviceStates
+    windows: list[range]
+
+
+def _play(run: RunPlan, driver: Driver, store: Any, window: int, tmp: Path) -> tuple[Release, dict[str, Any]]:
+    parties = setup(run, driver, keep_contributions=False)
+    ctx = _Context(
+        run=run, driver=driver, parties=parties,
+        coins=user_coins(run.seeds, run.n, run.params, run.cfg.chunk_size),
+        grid=PublicGrid.derive(run.seeds, run.dim, run.params),
+        devices=DeviceStates(run.n, tmp), windows=chunks(run.n, window),
+    )
+    dummy_user = make_dummy_user(run, parties, driver)
+    with driver.meter.phase("phase1_submit"):
+        dummies = dummy_user.submissions(run.params.tau) if dummy_user is not None else []
+    schedule = _dummy_schedule(run.seeds, len(dummies), ctx.windows)
+    tally = UserTally()
+    for k, span in enumerate(ctx.windows):
+        tally += _phase1_window(ctx, span, [dummies[j] for j in schedule[k]])
+    del dummies
+    released, message = broadcast(parties, driver)
+    plan = plan_phase2(run, released)
+    tally += _phase2(ctx, plan, released, message)
+    result = aggregation(run, parties, plan, driver)
+    release, info = assemble_release(run, parties, plan, released, result, dummy_user, driver, tally)
+    if store is not None:
+        store_artifacts(store, release, plan.ddg_config, run.seeds, parties, dummy_user)
+    return release, info
+
+
+def _dummy_schedule(seeds: SeedPlan, count: int, windows: list[range]) -> list[list[int]]:
+    """The window each dummy submission is sent in: drawn by the dummy user, each window with
+    probability proportional to its users, so no window's share of dummies stands out."""
+    sizes = np.array([len(w) for w in windows], dtype=np.float64)
+    bounds = np.cumsum(sizes) / sizes.sum()
+    draws = seeds.secret("S_tag/dummy").child("schedule").uniform(count)
+    where = np.minimum(np.searchsorted(bounds, draws, side="right"), len(windows) - 1)
+    out: list[list[int]] = [[] for _ in windows]
+    for j, k in enumerate(where.tolist()):
+        out[k].append(j)
+    return out
+
+
+def _phase1_window(ctx: _Context, span: range, dummies: list[Message]) -> UserTally:
+    """One window's phase 1: offline work, VOPRF, tag submissions (with its dummies); the
+    devices keep their outcome and are dropped."""
+    run, driver, parties = ctx.run, ctx.driver, ctx.parties
+    users = population(run, parties.keys, driver, span, coins=ctx.coins, grid=ctx.grid)
+    with driver.meter.phase("users_offline"):
+        users.prepare(PHASE1_SEALS)
+    phase1(parties, users, driver)
+    with driver.meter.phase("phase1_submit"):
+        phase1_submit(parties, users.tag_submissions() + dummies, driver)
+    ctx.devices.save(span, users)
+    return users.tally()
+
+
+def _phase2(ctx: _Context, plan: Phase2Plan, released: dict[bytes, int], message: bytes) -> UserTally:
+    """Phase 2 window by window. Participants (submitted a released tag, still online) form
+    chunks in user order, as in the runner; a chunk is encoded and shared from its own stream
+    when the window of its first user plays, and each user seals and sends in its own window."""
+    run, driver = ctx.run, ctx.driver
+    active = ~run.dropped_mask
+    eligible = np.concatenate([ctx.devices.eligible(w, released) for w in ctx.windows])
+    participants = np.flatnonzero(eligible & active)
+    cover = np.flatnonzero(~eligible & active) if run.cfg.cover_traffic else np.zeros(0, dtype=np.int64)
+    part_chunks = chunks(len(participants), run.cfg.chunk_size)
+    pending: dict[int, tuple[bytes, bytes]] = {}
+    next_chunk = 0
+    share_sizes = plan.sharing.share_sizes(plan.width)
+    users_rng = run.seeds.secret("users")
+    for k, span in enumerate(ctx.windows):
+        users = _phase2_population(ctx, span, released)
+        if k == 0:
+            users.receive_broadcast(message)  # recorded once: every device hears the same
+        with driver.meter.phase("users_offline"):
+            users.prepare(PHASE2_SEALS)
+        with driver.meter.phase("phase2_shares"):
+            todo = []
+            while next_chunk < len(part_chunks) and participants[part_chunks[next_chunk].start] < span.stop:
+                todo.append(next_chunk)
+                next_chunk += 1
+
+            def encode(j: int) -> list[tuple[int, tuple[bytes, bytes]]]:
+                c = part_chunks[j]
+                who = participants[c.start : c.stop]
+                plains = share_plaintexts(
+                    _take(run.x, who), ctx.devices.tag_list(who), encoder=plan.encoder, sharing=plan.sharing,
+                    noise=run.noise, rng=users_rng.child(f"phase2/{j}"), meter=driver.meter,
+                )
+                return list(zip(who.tolist(), plains, strict=True))
+
+            for part in driver.user_pool.map(encode, todo, desc="users: DDG encode + share"):
+                pending.update(part)
+            mine = _within(participants, span)
+            shares = users.sealed_shares([i - span.start for i in mine], [pending.pop(i) for i in mine])
+            covering = _within(cover, span)
+            if covering:
+                shares += users.cover_messages(np.asarray(covering, dtype=np.int64) - span.start, share_sizes)
+            phase2(ctx.parties, plan, shares, driver)
+    dropped = int(np.count_nonzero(eligible & ~active))
+    return UserTally(n_participants=len(participants), n_dropped_out=dropped, n_cover_users=len(cover))
+
+
+def _phase2_population(ctx: _Context, span: range, released: dict[bytes, int]) -> UserPopulation:
+    """A window's devices for phase 2, with their phase-1 outcome restored. Phase 2 does not use
+    the bucket encodings (the tag stands for the bucket), so none are computed again."""
+    run, driver = ctx.run, ctx.driver
+    idx = np.arange(span.start, span.stop)
+    users = UserPopulation(
+        np.zeros((len(span), 0)), [b""] * len(span), ctx.coins[span.start : span.stop], suite=run.comps.suite,
+        keys=ctx.parties.keys, channel=run.comps.channel, rng=run.seeds.secret("users"), workers=driver.user_pool,
+        meter=driver.meter, recorder=driver.recorder, chunk_size=run.cfg.chunk_size,
+        cover_traffic=run.cfg.cover_traffic, first_chunk=span.start // run.cfg.chunk_size,
+    )
+    users.restore(ctx.devices.tag_list(idx), ctx.devices.submitted[span.start : span.stop], released)
+    return users
+
+
+def _within(sorted_users: npt.NDArray[np.int64], span: range) -> list[int]:
+    lo, hi = np.searchsorted(sorted_users, [span.start, span.stop])
+    out: list[int] = sorted_users[lo:hi].tolist()
+    return out
+
+
+def _take(x: Any, users: npt.NDArray[np.int64]) -> npt.NDArray[np.floating[Any]]:
+    """The embeddings of ``users``, from an array or row by row from shards (participants may
+    lie far apart: no block between them is read)."""
+    if isinstance(x, EmbeddingShards):
+        return np.stack([x.rows(i, i + 1)[0] for i in users.tolist()])
+    out: npt.NDArray[np.floating[Any]] = x[users]
+    return out
+
+
+__all__ = ["DEFAULT_WINDOW_CHUNKS", "DeviceStates", "run_streaming"]
