@@ -34,11 +34,12 @@ streams (the same state, so the same messages).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 import threading
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -135,7 +136,7 @@ def run_dask(
         x, params, seeds, noise=noise, dropout=dropout, components=components, workers=workers, config=config
     )
     window = window_chunks * run.cfg.chunk_size
-    with _connect(client, scheduler, dask_workers) as dask:
+    with _connect(client, scheduler, dask_workers) as dask, dask.as_current():
 
         def play(run: RunPlan, driver: Driver, store: Any) -> tuple[Release, dict[str, Any]]:
             with tempfile.TemporaryDirectory(prefix="fre-devices-") as tmp:
@@ -154,7 +155,12 @@ class _connect:
     def __enter__(self) -> Any:
         if self._client is not None:
             return self._client
-        from distributed import Client, LocalCluster
+        try:
+            from distributed import Client, LocalCluster
+        except ImportError as exc:
+            raise InvalidParameterError(
+                "the dask engine needs Dask distributed: pip install 'fre-e2t[dask]'"
+            ) from exc
 
         if self._scheduler is not None:
             client = Client(self._scheduler)
@@ -311,19 +317,18 @@ class RemoteParty:
             raise AttributeError(name)
         if name in self.METHODS:
             def method(*args: Any, **kwargs: Any) -> Any:
-                out, rows = self._wait(self._actor.call(self._target, name, args, kwargs))
+                out, rows = wait_for(self._role, lambda: self._actor.call(self._target, name, args, kwargs))
                 self._recorder.add(rows)
                 return out
             return method
-        return self._wait(self._actor.get(self._target, name))
-
-    def _wait(self, future: Any) -> Any:
-        return wait_for(self._role, future)
+        return wait_for(self._role, lambda: self._actor.get(self._target, name))
 
 
-def wait_for(role: str, future: Any) -> Any:
-    """An actor's answer; its worker's loss becomes a ProtocolStateError (its state is gone)."""
+def wait_for(role: str, ask: Callable[[], Any]) -> Any:
+    """An actor's answer to ``ask()``; its worker's loss becomes a ProtocolStateError (its state
+    is gone with it)."""
     try:
+        future = ask()
         return future.result() if hasattr(future, "result") else future
     except FreError:
         raise
@@ -375,7 +380,9 @@ class ChunkResult:
     tally: UserTally | None = None
 
 
-_HELD: dict[tuple[str, int], UserPopulation] = {}
+#: Devices between the two phase-1 tasks, by (worker, run, chunk): several workers may share a
+#: process, and a task that runs on another worker must not take what this one holds.
+_HELD: dict[tuple[str, str, int], UserPopulation] = {}
 _HELD_LOCK = threading.Lock()
 _COMPONENTS: dict[tuple[tuple[tuple[str, str], ...], int], Components] = {}
 
@@ -387,6 +394,12 @@ def _components(names: Mapping[str, str], workers: int) -> Components:
         if key not in _COMPONENTS:
             _COMPONENTS[key] = build_components(names, workers=workers)
         return _COMPONENTS[key]
+
+
+def _worker() -> str:
+    from distributed import get_worker
+
+    return str(get_worker().address)
 
 
 def _users_stream(seed: bytes) -> RandomSource:
@@ -405,7 +418,7 @@ def users_blind(chunk: UserChunk, grid: PublicGrid) -> ChunkResult:
     memory for :func:`users_submit`."""
     users, requests = _blinded(chunk, grid)
     with _HELD_LOCK:
-        _HELD[(chunk.run_id, chunk.index)] = users
+        _HELD[(_worker(), chunk.run_id, chunk.index)] = users
     return ChunkResult(messages=_shift(requests, chunk.offset), rows=[], meter=users._meter.to_dict())
 
 
@@ -413,7 +426,7 @@ def users_submit(chunk: UserChunk, grid: PublicGrid, evaluations: list[tuple[int
     """Phase 1, second task: verify and finalize each tag, seal it to S_syn with the coin. On a
     worker that does not hold the chunk's devices (a retry elsewhere), they are re-derived."""
     with _HELD_LOCK:
-        users = _HELD.pop((chunk.run_id, chunk.index), None)
+        users = _HELD.pop((_worker(), chunk.run_id, chunk.index), None)
     if users is None:
         users, _ = _blinded(chunk, grid)
     with single_threaded_blas():
@@ -482,7 +495,7 @@ def users_seal(
 def forget(run_id: str) -> int:
     """Drop a finished (or failed) run's devices still held in this worker's memory."""
     with _HELD_LOCK:
-        gone = [k for k in _HELD if k[0] == run_id]
+        gone = [k for k in _HELD if k[1] == run_id]
         for k in gone:
             del _HELD[k]
     return len(gone)
@@ -502,10 +515,10 @@ def _play(
         dummy=run.dummy, workers=workers,
     )
     with driver.meter.phase("setup"):
-        tag = wait_for("S_tag", client.submit(ServerHost, Role.S_TAG.label, spec, actor=True, workers=[place.s_tag]))
-        syn = wait_for("S_syn", client.submit(ServerHost, Role.S_SYN.label, spec, actor=True, workers=[place.s_syn]))
-        tag_keys = wait_for("S_tag", tag.public_keys())
-        syn_keys = wait_for("S_syn", syn.public_keys())
+        tag = wait_for("S_tag", lambda: client.submit(ServerHost, Role.S_TAG.label, spec, actor=True, workers=[place.s_tag]))
+        syn = wait_for("S_syn", lambda: client.submit(ServerHost, Role.S_SYN.label, spec, actor=True, workers=[place.s_syn]))
+        tag_keys = wait_for("S_tag", lambda: tag.public_keys())
+        syn_keys = wait_for("S_syn", lambda: syn.public_keys())
     keys = ServerKeys(voprf_public_key=tag_keys["voprf"], tag_box_key=tag_keys["box"], syn_box_key=syn_keys["box"])
     parties = _parties(run, driver, tag, syn, keys)
     ctx = WindowContext(
@@ -514,15 +527,17 @@ def _play(
         grid=PublicGrid.derive(run.seeds, run.dim, run.params),
         devices=DeviceStates(run.n, tmp), windows=chunks(run.n, window),
     )
-    dummies = wait_for("S_tag", tag.dummies(keys.syn_box_key, run.params.tau, ctx.windows))
+    dummies = wait_for("S_tag", lambda: tag.dummies(keys.syn_box_key, run.params.tau, ctx.windows))
     dummy_user = RemoteParty(tag, "S_tag", driver.recorder, target="dummy") if run.params.is_dp else None
     users = DaskWindows(client, ctx, place, keys)
     try:
         release, info = play_windows(ctx, store, users, dummies, dummy_user)
     finally:
-        client.run(forget, users.run_id)
+        # Cleanup only: a cluster that lost workers must not hide the run's own outcome.
+        with contextlib.suppress(Exception):
+            client.run(forget, users.run_id)
     for host, role in ((tag, "S_tag"), (syn, "S_syn")):
-        _merge(driver.meter, wait_for(role, host.meter()))
+        _merge(driver.meter, wait_for(role, lambda h=host: h.meter()))
     return release, info
 
 
@@ -537,8 +552,8 @@ def _parties(run: RunPlan, driver: Driver, tag: Any, syn: Any, keys: ServerKeys)
     if run.seeds.rng_mode == "seeded":
         from primitives.secret import Secret
 
-        tag_sk = wait_for("S_tag", tag.test_secrets())
-        syn_sk = wait_for("S_syn", syn.test_secrets())
+        tag_sk = wait_for("S_tag", lambda: tag.test_secrets())
+        syn_sk = wait_for("S_syn", lambda: syn.test_secrets())
         pairs = {
             "voprf_key": (Secret(tag_sk["voprf"]), keys.voprf_public_key),
             "tag_box": (Secret(tag_sk["box"]), keys.tag_box_key),
