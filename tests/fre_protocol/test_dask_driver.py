@@ -170,3 +170,22 @@ def test_a_server_lost_stops_the_run_with_no_release(
     assert not (out / "release.json").exists() and not (out / "centroids.npy").exists()
     with TranscriptStore.open(out / "transcript.sqlite") as store:
         assert store.state == "aborted:ProtocolStateError"
+
+
+def test_simulate_engine_dask(x: np.ndarray, client: Any, tmp_path: Any, reference: Release, capsys: pytest.CaptureFixture[str]) -> None:
+    """``fre-e2t simulate --engine dask --scheduler ADDRESS``: the runner's buckets and counts
+    (chunks of 1024 users draw the DDG rounding from other streams than the reference's chunks
+    of 64, so centroids agree to the rounding only)."""
+    from fre_protocol.cli import main
+
+    np.save(tmp_path / "x.npy", x)
+    out = tmp_path / "run"
+    code = main([
+        "simulate", "--embeddings", str(tmp_path / "x.npy"), "--epsilon", "8", "--seed", "5", "--noise", "off",
+        "--out", str(out), "--engine", "dask", "--scheduler", client.scheduler.address, "--window-chunks", "1",
+    ])
+    assert code == 0
+    assert "streaming (dask) driver" in capsys.readouterr().out
+    got = Release.load(out)
+    assert got.ids == reference.ids and np.array_equal(got.counts, reference.counts)
+    assert np.allclose(got.centroids, reference.centroids, atol=1e-3)
