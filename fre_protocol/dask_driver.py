@@ -355,15 +355,24 @@ class UserChunk:
     chunk_size: int
     cover_traffic: bool
 
-    def population(self, encodings: Sequence[bytes]) -> UserPopulation:
+    def devices(self, encodings: Sequence[bytes]) -> Devices:
         comps = _components(self.components, 1)
-        pool = Workers(1)
-        return UserPopulation(
-            self.x, encodings, self.coins, suite=comps.suite, keys=self.keys,
-            channel=comps.channel, rng=_users_stream(self.users_seed), workers=pool, meter=Meter(),
-            recorder=RowBuffer(), chunk_size=self.chunk_size, cover_traffic=self.cover_traffic,
-            first_chunk=self.index,
+        meter, recorder = Meter(), RowBuffer()
+        users = UserPopulation(
+            self.x, encodings, self.coins, suite=comps.suite, keys=self.keys, channel=comps.channel,
+            rng=_users_stream(self.users_seed), workers=Workers(1), meter=meter, recorder=recorder,
+            chunk_size=self.chunk_size, cover_traffic=self.cover_traffic, first_chunk=self.index,
         )
+        return Devices(users=users, meter=meter, recorder=recorder)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Devices:
+    """A chunk's devices in a task, with the meter and the recorder they report to."""
+
+    users: UserPopulation
+    meter: Meter
+    recorder: RowBuffer
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -382,7 +391,7 @@ class ChunkResult:
 
 #: Devices between the two phase-1 tasks, by (worker, run, chunk): several workers may share a
 #: process, and a task that runs on another worker must not take what this one holds.
-_HELD: dict[tuple[str, str, int], UserPopulation] = {}
+_HELD: dict[tuple[str, str, int], Devices] = {}
 _HELD_LOCK = threading.Lock()
 _COMPONENTS: dict[tuple[tuple[tuple[str, str], ...], int], Components] = {}
 
@@ -406,45 +415,56 @@ def _users_stream(seed: bytes) -> RandomSource:
     return RandomSource.seeded(seed, USERS_LABEL)
 
 
-def _blinded(chunk: UserChunk, grid: PublicGrid) -> tuple[UserPopulation, list[Message]]:
+def _blinded(chunk: UserChunk, grid: PublicGrid) -> tuple[Devices, list[Message]]:
     with single_threaded_blas():
-        users = chunk.population(encode_buckets(grid.bucket_indices(chunk.x)))
-        users.prepare(PHASE1_SEALS)
-        return users, users.blind_requests()
+        devices = chunk.devices(encode_buckets(grid.bucket_indices(chunk.x)))
+        devices.users.prepare(PHASE1_SEALS)
+        return devices, devices.users.blind_requests()
 
 
 def users_blind(chunk: UserChunk, grid: PublicGrid) -> ChunkResult:
     """Phase 1, first task: offline work and blinding. The devices stay in this worker's
-    memory for :func:`users_submit`."""
-    users, requests = _blinded(chunk, grid)
+    memory for :func:`users_submit`, which reports their costs."""
+    devices, requests = _blinded(chunk, grid)
     with _HELD_LOCK:
-        _HELD[(_worker(), chunk.run_id, chunk.index)] = users
-    return ChunkResult(messages=_shift(requests, chunk.offset), rows=[], meter=users._meter.to_dict())
+        _HELD[(_worker(), chunk.run_id, chunk.index)] = devices
+    return ChunkResult(messages=_shift(requests, chunk.offset), rows=[], meter=Meter().to_dict())
 
 
 def users_submit(chunk: UserChunk, grid: PublicGrid, evaluations: list[tuple[int, bytes]]) -> ChunkResult:
     """Phase 1, second task: verify and finalize each tag, seal it to S_syn with the coin. On a
-    worker that does not hold the chunk's devices (a retry elsewhere), they are re-derived."""
+    worker that does not hold the chunk's devices (a retry elsewhere), they are re-derived, and
+    the work done twice is metered twice."""
     with _HELD_LOCK:
-        users = _HELD.pop((_worker(), chunk.run_id, chunk.index), None)
-    if users is None:
-        users, _ = _blinded(chunk, grid)
+        devices = _HELD.pop((_worker(), chunk.run_id, chunk.index), None)
+    if devices is None:
+        devices, _ = _blinded(chunk, grid)
+    users = devices.users
     with single_threaded_blas():
         users.receive_evaluations(evaluations)
         subs = users.tag_submissions()
     tags = b"".join(t if t is not None else bytes(TAG_BYTES) for t in users.tags)
-    assert isinstance(users._recorder, RowBuffer)
     return ChunkResult(
-        messages=_shift(subs, chunk.offset), rows=users._recorder.take(), meter=users._meter.to_dict(), tags=tags,
-        has_tag=np.array([t is not None for t in users.tags], dtype=bool), submitted=users.submitted.copy(),
-        tally=users.tally(),
+        messages=_shift(subs, chunk.offset), rows=devices.recorder.take(), meter=devices.meter.to_dict(),
+        tags=tags, has_tag=np.array([t is not None for t in users.tags], dtype=bool),
+        submitted=users.submitted.copy(), tally=users.tally(),
     )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Encoded:
+    """A chunk of participants' two ShareSubmissions each, by user, and what they cost (reported
+    by the sealing task of the chunk of users that holds the first of them)."""
+
+    plains: dict[int, tuple[bytes, bytes]]
+    first: int
+    meter: dict[str, Any]
 
 
 def users_encode(
     x: npt.NDArray[np.floating[Any]], who: npt.NDArray[np.int64], tags: list[bytes | None], plan: Phase2Plan,
     noise: bool, users_seed: bytes, j: int,
-) -> tuple[dict[int, tuple[bytes, bytes]], dict[str, Any]]:
+) -> Encoded:
     """Phase 2: the j-th chunk of participants DDG-encodes, shares and draws contribution ids
     from its own stream ``phase2/<j>`` (as every driver does)."""
     meter = Meter()
@@ -453,7 +473,7 @@ def users_encode(
             x, tags, encoder=plan.encoder, sharing=plan.sharing, noise=noise,
             rng=_users_stream(users_seed).child(f"phase2/{j}"), meter=meter,
         )
-    return dict(zip(who.tolist(), plains, strict=True)), meter.to_dict()
+    return Encoded(plains=dict(zip(who.tolist(), plains, strict=True)), first=int(who[0]), meter=meter.to_dict())
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -469,27 +489,28 @@ class SealJob:
 
 def users_seal(
     chunk: UserChunk, job: SealJob, released: dict[bytes, int], plan: Phase2Plan,
-    encoded: list[tuple[dict[int, tuple[bytes, bytes]], dict[str, Any]]],
+    encoded: list[Encoded],
 ) -> ChunkResult:
     """Phase 2: each participant of the chunk seals its two shares, each other online user two
     covers, with key material prepared from the chunk's stream."""
-    n = len(chunk.coins)
-    users = chunk.population([b""] * n)
+    devices = chunk.devices([b""] * len(chunk.coins))
+    users = devices.users
     users.restore(job.tags, job.submitted, released)
     if job.broadcast is not None:
         users.receive_broadcast(job.broadcast)  # recorded once: every device hears the same
     plains: dict[int, tuple[bytes, bytes]] = {}
-    for part, _ in encoded:
-        plains.update(part)
     start = chunk.index * chunk.chunk_size
+    for part in encoded:
+        plains.update(part.plains)
+        if start <= part.first < start + len(chunk.coins):
+            _merge(devices.meter, part.meter)
     with single_threaded_blas():
         users.prepare(PHASE2_SEALS)
         out = users.sealed_shares([i - start for i in job.participants], [plains[i] for i in job.participants])
         if job.cover:
             sizes = plan.sharing.share_sizes(plan.width)
             out += users.cover_messages(np.asarray(job.cover, dtype=np.int64) - start, sizes)
-    assert isinstance(users._recorder, RowBuffer)
-    return ChunkResult(messages=_shift(out, chunk.offset), rows=users._recorder.take(), meter=users._meter.to_dict())
+    return ChunkResult(messages=_shift(out, chunk.offset), rows=devices.recorder.take(), meter=devices.meter.to_dict())
 
 
 def forget(run_id: str) -> int:
@@ -570,6 +591,8 @@ def _merge(meter: Meter, part: Mapping[str, Any]) -> None:
         meter.add(name, seconds, part["counts"].get(name, 0))
     for name, n in part["bytes"].items():
         meter.add_bytes(name, n)
+    for name, seconds in part["wall"].items():
+        meter.add_wall(name, seconds)
 
 
 class DaskWindows:
@@ -710,6 +733,7 @@ __all__ = [
     "S_TAG_RESOURCE",
     "USERS_RESOURCE",
     "DaskWindows",
+    "Encoded",
     "Placement",
     "RemoteParty",
     "ServerHost",
