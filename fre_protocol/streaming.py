@@ -24,6 +24,9 @@ Seeded runs release exactly what :func:`run_protocol` releases, noise on or off:
   window instead of one per phase) change only the order in which servers receive messages.
   Modular sums do not depend on that order.
 
+The window loop (:func:`play_windows`) is shared with :mod:`fre_protocol.dask_driver`, which
+plays the same windows with the users' chunks as Dask tasks and the servers as Dask actors.
+
 What differs: the proxy shuffles each window's batch on its own, so transcripts hold the same
 messages in another order; S_tag's dummy submissions are spread over the windows (a random
 window each, from the dummy user's own stream) and shuffled with that window's submissions,
