@@ -48,7 +48,7 @@ import numpy as np
 import numpy.typing as npt
 
 from fre_protocol.components import Components, build_components
-from fre_protocol.inputs import EmbeddingShards
+from fre_protocol.inputs import EmbeddingShards, release_pages
 from fre_protocol.messages import TAG_BYTES, Role
 from fre_protocol.parties.base import Meter, Recorder, Row, Workers, chunks
 from fre_protocol.parties.proxy import AnonymizingProxy
@@ -675,6 +675,7 @@ class DaskWindows:
                 for j in [j for j in encoded if roster.participants[roster.part_chunks[j].stop - 1] < span.stop]:
                     del encoded[j]
                 phase2(ctx.parties, plan, shares, ctx.driver)
+            release_pages(run.x)
         return roster.tally()
 
 

@@ -6,6 +6,8 @@ Used by the command line and by the library (experiments) alike, so it lives out
 
 from __future__ import annotations
 
+import math
+import mmap
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -15,7 +17,7 @@ import numpy as np
 
 from primitives.errors import InvalidInputError
 
-__all__ = ["EmbeddingShards", "load_embeddings", "open_embeddings"]
+__all__ = ["EmbeddingShards", "load_embeddings", "open_embeddings", "release_pages"]
 
 
 def load_embeddings(path: str | os.PathLike[str]) -> np.ndarray:
@@ -24,7 +26,7 @@ def load_embeddings(path: str | os.PathLike[str]) -> np.ndarray:
     if not p.is_file():
         raise InvalidInputError(f"embeddings file {str(p)!r} does not exist or is not a file")
     try:
-        x = np.load(p, allow_pickle=False, mmap_mode="r")
+        x = _map_npy(p)
     except (ValueError, OSError, EOFError) as exc:
         raise InvalidInputError(
             f"embeddings file {str(p)!r} is not a readable .npy array ({exc.__class__.__name__}: {exc})"
@@ -38,11 +40,46 @@ def load_embeddings(path: str | os.PathLike[str]) -> np.ndarray:
     if not np.issubdtype(x.dtype, np.floating) and not np.issubdtype(x.dtype, np.integer):
         raise InvalidInputError(f"embeddings must hold real numbers, got dtype {x.dtype}")
     x = np.asarray(x, dtype=np.float32 if x.dtype != np.float64 else np.float64)
-    # Chunked so a 1M × 768 file is checked without a second full-size temporary.
+    # Chunked so a 1M × 768 file is checked without a second full-size temporary, and the pages
+    # read for the check are handed back: the file is not left resident in this process.
     for start in range(0, x.shape[0], 65536):
         if not np.isfinite(x[start : start + 65536]).all():
             raise InvalidInputError(f"embeddings contain NaN or infinite values (rows from {start})")
+        release_pages(x)
     return x
+
+
+def _map_npy(path: Path) -> np.ndarray:
+    """A read-only view of a ``.npy`` file's array over an ``mmap`` this module holds (so that
+    :func:`release_pages` can hand its pages back); object arrays are refused, as
+    ``np.load(allow_pickle=False)`` refuses them."""
+    with path.open("rb") as f:
+        version = np.lib.format.read_magic(f)
+        read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+        shape, fortran_order, dtype = read_header(f)
+        if dtype.hasobject:
+            raise ValueError("object arrays are not embeddings (and would need unpickling)")
+        offset = f.tell()
+        mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    flat = np.frombuffer(mapped, dtype=dtype, count=math.prod(shape), offset=offset)
+    return flat.reshape(shape, order="F" if fortran_order else "C")
+
+
+def release_pages(x: Any) -> None:
+    """Let the kernel unmap the pages of a memory-mapped input that this process has read: they
+    stay in the page cache and come back on the next access, but no longer count in its resident
+    memory, which then holds only what a driver is using. A no-op for arrays not mapped here."""
+    if isinstance(x, EmbeddingShards):
+        for shard in x.shards:
+            release_pages(shard)
+        return
+    base = x
+    while isinstance(base, np.ndarray):
+        base = base.base
+    if isinstance(base, memoryview):
+        base = base.obj
+    if isinstance(base, mmap.mmap) and not base.closed:
+        base.madvise(mmap.MADV_DONTNEED)
 
 
 class EmbeddingShards:
@@ -58,7 +95,7 @@ class EmbeddingShards:
         dims = {int(a.shape[1]) for a in shards}
         if len(dims) != 1:
             raise InvalidInputError(f"embedding shards must share one dimension d, got {sorted(dims)}")
-        self._shards = list(shards)
+        self.shards = list(shards)
         self._starts = np.cumsum([0] + [int(a.shape[0]) for a in shards])
         self.shape = (int(self._starts[-1]), dims.pop())
         self.dtype = np.result_type(*(a.dtype for a in shards))
@@ -70,12 +107,12 @@ class EmbeddingShards:
         first = int(np.searchsorted(self._starts, lo, side="right")) - 1
         parts: list[Any] = []
         at = lo
-        for j in range(first, len(self._shards)):
+        for j in range(first, len(self.shards)):
             if at >= hi:
                 break
             base = int(self._starts[j])
             end = min(hi, int(self._starts[j + 1]))
-            parts.append(self._shards[j][at - base : end - base])
+            parts.append(self.shards[j][at - base : end - base])
             at = end
         if len(parts) == 1:
             return np.asarray(parts[0])

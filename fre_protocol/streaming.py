@@ -47,7 +47,7 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
-from fre_protocol.inputs import EmbeddingShards
+from fre_protocol.inputs import EmbeddingShards, release_pages
 from fre_protocol.messages import TAG_BYTES, Role
 from fre_protocol.parties.base import chunks
 from fre_protocol.parties.user import (
@@ -201,6 +201,7 @@ def play_windows(
     tally = UserTally()
     for k, span in enumerate(ctx.windows):
         tally += users.phase1(span, dummies[k])
+        release_pages(run.x)  # the window's rows are read: their pages need not stay resident
     released, message = broadcast(parties, driver)
     plan = plan_phase2(run, released)
     tally += users.phase2(plan, released, message)
@@ -289,6 +290,7 @@ def _phase2(ctx: WindowContext, plan: Phase2Plan, released: dict[bytes, int], me
             if covering:
                 shares += users.cover_messages(np.asarray(covering, dtype=np.int64) - span.start, share_sizes)
             phase2(ctx.parties, plan, shares, driver)
+        release_pages(run.x)
     return roster.tally()
 
 
