@@ -293,13 +293,16 @@ class ProxyService(ServiceBase):
         rows = self.state.query("SELECT id, recipient FROM items WHERE kind = ? AND batch_id IS NULL ORDER BY id", (kind,))
         return [(int(r[0]), str(r[1])) for r in rows]  # type: ignore[call-overload]
 
+    def _waiting(self, kind: str) -> int:
+        """How many admitted items of ``kind`` no batch holds yet."""
+        rows = self.state.query("SELECT COUNT(*) FROM items WHERE kind = ? AND batch_id IS NULL", (kind,))
+        return int(rows[0][0])  # type: ignore[call-overload]
+
     def _form(self, kind: str, *, flush: bool) -> None:
         """Cut the pending items of ``kind`` into shuffled batches per recipient when a window
         is full, when its oldest item has waited ``window_seconds``, or on ``flush``."""
         # Counted first (an index lookup): the items themselves are read once the window is due.
-        waiting = int(self.state.query(
-            "SELECT COUNT(*) FROM items WHERE kind = ? AND batch_id IS NULL", (kind,)
-        )[0][0])  # type: ignore[call-overload]
+        waiting = self._waiting(kind)
         if not waiting:
             return
         due = flush or waiting >= self.settings.window_count
@@ -481,7 +484,7 @@ class ProxyService(ServiceBase):
     # -- endpoints --------------------------------------------------------------------------------
     def update_gauges(self) -> None:
         for kind in (PHASE1, SUBMIT, PHASE2):
-            self.queue_depth.set(len(self._pending(kind)), kind=kind)
+            self.queue_depth.set(self._waiting(kind), kind=kind)
 
     def routes(self) -> list[Route]:
         def admission(kind: str) -> Any:
