@@ -35,7 +35,7 @@ LEDGER_TERMS = frozenset({
     CENTROID_GAUSSIAN, "centroid_ddg", DROPOUTS_TERM,
 })
 #: Top-level keys of ``ledger.json`` besides the flat quantities (which are all numbers).
-LEDGER_KEYS = frozenset({"composition", "aggregation", "params", "terms", "source"})
+LEDGER_KEYS = frozenset({"composition", "aggregation", "params", "terms", "source", "unit"})
 #: Keys of one line of ``synthetic.jsonl``: the text, which centroid it inverts (id, DP count,
 #: index), how it was made (public pool or model) and its distance to that centroid. ``seed`` and
 #: ``seed_distance`` (guided inversion): the public-pool text nearest the DP centroid that the

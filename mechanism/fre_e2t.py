@@ -23,6 +23,13 @@ import numpy as np
 import numpy.typing as npt
 
 from mechanism.accounting import calibrate_noise, release_floor
+from mechanism.contributions import (
+    TEXT_UNIT,
+    PrivacyUnit,
+    bound_contributions,
+    one_text_per_user,
+    with_unit,
+)
 from mechanism.grid import PublicGrid, encode_bucket
 from mechanism.params import FreParams
 from mechanism.release import Release, ReleasedBucket
@@ -200,6 +207,8 @@ def run_mechanism(
     *,
     noise: bool = True,
     progress: bool = False,
+    users: npt.ArrayLike | None = None,
+    unit: PrivacyUnit = TEXT_UNIT,
 ) -> Release:
     """Algorithm 1 on embeddings ``x`` (N, d): heavy buckets and their (noisy) centroids.
 
@@ -210,6 +219,11 @@ def run_mechanism(
     coins and the threshold but adds no Gaussian noise (the exact-equivalence setting of SPEC §6).
     Noise rows are drawn from ``seeds.secret(CENTROID_NOISE_LABEL).normal((m, d))`` in release
     order (by id).
+
+    Several texts per user (SPEC §4.6): with ``unit=PrivacyUnit(kind="user", cap=c, ...)`` and
+    ``users`` (one label per row), rows are first bounded to at most c buckets per user, one text
+    per bucket (:func:`~mechanism.contributions.bound_contributions`), and the coin of a
+    contribution is that of its slot; the ledger records the unit and the per-user guarantee.
     """
     if not isinstance(params, FreParams):
         raise InvalidParameterError(f"params must be FreParams, got {type(params).__name__}")
@@ -217,7 +231,14 @@ def run_mechanism(
         raise InvalidParameterError(f"seeds must be a SeedPlan, got {type(seeds).__name__}")
     arr = _check_embeddings(x)
     n, d = arr.shape
-    ledger = calibrate_noise(params)  # before any work: an infeasible budget fails fast
+    if not isinstance(unit, PrivacyUnit):
+        raise InvalidParameterError(f"unit must be a PrivacyUnit, got {type(unit).__name__}")
+    if (unit.kind == "user") != (users is not None):
+        raise InvalidParameterError(
+            "users (one label per row) must be given exactly when the unit of privacy is 'user', "
+            f"got unit kind {unit.kind!r} and users {'given' if users is not None else 'None'}"
+        )
+    ledger = with_unit(calibrate_noise(params), unit)  # before any work: an infeasible budget fails fast
     sigma = float(ledger.sigma)
     timings: dict[str, float] = {}
     t_start = time.perf_counter()
@@ -235,10 +256,14 @@ def run_mechanism(
         buckets = grid.bucket_indices(arr, on_rows=tick)
         timings["bucketing"] = time.perf_counter() - t_start
 
-        # Step 3: sample and threshold.
+        # Contribution bounding (one text per user unless users are named), then step 3: sample
+        # and threshold. Coins belong to slots, so a padded protocol user draws the same ones.
         t0 = time.perf_counter()
-        coins = sample_coins(seeds, n, params)
-        sampled = np.flatnonzero(coins)
+        plan = (
+            bound_contributions(users, buckets, unit.cap, seeds) if users is not None else one_text_per_user(n)
+        )
+        coins = sample_coins(seeds, plan.n_slots, params)[plan.slots]
+        sampled = plan.rows[np.flatnonzero(coins)]
         sampled_buckets = buckets[sampled]
         first, inverse, counts = group_buckets(sampled_buckets)
         floor = release_threshold(params)
@@ -290,7 +315,9 @@ def run_mechanism(
     # Operator-private: these read the data directly (the number of distinct sampled buckets
     # changes by one between neighbouring populations, and no ledger term pays for it).
     diagnostics: dict[str, Any] = {
-        "n_users": n,
+        "n_users": plan.n_users,
+        "n_texts": n,
+        "n_contributions": int(plan.rows.shape[0]),
         "n_sampled": int(sampled.shape[0]),
         "n_sampled_buckets": int(counts.shape[0]),
         "n_contributors": int(rows.shape[0]),

@@ -135,9 +135,14 @@ class PrivacyLedger:
     composition: str
     params: Mapping[str, Any]
     aggregation: str = CENTROID_GAUSSIAN
+    # Who (ε, δ) protects: ``mechanism.contributions.PrivacyUnit.to_dict(ε, δ)`` (kind, cap,
+    # user_field, the per-user ε and δ, a statement); None for ledgers written before it existed.
+    unit: Mapping[str, Any] | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "terms", tuple(self.terms))
+        if self.unit is not None:
+            object.__setattr__(self, "unit", dict(self.unit))
         names = [t.name for t in self.terms]
         if len(set(names)) != len(names):
             raise InvalidParameterError(f"ledger term names must be unique, got {names}")
@@ -205,9 +210,12 @@ class PrivacyLedger:
         }
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-safe: the flat keys, then ``composition``, ``aggregation``, ``params``, ``terms``."""
+        """JSON-safe: the flat keys, then ``composition``, ``unit`` (when known), ``aggregation``,
+        ``params``, ``terms``."""
         out: dict[str, Any] = {k: json_safe(v) for k, v in self.flat().items()}
         out["composition"] = self.composition
+        if self.unit is not None:
+            out["unit"] = json_safe(dict(self.unit))
         out["aggregation"] = self.aggregation
         out["params"] = json_safe(dict(self.params))
         out["terms"] = [t.to_dict() for t in self.terms]
@@ -226,6 +234,7 @@ class PrivacyLedger:
                 composition=str(data["composition"]),
                 params=dict(data["params"]),
                 aggregation=str(data.get("aggregation", CENTROID_GAUSSIAN)),
+                unit=dict(data["unit"]) if isinstance(data.get("unit"), Mapping) else None,
             )
         except KeyError as exc:
             raise InvalidInputError(f"ledger is missing the key {exc.args[0]!r}") from None
