@@ -34,7 +34,7 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from mechanism.accounting import agm_multiplier, multi_text_guarantee
+from mechanism.accounting import HISTOGRAM_RELEASE, agm_multiplier, multi_text_guarantee
 from mechanism.ledger import PrivacyLedger
 from mechanism.seeds import SeedPlan
 from primitives.errors import InvalidInputError, InvalidParameterError
@@ -80,47 +80,33 @@ class PrivacyUnit:
             if not (isinstance(value, int | float) and math.isfinite(value) and value >= 0):
                 raise InvalidParameterError(f"{name} must be a finite number >= 0, got {value!r}")
 
-    def guarantee(self, epsilon: float, delta: float) -> tuple[float, float]:
-        """The per-user (ε, δ) of a release whose per-contribution guarantee is (ε, δ)."""
-        if not math.isfinite(epsilon):
-            return math.inf, delta
-        user_eps, user_delta = multi_text_guarantee(epsilon, delta, cap=self.cap)
-        return user_eps + self.extra_epsilon, min(1.0, user_delta + self.extra_delta)
-
-    def statement(self, epsilon: float, delta: float) -> str:
-        """One sentence for summaries, ledgers and reports."""
+    def statement(self, per_text: tuple[float, float], per_user: tuple[float, float]) -> str:
+        """One sentence for summaries, ledgers and reports: whom the guarantee protects."""
+        epsilon, delta = per_text
         if self.kind == "text":
             return (
                 f"each text is treated as a separate user: (epsilon={epsilon:.6g}, delta={delta:.3g}) "
                 "protects one text, not a person who wrote several (name the user column to protect people)"
             )
-        eps_u, delta_u = self.guarantee(epsilon, delta)
         extra = (
-            f" + ({self.extra_epsilon:.6g}, {self.extra_delta:.3g}) for choosing c from the data"
+            f", including ({self.extra_epsilon:.6g}, {self.extra_delta:.3g}) spent choosing c from the data"
             if self.extra_epsilon or self.extra_delta
             else ""
         )
         return (
             f"texts grouped by user field {self.user_field!r}; each user contributes to at most "
-            f"c={self.cap} buckets, one text per bucket: (epsilon={eps_u:.6g}, delta={delta_u:.3g}) per user "
-            f"(c x ({epsilon:.6g}, {delta:.3g}){extra})"
+            f"c={self.cap} buckets, one text per bucket: (epsilon={per_user[0]:.6g}, delta={per_user[1]:.3g}) "
+            f"per user, from ({epsilon:.6g}, {delta:.3g}) per contribution{extra}"
         )
 
-    def to_dict(self, epsilon: float | None = None, delta: float | None = None) -> dict[str, Any]:
-        """JSON-safe; with the per-contribution (ε, δ) also the per-user guarantee and statement."""
-        out: dict[str, Any] = {
+    def to_dict(self) -> dict[str, Any]:
+        return {
             "kind": self.kind,
             "cap": self.cap,
             "user_field": self.user_field,
             "extra_epsilon": self.extra_epsilon,
             "extra_delta": self.extra_delta,
         }
-        if epsilon is not None and delta is not None:
-            eps_u, delta_u = self.guarantee(epsilon, delta)
-            out["epsilon"] = eps_u if math.isfinite(eps_u) else "inf"
-            out["delta"] = delta_u
-            out["statement"] = self.statement(epsilon, delta)
-        return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> PrivacyUnit:
@@ -139,9 +125,48 @@ class PrivacyUnit:
 TEXT_UNIT = PrivacyUnit()
 
 
+def per_user_guarantee(ledger: PrivacyLedger, unit: PrivacyUnit) -> tuple[float, float, str]:
+    """(ε, δ) per user of a release whose ledger is per contribution, and the rule used.
+
+    Terms that act bucket by bucket with independent randomness (Lemma 1's thresholded counts,
+    Lemma 2's failure, the centroid noise) form a product mechanism, and one user changes at most
+    c of its coordinates: basic composition, (c·ε, c·δ) (paper App. D). S_syn's histogram view in
+    the protocol is not a product: its TSDLap dummies are per count level and shared by all
+    buckets, so a user's c contributions (real or padding slots) are a group of c slot-level
+    changes: group privacy, (c·ε_h, δ_h·(e^{c·ε_h} − 1)/(e^{ε_h} − 1)), cheap because δ_h is tiny.
+    What choosing c from the data cost (``unit.extra_*``) adds on top.
+    """
+    c = unit.cap
+    if not math.isfinite(ledger.epsilon):
+        return math.inf, ledger.delta, "non-DP reference"
+    if c == 1:
+        eps, delta, rule = ledger.epsilon, ledger.delta, "one contribution per user"
+    elif ledger.has_term(HISTOGRAM_RELEASE):
+        hist = ledger.term(HISTOGRAM_RELEASE)
+        eps_h, delta_h = multi_text_guarantee(hist.epsilon, hist.delta, points=c)
+        eps = eps_h + c * max(0.0, ledger.epsilon - hist.epsilon)
+        delta = delta_h + c * max(0.0, ledger.delta - hist.delta)
+        rule = (
+            f"group privacy over c={c} slots for {HISTOGRAM_RELEASE}; c-fold basic composition of the "
+            "per-bucket terms"
+        )
+    else:
+        eps, delta = multi_text_guarantee(ledger.epsilon, ledger.delta, cap=c)
+        rule = f"c-fold basic composition over c={c} distinct buckets"
+    return eps + unit.extra_epsilon, min(1.0, delta + unit.extra_delta), rule
+
+
 def with_unit(ledger: PrivacyLedger, unit: PrivacyUnit) -> PrivacyLedger:
-    """``ledger`` stating whom it protects: its (ε, δ) per contribution, composed per user."""
-    return dataclasses.replace(ledger, unit=unit.to_dict(ledger.epsilon, ledger.delta))
+    """``ledger`` stating whom it protects: its (ε, δ) per contribution and the composed per-user
+    guarantee (:func:`per_user_guarantee`) under ``unit``."""
+    eps_u, delta_u, rule = per_user_guarantee(ledger, unit)
+    record = unit.to_dict() | {
+        "epsilon": eps_u,
+        "delta": delta_u,
+        "rule": rule,
+        "statement": unit.statement((ledger.epsilon, ledger.delta), (eps_u, delta_u)),
+    }
+    return dataclasses.replace(ledger, unit=record)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
