@@ -63,7 +63,9 @@ from fre_protocol.parties.synthesis_server import (
 )
 from fre_protocol.parties.tagging_server import TaggingServer
 from fre_protocol.parties.user import ServerKeys, UserPopulation, UserTally
+from fre_protocol.slots import SlotLayout
 from mechanism.accounting import calibrate_noise, histogram_release_cost, protocol_ledger
+from mechanism.contributions import TEXT_UNIT, PrivacyUnit, with_unit
 from mechanism.fre_e2t import release_threshold, sample_coins
 from mechanism.grid import PublicGrid, encode_buckets, single_threaded_blas
 from mechanism.ledger import LedgerTerm, PrivacyLedger
@@ -493,8 +495,11 @@ def run_protocol(
     adversary: NetworkAdversary | None = None,
     validator: ContributionValidator | None = None,
     measure_memory: bool = False,
+    users: npt.ArrayLike | None = None,
+    unit: PrivacyUnit = TEXT_UNIT,
 ) -> ProtocolResult:
-    """Run Fre-E2T's distributed protocol on embeddings ``x`` (one row per user).
+    """Run Fre-E2T's distributed protocol on embeddings ``x`` (one row per text; one per user
+    unless ``users`` groups them).
 
     ``noise=False`` runs every step but adds no DDG noise (the equivalence setting of SPEC §6).
     ``dropout`` is a fraction of users that go offline between the phases (drawn from
@@ -504,9 +509,16 @@ def run_protocol(
     ``validator`` is S_syn's per-contribution validity check (none by default; see
     :class:`~fre_protocol.parties.synthesis_server.ContributionValidator`). With ``out_dir``, writes ``centroids.npy`` +
     ``release.json`` (the same contract as the mechanism) and ``transcript.sqlite``.
+
+    Several texts per user (SPEC §4.6), as :func:`mechanism.fre_e2t.run_mechanism` takes them:
+    ``unit=PrivacyUnit(kind="user", cap=c, ...)`` and ``users`` (one label per row). Each user's
+    device then plays c slots (:mod:`fre_protocol.slots`), padding included, the proxy refuses a
+    user's (c+1)-th message of a kind, ``dropout`` draws people (a device's slots go offline
+    together) and the ledger states the per-user guarantee.
     """
     run = plan_run(
-        x, params, seeds, noise=noise, dropout=dropout, components=components, workers=workers, config=config
+        x, params, seeds, noise=noise, dropout=dropout, components=components, workers=workers, config=config,
+        users=users, unit=unit,
     )
     return execute(
         run, _play, out_dir=out_dir, progress=progress, workers=workers, adversary=adversary, validator=validator,
@@ -603,10 +615,12 @@ class RunPlan:
     floor: int
     dummy: tuple[float, float]
     base_ledger: PrivacyLedger
+    slots: SlotLayout
 
     @property
     def n(self) -> int:
-        return int(self.x.shape[0])
+        """Entries of the protocol's population: slots (with a text unit, the rows)."""
+        return self.slots.n_slots
 
     def servers(self) -> ServerPlan:
         return ServerPlan(
@@ -628,9 +642,12 @@ def plan_run(
     components: Mapping[str, str] | None = None,
     workers: int = 2,
     config: ProtocolConfig | None = None,
+    users: npt.ArrayLike | None = None,
+    unit: PrivacyUnit = TEXT_UNIT,
 ) -> RunPlan:
     """Check a run's arguments and fix what it needs before any message: an infeasible budget or
-    a bad argument fails here, before any work."""
+    a bad argument fails here, before any work. Under a user unit this bounds every user's
+    contributions (the slot layout), as the mechanism does."""
     if not isinstance(params, FreParams):
         raise InvalidParameterError(f"params must be FreParams, got {type(params).__name__}")
     if not isinstance(seeds, SeedPlan):
@@ -639,10 +656,16 @@ def plan_run(
         raise InvalidParameterError(f"noise must be a bool, got {noise!r}")
     cfg = config if config is not None else ProtocolConfig()
     ddg_clip(params, cfg)
+    check_unit(params, cfg, users, unit)
     arr = _check_x(x)
     n = int(arr.shape[0])
-    _check_batch_memory(n, cfg.proof_batch_size)
-    dropped_mask = _dropout_mask(dropout, n, seeds)
+    if unit.kind == "user":
+        arr = np.asarray(rows(arr, 0, n))  # bounding reads every row's bucket; this driver holds them all
+        slots = SlotLayout.bound(arr, users, unit, PublicGrid.derive(seeds, int(arr.shape[1]), params), seeds)
+    else:
+        slots = SlotLayout.per_text(n)
+    _check_batch_memory(slots.n_slots, cfg.proof_batch_size)
+    dropped_mask = slots.per_slot(_dropout_mask(dropout, slots.n_users, seeds))
     base_ledger = calibrate_noise(params)
     comps = build_components(components, workers=workers)
     dummy = dummy_parameters(params, cfg) if params.is_dp else (math.inf, 0.0)
@@ -650,8 +673,42 @@ def plan_run(
         _check_dummy_budget(params, dummy)
     return RunPlan(
         x=arr, params=params, seeds=seeds, cfg=cfg, comps=comps, noise=noise, dropped_mask=dropped_mask,
-        floor=release_threshold(params), dummy=dummy, base_ledger=base_ledger,
+        floor=release_threshold(params), dummy=dummy, base_ledger=base_ledger, slots=slots,
     )
+
+
+def check_unit(params: FreParams, cfg: ProtocolConfig, users: npt.ArrayLike | None, unit: PrivacyUnit) -> None:
+    """A user unit needs what keeps its padding slots invisible: cover traffic (a padding slot
+    sends cover in phase 2) and a release floor of at least 2 (a padding tag counts 1)."""
+    if not isinstance(unit, PrivacyUnit):
+        raise InvalidParameterError(f"unit must be a PrivacyUnit, got {type(unit).__name__}")
+    if (unit.kind == "user") != (users is not None):
+        raise InvalidParameterError(
+            "users (one label per row) must be given exactly when the unit of privacy is 'user', "
+            f"got unit kind {unit.kind!r} and users {'given' if users is not None else 'None'}"
+        )
+    if unit.kind != "user":
+        return
+    if not cfg.cover_traffic:
+        raise InvalidParameterError(
+            "cover_traffic must be on with a user unit (a padding slot sends cover in phase 2, so the "
+            "proxy cannot count a user's buckets), got cover_traffic=False"
+        )
+    floor = release_threshold(params)
+    if floor <= 1:
+        raise InvalidParameterError(
+            f"the release floor ⌈τ⌉ must be at least 2 with a user unit (a padding slot's tag counts 1), "
+            f"got {floor} (tau = {params.tau})"
+        )
+
+
+def in_process_only(driver: str, users: npt.ArrayLike | None, unit: PrivacyUnit) -> None:
+    """Drivers that do not lay out slots refuse a user unit (the runner plays it)."""
+    if users is not None or unit.kind != "text":
+        raise InvalidParameterError(
+            f"the {driver} driver plays one text per user: run several texts per user (a user unit, "
+            f"got kind {unit.kind!r}) with the in-process runner (run_protocol, simulate --driver runner)"
+        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -675,7 +732,8 @@ def _open_store(out: Path, run: RunPlan) -> Any:
     out.mkdir(parents=True, exist_ok=True)
     header = transcript_header(
         run.seeds, run.comps, run.params, run.cfg,
-        protocol="fre-e2t two-server two-phase (SPEC §6)", n_users=run.n, dim=run.dim, noise=run.noise,
+        protocol="fre-e2t two-server two-phase (SPEC §6)", n_users=run.slots.n_users, n_texts=run.slots.n_texts,
+        n_slots=run.n, dim=run.dim, noise=run.noise, unit=run.slots.unit.to_dict(),
     )
     return TranscriptStore.create(out / TRANSCRIPT_FILE, header, overwrite=True)
 
@@ -752,7 +810,7 @@ def setup(run: RunPlan, driver: Driver, *, keep_contributions: bool = True) -> P
         syn_box = box_key(seeds, comps.channel, Role.S_SYN)
         proxy = AnonymizingProxy(
             shuffler=comps.shuffler, rng=seeds.secret("proxy/shuffle"), recorder=driver.recorder,
-            meter=meter, adversary=driver.adversary,
+            meter=meter, adversary=driver.adversary, cap=run.slots.cap,
         )
         s_tag = tagging_server(run, driver, voprf_key, tag_box, keep_contributions=keep_contributions)
         s_syn = synthesis_server(run, driver, syn_box, keep_contributions=keep_contributions)
@@ -802,7 +860,8 @@ def population(
 ) -> UserPopulation:
     """The devices of users ``span`` (all of them, or a window starting on a chunk boundary),
     each with its bucket's canonical encoding (public grid, step 1) and its coin. ``coins`` and
-    ``grid``, when a driver already holds them, are all users' coins and the public grid."""
+    ``grid``, when a driver already holds them, are all users' coins and the public grid. Under
+    a user unit the entries are slots (:class:`~fre_protocol.slots.SlotLayout`)."""
     if span.start % run.cfg.chunk_size:
         raise InvalidParameterError(
             f"a population must start on a chunk boundary (chunk_size {run.cfg.chunk_size}), got user {span.start}"
@@ -810,9 +869,13 @@ def population(
     meter = driver.meter
     start = time.perf_counter()
     with meter.phase("bucketing"):
-        x = rows(run.x, span.start, span.stop)
         grid = grid if grid is not None else PublicGrid.derive(run.seeds, run.dim, run.params)
-        encodings = encode_buckets(grid.bucket_indices(x))
+        if run.slots.slot_rows is None:
+            x = rows(run.x, span.start, span.stop)
+            encodings = encode_buckets(grid.bucket_indices(x))
+        else:
+            assert isinstance(run.x, np.ndarray)  # plan_run holds a user unit's rows
+            x, encodings = run.slots.inputs(run.x, span, grid, run.seeds.secret("users"), run.cfg.chunk_size)
         if coins is None:
             coins = user_coins(run.seeds, run.n, run.params, run.cfg.chunk_size)
     meter.add("user.bucketing", time.perf_counter() - start, len(span))
@@ -960,7 +1023,7 @@ def assemble_release(
     and the figures the cost table reads."""
     tags = sorted(result.centroids)
     outcome = DropoutOutcome.of(result, parties.s_tag, run.cfg.dropout_policy)
-    ledger = build_ledger(run.params, plan.ddg_config, run.dummy, (outcome.ledger_term(),))
+    ledger = with_unit(build_ledger(run.params, plan.ddg_config, run.dummy, (outcome.ledger_term(),)), run.slots.unit)
     centroids = (
         np.stack([result.centroids[t] for t in tags]) if tags else np.zeros((0, run.dim), dtype=np.float64)
     )
@@ -1025,7 +1088,11 @@ def _diagnostics(
     """Operator-private: every count below reads the private data (or its dummies) directly."""
     s_tag, s_syn = parties.s_tag, parties.s_syn
     return {
-        "n_users": run.n,
+        "n_users": run.slots.n_users,
+        "n_texts": run.slots.n_texts,
+        "n_slots": run.n,
+        "n_padding_slots": run.slots.n_padding,
+        "proxy_traffic": parties.proxy.traffic(),
         "n_submissions": s_syn.n_submissions,
         "n_real_submissions": tally.n_real_submissions,
         "n_distinct_tags_seen": len(s_syn.counts),
@@ -1095,11 +1162,13 @@ __all__ = [
     "assemble_release",
     "box_key",
     "broadcast",
+    "check_unit",
     "build_ledger",
     "ddg_config_for",
     "dummy_parameters",
     "dummy_user_for",
     "execute",
+    "in_process_only",
     "make_dummy_user",
     "phase1",
     "phase1_submit",

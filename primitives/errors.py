@@ -30,6 +30,12 @@ class ProtocolStateError(FreError):
     """An operation came in the wrong phase, twice, or from a party that may not send it."""
 
 
+class RateLimitedError(ProtocolStateError):
+    """A sender went over its allowance of one kind of message in a round (a user credential
+    used twice at the networked proxy, HTTP 429; more than its cap c of messages at the
+    in-process proxy)."""
+
+
 class InfeasibleBudgetError(InvalidParameterError):
     """The privacy budget cannot pay for the requested setting; the message says which term."""
 

@@ -19,6 +19,7 @@ from primitives.errors import (
     InvalidInputError,
     InvalidParameterError,
     ProtocolStateError,
+    RateLimitedError,
     VerificationError,
 )
 
@@ -41,10 +42,6 @@ class TooLargeError(InvalidInputError):
 
 class UnauthorizedError(FreError):
     """No valid credential or client certificate for the endpoint (HTTP 401/403)."""
-
-
-class RateLimitedError(ProtocolStateError):
-    """A user credential already used for this request kind in this round (HTTP 429)."""
 
 
 class NotReadyError(ProtocolStateError):

@@ -6,17 +6,29 @@ recipient and permutes each group with the shuffler; a server sees only a list o
 sealed to itself. On the way back it maps each response, by its position in the batch it
 forwarded, to the connection that sent the request: these per-message handles never leave the
 proxy. Its own view (what it relays) is recorded with roles only, never connections.
+
+It is also where a user's message count is bounded. A user who contributes up to ``cap`` = c
+texts owns c slots and sends exactly c messages of each kind per round (padding slots included):
+a blind request to S_tag, at most one tag submission to S_syn (with its coin), and one share (or
+cover) to each server. The proxy knows each connection's sender — slot s belongs to user
+s // c — and refuses, typed and recorded in its view, the (c+1)-th message of a kind from one
+user. A kind is what the proxy sees of a sealed message: its phase and its recipient. The
+in-process drivers hand the proxy each phase of a round as one batch per group of distinct
+devices (all of them, or a streaming window's), so counting per batch is counting per round.
+How many messages of each kind each user sent is tallied as a histogram (operator-private).
 """
 
 from __future__ import annotations
 
 import itertools
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from fre_protocol.messages import Role, SealedEnvelope, decode, message_type_name
 from fre_protocol.parties.base import Meter, Recorder, Row, Shuffler, status_of
-from primitives.errors import DecodeError, ProtocolStateError
+from mechanism.contributions import check_cap
+from primitives.errors import DecodeError, ProtocolStateError, RateLimitedError
 from primitives.randomness import RandomSource
 
 VIEW = Role.PROXY.label
@@ -55,8 +67,12 @@ class AnonymizingProxy:
         recorder: Recorder,
         meter: Meter,
         adversary: NetworkAdversary | None = None,
+        cap: int = 1,
     ) -> None:
         self._shuffler = shuffler
+        self.cap = check_cap(cap)
+        # (phase, recipient) -> {messages forwarded for one user: how many users}
+        self._traffic: dict[tuple[str, str], Counter[int]] = {}
         self._rng = rng
         self._recorder = recorder
         self._meter = meter
@@ -73,18 +89,23 @@ class AnonymizingProxy:
             items = self._adversary.on_forward(phase, items)
         rows: list[Row] = []
         by_recipient: dict[Role, list[tuple[int, bytes]]] = {}
+        sent: Counter[tuple[Role, int]] = Counter()
         with self._meter.timed("proxy.forward", len(items)):
             for connection, sender, data in items:
                 error: Exception | None = None
                 try:
                     envelope = decode(data, SealedEnvelope)
                     assert isinstance(envelope, SealedEnvelope)
+                    receiver = envelope.recipient.label
+                    if sender is Role.USER:
+                        self._count(sent, phase, envelope.recipient, connection)
                     by_recipient.setdefault(envelope.recipient, []).append(
                         (connection, envelope.ciphertext)
                     )
-                    receiver = envelope.recipient.label
                 except DecodeError as exc:
                     error, receiver = exc, "unknown"
+                except RateLimitedError as exc:
+                    error = exc
                 rows.append(
                     (VIEW, phase, sender.label, receiver, "sealed_envelope", data, status_of(error))
                 )
@@ -94,8 +115,28 @@ class AnonymizingProxy:
                 batch_id = next(self._ids)
                 self._routes[batch_id] = [entries[j][0] for j in order]
                 out[recipient] = Delivery(batch_id, recipient, [entries[j][1] for j in order])
+        for (recipient, _), n in sent.items():
+            self._traffic.setdefault((phase, recipient.label), Counter())[min(n, self.cap)] += 1
         self._recorder.add(rows)
         return out
+
+    def _count(self, sent: Counter[tuple[Role, int]], phase: str, recipient: Role, connection: int) -> None:
+        """One more message of this kind from the connection's user, or RateLimitedError past the cap."""
+        key = (recipient, connection // self.cap)
+        sent[key] += 1
+        if sent[key] > self.cap:
+            raise RateLimitedError(
+                f"a user may send at most cap = {self.cap} messages to {recipient.label} in {phase}, "
+                f"got message {sent[key]}"
+            )
+
+    def traffic(self) -> dict[str, dict[int, int]]:
+        """For each kind ``"<phase>:<recipient>"``, how many users had 1, 2, … messages of that
+        kind forwarded (operator-private: the proxy's own knowledge of its connections)."""
+        return {
+            f"{phase}:{recipient}": dict(sorted(counts.items()))
+            for (phase, recipient), counts in sorted(self._traffic.items())
+        }
 
     def route_back(
         self, phase: str, delivery: Delivery, responses: Sequence[bytes]

@@ -188,7 +188,9 @@ class Phase2Tamperer(NetworkAdversary):
                     out.append((conn, role, k.seal(recipient, forged.encode())))
                     continue
                 if self.duplicate == "both":
-                    extra.append((conn, role, k.seal(recipient, forged.encode())))
+                    # on a connection of its own: the proxy refuses a second share to S_syn on
+                    # the victim's (its cap), and this case is about what S_syn does with it
+                    extra.append((9102, role, k.seal(recipient, forged.encode())))
             out.append((conn, role, env))
         unknown = ShareSubmission(tag=b"\x42" * TAG_BYTES, contribution_id=b"\x01" * 16, share=bytes(48))
         extra.append((9100, Role.USER, k.seal(Role.S_SYN, unknown.encode())))
