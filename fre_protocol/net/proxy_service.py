@@ -203,7 +203,7 @@ class ProxyService(ServiceBase):
 
     def admit(self, kind: str, user: str, body: bytes) -> list[int]:
         """Log a user's request (its envelopes as items) in the next group commit; the item ids.
-        The same body again is idempotent (same ids); another body of the same kind is refused."""
+        The same body again is idempotent (same ids); a body of the same kind beyond the round's cap c is refused."""
         return self.admit_later(kind, user, body).result(timeout=120)  # type: ignore[no-any-return]
 
     def admit_later(self, kind: str, user: str, body: bytes) -> Any:
@@ -231,6 +231,8 @@ class ProxyService(ServiceBase):
             raise
         digest = hashlib.sha256(body).digest()
         open_phase = OPEN2 if kind == PHASE2 else OPEN1
+        # A user holds c slots (SPEC §4.6): c requests of each kind, padded to exactly c by the client.
+        cap = self.settings.unit.cap
 
         def refused(conn: Any, error: Exception) -> Exception:
             record_refusal(conn, kind, body, error)
@@ -242,10 +244,14 @@ class ProxyService(ServiceBase):
                     f"{kind} requests are taken in {open_phase}, the round is in {self._phase}"
                 ))
             rows = conn.execute("SELECT id, digest FROM items WHERE kind = ? AND credential = ? ORDER BY id", (kind, user)).fetchall()
-            if rows:
-                if bytes(rows[0][1]) == digest:
-                    return [int(r[0]) for r in rows]
-                return refused(conn, RateLimitedError(f"this credential already sent its {kind} request in this round"))
+            same = [int(r[0]) for r in rows if bytes(r[1]) == digest]
+            if same:
+                return same
+            if len({bytes(r[1]) for r in rows}) >= cap:
+                return refused(conn, RateLimitedError(
+                    f"this credential already sent its {cap} {kind} request{'s' if cap > 1 else ''} in this round "
+                    f"(the round's cap c = {cap})"
+                ))
             ids = []
             for data, env in zip(envelopes, opened, strict=True):
                 cur = conn.execute(

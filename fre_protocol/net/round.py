@@ -23,6 +23,7 @@ from typing import Any
 
 from fre_protocol.components import component_names
 from fre_protocol.runner import Phase2Plan, ProtocolConfig
+from mechanism.contributions import TEXT_UNIT, PrivacyUnit
 from mechanism.params import FreParams
 from mechanism.seeds import SeedPlan
 from primitives.errors import InvalidParameterError, VerificationError
@@ -51,8 +52,12 @@ class RoundSettings:
     window_seconds: float = 0.5
     phase1_deadline: float | None = None
     phase2_deadline: float | None = None
+    # Whom the round protects; its cap c is how many requests of each kind a credential may send.
+    unit: PrivacyUnit = TEXT_UNIT
 
     def __post_init__(self) -> None:
+        if not isinstance(self.unit, PrivacyUnit):
+            raise InvalidParameterError(f"unit must be a PrivacyUnit, got {type(self.unit).__name__}")
         if not isinstance(self.round_id, str) or not _ROUND_ID.match(self.round_id):
             raise InvalidParameterError(
                 f"round_id must be 1-64 characters of letters, digits, '.', '_' or '-', got {self.round_id!r}"
@@ -95,6 +100,7 @@ class RoundSettings:
             "components": dict(sorted(self.components.items())),
             "window": {"count": self.window_count, "seconds": self.window_seconds},
             "deadlines": {"phase1": self.phase1_deadline, "phase2": self.phase2_deadline},
+            "unit": self.unit.to_dict(),
         }
 
     @classmethod
@@ -113,6 +119,7 @@ class RoundSettings:
                 window_seconds=float(data.get("window", {}).get("seconds", 0.5)),
                 phase1_deadline=data.get("deadlines", {}).get("phase1"),
                 phase2_deadline=data.get("deadlines", {}).get("phase2"),
+                unit=PrivacyUnit.from_dict(data.get("unit", {})),
             )
         except (KeyError, TypeError, ValueError) as exc:
             if isinstance(exc, InvalidParameterError):

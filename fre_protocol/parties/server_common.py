@@ -20,6 +20,7 @@ import numpy.typing as npt
 
 from fre_protocol.messages import CoverShare, Message, ShareSubmission, decode
 from fre_protocol.parties.base import Channel, Meter, Workers, chunks
+from fre_protocol.parties.replay_filter import ReplayFilter
 from primitives.errors import DecodeError, ProtocolStateError
 
 
@@ -56,7 +57,7 @@ class SealedInbox:
         self._private_key = private_key
         self._workers = workers
         self._meter = meter
-        self._seen: set[bytes] = set()
+        self._seen = ReplayFilter(16)
 
     def open_all(
         self, ciphertexts: Sequence[bytes], expected: type[Message] | tuple[type[Message], ...]
@@ -80,13 +81,11 @@ class SealedInbox:
 
         opened = [o for part in self._workers.map(work, chunks(len(ciphertexts), 1024), desc=f"{self._name}: open") for o in part]
         # Replays are checked in arrival order on one thread: the first copy wins.
-        for o in opened:
-            digest = hashlib.blake2b(o.ciphertext, digest_size=16).digest()
-            if digest in self._seen:
+        fresh = self._seen.add_many([hashlib.blake2b(o.ciphertext, digest_size=16).digest() for o in opened])
+        for o, first in zip(opened, fresh.tolist(), strict=True):
+            if not first:
                 o.error = ProtocolStateError("replayed message: this ciphertext was already received")
                 o.message = None
-            else:
-                self._seen.add(digest)
         return opened
 
 

@@ -20,6 +20,7 @@ import numpy as np
 import numpy.typing as npt
 
 from fre_protocol.messages import (
+    NONCE_BYTES,
     AcceptedContributions,
     AggregateShare,
     CoverShare,
@@ -44,6 +45,7 @@ from fre_protocol.parties.base import (
     Workers,
     status_of,
 )
+from fre_protocol.parties.replay_filter import ReplayFilter
 from fre_protocol.parties.server_common import Opened, SealedInbox, ShareBook, accept_shares
 from primitives.errors import DecodeError, InvalidParameterError, ProtocolStateError
 from primitives.secret import Secret
@@ -97,7 +99,7 @@ class SynthesisServer:
         self.release_floor = release_floor
         self._validator = validator
         self._inbox = SealedInbox(name="S_syn", channel=channel, private_key=self._box_sk, workers=workers, meter=meter)
-        self._nonces: set[bytes] = set()
+        self._nonces = ReplayFilter(NONCE_BYTES)
         # Counted as they arrive: memory per distinct tag, not per submission.
         self.counts: Counter[bytes] = Counter()
         self._n_submissions = 0
@@ -111,15 +113,14 @@ class SynthesisServer:
         opened = self._inbox.open_all(ciphertexts, TagSubmission)
         t0 = time.perf_counter()
         n = 0
-        for o in opened:
-            if o.error is not None:
-                continue
+        good = [o for o in opened if o.error is None]
+        fresh = self._nonces.add_many([o.message.nonce for o in good])  # type: ignore[union-attr]
+        for o, first in zip(good, fresh.tolist(), strict=True):
             msg = o.message
             assert isinstance(msg, TagSubmission)
-            if msg.nonce in self._nonces:
+            if not first:
                 o.error = ProtocolStateError("duplicate tag submission (nonce already seen)")
                 continue
-            self._nonces.add(msg.nonce)
             self.counts[msg.tag] += 1
             n += 1
         self._n_submissions += n
