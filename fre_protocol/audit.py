@@ -372,10 +372,10 @@ def _audit(
     notes: list[str] = []
     if embeddings is not None:
         x = np.asarray(embeddings)
-        if x.ndim != 2 or x.shape[1] != dim or x.shape[0] != int(header.extra.get("n_users", -1)):
-            raise InvalidInputError(
-                f"embeddings must be the run's ({header.extra.get('n_users')}, {dim}) array, got shape {x.shape}"
-            )
+        # one row per text (older headers name only n_users: one text each)
+        n_rows = header.extra.get("n_texts", header.extra.get("n_users"))
+        if x.ndim != 2 or x.shape[1] != dim or x.shape[0] != int(n_rows if n_rows is not None else -1):
+            raise InvalidInputError(f"embeddings must be the run's ({n_rows}, {dim}) array, got shape {x.shape}")
         forbidden["raw_embedding"] = embedding_needles(x)
         public_seed = bytes.fromhex(str(header.extra["seeds"]["public_seed"]))
         forbidden["bucket_index"] = bucket_needles(x, params, public_seed)

@@ -72,6 +72,7 @@ from fre_protocol.runner import (
     box_key,
     dummy_user_for,
     execute,
+    in_process_only,
     phase1,
     phase1_submit,
     phase2,
@@ -93,6 +94,7 @@ from fre_protocol.streaming import (
     take,
     within,
 )
+from mechanism.contributions import TEXT_UNIT, PrivacyUnit
 from mechanism.grid import PublicGrid, encode_buckets, single_threaded_blas
 from mechanism.params import FreParams
 from mechanism.release import Release
@@ -123,11 +125,15 @@ def run_dask(
     scheduler: str | None = None,
     dask_workers: int = 2,
     client: Any = None,
+    users: npt.ArrayLike | None = None,
+    unit: PrivacyUnit = TEXT_UNIT,
 ) -> ProtocolResult:
     """:func:`~fre_protocol.streaming.run_streaming` (same arguments, same outputs and files) on
     a Dask cluster: ``client``'s, the scheduler at ``scheduler``, or a ``LocalCluster`` of
     ``dask_workers`` single-threaded worker processes started and stopped here. ``workers``:
-    threads each server uses on its worker."""
+    threads each server uses on its worker. One text per user: a user unit is refused (the
+    in-process runner plays it)."""
+    in_process_only("Dask", users, unit)
     if isinstance(window_chunks, bool) or not isinstance(window_chunks, int) or window_chunks < 1:
         raise InvalidParameterError(f"window_chunks must be an integer >= 1, got {window_chunks!r}")
     if isinstance(dask_workers, bool) or not isinstance(dask_workers, int) or dask_workers < 1:

@@ -69,6 +69,7 @@ from fre_protocol.runner import (
     assemble_release,
     broadcast,
     execute,
+    in_process_only,
     make_dummy_user,
     phase1,
     phase1_submit,
@@ -80,6 +81,7 @@ from fre_protocol.runner import (
     store_artifacts,
     user_coins,
 )
+from mechanism.contributions import TEXT_UNIT, PrivacyUnit
 from mechanism.grid import PublicGrid
 from mechanism.params import FreParams
 from mechanism.release import Release
@@ -106,9 +108,13 @@ def run_streaming(
     config: ProtocolConfig | None = None,
     window_chunks: int = DEFAULT_WINDOW_CHUNKS,
     measure_memory: bool = False,
+    users: npt.ArrayLike | None = None,
+    unit: PrivacyUnit = TEXT_UNIT,
 ) -> ProtocolResult:
     """:func:`~fre_protocol.runner.run_protocol` (same arguments, same outputs and files), played
-    ``window_chunks`` chunks of ``config.chunk_size`` users at a time."""
+    ``window_chunks`` chunks of ``config.chunk_size`` users at a time. One text per user: a user
+    unit is refused (its slot layout bounds every user's texts at once; the runner plays it)."""
+    in_process_only("streaming", users, unit)
     if isinstance(window_chunks, bool) or not isinstance(window_chunks, int) or window_chunks < 1:
         raise InvalidParameterError(f"window_chunks must be an integer >= 1, got {window_chunks!r}")
     run = plan_run(

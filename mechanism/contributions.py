@@ -227,9 +227,12 @@ def bound_contributions(
     """Each user keeps at most ``cap`` distinct buckets, one text per bucket, chosen uniformly.
 
     ``buckets`` is the (n, k) grid index of every row (:meth:`mechanism.grid.PublicGrid.bucket_indices`).
-    The choices are drawn from ``seeds.secret(CONTRIBUTION_CHOICE_LABEL)``: one uniform priority
-    per row (the smallest wins its user's bucket) and one per (user, bucket) (the ``cap``
-    smallest are kept, in that order).
+    The choices are drawn from ``seeds.secret(CONTRIBUTION_CHOICE_LABEL)``: two uniform
+    priorities per row, the first choosing the text of each (user, bucket) (the smallest wins),
+    the second, that text's, ranking the user's buckets (the ``cap`` smallest are kept, in that
+    order). Every draw belongs to a row, never to a group number (which depends on every user's
+    buckets), so with the same seed a user's choices do not move when another user's texts change:
+    neighbouring populations then differ in that user's slots only.
     """
     from mechanism.fre_e2t import group_buckets  # the grouping of the mechanism, shared
 
@@ -244,6 +247,7 @@ def bound_contributions(
         return ContributionPlan(rows=empty.astype(np.intp), slots=empty, owners=empty, n_users=0, cap=cap)
     rng = seeds.secret(CONTRIBUTION_CHOICE_LABEL)
     text_priority = rng.uniform(n)
+    row_bucket_priority = rng.uniform(n)
     _, group, _ = group_buckets(np.column_stack([owners, b.astype(np.int64)]))
     n_groups = int(group.max()) + 1
     # The text of each (user, bucket): the row of smallest priority in its group.
@@ -251,8 +255,8 @@ def bound_contributions(
     starts = np.flatnonzero(np.r_[True, group[by_group][1:] != group[by_group][:-1]])
     chosen_row = by_group[starts]  # one per group, groups in increasing number
     group_owner = owners[chosen_row]
-    # Which buckets: each group draws a priority; a user keeps its cap smallest.
-    bucket_priority = rng.uniform(n_groups)
+    # Which buckets: each group's priority is its chosen text's; a user keeps its cap smallest.
+    bucket_priority = row_bucket_priority[chosen_row]
     by_user = np.lexsort((bucket_priority, group_owner))
     owner_sorted = group_owner[by_user]
     first_of_user = np.flatnonzero(np.r_[True, owner_sorted[1:] != owner_sorted[:-1]])

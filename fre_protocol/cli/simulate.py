@@ -3,6 +3,9 @@
 Writes the same ``DIR/centroids.npy`` + ``DIR/release.json`` contract as ``fre-e2t mechanism``,
 plus ``DIR/transcript.sqlite`` (every message in the receiver's and the proxy's view) and, with
 ``--jsonl``, its JSONL export.
+
+Each embedding row is one user unless ``--users FILE`` names every row's author; each author then
+contributes to at most ``--cap`` buckets, and the run's summary states whom the guarantee protects.
 """
 
 from __future__ import annotations
@@ -48,6 +51,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     source.add_argument("--demo", action="store_true", help="the built-in synthetic population of `fre-e2t mechanism --demo`")
     add_param_flags(parser)
     parser.add_argument(
+        "--users", metavar="FILE", default=None,
+        help="who wrote each embedding row: a .npy array or a text file of one label per line, in row "
+        "order; each user then contributes to at most --cap buckets (default: every row is its own user)",
+    )
+    parser.add_argument("--cap", type=positive_int, default=None, metavar="C",
+                        help="with --users: buckets per user c (public; the guarantee per user composes c-fold)")
+    parser.add_argument(
         "--seed", type=non_negative_int, default=None,
         help="seeded test mode: public randomness, coins, keys and noise reproducible from this "
         "integer (secrets are then recorded in the transcript); default: fresh and cryptographic",
@@ -91,13 +101,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="show progress bars")
 
 
+def read_users(path: str) -> np.ndarray:
+    """One label per embedding row: a ``.npy`` array, or the lines of a text file."""
+    if Path(path).suffix == ".npy":
+        return np.load(path, allow_pickle=False)
+    return np.array(Path(path).read_text(encoding="utf-8").splitlines())
+
+
 def run(args: argparse.Namespace) -> int:
     from fre_protocol.inputs import open_embeddings
-    from fre_protocol.runner import ProtocolConfig, run_protocol
+    from fre_protocol.runner import ProtocolConfig, in_process_only, run_protocol
     from fre_protocol.streaming import DEFAULT_WINDOW_CHUNKS, run_streaming
+    from mechanism.contributions import TEXT_UNIT, PrivacyUnit
     from mechanism.run_files import DIAGNOSTICS_FILE, TRANSCRIPT_JSONL_FILE
     from mechanism.seeds import SeedPlan
+    from primitives.errors import InvalidParameterError
 
+    if (args.users is None) != (args.cap is None):
+        raise InvalidParameterError(
+            f"--users and --cap go together (c buckets per user), got --users {args.users!r} and --cap {args.cap!r}"
+        )
     params = params_from_args(args)
     seeds = SeedPlan.fresh() if args.seed is None else SeedPlan.from_seed(args.seed)
     out_dir = prepare_out_dir(args.out)
@@ -115,6 +138,8 @@ def run(args: argparse.Namespace) -> int:
     else:
         x = open_embeddings(args.embeddings)
         source = Path(args.embeddings).name
+    users = read_users(args.users) if args.users is not None else None
+    unit = TEXT_UNIT if users is None else PrivacyUnit(kind="user", cap=args.cap, user_field=Path(args.users).name)
     started = time.perf_counter()
     common = {
         "noise": args.noise == "on", "out_dir": out_dir, "dropout": args.dropout, "progress": args.progress,
@@ -122,11 +147,13 @@ def run(args: argparse.Namespace) -> int:
     }
     driver = args.driver
     if driver == "auto":
-        driver = "streaming" if x.shape[0] >= STREAMING_FROM or args.engine == "dask" else "runner"
+        # only the runner lays out a user's slots
+        streams = x.shape[0] >= STREAMING_FROM or args.engine == "dask"
+        driver = "streaming" if streams and users is None else "runner"
+    if users is not None and (driver == "streaming" or args.engine == "dask"):
+        in_process_only("Dask" if args.engine == "dask" else "streaming", users, unit)
     if args.engine == "dask":
         if driver != "streaming":
-            from primitives.errors import InvalidParameterError
-
             raise InvalidParameterError(f"--engine dask plays the streaming driver, got --driver {driver}")
         from fre_protocol.dask_driver import run_dask
 
@@ -140,7 +167,7 @@ def run(args: argparse.Namespace) -> int:
         window = args.window_chunks or DEFAULT_WINDOW_CHUNKS
         result = run_streaming(x, params, seeds, window_chunks=window, **common)  # type: ignore[arg-type]
     else:
-        result = run_protocol(x, params, seeds, **common)  # type: ignore[arg-type]
+        result = run_protocol(x, params, seeds, users=users, unit=unit, **common)  # type: ignore[arg-type]
     release = result.release
     if args.jsonl and result.transcript_path is not None:
         from transcripts import TranscriptStore
@@ -150,8 +177,9 @@ def run(args: argparse.Namespace) -> int:
     elapsed = time.perf_counter() - started
     info, diag, costs = release.info, release.diagnostics, result.costs
     eps = "inf (non-DP)" if not params.is_dp else f"{release.ledger.epsilon:.4g}"
+    who = f"{x.shape[0]} users" if users is None else f"{x.shape[0]} texts of {diag['n_users']} users (c = {unit.cap})"
     lines = [
-        f"fre-e2t simulate: {x.shape[0]} users, d = {x.shape[1]}, k = {params.k}, {source}, {driver} driver",
+        f"fre-e2t simulate: {who}, d = {x.shape[1]}, k = {params.k}, {source}, {driver} driver",
         f"  phase 1: {diag['n_real_submissions']} tag submissions + "
         f"{(diag['dummies'] or {}).get('dummy_submissions', 0)} dummy; released {info['n_released_tags']} tags "
         f"(count >= {info['release_floor']})",
@@ -165,6 +193,8 @@ def run(args: argparse.Namespace) -> int:
         f"  epsilon {eps}, delta {release.ledger.delta:.3g}, DDG sigma (n = ⌈τ⌉) {release.ledger.sigma:.4g}"
         + ("" if release.noise else "  [noise OFF: not differentially private]")
     )
+    if release.ledger.unit is not None:
+        lines.append(f"  unit of privacy: {release.ledger.unit['statement']}")
     if diag["rejections"]:
         lines.append(f"  rejected messages: {diag['rejections']}")
     lines.append(

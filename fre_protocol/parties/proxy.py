@@ -130,11 +130,11 @@ class AnonymizingProxy:
                 f"got message {sent[key]}"
             )
 
-    def traffic(self) -> dict[str, dict[int, int]]:
-        """For each kind ``"<phase>:<recipient>"``, how many users had 1, 2, … messages of that
-        kind forwarded (operator-private: the proxy's own knowledge of its connections)."""
+    def traffic(self) -> dict[str, dict[str, int]]:
+        """For each kind ``"<phase>:<recipient>"``, how many users had "1", "2", … messages of
+        that kind forwarded (operator-private: the proxy's own knowledge of its connections)."""
         return {
-            f"{phase}:{recipient}": dict(sorted(counts.items()))
+            f"{phase}:{recipient}": {str(k): v for k, v in sorted(counts.items())}
             for (phase, recipient), counts in sorted(self._traffic.items())
         }
 

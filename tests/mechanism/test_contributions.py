@@ -107,6 +107,25 @@ def test_choices_depend_on_the_secret_seed_only_in_test_mode() -> None:
     assert np.array_equal(a.rows, b.rows) and not np.array_equal(a.rows, c.rows)
 
 
+def test_another_users_texts_do_not_move_a_users_slots() -> None:
+    """Same seed, one user's texts moved to other buckets (a neighbouring population): every
+    other user keeps the same rows in the same slots, so the seeded coupling of neighbours the
+    privacy tests rely on holds (draws belong to rows, not to group numbers)."""
+    rng = np.random.default_rng(5)
+    n = 2000
+    users = rng.integers(0, 300, n)
+    buckets = rng.integers(0, 8, (n, 2))
+    moved = users == users[0]
+    other = buckets.copy()
+    other[moved] = rng.integers(8, 16, (int(moved.sum()), 2))
+    a = bound_contributions(users, buckets, 3, SeedPlan.from_seed(4))
+    b = bound_contributions(users, other, 3, SeedPlan.from_seed(4))
+    owner_a, owner_b = a.slot_rows.copy(), b.slot_rows.copy()
+    mine = np.arange(a.n_slots) // 3 == 0  # user 0 is the one moved (numbered first)
+    assert np.array_equal(owner_a[~mine], owner_b[~mine])
+    assert not np.array_equal(buckets[moved], other[moved])
+
+
 def test_one_text_per_user_is_the_identity_plan() -> None:
     plan = one_text_per_user(4)
     assert plan.rows.tolist() == plan.slots.tolist() == [0, 1, 2, 3] and plan.cap == 1
