@@ -1,13 +1,23 @@
-"""Benchmark: wall time and peak RSS of ``fre-e2t simulate`` by driver and population size.
+"""Benchmark and scaling report: wall time and peak RSS of ``fre-e2t simulate`` by driver,
+engine and population size, a fit of the per-user cost, and projections to larger N.
 
     .venv/bin/python scripts/bench_streaming.py --users 10000 100000 --driver streaming runner \\
         --out runs/bench-streaming
+    .venv/bin/python scripts/bench_streaming.py --users 10000 30000 100000 1000000 \\
+        --driver streaming dask1 dask2 --out runs/bench-scaling      # the scaling report
 
 For each N it writes a synthetic population (clusters of ~1,000 users that clear the threshold,
 plus 5% rare users; d = 768 by default) as ``.npy`` shards of at most 50,000 rows, then runs
 ``fre-e2t simulate --embeddings SHARDS --seed 1 --epsilon 8`` once per driver in a fresh process
-and reads that process's own peak RSS (``wait4``). Writes ``OUT/bench.json`` and ``OUT/bench.md``;
-the figures hold for the machine they ran on (its cores are printed beside them).
+and reads that process's own peak RSS (``wait4``: the largest single process) and, with psutil, the
+largest sum over the process and its descendants sampled every 0.2 s (for ``daskK``,
+``--engine dask --dask-workers K`` on a local cluster, that sum counts the worker processes). With two or more sizes
+per driver it fits ``wall = a + b·N`` and ``RSS = m0 + m1·N`` by least squares and projects
+N = 10^7 and 10^8: on the measured configuration, and on k workers under the stated assumption
+that the per-user part b divides across workers while a stays serial (an optimistic bound: the
+measured dask2/dask1 ratio says how far from it two workers already are). Writes
+``OUT/bench.json`` and ``OUT/bench.md``; the figures hold for the machine they ran on (its cores
+are printed beside them).
 """
 
 from __future__ import annotations
@@ -17,6 +27,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -44,17 +55,50 @@ def write_shards(n: int, dim: int, seed: int, directory: Path) -> None:
         np.save(directory / f"{j:05d}.npy", np.asarray(pop.embeddings, dtype=np.float32))
 
 
+DRIVERS = ("streaming", "runner", "dask1", "dask2")
+PROJECT_N = (10_000_000, 100_000_000)
+PROJECT_WORKERS = (1, 2, 8, 32)
+
+
+def driver_flags(driver: str) -> list[str]:
+    if driver.startswith("dask"):
+        return ["--engine", "dask", "--dask-workers", driver.removeprefix("dask")]
+    return ["--driver", driver]
+
+
+def sample_tree_rss(pid: int, done: threading.Event, peak: list[int]) -> None:
+    """The largest sum of RSS over ``pid`` and its descendants (Dask's worker processes), sampled
+    every 0.2 s; wait4's figure is the largest single process, not the sum."""
+    try:
+        import psutil
+    except ImportError:  # the figure stays 0: documented as absent
+        return
+    while not done.wait(0.2):
+        try:
+            root = psutil.Process(pid)
+            total = root.memory_info().rss + sum(c.memory_info().rss for c in root.children(recursive=True))
+        except psutil.Error:
+            continue
+        peak[0] = max(peak[0], total)
+
+
 def measure(driver: str, shards: Path, out: Path, epsilon: str, extra: list[str]) -> dict[str, object]:
     """One ``fre-e2t simulate`` in a fresh process: wall seconds and that process's peak RSS."""
     cmd = [
-        sys.executable, "-m", "fre_protocol.cli", "simulate", "--embeddings", str(shards), "--driver", driver,
+        sys.executable, "-m", "fre_protocol.cli", "simulate", "--embeddings", str(shards), *driver_flags(driver),
         "--seed", "1", "--epsilon", epsilon, "--out", str(out), *extra,
     ]
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
     started = time.perf_counter()
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    tree_peak = [0]
+    done = threading.Event()
+    sampler = threading.Thread(target=sample_tree_rss, args=(proc.pid, done, tree_peak), daemon=True)
+    sampler.start()
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - started
+    done.set()
+    sampler.join()
     output = proc.stdout.read() if proc.stdout is not None else ""
     if status != 0:
         raise SystemExit(f"{' '.join(cmd)} failed:\n{output}")
@@ -62,6 +106,7 @@ def measure(driver: str, shards: Path, out: Path, epsilon: str, extra: list[str]
         "driver": driver,
         "wall_s": round(wall, 1),
         "peak_rss_GiB": round(usage.ru_maxrss * 1024 / 2**30, 3),
+        "peak_rss_tree_GiB": round(tree_peak[0] / 2**30, 3),
         "user_cpu_s": round(usage.ru_utime, 1),
         "summary": output.strip().splitlines(),
     }
@@ -70,7 +115,7 @@ def measure(driver: str, shards: Path, out: Path, epsilon: str, extra: list[str]
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--users", type=int, nargs="+", default=[10_000, 100_000])
-    parser.add_argument("--driver", nargs="+", choices=["streaming", "runner"], default=["streaming", "runner"])
+    parser.add_argument("--driver", nargs="+", choices=DRIVERS, default=["streaming", "runner"])
     parser.add_argument("--dim", type=int, default=768)
     parser.add_argument("--epsilon", default="8")
     parser.add_argument("--seed", type=int, default=2024)
@@ -86,12 +131,50 @@ def main() -> int:
             result = measure(driver, shards, args.out / f"run-{driver}-{n}", args.epsilon, args.simulate_args)
             rows.append({"users": n, "dim": args.dim, "epsilon": args.epsilon, **result})
             print(f"N = {n:>9,}  {driver:9}  {result['wall_s']:>8} s  peak RSS {result['peak_rss_GiB']} GiB", flush=True)
-    report = {"cores": os.cpu_count(), "runs": rows}
+    fits = {d: fit(rows, d) for d in args.driver if len({r["users"] for r in rows if r["driver"] == d}) >= 2}
+    report = {"cores": os.cpu_count(), "runs": rows, "fits": fits}
     (args.out / "bench.json").write_text(json.dumps(report, indent=2) + "\n")
-    lines = [f"Machine: {os.cpu_count()} cores.", "", "| N | driver | wall (s) | peak RSS (GiB) |", "|---|---|---|---|"]
-    lines += [f"| {r['users']:,} | {r['driver']} | {r['wall_s']} | {r['peak_rss_GiB']} |" for r in rows]
+    lines = [f"Machine: {os.cpu_count()} cores.", "",
+             "| N | driver | wall (s) | peak RSS (GiB) | peak RSS, process tree (GiB) |", "|---|---|---|---|---|"]
+    lines += [f"| {r['users']:,} | {r['driver']} | {r['wall_s']} | {r['peak_rss_GiB']} | {r['peak_rss_tree_GiB']} |"
+              for r in rows]
+    if fits:
+        lines += [
+            "", "Fits (least squares over the sizes above) and projections:", "",
+            "| driver | wall = a + b·N | RSS = m0 + m1·N | " + " | ".join(f"N = {n:.0e}" for n in PROJECT_N) + " |",
+            "|---|---|---|" + "---|" * len(PROJECT_N),
+        ]
+        for d, f in fits.items():
+            proj = " | ".join(
+                f"{f['projections'][str(n)]['wall_h']:.1f} h, {f['projections'][str(n)]['rss_GiB']:.2f} GiB" for n in PROJECT_N
+            )
+            lines.append(
+                f"| {d} | {f['a_s']:.1f} s + {f['b_ms_per_user']:.3f} ms·N | {f['m0_GiB']:.3f} GiB + "
+                f"{f['m1_bytes_per_user']:.0f} B·N | {proj} |"
+            )
+        lines += ["", "On k workers (b divided by k, a serial; optimistic):", "",
+                  "| driver | N | " + " | ".join(f"k = {k}" for k in PROJECT_WORKERS) + " |",
+                  "|---|---|" + "---|" * len(PROJECT_WORKERS)]
+        for d, f in fits.items():
+            for n in PROJECT_N:
+                cells = " | ".join(f"{(f['a_s'] + f['b_ms_per_user'] / 1e3 * n / k) / 3600:.1f} h" for k in PROJECT_WORKERS)
+                lines.append(f"| {d} | {n:.0e} | {cells} |")
     (args.out / "bench.md").write_text("\n".join(lines) + "\n")
     return 0
+
+
+def fit(rows: list[dict[str, object]], driver: str) -> dict[str, object]:
+    """Least-squares lines through (N, wall) and (N, peak RSS) of one driver, and projections."""
+    mine = [r for r in rows if r["driver"] == driver]
+    n = np.array([float(r["users"]) for r in mine])  # type: ignore[arg-type]
+    design = np.column_stack([np.ones_like(n), n])
+    (a, b), *_ = np.linalg.lstsq(design, np.array([float(r["wall_s"]) for r in mine]), rcond=None)  # type: ignore[arg-type]
+    rss = [max(float(r["peak_rss_GiB"]), float(r["peak_rss_tree_GiB"])) for r in mine]  # type: ignore[arg-type]
+    (m0, m1), *_ = np.linalg.lstsq(design, np.array(rss), rcond=None)
+    return {
+        "a_s": float(a), "b_ms_per_user": float(b) * 1e3, "m0_GiB": float(m0), "m1_bytes_per_user": float(m1) * 2**30,
+        "projections": {str(p): {"wall_h": float(a + b * p) / 3600, "rss_GiB": float(m0 + m1 * p)} for p in PROJECT_N},
+    }
 
 
 if __name__ == "__main__":
