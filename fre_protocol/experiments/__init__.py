@@ -34,6 +34,8 @@ class Experiment:
     publish: Callable[[Sequence[Mapping[str, Any]]], dict[str, Any]] | None = None
     #: what the reader must know to read the table (deviations from the paper, stand-ins)
     notes: tuple[str, ...] = ()
+    #: the data it reads when that is its own rather than --corpus/--input/--embeddings
+    data: str | None = None
 
 
 #: name -> "module:attribute", in the order ``experiment all`` runs them.

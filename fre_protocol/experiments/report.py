@@ -95,7 +95,7 @@ def markdown(experiment: Experiment, rows: Sequence[Mapping[str, Any]], ctx: Con
     lines = [
         f"## {experiment.name}: {experiment.title} ({paper_reference(experiment)})",
         "",
-        f"Data: {cfg.corpus or cfg.input or cfg.embeddings}"
+        f"Data: {experiment.data or cfg.corpus or cfg.input or cfg.embeddings}"
         + (f" ({cfg.run_limit} texts)" if cfg.run_limit else "")
         + f"; seeds {', '.join(map(str, cfg.run_seeds))}; mean ± std over seeds; wall time {wall:.0f} s"
         + (" (--quick)" if cfg.quick else "") + ".",
