@@ -27,15 +27,14 @@ def test_author_subset_keeps_whole_prolific_authors() -> None:
 )
 def test_quick_run_at_a_fixed_per_user_budget(tmp_path: Path) -> None:
     out = tmp_path / "out"
-    argv = ["experiment", "user-level", "--quick", "--limit", "300", "--threshold", "15", "--out", str(out),
+    argv = ["experiment", "user-level", "--quick", "--limit", "300", "--threshold", "10", "--epsilons", "inf", "--out", str(out),
             "--cache-dir", str(tmp_path / "cache"), "--quiet"]
     assert main(argv) == 0
     document = json.loads((out / "user-level.json").read_text(encoding="utf-8"))
     rows = document["rows"]
-    assert {(r["epsilon"], r["cap"]) for r in rows} == {(e, c) for e in (8.0, "inf") for c in CAPS}
-    for row in rows:
-        if "epsilon_user" in row and row["epsilon"] != "inf":  # the per-user guarantee is the same in every column
-            assert row["epsilon_user"] == pytest.approx(8.0) and row["epsilon_contribution"] == pytest.approx(8.0 / row["cap"])
-    assert sum(1 for r in rows if r["epsilon"] == "inf" and r["n_released"] > 0) >= 1
+    assert [(r["epsilon"], r["cap"]) for r in rows] == [("inf", c) for c in CAPS]
+    released = [r["n_released"] for r in rows]
+    assert released[-1] >= 1 and released == sorted(released)  # noise-free: a larger c only adds contributions
+    assert all(r["epsilon_user"] == "inf" and 0.0 <= r["delta_star_users"] <= 1.0 for r in rows)
     table = (out / "user-level.md").read_text(encoding="utf-8")
     assert "fixed per-user budget" in table and "fortunes grouped by attribution" in table
