@@ -17,7 +17,7 @@ import numpy as np
 
 from primitives.errors import InvalidInputError
 
-__all__ = ["EmbeddingShards", "load_embeddings", "open_embeddings", "release_pages"]
+__all__ = ["EmbeddingShards", "load_embeddings", "load_user_labels", "open_embeddings", "release_pages"]
 
 
 def load_embeddings(path: str | os.PathLike[str]) -> np.ndarray:
@@ -47,6 +47,53 @@ def load_embeddings(path: str | os.PathLike[str]) -> np.ndarray:
             raise InvalidInputError(f"embeddings contain NaN or infinite values (rows from {start})")
         release_pages(x)
     return x
+
+
+def load_user_labels(path: str | os.PathLike[str], rows: int, *, field: str | None = None) -> list[str]:
+    """Whose each embedding row is: line i of a ``.txt`` file (one label per line), or the
+    ``field`` of line/row i of a ``.jsonl``/``.csv`` file; exactly ``rows`` labels, none empty."""
+    import csv
+    import io
+    import json
+
+    p = Path(path)
+    if not p.is_file():
+        raise InvalidInputError(f"users file {str(p)!r} does not exist or is not a file")
+    suffix = p.suffix.lower()
+    if suffix not in (".txt", ".jsonl", ".csv"):
+        raise InvalidInputError(f"users file must end in .txt, .jsonl or .csv, got {str(p)!r}")
+    if (field is None) != (suffix == ".txt"):
+        raise InvalidInputError(
+            f"users file {str(p)!r}: a .txt holds one label per line (no --user-field); a .jsonl/.csv "
+            f"needs --user-field naming the column, got {field!r}"
+        )
+    try:
+        text = p.read_text(encoding="utf-8-sig")
+    except (UnicodeDecodeError, OSError) as exc:
+        raise InvalidInputError(f"users file {str(p)!r} is not readable UTF-8 text ({exc})") from None
+    labels: list[str] = []
+    if suffix == ".txt":
+        values: list[tuple[str, object]] = [(f"line {i}", line) for i, line in enumerate(text.splitlines(), 1)]
+    elif suffix == ".jsonl":
+        values = []
+        for i, line in enumerate(text.splitlines(), 1):
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise InvalidInputError(f"{str(p)!r} line {i}: not valid JSON ({exc.msg})") from None
+            values.append((f"line {i}", obj.get(field) if isinstance(obj, dict) else None))
+    else:
+        reader = csv.DictReader(io.StringIO(text, newline=""))
+        if field not in (reader.fieldnames or []):
+            raise InvalidInputError(f"{str(p)!r}: column {field!r} not in the header {reader.fieldnames}")
+        values = [(f"row {reader.line_num}", row.get(field)) for row in reader]
+    for where, value in values:
+        if isinstance(value, bool) or not isinstance(value, str | int) or not str(value).strip():
+            raise InvalidInputError(f"{str(p)!r} {where}: the user label is missing or empty, got {value!r}")
+        labels.append(str(value).strip())
+    if len(labels) != rows:
+        raise InvalidInputError(f"users file {str(p)!r} must give one label per embedding row ({rows}), got {len(labels)}")
+    return labels
 
 
 def _map_npy(path: Path) -> np.ndarray:

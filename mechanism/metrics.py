@@ -17,7 +17,7 @@ distance exceeds the true minimum by at most ``sqrt(d_min² + 2·tol) − d_min`
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Hashable, Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -136,6 +136,48 @@ def _exact_d2(
 
 
 # -- neighbour counts and the frequent set ----------------------------------------------------------------
+TileHits = tuple[int, int, int, int, npt.NDArray[np.bool_] | None, npt.NDArray[np.int64], npt.NDArray[np.int64]]
+
+
+def _within_radius_tiles(
+    x: npt.NDArray[Any], r: float, block: int, *, progress: bool, desc: str
+) -> Iterator[TileHits]:
+    """The pairs i < j with ``‖x_i − x_j‖ ≤ r``, tile by tile over the upper triangle, each pair
+    once: ``(i0, i1, j0, j1, sure, ii, jj)`` where ``sure`` (tile-local, or None) marks pairs the
+    float32 value settles and ``(ii, jj)`` (absolute) are the band pairs re-decided in float64."""
+    n, dim = x.shape
+    ((x32, sq, top),) = _centred32([x], _mean(x))
+    r2 = r * r
+    tol = _tolerance(dim, top, top)
+    lo_thr = np.float32(r2 - tol) if r2 > tol else None
+    hi_thr = np.float32(r2 + tol)
+    starts = list(range(0, n, block))
+    total = len(starts) * (len(starts) + 1) // 2
+    bar = tqdm(total=total, desc=desc, unit="tile", disable=not progress)
+    try:
+        for i0 in starts:
+            i1 = min(n, i0 + block)
+            for j0 in starts:
+                if j0 < i0:
+                    continue
+                j1 = min(n, j0 + block)
+                d2 = _tile_d2(x32[i0:i1], sq[i0:i1], x32[j0:j1], sq[j0:j1])
+                if i0 == j0:  # keep the strict upper triangle: each pair once, no self pair
+                    d2[np.tri(i1 - i0, j1 - j0, 0, dtype=bool)] = np.inf
+                sure = d2 <= lo_thr if lo_thr is not None else None
+                band = (d2 <= hi_thr) ^ sure if sure is not None else d2 <= hi_thr
+                ii, jj = np.nonzero(band)
+                ii = ii.astype(np.int64) + i0
+                jj = jj.astype(np.int64) + j0
+                if ii.size:
+                    hit = _exact_d2(x, ii, x, jj) <= r2
+                    ii, jj = ii[hit], jj[hit]
+                yield i0, i1, j0, j1, sure, ii, jj
+                bar.update(1)
+    finally:
+        bar.close()
+
+
 def neighbour_counts(
     x: FloatArray, radius: float, *, block: int = DEFAULT_BLOCK, progress: bool = False
 ) -> npt.NDArray[np.int64]:
@@ -148,44 +190,56 @@ def neighbour_counts(
     x = _matrix("x", x)
     r = _check_radius(radius)
     block = _check_block(block)
-    n, dim = x.shape
-    ((x32, sq, top),) = _centred32([x], _mean(x))
-    r2 = r * r
-    tol = _tolerance(dim, top, top)
-    lo_thr = np.float32(r2 - tol) if r2 > tol else None
-    hi_thr = np.float32(r2 + tol)
+    n = x.shape[0]
     counts = np.zeros(n, dtype=np.int64)
-    starts = list(range(0, n, block))
-    total = len(starts) * (len(starts) + 1) // 2
-    bar = tqdm(total=total, desc="neighbour counts", unit="tile", disable=not progress)
-    try:
-        for i0 in starts:
-            i1 = min(n, i0 + block)
-            for j0 in starts:
-                if j0 < i0:
-                    continue
-                j1 = min(n, j0 + block)
-                d2 = _tile_d2(x32[i0:i1], sq[i0:i1], x32[j0:j1], sq[j0:j1])
-                if i0 == j0:  # keep the strict upper triangle: each pair once, no self pair
-                    d2[np.tri(i1 - i0, j1 - j0, 0, dtype=bool)] = np.inf
-                if lo_thr is not None:
-                    sure = d2 <= lo_thr
-                    counts[i0:i1] += np.count_nonzero(sure, axis=1)
-                    counts[j0:j1] += np.count_nonzero(sure, axis=0)
-                    band = (d2 <= hi_thr) ^ sure
-                else:
-                    band = d2 <= hi_thr
-                ii, jj = np.nonzero(band)
-                if ii.size:
-                    ii = ii.astype(np.int64) + i0
-                    jj = jj.astype(np.int64) + j0
-                    hit = _exact_d2(x, ii, x, jj) <= r2
-                    counts += np.bincount(ii[hit], minlength=n)
-                    counts += np.bincount(jj[hit], minlength=n)
-                bar.update(1)
-    finally:
-        bar.close()
+    for i0, i1, j0, j1, sure, ii, jj in _within_radius_tiles(x, r, block, progress=progress, desc="neighbour counts"):
+        if sure is not None:
+            counts[i0:i1] += np.count_nonzero(sure, axis=1)
+            counts[j0:j1] += np.count_nonzero(sure, axis=0)
+        counts += np.bincount(ii, minlength=n)
+        counts += np.bincount(jj, minlength=n)
     return counts
+
+
+def user_neighbour_counts(
+    x: FloatArray,
+    users: npt.ArrayLike,
+    radius: float,
+    *,
+    block: int = DEFAULT_BLOCK,
+    progress: bool = False,
+) -> npt.NDArray[np.int64]:
+    """``N^user_r(v)``: how many users *other than v's own* hold a text within r of v.
+
+    The frequent set at user level is ``N^user_r(v) ≥ t`` (:func:`frequent_mask`): a region
+    filled by one prolific author is not frequent, because a release that bounds each user to
+    one text per bucket cannot (and must not) find it. With one text per user this equals
+    :func:`neighbour_counts`. Exact like it; memory O(block² + N·d) plus the distinct
+    (text, neighbouring user) pairs.
+    """
+    from mechanism.contributions import dense_users
+
+    x = _matrix("x", x)
+    r = _check_radius(radius)
+    block = _check_block(block)
+    n = x.shape[0]
+    owners, n_users = dense_users(users, n)
+    seen = np.zeros(0, dtype=np.int64)
+    pending: list[npt.NDArray[np.int64]] = []
+    for i0, _, j0, _, sure, ii, jj in _within_radius_tiles(x, r, block, progress=progress, desc="user neighbours"):
+        if sure is not None:
+            si, sj = np.nonzero(sure)
+            ii = np.concatenate([ii, si.astype(np.int64) + i0])
+            jj = np.concatenate([jj, sj.astype(np.int64) + j0])
+        other = owners[ii] != owners[jj]
+        ii, jj = ii[other], jj[other]
+        # (text, user) codes, both directions; deduplicated as they come so memory follows the answer.
+        pending.append(np.unique(np.concatenate([ii * n_users + owners[jj], jj * n_users + owners[ii]])))
+        if sum(p.size for p in pending) > 4 * max(seen.size, 1 << 20):
+            seen = np.unique(np.concatenate([seen, *pending]))
+            pending = []
+    seen = np.unique(np.concatenate([seen, *pending]))
+    return np.bincount(seen // max(n_users, 1), minlength=n).astype(np.int64)
 
 
 def frequent_mask(counts: npt.ArrayLike, threshold: int) -> npt.NDArray[np.bool_]:
@@ -442,6 +496,121 @@ def empirical_ssp(
         return [(psi, math.nan) for psi in checked]
     dist = nearest_distances(rare, out, block=block, progress=progress)
     return [(psi, float(np.mean(dist <= psi * r))) for psi in checked]
+
+
+# -- the same over users (SPEC §4.6) -----------------------------------------------------------------
+def _owners(users: npt.ArrayLike, n: int) -> tuple[npt.NDArray[np.int64], int]:
+    from mechanism.contributions import dense_users
+
+    return dense_users(users, n)
+
+
+def _user_share(owners: npt.NDArray[np.int64], n_users: int, hit: npt.NDArray[np.bool_],
+                among: npt.NDArray[np.bool_]) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.bool_]]:
+    """Per user: the share of their texts in ``among`` that ``hit``, and which users have any."""
+    total = np.bincount(owners[among], minlength=n_users)
+    hits = np.bincount(owners[among & hit], minlength=n_users)
+    has = total > 0
+    share = np.zeros(n_users, dtype=np.float64)
+    share[has] = hits[has] / total[has]
+    return share, has
+
+
+def user_utility(
+    synthetic: FloatArray,
+    reference: FloatArray,
+    users: npt.ArrayLike,
+    radius: float,
+    alpha: float = DEFAULT_ALPHA,
+    *,
+    frequent: npt.ArrayLike,
+    block: int = DEFAULT_BLOCK,
+    progress: bool = False,
+) -> dict[str, float]:
+    """Precision, recall and F1 over users: what :func:`utility` measures over texts, with every
+    person weighed once however many texts they wrote.
+
+    ``frequent`` is the user-level frequent set (:func:`user_neighbour_counts` ≥ t). Precision
+    is a property of the outputs: the share of synthetic points with a frequent text within α·r,
+    as in :func:`utility`. Recall is the mean, over users holding a frequent text, of the share
+    of *their* frequent texts with a synthetic point within α·r: a user who wrote 100 texts of a
+    cluster counts once, not 100 times, and with one text per user it is the text-level recall.
+    (Any-of-their-texts would call a user recalled when one of many was; all-of would fail them
+    for one miss; the mean is the expected recall of a text drawn from a random user.)
+    """
+    s = _matrix("synthetic", synthetic, allow_empty=True)
+    v = _matrix("reference", reference)
+    _same_dim(s, v, "synthetic and reference")
+    r = _check_radius(radius)
+    if not (isinstance(alpha, int | float) and math.isfinite(alpha) and alpha > 0):
+        raise InvalidParameterError(f"alpha must be a finite number > 0, got {alpha!r}")
+    mask = np.asarray(frequent)
+    if mask.dtype != np.bool_ or mask.shape != (v.shape[0],):
+        raise InvalidInputError(
+            f"frequent must be a boolean mask of shape ({v.shape[0]},), got {mask.dtype} {mask.shape}"
+        )
+    owners, n_users = _owners(users, v.shape[0])
+    hit = alpha * r
+    s_to_f = nearest_distances(s, v[mask], block=block, progress=progress)
+    covered = np.zeros(v.shape[0], dtype=bool)
+    covered[mask] = nearest_distances(v[mask], s, block=block, progress=progress) <= hit
+    share, has = _user_share(owners, n_users, covered, mask)
+    precision = float(np.mean(s_to_f <= hit)) if s_to_f.size else math.nan
+    recall = float(share[has].mean()) if has.any() else math.nan
+    if math.isnan(precision) or math.isnan(recall):
+        f1 = math.nan
+    else:
+        f1 = 0.0 if precision + recall == 0 else 2 * precision * recall / (precision + recall)
+    return {
+        "precision": precision,
+        "recall": recall,
+        "f1": f1,
+        "n_users": float(n_users),
+        "n_frequent_users": float(has.sum()),
+        "radius": r,
+        "alpha": float(alpha),
+    }
+
+
+def user_ssp(
+    outputs: FloatArray,
+    reference: FloatArray,
+    users: npt.ArrayLike,
+    radius: float,
+    psis: Sequence[float] = DEFAULT_PSIS,
+    *,
+    frequent: npt.ArrayLike,
+    block: int = DEFAULT_BLOCK,
+    progress: bool = False,
+) -> list[tuple[float, float]]:
+    """Empirical SSP over users: ``δ*_user(ψ·r)`` = the share of users holding an infrequent text
+    who have *some* infrequent text with an output within ψ·r.
+
+    A user is exposed as soon as one of their rare texts is (what SSP protects is a person's rare
+    content, and one leaked text is a leak); the share is over users, so a prolific author counts
+    once. With one text per user it is :func:`empirical_ssp`'s δ*. Returns ``[(ψ, δ*), ...]``;
+    0 without outputs, NaN when no user holds an infrequent text.
+    """
+    out = _matrix("outputs", outputs, allow_empty=True)
+    v = _matrix("reference", reference)
+    _same_dim(out, v, "outputs and reference")
+    mask = np.asarray(frequent)
+    if mask.dtype != np.bool_ or mask.shape != (v.shape[0],):
+        raise InvalidInputError(
+            f"frequent must be a boolean mask of shape ({v.shape[0]},), got {mask.dtype} {mask.shape}"
+        )
+    owners, n_users = _owners(users, v.shape[0])
+    rare = ~mask
+    curve = empirical_ssp(out, v[rare], radius, psis, block=block, progress=progress)  # validates r, ψ
+    if not rare.any():
+        return curve
+    dist = np.full(v.shape[0], np.inf)
+    dist[rare] = nearest_distances(v[rare], out, block=block, progress=progress)
+    result = []
+    for psi, _ in curve:
+        share, has = _user_share(owners, n_users, dist <= psi * float(radius), rare)
+        result.append((psi, float(np.mean(share[has] > 0))))
+    return result
 
 
 # -- radius transfer between embedders (paper §7.3) ------------------------------------------------------

@@ -3,7 +3,10 @@
 Prints every term with the result it comes from, the composed total, the sensitivity cap
 Δ = min(u·r, 2C) (whether it binds, and the δ_sens it leaves) and the noise it implies;
 ``--json`` prints the same as one JSON object (flat keys, ``sensitivity_cap`` and ``terms``). ``--optimise-v`` first
-searches the budget factor v (and, with ``--p-grid``, p_s) for the least noise.
+searches the budget factor v (and, with ``--p-grid``, p_s) for the least noise. ``--protocol``
+accounts the two-server protocol instead (S_syn's padded histogram view, DDG noise at ``--dim``).
+``--cap C`` adds the guarantee per *user* when each user contributes to at most c buckets
+(:func:`mechanism.contributions.per_user_guarantee`), beside the per-contribution total.
 """
 
 from __future__ import annotations
@@ -14,8 +17,9 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from fre_protocol.cli.common import add_param_flags, params_from_args
+from fre_protocol.cli.common import add_param_flags, params_from_args, positive_int
 from mechanism.accounting import DEFAULT_V_GRID, calibrate_noise, optimise_budget_factor
+from mechanism.contributions import PrivacyUnit, per_user_guarantee
 from mechanism.ledger import PrivacyLedger
 from mechanism.params import FreParams
 from primitives.errors import InvalidParameterError
@@ -65,6 +69,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="P1,P2,...",
         help="sampling rates tried by --optimise-v (default: only --p-sample)",
     )
+    g.add_argument("--cap", type=positive_int, metavar="C",
+                   help="also show the guarantee per user when each user contributes to at most C buckets")
+    g.add_argument("--protocol", action="store_true",
+                   help="the two-server protocol's ledger (S_syn's histogram view, DDG noise) instead of the mechanism's")
+    g.add_argument("--dim", type=positive_int, default=384,
+                   help="embedding dimension the protocol's DDG noise is calibrated for (default 384)")
 
 
 def _num(value: float) -> str:
@@ -147,11 +157,32 @@ def render_ledger(ledger: PrivacyLedger, params: FreParams, *, lemma1: str) -> s
     return "\n".join(lines)
 
 
+def protocol_ledger_of(params: FreParams, dim: int) -> PrivacyLedger:
+    """The ledger the two-server protocol states with the default configuration, before any
+    dropout: the DDG calibrated at the release floor (what the runner does with no released count)."""
+    from fre_protocol.runner import ProtocolConfig, build_ledger, ddg_config_for, dummy_parameters
+    from mechanism.fre_e2t import release_threshold
+
+    config = ProtocolConfig()
+    ddg = ddg_config_for(params, dim, config, n_modulus=release_threshold(params))
+    return build_ledger(params, ddg, dummy_parameters(params, config))
+
+
+def per_user(ledger: PrivacyLedger, cap: int) -> dict[str, Any]:
+    """The per-user guarantee of ``ledger`` at c = ``cap``, and the rule that gives it."""
+    epsilon, delta, rule = per_user_guarantee(ledger, PrivacyUnit(kind="user", cap=cap))
+    return {"cap": cap, "epsilon": epsilon, "delta": delta, "rule": rule}
+
+
 def run(args: argparse.Namespace) -> int:
     params = params_from_args(args)
     lemma1: str = args.lemma1
     optimisation: dict[str, Any] | None = None
-    if args.optimise_v:
+    if args.protocol and (args.optimise_v or lemma1 != "closed"):
+        raise InvalidParameterError("--protocol accounts the protocol's own ledger: drop --optimise-v and --lemma1")
+    if args.protocol:
+        ledger = protocol_ledger_of(params, args.dim)
+    elif args.optimise_v:
         if not params.is_dp:
             raise InvalidParameterError("--optimise-v needs a finite --epsilon, got inf")
         choice = optimise_budget_factor(
@@ -184,6 +215,9 @@ def run(args: argparse.Namespace) -> int:
         out["lemma1"] = lemma1
         if optimisation is not None:
             out["optimisation"] = optimisation
+        if args.cap is not None:
+            out["per_user"] = per_user(ledger, args.cap)
+        out["path"] = "protocol" if args.protocol else "mechanism"
         print(json.dumps(json_safe(out), indent=2, allow_nan=False, ensure_ascii=False))
         return 0
 
@@ -201,4 +235,12 @@ def run(args: argparse.Namespace) -> int:
         print("\n".join(_table(rows)))
         print()
     print(render_ledger(ledger, params, lemma1=lemma1))
+    if args.cap is not None:
+        user = per_user(ledger, args.cap)
+        print()
+        print("\n".join(_table([
+            ("guarantee", "epsilon", "delta", "rule"),
+            ("per contribution", _num(ledger.epsilon), _num(ledger.delta), "the total above"),
+            (f"per user (c={args.cap})", _num(user["epsilon"]), _num(user["delta"]), user["rule"]),
+        ])))
     return 0

@@ -4,16 +4,21 @@ from __future__ import annotations
 
 import argparse
 import math
+from collections.abc import Callable, Sequence
+
+import numpy as np
 
 from fre_protocol.inputs import load_embeddings
 from fre_protocol.outputs import prepare_out_dir, write_json_atomic, write_npy_atomic
+from mechanism.contributions import TEXT_UNIT, PrivacyUnit, dense_users, estimate_cap
 from mechanism.params import FreParams
+from mechanism.seeds import SeedPlan
 from primitives.errors import InvalidParameterError
 
 # The output writers (fre_protocol.outputs) and the embeddings reader (fre_protocol.inputs) are
 # used by the library too; named here for the sub-commands that import them from this module.
 __all__ = [
-    "add_param_flags", "load_embeddings", "non_negative_int", "params_from_args", "parse_epsilon",
+    "add_param_flags", "add_unit_flags", "load_embeddings", "parse_cap", "privacy_unit", "non_negative_int", "params_from_args", "parse_epsilon",
     "positive_int", "prepare_out_dir", "write_json_atomic", "write_npy_atomic",
 ]
 
@@ -107,3 +112,69 @@ def params_from_args(args: argparse.Namespace) -> FreParams:
         rounding=args.rounding,
         clip=args.clip,
     )
+
+
+# -- the unit of privacy (SPEC §4.6) ----------------------------------------------------------------
+#: c when a user field is named without --cap: one bucket per user, so the ε given is what a
+#: person gets, at no extra cost; prolific users then weigh as much as everyone else.
+DEFAULT_CAP = 1
+#: What --cap auto spends on its DP histogram of texts per user (σ ≈ 10 users per bin).
+DEFAULT_CAP_EPSILON = 0.5
+DEFAULT_CAP_DELTA = 1e-8
+
+
+def parse_cap(text: str) -> int | str:
+    """argparse type of ``--cap``: an integer >= 1, or ``auto``."""
+    if text.strip().lower() == "auto":
+        return "auto"
+    return _integer_at_least(text, 1, "an integer >= 1 or 'auto'")
+
+
+def add_unit_flags(parser: argparse.ArgumentParser, *, user_field_help: str) -> None:
+    """Who one user is: ``--user-field``, ``--cap C|auto`` and what ``auto`` may spend."""
+    g = parser.add_argument_group("unit of privacy (who one user is)")
+    g.add_argument("--user-field", metavar="NAME", help=user_field_help)
+    g.add_argument(
+        "--cap", type=parse_cap, metavar="C|auto",
+        help=f"buckets one user contributes to, at most one text each (default {DEFAULT_CAP}); the "
+        "per-user guarantee is about c times the per-contribution one; 'auto' picks c as the 0.9-quantile "
+        "of a DP histogram of texts per user, paid with --cap-epsilon/--cap-delta",
+    )
+    g.add_argument("--cap-epsilon", type=float, metavar="E",
+                   help=f"epsilon of --cap auto's histogram (default {DEFAULT_CAP_EPSILON})")
+    g.add_argument("--cap-delta", type=float, metavar="D",
+                   help=f"delta of --cap auto's histogram (default {DEFAULT_CAP_DELTA:g})")
+
+
+def privacy_unit(
+    args: argparse.Namespace,
+    users: Sequence[str] | None,
+    seeds: SeedPlan,
+    *,
+    log: Callable[[str], None] = print,
+) -> PrivacyUnit:
+    """The unit of ``args`` (``--user-field``, ``--cap``), with ``users`` the per-text labels
+    read from the user field. ``--cap auto`` draws its estimate from ``seeds`` and records its
+    cost in the unit."""
+    auto_only = [flag for flag, value in (("--cap-epsilon", args.cap_epsilon), ("--cap-delta", args.cap_delta))
+                 if value is not None]
+    if auto_only and args.cap != "auto":
+        raise InvalidParameterError(f"{' and '.join(auto_only)} apply to --cap auto only, got --cap {args.cap}")
+    if args.user_field is None or users is None:
+        if args.cap is not None:
+            raise InvalidParameterError(
+                "--cap bounds what one user contributes: it needs --user-field naming whose each text is"
+            )
+        return TEXT_UNIT
+    if args.cap != "auto":
+        return PrivacyUnit(kind="user", cap=args.cap or DEFAULT_CAP, user_field=args.user_field)
+    owners, n_users = dense_users(np.asarray(users), len(users))
+    estimate = estimate_cap(
+        np.bincount(owners, minlength=n_users),
+        epsilon=DEFAULT_CAP_EPSILON if args.cap_epsilon is None else args.cap_epsilon,
+        delta=DEFAULT_CAP_DELTA if args.cap_delta is None else args.cap_delta,
+        seeds=seeds,
+    )
+    log(f"--cap auto: c = {estimate.cap} (the {estimate.quantile:g}-quantile of a DP histogram of texts per "
+        f"user, at (epsilon={estimate.epsilon:g}, delta={estimate.delta:g}) added to the per-user guarantee)")
+    return estimate.unit(args.user_field)

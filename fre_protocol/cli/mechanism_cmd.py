@@ -4,6 +4,10 @@ Writes ``centroids.npy`` and ``release.json`` into ``--out``. ``--seed S`` is th
 recorded test mode (public randomness, coins and noise all reproducible from S); without it the
 public seed is drawn fresh and recorded, and coins and noise are cryptographic. ``--demo`` runs on
 a built-in synthetic population instead of a file.
+
+``--users FILE`` says whose each row is (a .txt with one label per line, or the ``--user-field``
+of a .jsonl/.csv); each user then contributes to at most ``--cap`` c buckets and the output states
+the per-user guarantee. Without it every row is treated as a separate user, and the output says so.
 """
 
 from __future__ import annotations
@@ -19,11 +23,14 @@ import numpy as np
 
 from fre_protocol.cli.common import (
     add_param_flags,
+    add_unit_flags,
     load_embeddings,
     non_negative_int,
     params_from_args,
     prepare_out_dir,
+    privacy_unit,
 )
+from fre_protocol.inputs import load_user_labels
 from mechanism.fre_e2t import run_mechanism
 from mechanism.population import Population, synthetic_population
 from mechanism.release import Release
@@ -68,6 +75,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--out", required=True, metavar="DIR", help="output directory")
     parser.add_argument("--progress", action="store_true", help="show progress bars")
+    parser.add_argument("--users", metavar="FILE",
+                        help="whose each row is: a .txt (one label per line) or a .jsonl/.csv with --user-field")
+    add_unit_flags(parser, user_field_help="the column of a .jsonl/.csv --users file naming each row's user")
 
 
 def demo_population(radius: float) -> Population:
@@ -129,7 +139,15 @@ def run(args: argparse.Namespace) -> int:
     else:
         x = load_embeddings(args.embeddings)
         source = str(args.embeddings)
-    release = run_mechanism(x, params, seeds, noise=args.noise == "on", progress=args.progress)
+    users = None
+    if args.users is not None:
+        users = load_user_labels(args.users, x.shape[0], field=args.user_field)
+        args.user_field = args.user_field or "user"  # a .txt names no column: its labels are the users
+    elif args.user_field is not None:
+        raise InvalidParameterError("--user-field names a column of the --users file; give --users")
+    unit = privacy_unit(args, users, seeds, log=lambda m: print(m, file=sys.stderr))
+    release = run_mechanism(x, params, seeds, noise=args.noise == "on", progress=args.progress,
+                            users=users, unit=unit)
     # The input's name and the demo's report read the private data: operator-private.
     diagnostics = dict(release.diagnostics)
     diagnostics["input"] = source
@@ -143,7 +161,7 @@ def run(args: argparse.Namespace) -> int:
     eps = "inf (non-DP)" if not params.is_dp else f"{release.ledger.epsilon:.4g}"
     counts = release.counts
     lines = [
-        f"fre-e2t mechanism: {x.shape[0]} users, d = {x.shape[1]}, k = {params.k}, {source}",
+        f"fre-e2t mechanism: {x.shape[0]} rows, d = {x.shape[1]}, k = {params.k}, {source}",
         f"  released buckets: {len(release)} (of {diagnostics['n_sampled_buckets']} with sampled users; "
         f"release at n_h >= {info['release_floor']})",
     ]
@@ -156,6 +174,11 @@ def run(args: argparse.Namespace) -> int:
         f"  epsilon {eps}, delta {release.ledger.delta:.3g}, sigma {release.ledger.sigma:.4g}"
         + ("" if release.noise else "  [noise OFF: not differentially private]")
     )
+    unit_record = release.ledger.unit or {}
+    if unit.kind == "user":
+        lines.append(f"  per user: epsilon {unit_record['epsilon']:.4g}, delta {unit_record['delta']:.3g} "
+                     f"({diagnostics['n_users']} users, c = {unit.cap}; {unit_record['rule']})")
+    lines.append(f"  what one user is: {unit_record.get('statement')}")
     lines.append(f"  seeds: {seeds.rng_mode} (public seed {seeds.public_seed.hex()[:16]}…)")
     if population is not None:
         demo = diagnostics["demo"]

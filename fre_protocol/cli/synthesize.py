@@ -4,6 +4,12 @@ Defaults are those documented for the default embedder all-MiniLM-L6-v2 in
 :mod:`fre_protocol.text.tuning` (k = 10, r = 0.9, u = 4, C = 1 so Δ = min(u·r, 2C) = 2, t = 100,
 δ = 1e-6; p_s and v per ε).
 Nothing heavy is imported at module level: ``fre-e2t --help`` never loads torch.
+
+Whom the guarantee protects: without ``--user-field`` every text is treated as a separate user,
+and the summary, ``ledger.json`` ("unit") and ``report.html`` say so. With ``--user-field NAME``
+(.jsonl/.csv, or ``author`` for the fortunes corpus) texts are grouped by user, each user
+contributes to at most ``--cap`` c buckets (default 1: the ε given is then what a person gets),
+and the per-user guarantee is stated beside the per-contribution one.
 """
 
 from __future__ import annotations
@@ -17,9 +23,11 @@ from typing import Any
 from fre_protocol.cli.common import (
     add_param_flags,
     add_pool_flags,
+    add_unit_flags,
     params_from_args,
     parse_epsilon,
     pool_sources,
+    privacy_unit,
 )
 from fre_protocol.text.corpora import BUILTIN_CORPORA
 from mechanism.params import FreParams
@@ -54,6 +62,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="strip URLs, 'RT @user:', @mentions; collapse whitespace (default: on for healthtweets, off for files)",
     )
     src.add_argument("--limit", type=int, metavar="N", help="use an evenly spaced subset of N texts")
+    add_unit_flags(parser, user_field_help=(
+        "JSONL field / CSV column naming who wrote each text (fortunes: author); without it each text "
+        "is treated as a separate user"
+    ))
 
     run = parser.add_argument_group("run")
     run.add_argument("--out", required=True, metavar="DIR", help="output folder")
@@ -180,6 +192,10 @@ def _command_line(args: argparse.Namespace) -> str:
         parts += ["--limit", str(args.limit)]
     if args.protocol != "distributed":
         parts += ["--protocol", args.protocol]
+    if args.user_field:
+        parts += ["--user-field", args.user_field]
+    if args.cap is not None:
+        parts += ["--cap", str(args.cap)]
     return " ".join(shlex.quote(p) for p in parts)
 
 
@@ -195,17 +211,22 @@ def run(args: argparse.Namespace) -> int:
         raise InvalidParameterError(f"--limit must be >= 1, got {args.limit}")
     require_packages(args, options)
     corpus = load_corpus(
-        path=args.input, corpus=args.corpus, field=args.field, normalize=args.normalize, limit=args.limit
+        path=args.input, corpus=args.corpus, field=args.field, user_field=args.user_field,
+        normalize=args.normalize, limit=args.limit,
     )
     seeds = SeedPlan.from_seed(args.seed) if args.seed is not None else SeedPlan.fresh()
     if args.seed is not None:
         print("note: --seed runs in seeded TEST mode (secrets are reproducible); not for deployment",
               file=sys.stderr)
+
+    def log(message: str) -> None:
+        print(message, file=sys.stderr, flush=True)
+
+    unit = privacy_unit(args, corpus.users, seeds, log=log)
     command = _command_line(args)
     result = run_synthesis(
         corpus, params, seeds, options, args.out, input_path=args.input, command=command,
-        notes={"sampling": sampling_note},
-        log=lambda m: print(m, file=sys.stderr, flush=True),
+        notes={"sampling": sampling_note}, log=log, unit=unit,
     )
     print(summary_table(result.summary))
     return 0

@@ -26,7 +26,7 @@ Rows = list[dict[str, Any]]
 class Experiment:
     name: str
     title: str
-    paper_tables: tuple[int, ...]
+    paper_tables: tuple[int, ...]  # empty for an experiment that is not a table of the paper
     run: Callable[[Any], Rows]
     render: Callable[[Sequence[Mapping[str, Any]]], str]
     figure: Callable[[Sequence[Mapping[str, Any]], Path], bool] | None = None
@@ -34,6 +34,8 @@ class Experiment:
     publish: Callable[[Sequence[Mapping[str, Any]]], dict[str, Any]] | None = None
     #: what the reader must know to read the table (deviations from the paper, stand-ins)
     notes: tuple[str, ...] = ()
+    #: the data it reads when that is its own rather than --corpus/--input/--embeddings
+    data: str | None = None
 
 
 #: name -> "module:attribute", in the order ``experiment all`` runs them.
@@ -49,6 +51,7 @@ EXPERIMENTS: dict[str, str] = {
     "naturalness": "fre_protocol.experiments.naturalness:EXPERIMENT",
     "downstream": "fre_protocol.experiments.downstream:EXPERIMENT",
     "embedders": "fre_protocol.experiments.embedders:EXPERIMENT",
+    "user-level": "fre_protocol.experiments.user_level:EXPERIMENT",
 }
 
 
@@ -61,4 +64,11 @@ def get_experiment(name: str) -> Experiment:
     return experiment
 
 
-__all__ = ["EXPERIMENTS", "Experiment", "Rows", "get_experiment"]
+
+
+def paper_reference(experiment: Experiment) -> str:
+    """``paper Table 1, 9`` or, for an experiment beyond the paper, ``not a table of the paper``."""
+    tables = experiment.paper_tables
+    return f"paper Table {', '.join(map(str, tables))}" if tables else "not a table of the paper"
+
+__all__ = ["EXPERIMENTS", "Experiment", "Rows", "get_experiment", "paper_reference"]

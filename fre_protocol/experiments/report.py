@@ -15,7 +15,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from fre_protocol.experiments import EXPERIMENTS, Experiment, get_experiment
+from fre_protocol.experiments import EXPERIMENTS, Experiment, get_experiment, paper_reference
 from fre_protocol.experiments.context import EVALUATION_NOTE, Context
 from fre_protocol.experiments.store import ROWS_SUFFIX
 from fre_protocol.outputs import write_atomically_text, write_json_atomic
@@ -58,7 +58,7 @@ def settings(ctx: Context) -> dict[str, Any]:
 def run_one(ctx: Context, experiment: Experiment) -> dict[str, Any]:
     """Run (or resume) one experiment and write its three files; returns its manifest entry."""
     out = ctx.config.out_dir
-    ctx.log(f"experiment {experiment.name} (paper Table {', '.join(map(str, experiment.paper_tables))})")
+    ctx.log(f"experiment {experiment.name} ({paper_reference(experiment)})")
     start = time.perf_counter()
     rows = experiment.run(ctx)
     wall = time.perf_counter() - start
@@ -93,9 +93,9 @@ def markdown(experiment: Experiment, rows: Sequence[Mapping[str, Any]], ctx: Con
              figure_name: str | None) -> str:
     cfg = ctx.config
     lines = [
-        f"## {experiment.name}: {experiment.title} (paper Table {', '.join(map(str, experiment.paper_tables))})",
+        f"## {experiment.name}: {experiment.title} ({paper_reference(experiment)})",
         "",
-        f"Data: {cfg.corpus or cfg.input or cfg.embeddings}"
+        f"Data: {experiment.data or cfg.corpus or cfg.input or cfg.embeddings}"
         + (f" ({cfg.run_limit} texts)" if cfg.run_limit else "")
         + f"; seeds {', '.join(map(str, cfg.run_seeds))}; mean ± std over seeds; wall time {wall:.0f} s"
         + (" (--quick)" if cfg.quick else "") + ".",

@@ -10,9 +10,10 @@ wall-clock timing:
 2. :func:`embed_corpus` — **embed** the corpus (cached on disk by text hash and model);
 3. :func:`release_and_record` — **release**: the distributed protocol (default;
    ``fre_protocol.runner.run_protocol``, all parties simulated in one process, transcripts
-   recorded) or the centralized mechanism (``mechanism.fre_e2t.run_mechanism``); writes
-   ``centroids.npy`` + ``release.json`` and ``ledger.json`` (always, also when nothing was
-   released);
+   recorded) or the centralized mechanism (``mechanism.fre_e2t.run_mechanism``), both given the
+   unit of privacy (each text its own user, or the corpus's users bounded to c buckets each,
+   SPEC §4.6); writes ``centroids.npy`` + ``release.json`` and ``ledger.json`` (always, also when
+   nothing was released; its ``unit`` says whom the guarantee protects);
 4. :func:`invert_release` — **invert** each DP centroid into text (guided by default: a public
    language model steered from the nearest public-pool text; or retrieval, or vec2text), then
    optionally **paraphrase** (2n variations sampled, the n nearest the centroid kept);
@@ -30,6 +31,7 @@ Steps 4-5 are post-processing of the DP release and cost no privacy.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import math
 import os
 import platform
@@ -68,6 +70,7 @@ from fre_protocol.text.inverters import (
 from fre_protocol.text.inverters import required_carriers as inverter_carriers
 from fre_protocol.text.public_pool import DEFAULT_MAX_TEXTS, DEFAULT_SOURCES
 from fre_protocol.text.tuning import EVALUATION_LABEL, explain_empty_release, preflight
+from mechanism.contributions import TEXT_UNIT, PrivacyUnit, with_unit
 from mechanism.params import FreParams
 from mechanism.release import Release
 from mechanism.seeds import SeedPlan
@@ -259,6 +262,8 @@ def prepare(
     input_path: str | os.PathLike[str] | None,
 ) -> Prepared:
     with stages.stage("setup", f"setup: {len(corpus)} texts from {corpus.source or corpus.name}"):
+        for w in corpus.warnings:
+            stages.log(f"warning: {w}")
         require(required_carriers(options, embedder_given=embedder is not None), what="this synthesis run")
         if embedder is None:
             embedder = SentenceTransformerEmbedder(options.embedder, cache_dir=options.cache_dir)
@@ -281,7 +286,7 @@ def prepare(
             paraphraser = CausalLMParaphraser(options.paraphraser)
             paraphraser.load()
     params, radius_note = _index_pool(inverter, params, options, stages)
-    warnings = _preflight(params, len(corpus), stages)
+    warnings = [*corpus.warnings, *_preflight(params, len(corpus), stages)]
     return Prepared(embedder=embedder, inverter=inverter, paraphraser=paraphraser, params=params,
                     radius_note=radius_note, warnings=warnings)
 
@@ -336,10 +341,15 @@ def release_and_record(
     options: SynthesisOptions,
     out: Path,
     stages: _Stages,
+    *,
+    users: Sequence[str] | None = None,
+    unit: PrivacyUnit = TEXT_UNIT,
 ) -> Released:
     path = "the two-server protocol" if options.protocol == "distributed" else "the centralized mechanism"
     with stages.stage("release", f"release: {path}, ε = {params.epsilon:g}"):
-        release, transcript_path, costs = _release(x, params, seeds, options, out)
+        release, transcript_path, costs = _release(x, params, seeds, options, out, users=users, unit=unit)
+    if release.ledger.unit is None:  # a release path that does not state its unit yet
+        release = dataclasses.replace(release, ledger=with_unit(release.ledger, unit))
     with stages.stage("write"):
         release.save(out)
         ledger = release.ledger.to_dict()
@@ -356,13 +366,45 @@ def release_and_record(
                     empty_reason=empty_reason)
 
 
+def protocol_takes_users() -> bool:
+    """Whether this version's ``run_protocol`` bounds several texts per user (``users=``)."""
+    from fre_protocol.runner import run_protocol
+
+    return "users" in inspect.signature(run_protocol).parameters
+
+
+def check_unit(corpus: Corpus, unit: PrivacyUnit, options: SynthesisOptions) -> None:
+    """The unit must match the corpus (users exactly when it groups texts by user), and the release
+    path must support it; checked before any text is embedded or any budget spent."""
+    if (unit.kind == "user") != (corpus.users is not None):
+        raise InvalidParameterError(
+            f"the unit of privacy is {unit.kind!r} but the corpus "
+            + ("names no user field" if corpus.users is None else f"groups its texts by {corpus.user_field!r}")
+            + ": give both or neither"
+        )
+    if unit.kind == "user" and options.protocol == "distributed" and not protocol_takes_users():
+        raise InvalidParameterError(
+            "the distributed protocol of this version treats every text as its own user; with a user "
+            "field, run --protocol central (contribution bounding is in the centralized mechanism)"
+        )
+
+
 def _release(
-    x: npt.NDArray[np.float32], params: FreParams, seeds: SeedPlan, options: SynthesisOptions, out_dir: Path
+    x: npt.NDArray[np.float32],
+    params: FreParams,
+    seeds: SeedPlan,
+    options: SynthesisOptions,
+    out_dir: Path,
+    *,
+    users: Sequence[str] | None,
+    unit: PrivacyUnit,
 ) -> tuple[Release, Path | None, dict[str, Any]]:
+    # Only a user unit passes users on, so a release path without them runs unchanged.
+    by_user: dict[str, Any] = {"users": list(users), "unit": unit} if users is not None else {}
     if options.protocol == "central":
         from mechanism.fre_e2t import run_mechanism
 
-        release = run_mechanism(x, params, seeds, noise=options.noise, progress=options.progress)
+        release = run_mechanism(x, params, seeds, noise=options.noise, progress=options.progress, **by_user)
         return release, None, {}
     from fre_protocol.runner import run_protocol
 
@@ -375,6 +417,7 @@ def _release(
         dropout=options.dropout,
         progress=options.progress,
         workers=options.workers,
+        **by_user,
     )
     return result.release, result.transcript_path, dict(result.costs or {})
 
@@ -503,8 +546,11 @@ def evaluate_release(
     release: Release | None = None,
     seeds: SeedPlan | None = None,
     progress: bool = False,
+    users: Sequence[str] | None = None,
 ) -> dict[str, Any]:
-    """SPEC §8 metrics against the frequent set of the private data: an EVALUATION, labelled so."""
+    """SPEC §8 metrics against the frequent set of the private data: an EVALUATION, labelled so.
+    With ``users`` (one label per text), the same over users under ``"users"``
+    (:func:`evaluate_users`)."""
     from mechanism import metrics
 
     r, t = params.radius, params.threshold
@@ -544,6 +590,39 @@ def evaluate_release(
 
         grid = PublicGrid.derive(seeds, x.shape[1], params)
         out["clusters"] = metrics.cluster_recovery(grid.bucket_indices(x), release.ids, threshold=t)
+    if users is not None:
+        out["users"] = evaluate_users(x, users, centroids, synthetic, params, progress=progress)
+    return out
+
+
+def evaluate_users(
+    x: npt.NDArray[np.floating],
+    users: Sequence[str],
+    centroids: npt.NDArray[np.floating],
+    synthetic: npt.NDArray[np.floating],
+    params: FreParams,
+    *,
+    progress: bool = False,
+) -> dict[str, Any]:
+    """The release scored over users (:func:`mechanism.metrics.user_utility`, ``user_ssp``)
+    against the user-level frequent set: texts with at least t *other users* within r."""
+    from mechanism import metrics
+
+    r, t = params.radius, params.threshold
+    frequent = metrics.frequent_mask(metrics.user_neighbour_counts(x, list(users), r, progress=progress), t)
+    out: dict[str, Any] = {
+        "n_users": len(set(users)),
+        "n_frequent": int(frequent.sum()),
+        "frequent_definition": f"texts with >= t = {t} other users within r = {r:g}",
+    }
+    for level, outputs in (("centroid", centroids), ("text", synthetic)):
+        block: dict[str, Any] = {"n_outputs": int(len(outputs))}
+        if len(outputs) and frequent.any():
+            block["utility"] = metrics.user_utility(outputs, x, list(users), r, frequent=frequent)
+        if len(outputs):
+            ssp = metrics.user_ssp(outputs, x, list(users), r, (1.0,), frequent=frequent)
+            block["delta_star_at_r"] = ssp[0][1]
+        out[level] = block
     return out
 
 
@@ -577,6 +656,8 @@ def evaluate_run(
     options: SynthesisOptions,
     out: Path,
     stages: _Stages,
+    *,
+    users: Sequence[str] | None = None,
 ) -> dict[str, Any] | None:
     if not options.evaluate:
         return None
@@ -584,7 +665,7 @@ def evaluate_run(
         release = released.release
         evaluation = evaluate_release(
             x, release.centroids, synthetic.embeddings, params, release=release, seeds=seeds,
-            progress=options.progress,
+            progress=options.progress, users=users,
         )
         write_json(out / EVALUATION_FILE, _strip_arrays(evaluation))
     return evaluation
@@ -608,6 +689,8 @@ def summarise(
         "command": command,
         "corpus": corpus.describe(),
         "n_texts": len(corpus),
+        "n_users": corpus.n_users,
+        "unit": dict(ledger.get("unit") or {}),
         "embedder": embedder.model_id,
         "embedder_device": embedder.device if embedder.stats["computed"] else "cache",
         "embedding_cache": dict(embedder.stats),
@@ -672,20 +755,26 @@ def run_synthesis(
     notes: dict[str, Any] | None = None,
     embedder: SentenceTransformerEmbedder | None = None,
     log: Any = print,
+    unit: PrivacyUnit | None = None,
 ) -> SynthesisResult:
     """Run the whole job (module docstring) and write every output file into ``out_dir``.
 
     ``embedder`` replaces the one ``options.embedder`` / ``options.cache_dir`` would build (e.g. a
-    model already loaded).
+    model already loaded). ``unit``: whom the guarantee protects; by default each text (a corpus
+    without users) or each of the corpus's users with c = 1.
     """
+    if unit is None:
+        unit = TEXT_UNIT if corpus.users is None else PrivacyUnit(kind="user", cap=1, user_field=corpus.user_field)
+    check_unit(corpus, unit, options)
     out = prepare_out_dir(out_dir)
     stages = _Stages(log)
     prepared = prepare(corpus, params, seeds, options, stages, embedder=embedder, input_path=input_path)
     x = embed_corpus(corpus, prepared.embedder, options, stages)
-    released = release_and_record(x, prepared.params, seeds, options, out, stages)
+    released = release_and_record(x, prepared.params, seeds, options, out, stages, users=corpus.users, unit=unit)
     synthetic = invert_release(released.release, prepared, seeds, options, stages)
     write_synthetic(out, synthetic, stages)
-    evaluation = evaluate_run(x, released, synthetic, prepared.params, seeds, options, out, stages)
+    evaluation = evaluate_run(x, released, synthetic, prepared.params, seeds, options, out, stages,
+                              users=corpus.users)
     summary = summarise(corpus, prepared, released, synthetic, evaluation, options, stages,
                         command=command, notes=notes)
     write_summary_and_report(out, summary, released, synthetic, evaluation, options, stages)

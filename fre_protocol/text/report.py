@@ -161,6 +161,20 @@ def plot_bucket_counts(release: Release) -> str | None:
     return _png(fig)
 
 
+def _unit_paragraph(unit: Mapping[str, Any] | None) -> str:
+    """Whom the guarantee protects (the ledger's ``unit``), first thing in the ledger section."""
+    if not unit:
+        return ""
+    title = "What one user is" + (": one text" if unit.get("kind") == "text" else f": {_e(unit.get('user_field'))}")
+    per_user = ""
+    if unit.get("kind") == "user":
+        per_user = (
+            f" Per user: <b>ε = {_fmt(unit.get('epsilon'))}, δ = {_fmt(unit.get('delta'))}</b> "
+            f"({_e(unit.get('rule', ''))})."
+        )
+    return f"<p class='unit'><b>{title}.</b> {_e(unit.get('statement', ''))}.{per_user}</p>"
+
+
 def _ledger_section(ledger: Mapping[str, Any]) -> str:
     rows = [
         (t.get("name"), t.get("epsilon"), t.get("delta"), t.get("source"))
@@ -174,8 +188,10 @@ def _ledger_section(ledger: Mapping[str, Any]) -> str:
     ]
     return (
         "<h2>Privacy ledger</h2>"
-        f"<p>Total spent by this run: <b>ε = {_fmt(ledger.get('epsilon'))}, δ = {_fmt(ledger.get('delta'))}</b>. "
-        f"{_e(ledger.get('composition', ''))}</p>"
+        + _unit_paragraph(ledger.get("unit"))
+        + f"<p>Total spent by this run: <b>ε = {_fmt(ledger.get('epsilon'))}, δ = {_fmt(ledger.get('delta'))}</b>"
+        + (" per contribution" if (ledger.get("unit") or {}).get("kind") == "user" else "")
+        + f". {_e(ledger.get('composition', ''))}</p>"
         + _table(rows, ["term", "ε", "δ", "source"])
         + "<details><summary>all quantities</summary>"
         + _table(flat, ["quantity", "value"])
@@ -296,6 +312,21 @@ def _evaluation_section(evaluation: Mapping[str, Any] | None, radius: float) -> 
         "within r. Centroids are averages, so their norm is below 1; noise-free centroids can lie "
         "within r of many texts, which makes centroid-level δ* high at ε = ∞.</p>",
     ]
+    users = evaluation.get("users")
+    if users:
+        rows = []
+        for level in ("centroid", "text"):
+            block = users.get(level) or {}
+            u = block.get("utility") or {}
+            rows.append((level, u.get("precision"), u.get("recall"), u.get("f1"), block.get("delta_star_at_r")))
+        parts.append(
+            f"<h3>Over users ({_fmt(users.get('n_users'))} users; frequent: "
+            f"{_e(users.get('frequent_definition', ''))})</h3>"
+            + _table(rows, ["level", "precision", "recall (mean per user)", "F1", "δ*(r) over users"])
+            + "<p class='muted'>Each person counts once: recall is the mean over users of the share of "
+            "their frequent texts with an output nearby; δ* the share of users with a rare text that "
+            "has an output within r.</p>"
+        )
     clusters = evaluation.get("clusters")
     if clusters:
         parts.append(
@@ -339,7 +370,10 @@ def render_report(
         warn += f"<p class='warn'><b>Nothing was released.</b> {_e(empty)}</p>"
     run_rows = [
         ("command", summary.get("command") or "—"),
-        ("corpus", f"{summary.get('corpus', {}).get('name')} ({_fmt(summary.get('n_texts'))} texts; "
+        ("corpus", f"{summary.get('corpus', {}).get('name')} ({_fmt(summary.get('n_texts'))} texts"
+                   + (f", {_fmt(summary.get('n_users'))} users by {summary['corpus']['user_field']!r}"
+                      if summary.get("corpus", {}).get("user_field") else "")
+                   + "; "
                    f"normalization: {summary.get('corpus', {}).get('normalization') or 'none'})"),
         ("embedder", summary.get("embedder")),
         ("release path", summary.get("protocol")),
@@ -402,10 +436,20 @@ def summary_table(summary: Mapping[str, Any]) -> str:
         return html.unescape(_fmt(v, digits))
 
     lines.append("fre-e2t synthesize — summary")
-    row("corpus", f"{summary.get('corpus', {}).get('name')} ({summary.get('n_texts'):,} texts)")
+    corpus = summary.get("corpus", {})
+    by_user = f", {summary.get('n_users'):,} users by {corpus['user_field']!r}" if corpus.get("user_field") else ""
+    row("corpus", f"{corpus.get('name')} ({summary.get('n_texts'):,} texts{by_user})")
     row("embedder", summary.get("embedder"))
     row("release path", summary.get("protocol"))
-    row("privacy spent (ε, δ)", f"({num(summary.get('epsilon'))}, {num(summary.get('delta'))})")
+    unit = summary.get("unit") or {}
+    if unit.get("kind") == "user":
+        row("privacy per contribution (ε, δ)", f"({num(summary.get('epsilon'))}, {num(summary.get('delta'))})")
+        row("privacy per user (ε, δ)", f"({num(unit.get('epsilon'))}, {num(unit.get('delta'))})  "
+            f"[{unit.get('rule')}]")
+    else:
+        row("privacy spent (ε, δ)", f"({num(summary.get('epsilon'))}, {num(summary.get('delta'))})")
+    if unit:
+        row("what one user is", unit.get("statement"))
     params = summary.get("params", {})
     row(
         "parameters",
@@ -439,6 +483,13 @@ def summary_table(summary: Mapping[str, Any]) -> str:
                     else ""
                 ),
             )
+        users = ev.get("users") or {}
+        for level in ("centroid", "text") if users else ():
+            u = (users.get(level) or {}).get("utility")
+            if u:
+                row(f"  {level} level over users P / R / F1",
+                    f"{num(u.get('precision'), 3)} / {num(u.get('recall'), 3)} / {num(u.get('f1'), 3)}   "
+                    f"δ*(r)={num(users[level].get('delta_star_at_r'), 3)}  ({users.get('n_users'):,} users)")
     timings = summary.get("timings_s", {})
     row("wall time per stage (s)", ", ".join(f"{k} {v:.1f}" for k, v in timings.items() if k != "total"))
     row("total wall time (s)", f"{timings.get('total', math.nan):.1f}")

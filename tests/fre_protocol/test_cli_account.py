@@ -205,3 +205,39 @@ def test_table_shows_the_sensitivity_cap(capsys: pytest.CaptureFixture[str]) -> 
     rows = {line.split()[0]: line for line in out.splitlines() if line.strip()}
     assert rows["cap_binds"].split()[1] == "no"
     assert rows["sensitivity"].split()[1] == "1.2"
+
+
+def test_cap_shows_the_per_user_guarantee_by_the_formulas(capsys: pytest.CaptureFixture[str]) -> None:
+    """Mechanism ledger: c-fold basic composition, (c·ε, c·δ). Protocol ledger: group privacy over
+    c slots for S_syn's histogram view (c·ε_h, δ_h·(e^{c·ε_h} − 1)/(e^{ε_h} − 1)) plus c times the
+    rest."""
+    rc, out, _ = _run(capsys, *PAPER_EPS4, "--cap", "3", "--json")
+    assert rc == 0
+    data = json.loads(out)
+    assert data["path"] == "mechanism"
+    assert data["per_user"]["epsilon"] == pytest.approx(3 * data["epsilon"])
+    assert data["per_user"]["delta"] == pytest.approx(3 * data["delta"])
+    assert "c-fold basic composition" in data["per_user"]["rule"]
+    rc, out, _ = _run(capsys, *PAPER_EPS4, "--cap", "3", "--protocol", "--dim", "16", "--json")
+    assert rc == 0
+    data = json.loads(out)
+    hist = next(t for t in data["terms"] if t["name"] == "histogram_release")
+    eps_h, delta_h = hist["epsilon"], hist["delta"]
+    rest_eps, rest_delta = data["epsilon"] - eps_h, data["delta"] - delta_h
+    assert data["path"] == "protocol"
+    assert data["per_user"]["epsilon"] == pytest.approx(3 * eps_h + 3 * rest_eps)
+    assert data["per_user"]["delta"] == pytest.approx(
+        delta_h * math.expm1(3 * eps_h) / math.expm1(eps_h) + 3 * rest_delta
+    )
+    assert "group privacy over c=3 slots" in data["per_user"]["rule"]
+
+
+def test_cap_table_and_its_errors(capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, _ = _run(capsys, *PAPER_EPS4, "--cap", "2")
+    assert rc == 0
+    assert "per contribution" in out and "per user (c=2)" in out
+    rc, out, _ = _run(capsys, *PAPER_EPS4, "--json")
+    assert "per_user" not in json.loads(out)
+    with pytest.raises(SystemExit):
+        _run(capsys, *PAPER_EPS4, "--cap", "0")
+    assert _run(capsys, *PAPER_EPS4, "--protocol", "--optimise-v")[0] == 2

@@ -157,3 +157,66 @@ def test_bad_flags_are_usage_errors(capsys: pytest.CaptureFixture[str], argv: li
         cli.main(["mechanism", *argv])
     assert exc.value.code == 2
     assert "usage:" in capsys.readouterr().err
+
+
+def test_without_users_every_row_is_its_own_user(
+    capsys: pytest.CaptureFixture[str], embeddings: Path, tmp_path: Path
+) -> None:
+    rc, out, err = _run(capsys, "--embeddings", str(embeddings), "--threshold", "50", "--seed", "7",
+                        "--out", str(tmp_path))
+    assert rc == 0, err
+    assert "each text is treated as a separate user" in out
+    assert Release.load(tmp_path).ledger.unit["kind"] == "text"  # type: ignore[index]
+
+
+def test_users_file_bounds_contributions_like_the_library(
+    capsys: pytest.CaptureFixture[str], embeddings: Path, tmp_path: Path
+) -> None:
+    from mechanism.contributions import PrivacyUnit
+
+    n = np.load(embeddings).shape[0]
+    users = [f"person-{i % 200}" for i in range(n)]
+    (tmp_path / "users.txt").write_text("\n".join(users) + "\n", encoding="utf-8")
+    rc, out, err = _run(capsys, "--embeddings", str(embeddings), "--threshold", "50", "--seed", "7",
+                        "--users", str(tmp_path / "users.txt"), "--cap", "2", "--out", str(tmp_path / "run"))
+    assert rc == 0, err
+    saved = Release.load(tmp_path / "run")
+    unit = PrivacyUnit(kind="user", cap=2, user_field="user")
+    direct = run_mechanism(np.load(embeddings), FreParams(threshold=50), SeedPlan.from_seed(7), users=users, unit=unit)
+    assert saved.ids == direct.ids and len(saved) > 0
+    np.testing.assert_array_equal(saved.centroids, direct.centroids)
+    assert saved.ledger.unit == direct.ledger.unit
+    assert saved.ledger.unit["epsilon"] == pytest.approx(2 * saved.ledger.epsilon)  # type: ignore[index]
+    assert "per user: epsilon" in out and "200 users, c = 2" in out and "grouped by user field 'user'" in out
+
+
+def test_cap_auto_records_what_it_spent(capsys: pytest.CaptureFixture[str], embeddings: Path, tmp_path: Path) -> None:
+    n = np.load(embeddings).shape[0]
+    rows = "\n".join(json.dumps({"author": f"a{i % 50}"}) for i in range(n))
+    (tmp_path / "users.jsonl").write_text(rows + "\n", encoding="utf-8")
+    rc, _, err = _run(capsys, "--embeddings", str(embeddings), "--threshold", "50", "--seed", "7",
+                      "--users", str(tmp_path / "users.jsonl"), "--user-field", "author", "--cap", "auto",
+                      "--cap-epsilon", "1", "--out", str(tmp_path / "run"))
+    assert rc == 0, err
+    assert "--cap auto: c = " in err
+    unit = Release.load(tmp_path / "run").ledger.unit
+    assert unit is not None and unit["user_field"] == "author" and unit["extra_epsilon"] == 1.0
+    assert unit["extra_delta"] == 1e-8 and unit["cap"] >= 1
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--cap", "2"], "--cap bounds what one user contributes: it needs --user-field"),
+        (["--user-field", "author"], "--user-field names a column of the --users file"),
+        (["--users", "USERS_SHORT"], "one label per embedding row"),
+        (["--cap-epsilon", "1", "--cap", "2"], "apply to --cap auto only"),
+    ],
+)
+def test_unit_flag_errors(
+    capsys: pytest.CaptureFixture[str], embeddings: Path, tmp_path: Path, extra: list[str], message: str
+) -> None:
+    (tmp_path / "short.txt").write_text("a\nb\n", encoding="utf-8")
+    argv = [str(tmp_path / "short.txt") if a == "USERS_SHORT" else a for a in extra]
+    rc, _, err = _run(capsys, "--embeddings", str(embeddings), "--out", str(tmp_path / "o"), *argv)
+    assert rc == 2 and message in err

@@ -289,3 +289,68 @@ def test_radius_helpers_say_public_data_only() -> None:
 
 def test_module_documents_the_boundary_tolerance() -> None:
     assert "tol = (d + 16)" in (metrics.__doc__ or "")
+
+
+# -- over users ------------------------------------------------------------------------------------
+# On a line (d = 1): users a (0.0, 0.1, 0.2), b (0.15), c (5.0, 5.05), d (5.1), e (9.0).
+LINE = np.array([[0.0], [0.1], [0.2], [0.15], [5.0], [5.05], [5.1], [9.0]])
+OWNERS = ["a", "a", "a", "b", "c", "c", "d", "e"]
+
+
+def test_user_neighbour_counts_hand_example() -> None:
+    """r = 0.3: a's texts see only b (their own texts do not count); b sees a; c's texts see d;
+    d sees c; e sees nobody. Text-level counts differ wherever a user has several texts."""
+    got = metrics.user_neighbour_counts(LINE, OWNERS, 0.3)
+    assert got.tolist() == [1, 1, 1, 1, 1, 1, 1, 0]
+    assert neighbour_counts(LINE, 0.3).tolist() == [3, 3, 3, 3, 2, 2, 2, 0]
+
+
+@pytest.mark.parametrize("block", [1, 3, 64])
+def test_user_neighbour_counts_equal_brute_force_and_reduce_to_texts(block: int) -> None:
+    x = _points(150, 6, 31)
+    owners = (RandomSource.seeded(5, "owners").uniform(150) * 40).astype(int)
+    d2 = _brute_d2(x, x)
+    expected = [
+        len({owners[j] for j in np.flatnonzero(d2[i] <= 1.0) if owners[j] != owners[i]}) for i in range(150)
+    ]
+    assert metrics.user_neighbour_counts(x, owners, 1.0, block=block).tolist() == expected
+    assert (metrics.user_neighbour_counts(x, np.arange(150), 1.0, block=block) == neighbour_counts(x, 1.0)).all()
+
+
+def test_user_utility_hand_example() -> None:
+    """Frequent texts: a's three and b's one (index 0-3). One output at 0.05: within α·r = 0.12
+    of a's 0.0 and 0.1 and of b's 0.15, not of a's 0.2; one at 9.0 (a miss: only e, infrequent).
+    Per user: a covers 2 of 3, b 1 of 1; user recall = (2/3 + 1)/2 while text recall = 3/4.
+    Precision is the outputs' own: 1/2."""
+    frequent = np.array([True] * 4 + [False] * 4)
+    s = np.array([[0.05], [9.0]])
+    got = metrics.user_utility(s, LINE, OWNERS, 0.1, alpha=1.2, frequent=frequent)
+    assert got["precision"] == 0.5
+    assert got["recall"] == pytest.approx((2 / 3 + 1) / 2)
+    assert got["f1"] == pytest.approx(2 * 0.5 * (5 / 6) / (0.5 + 5 / 6))
+    assert (got["n_users"], got["n_frequent_users"]) == (5, 2)
+    assert utility(s, LINE, 0.1, alpha=1.2, frequent=frequent)["recall"] == 0.75
+    one_each = metrics.user_utility(s, LINE, np.arange(8), 0.1, alpha=1.2, frequent=frequent)
+    assert one_each["recall"] == 0.75  # one text per user: the text-level recall
+
+
+def test_user_ssp_hand_example() -> None:
+    """Infrequent: c's two texts, d's and e's (4-7). One output at 5.0: at ψ·r = 0.06 (ψ = 0.6,
+    r = 0.1) it reaches c's 5.0 and 5.05 (0.05) but not d's 5.1: 1 of 3 users exposed (2 of 4
+    texts); at ψ = 1.0 (0.1) also d: 2 of 3 users (3 of 4 texts); e never."""
+    frequent = np.array([True] * 4 + [False] * 4)
+    out = np.array([[5.0]])
+    got = metrics.user_ssp(out, LINE, OWNERS, 0.1, (0.6, 1.0), frequent=frequent)
+    assert got == [(0.6, pytest.approx(1 / 3)), (1.0, pytest.approx(2 / 3))]
+    texts = empirical_ssp(out, LINE[~frequent], 0.1, (0.6, 1.0))
+    assert texts == [(0.6, 0.5), (1.0, 0.75)]
+    assert metrics.user_ssp(out, LINE, np.arange(8), 0.1, (0.6, 1.0), frequent=frequent) == texts
+    assert metrics.user_ssp(np.zeros((0, 1)), LINE, OWNERS, 0.1, (1.0,), frequent=frequent) == [(1.0, 0.0)]
+    assert math.isnan(metrics.user_ssp(out, LINE, OWNERS, 0.1, (1.0,), frequent=np.ones(8, bool))[0][1])
+
+
+def test_user_metrics_check_their_inputs() -> None:
+    with pytest.raises(InvalidInputError, match="frequent must be a boolean mask"):
+        metrics.user_utility(LINE, LINE, OWNERS, 0.1, frequent=np.ones(3, bool))
+    with pytest.raises(InvalidInputError, match="user_ids must have one entry per row"):
+        metrics.user_neighbour_counts(LINE, OWNERS[:3], 0.1)

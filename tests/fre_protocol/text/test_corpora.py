@@ -310,3 +310,97 @@ def test_fortunes_are_disjoint_from_the_public_pool() -> None:
     pool = build_pool(max_texts=None)
     check_disjoint(load_fortunes().texts, pool)
     check_disjoint(load_fortunes(normalize=True).texts, pool)
+
+
+# -- the unit of privacy: whose each text is -------------------------------------------------------
+def test_user_field_groups_jsonl_and_csv_and_subset_keeps_users_aligned(tmp_path: Path) -> None:
+    rows = [{"text": f"t{i}", "author": ["ann", "bob", 7][i % 3]} for i in range(9)]
+    f = write(tmp_path / "u.jsonl", "\n".join(json.dumps(r) for r in rows) + "\n")
+    c = load_file(f, user_field="author")
+    assert c.users == ("ann", "bob", "7") * 3 and c.user_field == "author" and c.warnings == ()
+    assert c.n_users == 3 and c.describe()["users"] == 3
+    small = c.subset(3)  # rows 0, 3, 6
+    assert small.texts == ("t0", "t3", "t6") and small.users == ("ann", "ann", "ann")
+    g = write(tmp_path / "u.csv", "text,user_id\nx,1\ny,2\nz,1\n")
+    assert load_corpus(path=g, user_field="user_id").users == ("1", "2", "1")
+
+
+def test_users_of_dropped_texts_are_dropped_with_them(tmp_path: Path) -> None:
+    f = write(tmp_path / "d.jsonl", '{"text": "  ", "u": "a"}\n{"text": "kept", "u": "b"}\n')
+    c = load_file(f, user_field="u")
+    assert (c.texts, c.users, c.dropped_empty) == (("kept",), ("b",), 1)
+
+
+@pytest.mark.parametrize(
+    ("name", "data", "match"),
+    [
+        ("missing.jsonl", '{"text": "a", "u": "x"}\n{"text": "b"}\n', "line 2: user field 'u' is missing"),
+        ("empty.jsonl", '{"text": "a", "u": " "}\n', "line 1: user field 'u' is empty"),
+        ("null.jsonl", '{"text": "a", "u": null}\n', "line 1: user field 'u' must be .* got null"),
+        ("float.jsonl", '{"text": "a", "u": 1.5}\n', "line 1: user field 'u' must be .* got float"),
+        ("nocol.csv", "text,v\na,1\n", "user column 'u' not in the header .* --user-field"),
+        ("emptycell.csv", "text,u\na,x\nb,\n", "row 3: user field 'u' is empty"),
+    ],
+)
+def test_bad_user_values_name_the_line_and_field(tmp_path: Path, name: str, data: str, match: str) -> None:
+    with pytest.raises(InvalidInputError, match=match):
+        load_file(write(tmp_path / name, data), user_field="u")
+
+
+def test_a_column_that_looks_like_a_user_id_is_named_in_a_warning(tmp_path: Path) -> None:
+    f = write(tmp_path / "w.jsonl", '{"text": "a", "Screen_Name": "x", "likes": 3}\n')
+    (warning,) = load_file(f).warnings
+    assert "'Screen_Name'" in warning and "--user-field Screen_Name" in warning and "separate user" in warning
+    g = write(tmp_path / "w.csv", "body,tweet_user_id,Author\nhi,1,2\n")
+    (warning,) = load_file(g, field="body").warnings
+    assert "'tweet_user_id', 'Author'" in warning
+    assert load_file(write(tmp_path / "ok.csv", "text,topic,likes\nhi,a,1\n")).warnings == ()
+    assert load_file(g, field="body", user_field="Author").warnings == ()
+
+
+def test_user_like_fields_known_answers() -> None:
+    from fre_protocol.text.corpora import user_like_fields
+
+    names = ["author", "USER-ID", "userName", "uid", "speaker", "customer_id", "email", "handle",
+             "screen name", "text", "title", "authority", "users_count", "comment_author"]
+    assert user_like_fields(names, exclude=("speaker",)) == [
+        "author", "USER-ID", "userName", "uid", "customer_id", "email", "handle", "screen name", "comment_author"
+    ]
+
+
+def test_user_field_is_refused_where_it_cannot_apply(tmp_path: Path) -> None:
+    with pytest.raises(InvalidParameterError, match="user_field applies to .jsonl and .csv"):
+        load_file(write(tmp_path / "t.txt", "x\n"), user_field="u")
+    with pytest.raises(InvalidParameterError, match="only fortunes has a user field"):
+        load_corpus(corpus="healthtweets", user_field="author")
+    with pytest.raises(InvalidInputError, match="users and user_field go together"):
+        Corpus(name="c", texts=("a",), users=("u",))
+    with pytest.raises(InvalidInputError, match="users must have one entry per text"):
+        Corpus(name="c", texts=("a", "b"), users=("u",), user_field="u")
+
+
+@pytest.mark.parametrize(
+    ("entry", "author"),
+    [
+        ("A quote.\n\t\t-- Some Author,\n\t\t   \"A Book\"", "Some Author"),
+        ("He is unbiased\n-- he hates all equally.\n\t\t-- Robert  Heinlein", "Robert Heinlein"),
+        ("No attribution at all.", None),
+        ("-- a dash on the first line is text", None),
+        ("Inline dash.  -- Seneca", None),
+    ],
+)
+def test_attribution_of_known_answers(entry: str, author: str | None) -> None:
+    from fre_protocol.text.corpora import attribution_of
+
+    assert attribution_of(entry) == author
+
+
+def test_fortunes_grouped_by_author(tmp_path: Path) -> None:
+    root = fake_fortunes(tmp_path / "f")
+    plain = load_fortunes(root)
+    c = load_fortunes(root, authors=True)
+    assert c.texts == plain.texts and c.user_field == "author"  # attributions still dropped from the text
+    assert c.users is not None
+    assert c.users[1] == "Some Author" and c.users[5] == "Beta Person"
+    unattributed = [u for u in c.users if u.startswith("unattributed:")]
+    assert len(unattributed) == len(set(unattributed)) == 4  # each its own user

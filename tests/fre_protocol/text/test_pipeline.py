@@ -291,3 +291,90 @@ def test_neighbouring_corpora_publish_the_same_bytes(runs, corpus, pool_file, mi
     assert all(f.passed for f in check_published(tmp_path))
     count = "n_sampled_buckets" if protocol == "central" else "n_distinct_tags_seen"
     assert result.release.diagnostics[count] == base.release.diagnostics[count] - 1
+
+
+def test_user_level_run_states_its_unit_and_neighbouring_users_publish_the_same_bytes(  # type: ignore[no-untyped-def]
+    corpus, pool_file, minilm, tmp_path
+) -> None:
+    """Texts grouped into 150 users (2-3 texts each), c = 3 (every user keeps all its buckets, so
+    the bounding's choices do not depend on the replaced user), central path. The ledger, summary
+    and report state the per-user guarantee; the evaluation is also over users. Then all texts of
+    one user, each alone in its bucket, are replaced by copies of another user's lone text: every
+    published file is byte-identical."""
+    from dataclasses import replace
+
+    from mechanism.contributions import PrivacyUnit
+    from mechanism.grid import PublicGrid, encode_bucket
+
+    users = tuple(f"u{i % 150}" for i in range(len(corpus)))
+    grouped = replace(corpus, users=users, user_field="author", labels=None)
+    unit = PrivacyUnit(kind="user", cap=3, user_field="author")
+    params = minilm_params(math.inf, threshold=5)
+    seeds = SeedPlan.from_seed(3)
+    base = run_synthesis(grouped, params, seeds, options(pool_file, protocol="central"), tmp_path / "a",
+                         embedder=minilm, log=lambda m: None, unit=unit)
+    assert len(base.release) >= 1
+    ledger = json.loads((tmp_path / "a" / "ledger.json").read_text(encoding="utf-8"))
+    assert ledger["unit"]["kind"] == "user" and ledger["unit"]["cap"] == 3
+    assert "grouped by user field 'author'" in ledger["unit"]["statement"]
+    assert base.summary["unit"] == ledger["unit"] and base.summary["n_users"] == 150
+    assert "What one user is: author" in (tmp_path / "a" / "report.html").read_text(encoding="utf-8")
+    over_users = base.evaluation["users"]  # type: ignore[index]
+    assert over_users["n_users"] == 150 and 0.0 <= over_users["text"]["delta_star_at_r"] <= 1.0
+
+    x = minilm.embed(list(corpus.texts))
+    keys = [encode_bucket(b).hex() for b in PublicGrid.derive(seeds, x.shape[1], params).bucket_indices(x)]
+    sizes: dict[str, int] = {}
+    for key in keys:
+        sizes[key] = sizes.get(key, 0) + 1
+    alone = {u: all(sizes[keys[i]] == 1 for i, v in enumerate(users) if v == u) for u in set(users)}
+    victim = next(u for u in sorted(alone) if alone[u])
+    donor = next(i for i, v in enumerate(users) if v != victim and sizes[keys[i]] == 1)
+    texts = [corpus.texts[donor] if v == victim else t for t, v in zip(corpus.texts, users, strict=True)]
+    neighbour = replace(grouped, texts=tuple(texts))
+    run_synthesis(neighbour, params, seeds, options(pool_file, protocol="central"), tmp_path / "b",
+                  embedder=minilm, log=lambda m: None, unit=unit)
+    for name in ("release.json", "centroids.npy", "ledger.json", "synthetic.jsonl"):
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes(), name
+
+
+def test_unit_must_match_the_corpus_and_the_release_path(corpus, pool_file, monkeypatch, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from dataclasses import replace
+
+    from fre_protocol.text import pipeline
+    from mechanism.contributions import PrivacyUnit
+
+    unit = PrivacyUnit(kind="user", cap=2, user_field="author")
+    with pytest.raises(InvalidParameterError, match="names no user field"):
+        run_synthesis(corpus, minilm_params(math.inf, threshold=5), SeedPlan.from_seed(1),
+                      options(pool_file, protocol="central"), tmp_path, unit=unit)
+    grouped = replace(corpus, users=tuple(f"u{i % 9}" for i in range(len(corpus))), user_field="author")
+    monkeypatch.setattr(pipeline, "protocol_takes_users", lambda: False)
+    with pytest.raises(InvalidParameterError, match="run --protocol central"):
+        run_synthesis(grouped, minilm_params(math.inf, threshold=5), SeedPlan.from_seed(1),
+                      options(pool_file, protocol="distributed"), tmp_path, unit=unit)
+
+
+def test_cli_unit_flags_resolve_to_a_privacy_unit() -> None:
+    from fre_protocol.cli import synthesize as cmd
+    from fre_protocol.cli.common import DEFAULT_CAP, privacy_unit
+
+    parser = argparse.ArgumentParser()
+    cmd.add_arguments(parser)
+    base = ["--input", "x.jsonl", "--epsilon", "8", "--out", "o"]
+    seeds = SeedPlan.from_seed(1)
+    text = privacy_unit(parser.parse_args(base), None, seeds)
+    assert text.kind == "text"
+    users = ["a"] * 5 + ["b"] * 3 + [f"c{i}" for i in range(40)]
+    default = privacy_unit(parser.parse_args([*base, "--user-field", "author"]), users, seeds)
+    assert (default.kind, default.cap, default.user_field, default.extra_epsilon) == ("user", DEFAULT_CAP, "author", 0)
+    fixed = privacy_unit(parser.parse_args([*base, "--user-field", "author", "--cap", "4"]), users, seeds)
+    assert fixed.cap == 4
+    notes: list[str] = []
+    auto = privacy_unit(parser.parse_args([*base, "--user-field", "author", "--cap", "auto", "--cap-epsilon", "2"]),
+                        users, seeds, log=notes.append)
+    assert auto.extra_epsilon == 2.0 and auto.extra_delta == 1e-8 and notes and "c = " in notes[0]
+    with pytest.raises(InvalidParameterError, match="needs --user-field"):
+        privacy_unit(parser.parse_args([*base, "--cap", "2"]), None, seeds)
+    with pytest.raises(SystemExit):
+        parser.parse_args([*base, "--cap", "0"])
