@@ -31,7 +31,6 @@ Steps 4-5 are post-processing of the DP release and cost no privacy.
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import math
 import os
 import platform
@@ -366,13 +365,6 @@ def release_and_record(
                     empty_reason=empty_reason)
 
 
-def protocol_takes_users() -> bool:
-    """Whether this version's ``run_protocol`` bounds several texts per user (``users=``)."""
-    from fre_protocol.runner import run_protocol
-
-    return "users" in inspect.signature(run_protocol).parameters
-
-
 def check_unit(corpus: Corpus, unit: PrivacyUnit, options: SynthesisOptions) -> None:
     """The unit must match the corpus (users exactly when it groups texts by user), and the release
     path must support it; checked before any text is embedded or any budget spent."""
@@ -381,11 +373,6 @@ def check_unit(corpus: Corpus, unit: PrivacyUnit, options: SynthesisOptions) -> 
             f"the unit of privacy is {unit.kind!r} but the corpus "
             + ("names no user field" if corpus.users is None else f"groups its texts by {corpus.user_field!r}")
             + ": give both or neither"
-        )
-    if unit.kind == "user" and options.protocol == "distributed" and not protocol_takes_users():
-        raise InvalidParameterError(
-            "the distributed protocol of this version treats every text as its own user; with a user "
-            "field, run --protocol central (contribution bounding is in the centralized mechanism)"
         )
 
 

@@ -338,10 +338,9 @@ def test_user_level_run_states_its_unit_and_neighbouring_users_publish_the_same_
         assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes(), name
 
 
-def test_unit_must_match_the_corpus_and_the_release_path(corpus, pool_file, monkeypatch, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_unit_must_match_the_corpus_and_both_release_paths_take_it(corpus, pool_file, tmp_path) -> None:  # type: ignore[no-untyped-def]
     from dataclasses import replace
 
-    from fre_protocol.text import pipeline
     from mechanism.contributions import PrivacyUnit
 
     unit = PrivacyUnit(kind="user", cap=2, user_field="author")
@@ -349,10 +348,12 @@ def test_unit_must_match_the_corpus_and_the_release_path(corpus, pool_file, monk
         run_synthesis(corpus, minilm_params(math.inf, threshold=5), SeedPlan.from_seed(1),
                       options(pool_file, protocol="central"), tmp_path, unit=unit)
     grouped = replace(corpus, users=tuple(f"u{i % 9}" for i in range(len(corpus))), user_field="author")
-    monkeypatch.setattr(pipeline, "protocol_takes_users", lambda: False)
-    with pytest.raises(InvalidParameterError, match="run --protocol central"):
-        run_synthesis(grouped, minilm_params(math.inf, threshold=5), SeedPlan.from_seed(1),
-                      options(pool_file, protocol="distributed"), tmp_path, unit=unit)
+    run_synthesis(grouped, minilm_params(math.inf, threshold=5), SeedPlan.from_seed(1),
+                  options(pool_file, protocol="distributed"), tmp_path / "distributed", unit=unit)
+    ledger = json.loads((tmp_path / "distributed" / "ledger.json").read_text())
+    assert ledger["unit"]["kind"] == "user" and ledger["unit"]["cap"] == 2
+    summary = json.loads((tmp_path / "distributed" / "summary.json").read_text())
+    assert summary["unit"]["user_field"] == "author"
 
 
 def test_cli_unit_flags_resolve_to_a_privacy_unit() -> None:
