@@ -35,6 +35,7 @@ import numpy as np
 import numpy.typing as npt
 
 from mechanism.accounting import HISTOGRAM_RELEASE, agm_multiplier, multi_text_guarantee
+from mechanism.grouping import group_buckets
 from mechanism.ledger import PrivacyLedger
 from mechanism.seeds import SeedPlan
 from primitives.errors import InvalidInputError, InvalidParameterError
@@ -234,8 +235,6 @@ def bound_contributions(
     buckets), so with the same seed a user's choices do not move when another user's texts change:
     neighbouring populations then differ in that user's slots only.
     """
-    from mechanism.fre_e2t import group_buckets  # the grouping of the mechanism, shared
-
     cap = check_cap(cap)
     b = np.asarray(buckets)
     if b.ndim != 2 or not np.issubdtype(b.dtype, np.integer):
