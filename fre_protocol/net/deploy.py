@@ -28,6 +28,7 @@ import numpy as np
 import numpy.typing as npt
 
 from fre_protocol.net.round import SERVICE_ROLES, RoundSettings, ServiceConfig
+from mechanism.contributions import dense_users
 from mechanism.run_files import DEPLOYMENT_FILE, METRICS_DIR, TRANSCRIPT_FILE, TRANSCRIPTS_DIR
 from primitives.errors import InvalidParameterError, ProtocolStateError
 
@@ -256,8 +257,12 @@ def deploy_local(
     dropout: npt.NDArray[np.bool_] | None = None,
     on_phase: Callable[[Deployment, str], None] | None = None,
     deadline_s: float = 1800.0,
+    users: npt.ArrayLike | None = None,
 ) -> dict[str, Any]:
     """Run one round on localhost; returns the deployment summary (also in deployment.private.json).
+
+    ``users`` (one label per row) groups the rows by user when the round's unit of privacy is
+    ``user``; ``dropout`` then marks users, not rows.
 
     ``on_phase(deployment, step)`` is called at ``"started"`` (services up, no user request
     yet), ``"phase1_submitted"`` and ``"phase2_sent"`` (the fault tests kill and restart
@@ -268,6 +273,7 @@ def deploy_local(
     arr = np.asarray(x)
     if arr.ndim != 2 or arr.shape[1] != settings.dim:
         raise InvalidParameterError(f"embeddings must be (N, {settings.dim}), got shape {arr.shape}")
+    n_users = int(arr.shape[0]) if users is None else dense_users(users, int(arr.shape[0]))[1]
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     dep = write_configs(out, settings, test_seed=test_seed)
@@ -288,9 +294,10 @@ def deploy_local(
 
         report = play_users(
             arr, proxy_url=dep.url("proxy"), ca=dep.pki / "ca.pem", settings=settings,
-            credentials=credentials_for(dep, arr.shape[0]), test_seed=test_seed,
+            credentials=credentials_for(dep, n_users), test_seed=test_seed,
             transcript=out / TRANSCRIPTS_DIR / "users.sqlite", concurrency=concurrency,
             deadline_s=deadline_s, between_phases=between, active=None if dropout is None else ~dropout,
+            users=users,
         )
         cpu["users (client process)"] = _own_cpu() - own0
         if on_phase is not None:
@@ -311,7 +318,8 @@ def deploy_local(
     stores = gather_transcripts(dep)
     lo1 = loopback_bytes()
     summary = {
-        "n_users": int(arr.shape[0]),
+        "n_users": n_users,
+        "n_texts": int(arr.shape[0]),
         "dim": int(arr.shape[1]),
         "round_id": settings.round_id,
         "wall_seconds": wall,

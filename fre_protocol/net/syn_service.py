@@ -32,6 +32,7 @@ from fre_protocol.net.wire import NotReadyError, decode_batch, encode_batch
 from fre_protocol.parties.base import Meter, Recorder
 from fre_protocol.parties.synthesis_server import Reconstruction, SynthesisServer
 from fre_protocol.runner import DropoutOutcome, Phase2Plan, box_key, build_ledger, public_info
+from mechanism.contributions import with_unit
 from mechanism.release import Release, ReleasedBucket
 from primitives.errors import ProtocolStateError
 
@@ -124,7 +125,9 @@ class SynService(LoggedServer):
             topped_up=sorted(t.hex() for t in below),
             below_floor_contributors={t.hex(): c for t, c in sorted(below.items())},
         )
-        ledger = build_ledger(params, p2.ddg_config, self.ctx.dummy, (outcome.ledger_term(),))
+        ledger = with_unit(
+            build_ledger(params, p2.ddg_config, self.ctx.dummy, (outcome.ledger_term(),)), self.ctx.settings.unit
+        )
         dim = self.settings.dim
         centroids = np.stack([result.centroids[t] for t in tags]) if tags else np.zeros((0, dim))
         party: SynthesisServer = self.party

@@ -27,6 +27,7 @@ from fre_protocol.net.service import backoff
 from fre_protocol.net.wire import encode_batch
 from fre_protocol.parties.base import Meter, Recorder, Workers
 from fre_protocol.parties.user import ServerKeys, UserPopulation
+from fre_protocol.slots import SlotLayout
 from mechanism.grid import PublicGrid, encode_buckets
 from primitives.errors import ProtocolStateError
 
@@ -146,19 +147,22 @@ def play_users(
     between_phases: Callable[[], None] | None = None,
     active: npt.NDArray[np.bool_] | None = None,
     workers: int = 2,
+    users: npt.ArrayLike | None = None,
 ) -> UsersReport:
-    """Play one user per row of ``x`` against the proxy at ``proxy_url``; the users' report.
+    """Play the users of the rows of ``x`` against the proxy at ``proxy_url``; the users' report.
 
-    The round document the proxy serves is checked against ``settings`` before anything is
-    sent. ``between_phases`` runs once every user has submitted its tag (deploy-local closes
-    phase 1 there); without it the users wait for the broadcast until ``deadline_s``.
-    ``active`` marks users still online in phase 2 (default all).
+    One user per row, or, when the round's unit of privacy is ``user``, the users that ``users``
+    (one label per row) names: each device then plays its c slots (:mod:`fre_protocol.slots`)
+    with its one credential, c requests of each kind. The round document the proxy serves is
+    checked against ``settings`` before anything is sent. ``between_phases`` runs once every user
+    has submitted its tag (deploy-local closes phase 1 there); without it the users wait for the
+    broadcast until ``deadline_s``. ``active`` marks users still online in phase 2 (default all).
     """
     return asyncio.run(
         _play(
             np.asarray(x), proxy_url=proxy_url, ca=ca, settings=settings, credentials=credentials,
             test_seed=test_seed, transcript=transcript, concurrency=concurrency, deadline_s=deadline_s,
-            between_phases=between_phases, active=active, workers=workers,
+            between_phases=between_phases, active=active, workers=workers, users=users,
         )
     )
 
@@ -166,15 +170,27 @@ def play_users(
 async def _play(x: npt.NDArray[Any], *, proxy_url: str, ca: Path, settings: RoundSettings, credentials: Sequence[str],
                 test_seed: int | None, transcript: Path | None, concurrency: int, deadline_s: float,
                 between_phases: Callable[[], None] | None, active: npt.NDArray[np.bool_] | None,
-                workers: int) -> UsersReport:
-    from fre_protocol.runner import user_coins
+                workers: int, users: npt.ArrayLike | None) -> UsersReport:
+    from fre_protocol.runner import check_unit, user_coins
 
-    n = int(x.shape[0])
-    if len(credentials) != n:
-        raise ProtocolStateError(f"credentials must give one token per user ({n}), got {len(credentials)}")
     if x.ndim != 2 or x.shape[1] != settings.dim:
         raise ProtocolStateError(f"embeddings must be (N, {settings.dim}), got shape {x.shape}")
-    report = UsersReport(n_users=n)
+    check_unit(settings.params, settings.protocol, users, settings.unit)
+    grid_seeds = settings.seeds(test_seed)
+    grid = PublicGrid.derive(grid_seeds, settings.dim, settings.params)
+    if users is None:
+        layout = SlotLayout.per_text(int(x.shape[0]))
+        slot_x, encodings = x, encode_buckets(grid.bucket_indices(x))
+    else:
+        layout = SlotLayout.bound(x, users, settings.unit, grid, grid_seeds)
+        slot_x, encodings = layout.inputs(
+            x, range(layout.n_slots), grid, grid_seeds.secret("users"), settings.protocol.chunk_size
+        )
+    if len(credentials) != layout.n_users:
+        raise ProtocolStateError(f"credentials must give one token per user ({layout.n_users}), got {len(credentials)}")
+    cap = layout.cap
+    n = layout.n_slots
+    report = UsersReport(n_users=layout.n_users)
     http = _Http(proxy_url, ca, concurrency=concurrency, deadline_s=deadline_s, report=report)
     store = None
     try:
@@ -185,41 +201,41 @@ async def _play(x: npt.NDArray[Any], *, proxy_url: str, ca: Path, settings: Roun
             from fre_protocol.net.transcript import party_header
             from transcripts import TranscriptStore
 
-            store = TranscriptStore.create(transcript, party_header(ctx, party="users", extra={"n_users": n}), overwrite=True)
+            store = TranscriptStore.create(transcript, party_header(ctx, party="users", extra={"n_users": layout.n_users, "n_slots": n}), overwrite=True)
         meter, recorder, pool = Meter(), Recorder(store), Workers(workers)
-        grid = PublicGrid.derive(ctx.seeds, settings.dim, ctx.params)
-        users = UserPopulation(
-            x, encode_buckets(grid.bucket_indices(x)), user_coins(ctx.seeds, n, ctx.params, settings.protocol.chunk_size),
+        # Entries are slots (one per user under a text unit); slot i speaks with its owner's credential.
+        devices = UserPopulation(
+            slot_x, encodings, user_coins(ctx.seeds, n, ctx.params, settings.protocol.chunk_size),
             suite=ctx.comps.suite,
             keys=ServerKeys(voprf_public_key=doc.voprf_public_key, tag_box_key=doc.tag_box_key, syn_box_key=doc.syn_box_key),
             channel=ctx.comps.channel, rng=ctx.seeds.secret("users"), workers=pool, meter=meter, recorder=recorder,
             chunk_size=settings.protocol.chunk_size, cover_traffic=settings.protocol.cover_traffic,
         )
-        users.prepare()
+        devices.prepare()
 
         async def request(item: tuple[int, Role, bytes]) -> tuple[int, int]:
             i, _, envelope = item
-            return i, json.loads(await http.call("phase1", "POST", "/v1/phase1", token=credentials[i], body=envelope))["ticket"]
+            return i, json.loads(await http.call("phase1", "POST", "/v1/phase1", token=credentials[i // cap], body=envelope))["ticket"]
 
         async def answer(item: tuple[int, int] | None) -> tuple[int, bytes] | None:
             if item is None:
                 return None  # the request itself failed: this user aborts
             i, ticket = item
-            return i, await http.call("phase1_answer", "GET", f"/v1/phase1/{ticket}", token=credentials[i], params=WAIT)
+            return i, await http.call("phase1_answer", "GET", f"/v1/phase1/{ticket}", token=credentials[i // cap], params=WAIT)
 
         # Every device sends, then collects its answer: the proxy's windows fill by count, as
         # they would with many devices online at once, rather than by time. (A long-polled
         # request would save the second request, but keeping two windows of users waiting at once
         # cost more in connections and wake-ups than the request saves.)
-        tickets = await _each("phase1", report, users.blind_requests(), request)
+        tickets = await _each("phase1", report, devices.blind_requests(), request)
         answers = await _each("phase1_answer", report, tickets, answer)
-        users.receive_evaluations([a for a in answers if a is not None])
+        devices.receive_evaluations([a for a in answers if a is not None])
 
         async def submit(item: tuple[int, Role, bytes]) -> None:
             i, _, envelope = item
-            await http.call("submit", "POST", "/v1/submit", token=credentials[i], body=envelope)
+            await http.call("submit", "POST", "/v1/submit", token=credentials[i // cap], body=envelope)
 
-        await _each("submit", report, users.tag_submissions(), submit)
+        await _each("submit", report, devices.tag_submissions(), submit)
         if between_phases is not None:
             t0 = time.perf_counter()
             await asyncio.to_thread(between_phases)
@@ -227,22 +243,23 @@ async def _play(x: npt.NDArray[Any], *, proxy_url: str, ca: Path, settings: Roun
         t0 = time.perf_counter()
         broadcast = await http.call("broadcast", "GET", "/v1/broadcast")
         report.wall["broadcast"] = time.perf_counter() - t0
-        users.receive_broadcast(broadcast)
-        p2 = ctx.phase2(users.released)
-        shares = users.share_submissions(encoder=p2.encoder, sharing=p2.sharing, noise=settings.noise, active=active)
+        devices.receive_broadcast(broadcast)
+        p2 = ctx.phase2(devices.released)
+        online = None if active is None else layout.per_slot(np.asarray(active, dtype=bool))
+        shares = devices.share_submissions(encoder=p2.encoder, sharing=p2.sharing, noise=settings.noise, active=online)
         by_user: dict[int, list[bytes]] = {}
         for i, _, envelope in shares:
             by_user.setdefault(i, []).append(envelope)
 
         async def phase2(item: tuple[int, list[bytes]]) -> None:
             i, envelopes = item
-            await http.call("phase2", "POST", "/v1/phase2", token=credentials[i], body=encode_batch(envelopes))
+            await http.call("phase2", "POST", "/v1/phase2", token=credentials[i // cap], body=encode_batch(envelopes))
 
         await _each("phase2", report, sorted(by_user.items()), phase2)
         recorder.flush()
         pool.close()
         report.meter = meter.to_dict()
-        for s in users.status:
+        for s in devices.status:
             report.status[s] = report.status.get(s, 0) + 1
         return report
     finally:

@@ -137,3 +137,38 @@ def test_crypto_mode_deployment_keeps_no_secret_and_releases_the_same_buckets(
         assert min(distances) <= 2 * encoder.quantization_bound(count) / count + 1e-9
     assert math.isinf(got.params.epsilon)
     _check_stores(tmp_path, seeded=False)
+
+
+def test_a_user_unit_deployment_releases_what_the_runner_and_mechanism_release(
+    tmp_path: Path, small_population: Population
+) -> None:
+    """Several texts per user over the network: each device plays its c slots with its one
+    credential (c requests of each kind), and the release is the runner's and the mechanism's."""
+    from mechanism.contributions import PrivacyUnit
+
+    x, labels = small_population.embeddings, small_population.labels
+    # Users of two texts: one from cluster 0 and one from cluster 1 (two buckets), or two from
+    # cluster 2 (one bucket: one of them counts); the rare rows are users of one text each.
+    users = np.empty(len(x), dtype=object)
+    for c in (0, 1):
+        users[np.flatnonzero(labels == c)] = [f"a{i}" for i in range(np.sum(labels == c))]
+    users[np.flatnonzero(labels == 2)] = [f"b{i // 2}" for i in range(np.sum(labels == 2))]
+    users[labels < 0] = [f"r{i}" for i in range(np.sum(labels < 0))]
+    unit = PrivacyUnit(kind="user", cap=2, user_field="author")
+    settings = round_settings("user-level", unit=unit)
+    summary = deploy_local(x, settings, tmp_path, test_seed=SEED, users=users)
+    got = Release.load(tmp_path)
+    n_users = len(set(users.tolist()))
+    assert summary["n_users"] == n_users and summary["n_texts"] == len(x)
+    assert summary["users"]["failures"] == {}
+    assert sum(summary["users"]["status"].values()) == 2 * n_users  # c slots per device
+    seeds = SeedPlan.from_seed(SEED)
+    runner = run_protocol(x, PARAMS, seeds, noise=False, users=users, unit=unit).release
+    assert_same_release(got, runner)
+    mech = run_mechanism(x, PARAMS, seeds, noise=False, users=users, unit=unit)
+    assert len(mech) >= 2
+    assert dict(zip(_tag_ids(mech, seeds), mech.counts.tolist(), strict=True)) == dict(
+        zip(got.ids, got.counts.tolist(), strict=True)
+    )
+    assert got.ledger.unit is not None and got.ledger.unit["cap"] == 2
+    assert "per user" in got.ledger.unit["statement"]

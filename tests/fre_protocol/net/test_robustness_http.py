@@ -160,6 +160,33 @@ def test_a_replayed_request_is_idempotent_and_another_body_is_rate_limited(dep: 
     assert proxy_status(dep)["items"]["phase1"] >= 1
 
 
+def test_a_user_unit_round_admits_c_requests_per_credential_and_refuses_the_next(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """Under a user unit with cap c = 2 a credential plays two slots: two distinct requests of a
+    kind are admitted (each idempotent), the third is refused (429, typed, counted)."""
+    from mechanism.contributions import PrivacyUnit
+
+    settings = round_settings("user-cap", unit=PrivacyUnit(kind="user", cap=2, user_field="author"))
+    deployment = write_configs(tmp_path_factory.mktemp("user-cap"), settings, test_seed=SEED)
+    try:
+        for role in ("S_tag", "S_syn", "proxy"):
+            start_service(deployment, role)
+        token = credential(deployment, "two-slots")
+        bodies = [blind_request(deployment, genuine_blinded(f"slot-{i}"))[0] for i in range(3)]
+        tickets = [post_user(deployment, "/v1/phase1", b, token) for b in bodies[:2]]
+        assert [t.status_code for t in tickets] == [202, 202]
+        again = post_user(deployment, "/v1/phase1", bodies[1], token)
+        assert again.status_code == 202 and again.json()["ticket"] == tickets[1].json()["ticket"]
+        third = post_user(deployment, "/v1/phase1", bodies[2], token)
+        assert third.status_code == 429 and error_of(third) == "RateLimitedError"
+        assert "cap c = 2" in third.json()["detail"]
+        assert rejections(deployment, "proxy", "RateLimitedError") == 1
+        assert post_user(deployment, "/v1/phase1", bodies[2], credential(deployment, "other")).status_code == 202
+    finally:
+        stop_all(deployment, kill=True)
+
+
 @pytest.mark.parametrize(
     "authorization", [None, "Bearer u0", "Bearer u0.00000000000000000000000000000000", "Bearer .", "Basic dTA6eA=="]
 )
