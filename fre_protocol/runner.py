@@ -659,7 +659,7 @@ def plan_run(
     check_unit(params, cfg, users, unit)
     arr = _check_x(x)
     n = int(arr.shape[0])
-    if unit.kind == "user":
+    if users is not None:  # a user unit (check_unit)
         arr = np.asarray(rows(arr, 0, n))  # bounding reads every row's bucket; this driver holds them all
         slots = SlotLayout.bound(arr, users, unit, PublicGrid.derive(seeds, int(arr.shape[1]), params), seeds)
     else:

@@ -35,7 +35,7 @@ import numpy as np
 import numpy.typing as npt
 
 from mechanism.accounting import HISTOGRAM_RELEASE, agm_multiplier, multi_text_guarantee
-from mechanism.grid import group_buckets
+from mechanism.grouping import group_buckets
 from mechanism.ledger import PrivacyLedger
 from mechanism.seeds import SeedPlan
 from primitives.errors import InvalidInputError, InvalidParameterError

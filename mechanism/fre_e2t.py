@@ -30,7 +30,8 @@ from mechanism.contributions import (
     one_text_per_user,
     with_unit,
 )
-from mechanism.grid import PublicGrid, encode_bucket, group_buckets
+from mechanism.grid import PublicGrid, encode_bucket
+from mechanism.grouping import group_buckets
 from mechanism.params import FreParams
 from mechanism.release import Release, ReleasedBucket
 from mechanism.seeds import CENTROID_NOISE_LABEL, COINS_LABEL, SeedPlan
@@ -57,7 +58,6 @@ def release_threshold(params: FreParams) -> int:
     pays for. The protocol must use the same rule.
     """
     return max(1, release_floor(params.tau))
-
 
 
 def clip_factors(rows: npt.NDArray[Any], clip: float) -> npt.NDArray[np.float64]:

@@ -32,7 +32,8 @@ import numpy.typing as npt
 from mechanism.accounting import agm_delta, calibrate_agm
 from mechanism.baseline_release import BaselineRelease
 from mechanism.fre_e2t import _check_embeddings, clip_factors
-from mechanism.grid import PublicGrid, encode_bucket, group_buckets
+from mechanism.grid import PublicGrid, encode_bucket
+from mechanism.grouping import group_buckets
 from mechanism.ledger import LedgerTerm, PrivacyLedger
 from mechanism.params import FreParams
 from mechanism.seeds import SeedPlan

@@ -39,7 +39,8 @@ import numpy.typing as npt
 from mechanism.accounting import agm_delta, calibrate_agm, sensitivity_term
 from mechanism.baseline_release import BaselineRelease
 from mechanism.fre_e2t import _bucket_sums, _check_embeddings
-from mechanism.grid import PublicGrid, encode_bucket, group_buckets
+from mechanism.grid import PublicGrid, encode_bucket
+from mechanism.grouping import group_buckets
 from mechanism.ledger import CENTROID_GAUSSIAN, SENSITIVITY_FAILURE, LedgerTerm, PrivacyLedger
 from mechanism.params import FreParams
 from mechanism.seeds import SeedPlan

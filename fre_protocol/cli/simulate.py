@@ -104,7 +104,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def read_users(path: str) -> np.ndarray:
     """One label per embedding row: a ``.npy`` array, or the lines of a text file."""
     if Path(path).suffix == ".npy":
-        return np.load(path, allow_pickle=False)
+        return np.asarray(np.load(path, allow_pickle=False))
     return np.array(Path(path).read_text(encoding="utf-8").splitlines())
 
 

@@ -275,7 +275,8 @@ class Context:
         """The true heavy buckets (≥ t private points on the public grid) as ``method`` names them,
         and their number: canonical bucket ids, or — for the protocol — their VOPRF tags, which the
         seeded research mode lets the evaluator recompute from the derived key."""
-        from mechanism.grid import PublicGrid, encode_bucket, group_buckets
+        from mechanism.grid import PublicGrid, encode_bucket
+        from mechanism.grouping import group_buckets
 
         x, seeds = self.dataset().x, self.seeds(seed)
         rows = PublicGrid.derive(seeds, x.shape[1], params).bucket_indices(x)

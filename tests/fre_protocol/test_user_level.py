@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from fre_protocol.audit import audit_run
 from fre_protocol.components import build_components
 from fre_protocol.messages import Role, SealedEnvelope, tag_of
 from fre_protocol.parties.base import PHASE1, PHASE1_SUBMIT, PHASE2, Meter, Recorder, Row
@@ -166,6 +167,15 @@ def test_every_user_sends_c_requests_and_c_share_pairs_whatever_its_texts(
     assert diag["n_cover_users"] == inf_run.release.diagnostics["n_slots"] - sum(diag["contributors"].values())
 
 
+def test_a_user_goes_offline_with_all_its_slots(pop: Population, authors: np.ndarray, tmp_path: Path) -> None:
+    """Dropout draws people: in phase 2 every online user still sends c share pairs, nobody fewer."""
+    result = _user_run(pop.embeddings, authors, INF, tmp_path, noise=False, dropout=0.3)
+    offline = int(SEEDS.secret("dropout").bernoulli(0.3, 121).sum())
+    assert 0 < offline < 121
+    traffic = result.release.diagnostics["proxy_traffic"]
+    assert traffic[f"{PHASE2}:S_tag"] == traffic[f"{PHASE2}:S_syn"] == {str(CAP): 121 - offline}
+
+
 def test_a_padding_input_is_never_a_bucket_encoding() -> None:
     assert (len(PADDING_DOMAIN) + PADDING_RANDOM_BYTES) % 8 != 0  # bucket encodings are k × 8 bytes
 
@@ -272,6 +282,11 @@ def test_the_ledger_states_the_per_user_guarantee(dp_run: ProtocolResult) -> Non
     with TranscriptStore.open(dp_run.transcript_path) as store:  # type: ignore[arg-type]
         assert store.header.extra["unit"] == UNIT.to_dict()
         assert store.header.extra["n_users"] == 121 and store.header.extra["n_texts"] == 400
+
+
+def test_the_audit_passes_a_user_level_run(pop: Population, dp_run: ProtocolResult) -> None:
+    report = audit_run(dp_run.transcript_path.parent, embeddings=pop.embeddings)  # type: ignore[union-attr]
+    assert [f.name for f in report.findings if not f.passed] == []
 
 
 # -- refusals ----------------------------------------------------------------------------------------

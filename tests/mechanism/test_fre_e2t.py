@@ -16,10 +16,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-import mechanism.grid as grid_module
+import mechanism.grouping as grouping
 from mechanism.accounting import calibrate_noise
 from mechanism.fre_e2t import release_threshold, run_mechanism, sample_coins
-from mechanism.grid import group_buckets
+from mechanism.grouping import group_buckets
 from mechanism.params import FreParams
 from mechanism.population import Population, synthetic_population
 from mechanism.seeds import COINS_LABEL, SeedPlan
@@ -289,7 +289,7 @@ def test_grouping_survives_key_collisions(monkeypatch: pytest.MonkeyPatch) -> No
     rows = RandomSource.seeded(2, "rows").integers_below(5, 600).astype(np.int64).reshape(200, 3)
     honest = group_buckets(rows)
     # Every key equal: the hash groups everything together, the check must catch it.
-    monkeypatch.setattr(grid_module, "_key_multipliers", lambda k: np.zeros(k, dtype=np.uint64))
+    monkeypatch.setattr(grouping, "_key_multipliers", lambda k: np.zeros(k, dtype=np.uint64))
     first, inverse, counts = group_buckets(rows)
     assert sorted(counts.tolist()) == sorted(honest[2].tolist())
     for i, g in enumerate(inverse.tolist()):
