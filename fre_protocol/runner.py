@@ -65,7 +65,7 @@ from fre_protocol.parties.tagging_server import TaggingServer
 from fre_protocol.parties.user import ServerKeys, UserPopulation, UserTally
 from fre_protocol.slots import SlotLayout
 from mechanism.accounting import calibrate_noise, histogram_release_cost, protocol_ledger
-from mechanism.contributions import TEXT_UNIT, PrivacyUnit, with_unit
+from mechanism.contributions import TEXT_UNIT, PrivacyUnit, check_users_for, with_unit
 from mechanism.fre_e2t import release_threshold, sample_coins
 from mechanism.grid import PublicGrid, encode_buckets, single_threaded_blas
 from mechanism.ledger import LedgerTerm, PrivacyLedger
@@ -680,13 +680,7 @@ def plan_run(
 def check_unit(params: FreParams, cfg: ProtocolConfig, users: npt.ArrayLike | None, unit: PrivacyUnit) -> None:
     """A user unit needs what keeps its padding slots invisible: cover traffic (a padding slot
     sends cover in phase 2) and a release floor of at least 2 (a padding tag counts 1)."""
-    if not isinstance(unit, PrivacyUnit):
-        raise InvalidParameterError(f"unit must be a PrivacyUnit, got {type(unit).__name__}")
-    if (unit.kind == "user") != (users is not None):
-        raise InvalidParameterError(
-            "users (one label per row) must be given exactly when the unit of privacy is 'user', "
-            f"got unit kind {unit.kind!r} and users {'given' if users is not None else 'None'}"
-        )
+    check_users_for(unit, users)
     if unit.kind != "user":
         return
     if not cfg.cover_traffic:

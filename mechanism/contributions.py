@@ -126,6 +126,17 @@ class PrivacyUnit:
 TEXT_UNIT = PrivacyUnit()
 
 
+def check_users_for(unit: PrivacyUnit, users: object) -> None:
+    """``users`` (one label per row) comes exactly with a user unit: a typed error otherwise."""
+    if not isinstance(unit, PrivacyUnit):
+        raise InvalidParameterError(f"unit must be a PrivacyUnit, got {type(unit).__name__}")
+    if (unit.kind == "user") != (users is not None):
+        raise InvalidParameterError(
+            "users (one label per row) must be given exactly when the unit of privacy is 'user', "
+            f"got unit kind {unit.kind!r} and users {'given' if users is not None else 'None'}"
+        )
+
+
 def per_user_guarantee(ledger: PrivacyLedger, unit: PrivacyUnit) -> tuple[float, float, str]:
     """(ε, δ) per user of a release whose ledger is per contribution, and the rule used.
 

@@ -27,6 +27,7 @@ from mechanism.contributions import (
     TEXT_UNIT,
     PrivacyUnit,
     bound_contributions,
+    check_users_for,
     one_text_per_user,
     with_unit,
 )
@@ -162,13 +163,7 @@ def run_mechanism(
         raise InvalidParameterError(f"seeds must be a SeedPlan, got {type(seeds).__name__}")
     arr = _check_embeddings(x)
     n, d = arr.shape
-    if not isinstance(unit, PrivacyUnit):
-        raise InvalidParameterError(f"unit must be a PrivacyUnit, got {type(unit).__name__}")
-    if (unit.kind == "user") != (users is not None):
-        raise InvalidParameterError(
-            "users (one label per row) must be given exactly when the unit of privacy is 'user', "
-            f"got unit kind {unit.kind!r} and users {'given' if users is not None else 'None'}"
-        )
+    check_users_for(unit, users)
     ledger = with_unit(calibrate_noise(params), unit)  # before any work: an infeasible budget fails fast
     sigma = float(ledger.sigma)
     timings: dict[str, float] = {}

@@ -356,6 +356,19 @@ def _prf(
     }
 
 
+def _utility_inputs(
+    synthetic: npt.ArrayLike, reference: npt.ArrayLike, radius: float, alpha: float
+) -> tuple[npt.NDArray[Any], npt.NDArray[Any], float]:
+    """The checked (S, V, r) of a utility computation, or a typed error naming the argument."""
+    s = _matrix("synthetic", synthetic, allow_empty=True)
+    v = _matrix("reference", reference)
+    _same_dim(s, v, "synthetic and reference")
+    r = _check_radius(radius)
+    if not (isinstance(alpha, int | float) and math.isfinite(alpha) and alpha > 0):
+        raise InvalidParameterError(f"alpha must be a finite number > 0, got {alpha!r}")
+    return s, v, r
+
+
 def utility(
     synthetic: FloatArray,
     reference: FloatArray,
@@ -374,12 +387,7 @@ def utility(
     S → F, ``avg_l2_reverse`` F → S. With a mask, the same four metrics against all of V
     (App. A.4) are added with the suffix ``_all``. Undefined values (empty S or F) are NaN.
     """
-    s = _matrix("synthetic", synthetic, allow_empty=True)
-    v = _matrix("reference", reference)
-    _same_dim(s, v, "synthetic and reference")
-    r = _check_radius(radius)
-    if not (isinstance(alpha, int | float) and math.isfinite(alpha) and alpha > 0):
-        raise InvalidParameterError(f"alpha must be a finite number > 0, got {alpha!r}")
+    s, v, r = _utility_inputs(synthetic, reference, radius, alpha)
     hit = alpha * r
     groups: list[tuple[str, npt.NDArray[Any]]] = []
     if frequent is None:
@@ -538,12 +546,7 @@ def user_utility(
     (Any-of-their-texts would call a user recalled when one of many was; all-of would fail them
     for one miss; the mean is the expected recall of a text drawn from a random user.)
     """
-    s = _matrix("synthetic", synthetic, allow_empty=True)
-    v = _matrix("reference", reference)
-    _same_dim(s, v, "synthetic and reference")
-    r = _check_radius(radius)
-    if not (isinstance(alpha, int | float) and math.isfinite(alpha) and alpha > 0):
-        raise InvalidParameterError(f"alpha must be a finite number > 0, got {alpha!r}")
+    s, v, r = _utility_inputs(synthetic, reference, radius, alpha)
     mask = np.asarray(frequent)
     if mask.dtype != np.bool_ or mask.shape != (v.shape[0],):
         raise InvalidInputError(
