@@ -50,8 +50,9 @@ def load_embeddings(path: str | os.PathLike[str]) -> np.ndarray:
 
 
 def load_user_labels(path: str | os.PathLike[str], rows: int, *, field: str | None = None) -> list[str]:
-    """Whose each embedding row is: line i of a ``.txt`` file (one label per line), or the
-    ``field`` of line/row i of a ``.jsonl``/``.csv`` file; exactly ``rows`` labels, none empty."""
+    """Whose each embedding row is: entry i of a ``.npy`` array, line i of a ``.txt`` file (one
+    label per line), or the ``field`` of line/row i of a ``.jsonl``/``.csv`` file; exactly ``rows``
+    labels, none empty."""
     import csv
     import io
     import json
@@ -60,20 +61,35 @@ def load_user_labels(path: str | os.PathLike[str], rows: int, *, field: str | No
     if not p.is_file():
         raise InvalidInputError(f"users file {str(p)!r} does not exist or is not a file")
     suffix = p.suffix.lower()
-    if suffix not in (".txt", ".jsonl", ".csv"):
-        raise InvalidInputError(f"users file must end in .txt, .jsonl or .csv, got {str(p)!r}")
-    if (field is None) != (suffix == ".txt"):
+    if suffix not in (".npy", ".txt", ".jsonl", ".csv"):
+        raise InvalidInputError(f"users file must end in .npy, .txt, .jsonl or .csv, got {str(p)!r}")
+    if (field is None) != (suffix in (".npy", ".txt")):
         raise InvalidInputError(
-            f"users file {str(p)!r}: a .txt holds one label per line (no --user-field); a .jsonl/.csv "
+            f"users file {str(p)!r}: a .npy or .txt holds one label per row (no --user-field); a .jsonl/.csv "
             f"needs --user-field naming the column, got {field!r}"
         )
-    try:
-        text = p.read_text(encoding="utf-8-sig")
-    except (UnicodeDecodeError, OSError) as exc:
-        raise InvalidInputError(f"users file {str(p)!r} is not readable UTF-8 text ({exc})") from None
     labels: list[str] = []
-    if suffix == ".txt":
-        values: list[tuple[str, object]] = [(f"line {i}", line) for i, line in enumerate(text.splitlines(), 1)]
+    if suffix == ".npy":
+        try:
+            array = np.load(p, allow_pickle=False)
+        except (ValueError, OSError) as exc:
+            raise InvalidInputError(f"users file {str(p)!r} is not a readable .npy array ({exc})") from None
+        if array.ndim != 1 or array.dtype.kind not in "iuUS":
+            raise InvalidInputError(
+                f"users file {str(p)!r} must be a 1-D array of integer or string labels, got {array.dtype} {array.shape}"
+            )
+        text = ""
+    else:
+        try:
+            text = p.read_text(encoding="utf-8-sig")
+        except (UnicodeDecodeError, OSError) as exc:
+            raise InvalidInputError(f"users file {str(p)!r} is not readable UTF-8 text ({exc})") from None
+    if suffix == ".npy":
+        values: list[tuple[str, object]] = [
+            (f"entry {i}", v.decode() if isinstance(v, bytes) else v) for i, v in enumerate(array.tolist())
+        ]
+    elif suffix == ".txt":
+        values = [(f"line {i}", line) for i, line in enumerate(text.splitlines(), 1)]
     elif suffix == ".jsonl":
         values = []
         for i, line in enumerate(text.splitlines(), 1):

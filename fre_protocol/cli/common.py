@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from fre_protocol.inputs import load_embeddings
+from fre_protocol.inputs import load_embeddings, load_user_labels
 from fre_protocol.outputs import prepare_out_dir, write_json_atomic, write_npy_atomic
 from mechanism.contributions import TEXT_UNIT, PrivacyUnit, dense_users, estimate_cap
 from mechanism.params import FreParams
@@ -178,3 +178,27 @@ def privacy_unit(
     log(f"--cap auto: c = {estimate.cap} (the {estimate.quantile:g}-quantile of a DP histogram of texts per "
         f"user, at (epsilon={estimate.epsilon:g}, delta={estimate.delta:g}) added to the per-user guarantee)")
     return estimate.unit(args.user_field)
+
+
+def add_users_flags(parser: argparse.ArgumentParser) -> None:
+    """``--users FILE`` (whose each embedding row is) with the unit flags of :func:`add_unit_flags`."""
+    parser.add_argument(
+        "--users", metavar="FILE",
+        help="whose each embedding row is, in row order: a .npy array or a .txt of one label per line, or a "
+        ".jsonl/.csv with --user-field naming the column (default: every row is its own user)",
+    )
+    add_unit_flags(parser, user_field_help="the column of a .jsonl/.csv --users file naming each row's user")
+
+
+def users_and_unit(
+    args: argparse.Namespace, rows: int, seeds: SeedPlan, *, log: Callable[[str], None] = print
+) -> tuple[list[str] | None, PrivacyUnit]:
+    """The per-row user labels of ``--users`` (None without it) and the unit of privacy they make
+    with ``--user-field``/``--cap`` (:func:`privacy_unit`)."""
+    users = None
+    if args.users is not None:
+        users = load_user_labels(args.users, rows, field=args.user_field)
+        args.user_field = args.user_field or "user"  # a .npy/.txt names no column: its labels are the users
+    elif args.user_field is not None:
+        raise InvalidParameterError("--user-field names a column of the --users file; give --users")
+    return users, privacy_unit(args, users, seeds, log=log)

@@ -10,11 +10,13 @@ from pathlib import Path
 
 from fre_protocol.cli.common import (
     add_param_flags,
+    add_users_flags,
     load_embeddings,
     non_negative_int,
     params_from_args,
     positive_int,
     prepare_out_dir,
+    users_and_unit,
 )
 
 HELP = "run one round with each party as its own HTTPS service on localhost, and the users as clients"
@@ -36,11 +38,13 @@ def add_round_flags(parser: argparse.ArgumentParser) -> None:
                         help="blinded elements per DLEQ proof (default 1)")
 
 
-def settings_from_args(args: argparse.Namespace, dim: int) -> object:
+def settings_from_args(args: argparse.Namespace, dim: int, unit: object = None) -> object:
+    """The round's public settings; ``unit`` (a PrivacyUnit) defaults to one text per user."""
     import secrets
 
     from fre_protocol.net.round import RoundSettings
     from fre_protocol.runner import ProtocolConfig
+    from mechanism.contributions import TEXT_UNIT
     from mechanism.seeds import SeedPlan
 
     seeds = SeedPlan.fresh() if args.seed is None else SeedPlan.from_seed(args.seed)
@@ -48,13 +52,14 @@ def settings_from_args(args: argparse.Namespace, dim: int) -> object:
         round_id=args.round_id or f"round-{time.strftime('%Y%m%d')}-{secrets.token_hex(4)}",
         params=params_from_args(args), public_seed=seeds.public_seed, rng_mode=seeds.rng_mode, dim=dim,
         noise=args.noise == "on", protocol=ProtocolConfig(proof_batch_size=args.proof_batch),
-        window_count=args.window, window_seconds=args.window_seconds,
+        window_count=args.window, window_seconds=args.window_seconds, unit=unit or TEXT_UNIT,
     )
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--embeddings", required=True, metavar="X.npy", help="(N, d) float array, one row per user")
+    parser.add_argument("--embeddings", required=True, metavar="X.npy", help="(N, d) float array, one row per text")
     add_round_flags(parser)
+    add_users_flags(parser)
     parser.add_argument("--concurrency", type=positive_int, default=64,
                         help="users' requests in flight at once (default 64)")
     parser.add_argument("--out", required=True, metavar="DIR", help="output directory")
@@ -62,15 +67,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from fre_protocol.net.deploy import deploy_local
+    from mechanism.seeds import SeedPlan
 
     x = load_embeddings(args.embeddings)
-    settings = settings_from_args(args, int(x.shape[1]))
+    # --cap auto's estimate is the operator's, drawn from the test seed or cryptographically.
+    seeds = SeedPlan.fresh() if args.seed is None else SeedPlan.from_seed(args.seed)
+    users, unit = users_and_unit(args, int(x.shape[0]), seeds, log=lambda m: print(m, file=sys.stderr))
+    settings = settings_from_args(args, int(x.shape[1]), unit)
     out = prepare_out_dir(args.out)
     t0 = time.perf_counter()
-    summary = deploy_local(x, settings, Path(out), test_seed=args.seed, concurrency=args.concurrency)  # type: ignore[arg-type]
+    summary = deploy_local(x, settings, Path(out), test_seed=args.seed, concurrency=args.concurrency,  # type: ignore[arg-type]
+                           users=users)
     lo = summary["loopback_bytes"]
     lines = [
-        f"fre-e2t deploy-local: {summary['n_users']} users, d = {summary['dim']}, round {summary['round_id']}",
+        f"fre-e2t deploy-local: {summary['n_users']} users ({summary['n_texts']} texts), d = {summary['dim']}, "
+        f"round {summary['round_id']}",
+        f"  unit of privacy: {unit.kind}" + (f" (c = {unit.cap} buckets per user)" if unit.kind == "user" else
+                                              " (each text is treated as a separate user)"),
         f"  released {summary['released']} centroids; wall {summary['wall_seconds']:.1f} s "
         f"(+ {summary['setup_seconds']:.1f} s starting the services)",
         "  CPU seconds: " + ", ".join(f"{r} {s:.1f}" for r, s in summary["cpu_seconds"].items()),

@@ -23,14 +23,13 @@ import numpy as np
 
 from fre_protocol.cli.common import (
     add_param_flags,
-    add_unit_flags,
+    add_users_flags,
     load_embeddings,
     non_negative_int,
     params_from_args,
     prepare_out_dir,
-    privacy_unit,
+    users_and_unit,
 )
-from fre_protocol.inputs import load_user_labels
 from mechanism.fre_e2t import run_mechanism
 from mechanism.population import Population, synthetic_population
 from mechanism.release import Release
@@ -75,9 +74,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--out", required=True, metavar="DIR", help="output directory")
     parser.add_argument("--progress", action="store_true", help="show progress bars")
-    parser.add_argument("--users", metavar="FILE",
-                        help="whose each row is: a .txt (one label per line) or a .jsonl/.csv with --user-field")
-    add_unit_flags(parser, user_field_help="the column of a .jsonl/.csv --users file naming each row's user")
+    add_users_flags(parser)
 
 
 def demo_population(radius: float) -> Population:
@@ -139,13 +136,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         x = load_embeddings(args.embeddings)
         source = str(args.embeddings)
-    users = None
-    if args.users is not None:
-        users = load_user_labels(args.users, x.shape[0], field=args.user_field)
-        args.user_field = args.user_field or "user"  # a .txt names no column: its labels are the users
-    elif args.user_field is not None:
-        raise InvalidParameterError("--user-field names a column of the --users file; give --users")
-    unit = privacy_unit(args, users, seeds, log=lambda m: print(m, file=sys.stderr))
+    users, unit = users_and_unit(args, x.shape[0], seeds, log=lambda m: print(m, file=sys.stderr))
     release = run_mechanism(x, params, seeds, noise=args.noise == "on", progress=args.progress,
                             users=users, unit=unit)
     # The input's name and the demo's report read the private data: operator-private.

@@ -19,10 +19,12 @@ import numpy as np
 
 from fre_protocol.cli.common import (
     add_param_flags,
+    add_users_flags,
     non_negative_int,
     params_from_args,
     positive_int,
     prepare_out_dir,
+    users_and_unit,
 )
 
 #: From this many users ``--driver auto`` streams: the runner holds about 10 kB a user at
@@ -50,13 +52,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     source.add_argument("--demo", action="store_true", help="the built-in synthetic population of `fre-e2t mechanism --demo`")
     add_param_flags(parser)
-    parser.add_argument(
-        "--users", metavar="FILE", default=None,
-        help="who wrote each embedding row: a .npy array or a text file of one label per line, in row "
-        "order; each user then contributes to at most --cap buckets (default: every row is its own user)",
-    )
-    parser.add_argument("--cap", type=positive_int, default=None, metavar="C",
-                        help="with --users: buckets per user c (public; the guarantee per user composes c-fold)")
+    add_users_flags(parser)
     parser.add_argument(
         "--seed", type=non_negative_int, default=None,
         help="seeded test mode: public randomness, coins, keys and noise reproducible from this "
@@ -101,26 +97,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="show progress bars")
 
 
-def read_users(path: str) -> np.ndarray:
-    """One label per embedding row: a ``.npy`` array, or the lines of a text file."""
-    if Path(path).suffix == ".npy":
-        return np.asarray(np.load(path, allow_pickle=False))
-    return np.array(Path(path).read_text(encoding="utf-8").splitlines())
-
-
 def run(args: argparse.Namespace) -> int:
     from fre_protocol.inputs import open_embeddings
     from fre_protocol.runner import ProtocolConfig, in_process_only, run_protocol
     from fre_protocol.streaming import DEFAULT_WINDOW_CHUNKS, run_streaming
-    from mechanism.contributions import TEXT_UNIT, PrivacyUnit
     from mechanism.run_files import DIAGNOSTICS_FILE, TRANSCRIPT_JSONL_FILE
     from mechanism.seeds import SeedPlan
     from primitives.errors import InvalidParameterError
 
-    if (args.users is None) != (args.cap is None):
-        raise InvalidParameterError(
-            f"--users and --cap go together (c buckets per user), got --users {args.users!r} and --cap {args.cap!r}"
-        )
     params = params_from_args(args)
     seeds = SeedPlan.fresh() if args.seed is None else SeedPlan.from_seed(args.seed)
     out_dir = prepare_out_dir(args.out)
@@ -138,8 +122,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         x = open_embeddings(args.embeddings)
         source = Path(args.embeddings).name
-    users = read_users(args.users) if args.users is not None else None
-    unit = TEXT_UNIT if users is None else PrivacyUnit(kind="user", cap=args.cap, user_field=Path(args.users).name)
+    users, unit = users_and_unit(args, int(x.shape[0]), seeds, log=lambda m: print(m, file=sys.stderr))
     started = time.perf_counter()
     common = {
         "noise": args.noise == "on", "out_dir": out_dir, "dropout": args.dropout, "progress": args.progress,

@@ -140,10 +140,12 @@ def test_crypto_mode_deployment_keeps_no_secret_and_releases_the_same_buckets(
 
 
 def test_a_user_unit_deployment_releases_what_the_runner_and_mechanism_release(
-    tmp_path: Path, small_population: Population
+    tmp_path: Path, small_population: Population, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Several texts per user over the network: each device plays its c slots with its one
-    credential (c requests of each kind), and the release is the runner's and the mechanism's."""
+    """Several texts per user over the network, from the command line: each device plays its c
+    slots with its one credential (c requests of each kind), and the release is the runner's and
+    the mechanism's."""
+    from fre_protocol import cli
     from mechanism.contributions import PrivacyUnit
 
     x, labels = small_population.embeddings, small_population.labels
@@ -154,14 +156,22 @@ def test_a_user_unit_deployment_releases_what_the_runner_and_mechanism_release(
         users[np.flatnonzero(labels == c)] = [f"a{i}" for i in range(np.sum(labels == c))]
     users[np.flatnonzero(labels == 2)] = [f"b{i // 2}" for i in range(np.sum(labels == 2))]
     users[labels < 0] = [f"r{i}" for i in range(np.sum(labels < 0))]
-    unit = PrivacyUnit(kind="user", cap=2, user_field="author")
-    settings = round_settings("user-level", unit=unit)
-    summary = deploy_local(x, settings, tmp_path, test_seed=SEED, users=users)
-    got = Release.load(tmp_path)
+    np.save(tmp_path / "x.npy", x)
+    (tmp_path / "authors.txt").write_text("\n".join(users.tolist()) + "\n")
+    out = tmp_path / "run"
+    assert cli.main([
+        "deploy-local", "--embeddings", str(tmp_path / "x.npy"), "--epsilon", "inf", "--threshold", "20",
+        "--seed", str(SEED), "--noise", "off", "--window", "64", "--window-seconds", "0.1", "--round-id", "user-level",
+        "--users", str(tmp_path / "authors.txt"), "--cap", "2", "--out", str(out),
+    ]) == 0
+    printed = capsys.readouterr().out
     n_users = len(set(users.tolist()))
-    assert summary["n_users"] == n_users and summary["n_texts"] == len(x)
+    assert f"{n_users} users ({len(x)} texts)" in printed and "c = 2 buckets per user" in printed
+    summary = json.loads((out / DEPLOYMENT_FILE).read_text())
     assert summary["users"]["failures"] == {}
     assert sum(summary["users"]["status"].values()) == 2 * n_users  # c slots per device
+    got = Release.load(out)
+    unit = PrivacyUnit(kind="user", cap=2, user_field="user")
     seeds = SeedPlan.from_seed(SEED)
     runner = run_protocol(x, PARAMS, seeds, noise=False, users=users, unit=unit).release
     assert_same_release(got, runner)
