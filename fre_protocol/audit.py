@@ -38,6 +38,8 @@ from fre_protocol.messages import (
 )
 from fre_protocol.published import check_published, release_document_problems
 from mechanism.accounting import histogram_release_cost
+from mechanism.contributions import PrivacyUnit, per_user_guarantee
+from mechanism.ledger import PrivacyLedger
 from mechanism.params import FreParams
 from mechanism.run_files import TRANSCRIPT_FILE
 from primitives.errors import DecodeError, InvalidInputError
@@ -305,17 +307,37 @@ def check_ledger(store: TranscriptStore) -> AuditFinding:
         eps_c = hist_eps + e["centroid_ddg"]
         delta_c = hist_delta + d["sensitivity_failure"] + d["centroid_ddg"]
         composed = math.isclose(eps, eps_c, rel_tol=1e-9) and math.isclose(delta, delta_c, rel_tol=1e-9)
+    unit_ok, unit_note = _check_unit(ledger, store)
     return AuditFinding(
         name="ledger",
-        passed=not missing and within and composed,
+        passed=not missing and within and composed and unit_ok,
         detail=(
             f"total (epsilon {eps:.6g}, delta {delta:.4g}) against the target (epsilon {params.epsilon}, "
             f"delta {params.delta}); terms {names}"
             + (f"; MISSING {missing}" if missing else "")
             + ("" if within else "; EXCEEDS the target")
             + ("" if composed else "; the total is NOT the composition of the terms")
+            + unit_note
         ),
     )
+
+
+def _check_unit(ledger: dict[str, Any], store: TranscriptStore) -> tuple[bool, str]:
+    """The ledger's per-user record is the one its terms give under the run's unit (the header's),
+    recomputed with :func:`mechanism.contributions.per_user_guarantee`."""
+    recorded = ledger.get("unit")
+    header_unit = store.header.extra.get("unit")
+    if recorded is None:
+        return header_unit is None, "" if header_unit is None else "; the ledger does NOT state its unit"
+    unit = PrivacyUnit.from_dict(recorded)
+    if header_unit is not None and PrivacyUnit.from_dict(header_unit) != unit:
+        return False, f"; the ledger's unit {unit.to_dict()} is NOT the run's {header_unit}"
+    eps_u, delta_u, _ = per_user_guarantee(PrivacyLedger.from_dict(ledger), unit)
+    ok = math.isclose(_float(recorded.get("epsilon")), eps_u, rel_tol=1e-9) and math.isclose(
+        _float(recorded.get("delta")), delta_u, rel_tol=1e-9
+    )
+    note = f"; per {unit.kind} (epsilon {eps_u:.6g}, delta {delta_u:.4g})"
+    return ok, note + ("" if ok else " but the ledger states another per-user guarantee")
 
 
 def _float(value: Any) -> float:
@@ -335,6 +357,8 @@ def ledger_lines(store: TranscriptStore) -> list[str]:
     ]
     for t in ledger.get("terms", []):
         lines.append(f"  {t['name']:<22} epsilon {t['epsilon']!s:<12} delta {t['delta']!s:<12} {t['source']}")
+    if isinstance(ledger.get("unit"), dict):
+        lines.append(f"  what one user is: {ledger['unit'].get('statement')}")
     return lines
 
 

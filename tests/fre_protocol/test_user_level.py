@@ -10,6 +10,7 @@ dummies and the noise must be those of a real release.
 from __future__ import annotations
 
 import math
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,7 @@ from mechanism.fre_e2t import run_mechanism
 from mechanism.params import FreParams
 from mechanism.population import Population, synthetic_population
 from mechanism.release import Release
+from mechanism.run_files import TRANSCRIPT_FILE
 from mechanism.seeds import SeedPlan
 from primitives.ddg import DDGConfig, DDGEncoder
 from primitives.errors import InvalidParameterError
@@ -287,6 +289,23 @@ def test_the_ledger_states_the_per_user_guarantee(dp_run: ProtocolResult) -> Non
 def test_the_audit_passes_a_user_level_run(pop: Population, dp_run: ProtocolResult) -> None:
     report = audit_run(dp_run.transcript_path.parent, embeddings=pop.embeddings)  # type: ignore[union-attr]
     assert [f.name for f in report.findings if not f.passed] == []
+    ledger = next(f for f in report.findings if f.name == "ledger")
+    assert "per user (epsilon" in ledger.detail
+
+
+def test_the_audit_fails_a_ledger_that_overstates_the_per_user_guarantee(
+    pop: Population, dp_run: ProtocolResult, tmp_path: Path
+) -> None:
+    # A ledger whose unit record claims the per-contribution guarantee for a person (c = 3 texts).
+    run = tmp_path / "run"
+    shutil.copytree(dp_run.transcript_path.parent, run)  # type: ignore[union-attr]
+    with TranscriptStore.open(run / TRANSCRIPT_FILE, append=True) as store:
+        ledger = store.get_artifact("ledger")
+        ledger["unit"] = ledger["unit"] | {"epsilon": ledger["epsilon"], "delta": ledger["delta"]}
+        store.put_artifact("ledger", ledger, replace=True)
+    report = audit_run(run, embeddings=pop.embeddings)
+    failed = [f for f in report.findings if not f.passed]
+    assert [f.name for f in failed] == ["ledger"] and "another per-user guarantee" in failed[0].detail
 
 
 # -- refusals ----------------------------------------------------------------------------------------
