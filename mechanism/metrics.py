@@ -226,6 +226,7 @@ def user_neighbour_counts(
     owners, n_users = dense_users(users, n)
     seen = np.zeros(0, dtype=np.int64)
     pending: list[npt.NDArray[np.int64]] = []
+    pending_size = 0  # kept as it grows: summing the list per tile made many small tiles quadratic
     for i0, _, j0, _, sure, ii, jj in _within_radius_tiles(x, r, block, progress=progress, desc="user neighbours"):
         if sure is not None:
             si, sj = np.nonzero(sure)
@@ -235,9 +236,10 @@ def user_neighbour_counts(
         ii, jj = ii[other], jj[other]
         # (text, user) codes, both directions; deduplicated as they come so memory follows the answer.
         pending.append(np.unique(np.concatenate([ii * n_users + owners[jj], jj * n_users + owners[ii]])))
-        if sum(p.size for p in pending) > 4 * max(seen.size, 1 << 20):
+        pending_size += pending[-1].size
+        if pending_size > 4 * max(seen.size, 1 << 20):
             seen = np.unique(np.concatenate([seen, *pending]))
-            pending = []
+            pending, pending_size = [], 0
     seen = np.unique(np.concatenate([seen, *pending]))
     return np.bincount(seen // max(n_users, 1), minlength=n).astype(np.int64)
 
