@@ -48,7 +48,7 @@ import numpy as np
 import numpy.typing as npt
 
 from fre_protocol.components import Components, build_components
-from fre_protocol.inputs import EmbeddingShards, release_pages
+from fre_protocol.inputs import EmbeddingShards, release_pages, take_rows
 from fre_protocol.messages import TAG_BYTES, Role
 from fre_protocol.parties.base import Meter, Recorder, Row, Workers, chunks
 from fre_protocol.parties.proxy import AnonymizingProxy
@@ -91,7 +91,6 @@ from fre_protocol.streaming import (
     WindowContext,
     dummy_schedule,
     play_windows,
-    take,
     within,
 )
 from mechanism.contributions import TEXT_UNIT, PrivacyUnit
@@ -657,7 +656,7 @@ class DaskWindows:
                     c = roster.part_chunks[j]
                     who = roster.participants[c.start : c.stop]
                     encoded[j] = self._submit(
-                        users_encode, take(run.x, who), who, ctx.devices.tag_list(who), plan, run.noise,
+                        users_encode, take_rows(run.x, who), who, ctx.devices.tag_list(who), plan, run.noise,
                         self.users_seed, j, key=f"fre-encode-{j}",
                     )
                     next_chunk = j + 1

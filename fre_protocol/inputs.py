@@ -182,6 +182,28 @@ class EmbeddingShards:
         return np.concatenate(parts) if parts else np.zeros((0, self.shape[1]), dtype=self.dtype)
 
 
+    def take(self, index: np.ndarray) -> np.ndarray:
+        """The rows at ``index`` (any order), read shard by shard: no block between them is read."""
+        idx = np.asarray(index, dtype=np.int64)
+        if idx.size and (idx.min() < 0 or idx.max() >= self.shape[0]):
+            raise InvalidInputError(f"row indices must lie in [0, {self.shape[0]}), got [{idx.min()}, {idx.max()}]")
+        out = np.empty((idx.size, self.shape[1]), dtype=self.dtype)
+        shard = np.searchsorted(self._starts, idx, side="right") - 1
+        for j in np.unique(shard).tolist():
+            mine = np.flatnonzero(shard == j)
+            out[mine] = self.shards[j][idx[mine] - int(self._starts[j])]
+        return out
+
+    def blocks(self) -> list[np.ndarray]:
+        """The shards in row order (what a pass over every row reads)."""
+        return list(self.shards)
+
+
+def take_rows(x: np.ndarray | EmbeddingShards, index: np.ndarray) -> np.ndarray:
+    """The rows of ``x`` at ``index``, from an array (a memory map reads only those) or shards."""
+    return x.take(index) if isinstance(x, EmbeddingShards) else np.asarray(x[np.asarray(index, dtype=np.int64)])
+
+
 def open_embeddings(path: str | os.PathLike[str]) -> np.ndarray | EmbeddingShards:
     """A memory-mapped ``.npy`` file (:func:`load_embeddings`), or a directory of ``.npy`` shards
     with one d (every shard checked the same way), read as one population."""

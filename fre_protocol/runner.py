@@ -660,7 +660,6 @@ def plan_run(
     arr = _check_x(x)
     n = int(arr.shape[0])
     if users is not None:  # a user unit (check_unit)
-        arr = np.asarray(rows(arr, 0, n))  # bounding reads every row's bucket; this driver holds them all
         slots = SlotLayout.bound(arr, users, unit, PublicGrid.derive(seeds, int(arr.shape[1]), params), seeds)
     else:
         slots = SlotLayout.per_text(n)
@@ -697,11 +696,11 @@ def check_unit(params: FreParams, cfg: ProtocolConfig, users: npt.ArrayLike | No
 
 
 def in_process_only(driver: str, users: npt.ArrayLike | None, unit: PrivacyUnit) -> None:
-    """Drivers that do not lay out slots refuse a user unit (the runner plays it)."""
+    """Drivers that do not lay out slots refuse a user unit (the runner and the streaming driver play it)."""
     if users is not None or unit.kind != "text":
         raise InvalidParameterError(
             f"the {driver} driver plays one text per user: run several texts per user (a user unit, "
-            f"got kind {unit.kind!r}) with the in-process runner (run_protocol, simulate --driver runner)"
+            f"got kind {unit.kind!r}) in process (run_protocol or run_streaming; simulate without --engine dask)"
         )
 
 
@@ -868,7 +867,6 @@ def population(
             x = rows(run.x, span.start, span.stop)
             encodings = encode_buckets(grid.bucket_indices(x))
         else:
-            assert isinstance(run.x, np.ndarray)  # plan_run holds a user unit's rows
             x, encodings = run.slots.inputs(run.x, span, grid, run.seeds.secret("users"), run.cfg.chunk_size)
         if coins is None:
             coins = user_coins(run.seeds, run.n, run.params, run.cfg.chunk_size)

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from fre_protocol.inputs import EmbeddingShards, release_pages, take_rows
 from fre_protocol.parties.base import chunks
 from mechanism.contributions import TEXT_UNIT, PrivacyUnit, bound_contributions
 from mechanism.grid import PublicGrid, encode_buckets
@@ -56,10 +57,15 @@ class SlotLayout:
 
     @classmethod
     def bound(
-        cls, x: npt.NDArray[np.floating[Any]], users: npt.ArrayLike, unit: PrivacyUnit, grid: PublicGrid, seeds: SeedPlan
+        cls, x: npt.NDArray[np.floating[Any]] | EmbeddingShards, users: npt.ArrayLike, unit: PrivacyUnit,
+        grid: PublicGrid, seeds: SeedPlan,
     ) -> SlotLayout:
-        """Each user's c slots, filled as the mechanism fills them (same choices, same seeds)."""
-        plan = bound_contributions(users, grid.bucket_indices(x), unit.cap, seeds)
+        """Each user's c slots, filled as the mechanism fills them (same choices, same seeds). Every
+        row's bucket is computed block by block (shards one at a time); no row is kept."""
+        blocks = x.blocks() if isinstance(x, EmbeddingShards) else [x]
+        buckets = np.concatenate([grid.bucket_indices(b) for b in blocks])
+        release_pages(x)  # the pass read every row; a streaming driver reads them again per window
+        plan = bound_contributions(users, buckets, unit.cap, seeds)
         return cls(unit=unit, n_texts=int(x.shape[0]), n_users=plan.n_users, slot_rows=plan.slot_rows)
 
     @property
@@ -74,12 +80,21 @@ class SlotLayout:
     def n_padding(self) -> int:
         return 0 if self.slot_rows is None else int(np.count_nonzero(self.slot_rows < 0))
 
+    def rows_of(self, slots: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        """The input rows of real ``slots`` (the slots themselves under a text unit)."""
+        if self.slot_rows is None:
+            return slots
+        rows = self.slot_rows[slots]
+        if np.any(rows < 0):
+            raise ProtocolStateError("a padding slot has no input row (it never contributes)")
+        return rows.astype(np.int64)
+
     def per_slot(self, per_user: npt.NDArray[np.bool_]) -> npt.NDArray[np.bool_]:
         """A flag per user (e.g. offline in phase 2) as a flag per slot: a device's slots share it."""
         return per_user if self.cap == 1 else np.repeat(per_user, self.cap)
 
     def inputs(
-        self, x: npt.NDArray[np.floating[Any]], span: range, grid: PublicGrid, rng: RandomSource, chunk_size: int
+        self, x: npt.NDArray[np.floating[Any]] | EmbeddingShards, span: range, grid: PublicGrid, rng: RandomSource, chunk_size: int
     ) -> tuple[npt.NDArray[np.floating[Any]], list[bytes]]:
         """Slots ``span``'s embeddings (zero for padding) and VOPRF inputs, under a user unit
         (a text unit's slots are its rows). ``span`` starts on a chunk boundary; chunk j of slots
@@ -90,7 +105,7 @@ class SlotLayout:
         slot_rows = self.slot_rows[span.start : span.stop]
         real = np.flatnonzero(slot_rows >= 0)
         out = np.zeros((len(span), x.shape[1]), dtype=x.dtype)
-        out[real] = x[slot_rows[real]]
+        out[real] = take_rows(x, slot_rows[real])
         encodings: list[bytes] = [b""] * len(span)
         if real.size:
             for j, encoding in zip(real.tolist(), encode_buckets(grid.bucket_indices(out[real])), strict=True):

@@ -47,7 +47,7 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
-from fre_protocol.inputs import EmbeddingShards, release_pages
+from fre_protocol.inputs import EmbeddingShards, release_pages, take_rows
 from fre_protocol.messages import TAG_BYTES, Role
 from fre_protocol.parties.base import chunks
 from fre_protocol.parties.user import (
@@ -69,7 +69,6 @@ from fre_protocol.runner import (
     assemble_release,
     broadcast,
     execute,
-    in_process_only,
     make_dummy_user,
     phase1,
     phase1_submit,
@@ -112,13 +111,14 @@ def run_streaming(
     unit: PrivacyUnit = TEXT_UNIT,
 ) -> ProtocolResult:
     """:func:`~fre_protocol.runner.run_protocol` (same arguments, same outputs and files), played
-    ``window_chunks`` chunks of ``config.chunk_size`` users at a time. One text per user: a user
-    unit is refused (its slot layout bounds every user's texts at once; the runner plays it)."""
-    in_process_only("streaming", users, unit)
+    ``window_chunks`` chunks of ``config.chunk_size`` users at a time. Under a user unit the
+    entries are slots (:mod:`fre_protocol.slots`): the layout is fixed before any window from one
+    pass over every row's bucket, and each window reads its slots' rows."""
     if isinstance(window_chunks, bool) or not isinstance(window_chunks, int) or window_chunks < 1:
         raise InvalidParameterError(f"window_chunks must be an integer >= 1, got {window_chunks!r}")
     run = plan_run(
-        x, params, seeds, noise=noise, dropout=dropout, components=components, workers=workers, config=config
+        x, params, seeds, noise=noise, dropout=dropout, components=components, workers=workers, config=config,
+        users=users, unit=unit,
     )
     window = window_chunks * run.cfg.chunk_size
 
@@ -283,7 +283,7 @@ def _phase2(ctx: WindowContext, plan: Phase2Plan, released: dict[bytes, int], me
                 c = part_chunks[j]
                 who = participants[c.start : c.stop]
                 plains = share_plaintexts(
-                    take(run.x, who), ctx.devices.tag_list(who), encoder=plan.encoder, sharing=plan.sharing,
+                    take_rows(run.x, run.slots.rows_of(who)), ctx.devices.tag_list(who), encoder=plan.encoder, sharing=plan.sharing,
                     noise=run.noise, rng=users_rng.child(f"phase2/{j}"), meter=driver.meter,
                 )
                 return list(zip(who.tolist(), plains, strict=True))
@@ -360,16 +360,10 @@ def within(sorted_users: npt.NDArray[np.int64], span: range) -> list[int]:
     return out
 
 
-def take(x: Any, users: npt.NDArray[np.int64]) -> npt.NDArray[np.floating[Any]]:
-    """The embeddings of ``users``, from an array or row by row from shards (participants may
-    lie far apart: no block between them is read)."""
-    if isinstance(x, EmbeddingShards):
-        return np.stack([x.rows(i, i + 1)[0] for i in users.tolist()])
-    out: npt.NDArray[np.floating[Any]] = x[users]
-    return out
+
 
 
 __all__ = [
     "DEFAULT_WINDOW_CHUNKS", "DeviceStates", "Roster", "WindowContext", "WindowPlayer", "dummy_schedule", "play_windows",
-    "run_streaming", "take", "within",
+    "run_streaming", "within",
 ]

@@ -130,12 +130,9 @@ def run(args: argparse.Namespace) -> int:
     }
     driver = args.driver
     if driver == "auto":
-        # only the runner lays out a user's slots
-        streams = x.shape[0] >= STREAMING_FROM or args.engine == "dask"
-        driver = "streaming" if streams and users is None else "runner"
-    if users is not None and (driver == "streaming" or args.engine == "dask"):
-        in_process_only("Dask" if args.engine == "dask" else "streaming", users, unit)
+        driver = "streaming" if x.shape[0] >= STREAMING_FROM or args.engine == "dask" else "runner"
     if args.engine == "dask":
+        in_process_only("Dask", users, unit)  # the Dask engine plays one text per user
         if driver != "streaming":
             raise InvalidParameterError(f"--engine dask plays the streaming driver, got --driver {driver}")
         from fre_protocol.dask_driver import run_dask
@@ -148,7 +145,7 @@ def run(args: argparse.Namespace) -> int:
         driver = "streaming (dask)"
     elif driver == "streaming":
         window = args.window_chunks or DEFAULT_WINDOW_CHUNKS
-        result = run_streaming(x, params, seeds, window_chunks=window, **common)  # type: ignore[arg-type]
+        result = run_streaming(x, params, seeds, window_chunks=window, users=users, unit=unit, **common)  # type: ignore[arg-type]
     else:
         result = run_protocol(x, params, seeds, users=users, unit=unit, **common)  # type: ignore[arg-type]
     release = result.release
