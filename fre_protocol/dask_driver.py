@@ -72,7 +72,6 @@ from fre_protocol.runner import (
     box_key,
     dummy_user_for,
     execute,
-    in_process_only,
     phase1,
     phase1_submit,
     phase2,
@@ -130,15 +129,15 @@ def run_dask(
     """:func:`~fre_protocol.streaming.run_streaming` (same arguments, same outputs and files) on
     a Dask cluster: ``client``'s, the scheduler at ``scheduler``, or a ``LocalCluster`` of
     ``dask_workers`` single-threaded worker processes started and stopped here. ``workers``:
-    threads each server uses on its worker. One text per user: a user unit is refused (the
-    in-process runner plays it)."""
-    in_process_only("Dask", users, unit)
+    threads each server uses on its worker. Under a user unit a chunk's task gets its slots'
+    rows and VOPRF inputs (padding included), laid out here as the other drivers lay them out."""
     if isinstance(window_chunks, bool) or not isinstance(window_chunks, int) or window_chunks < 1:
         raise InvalidParameterError(f"window_chunks must be an integer >= 1, got {window_chunks!r}")
     if isinstance(dask_workers, bool) or not isinstance(dask_workers, int) or dask_workers < 1:
         raise InvalidParameterError(f"dask_workers must be an integer >= 1, got {dask_workers!r}")
     run = plan_run(
-        x, params, seeds, noise=noise, dropout=dropout, components=components, workers=workers, config=config
+        x, params, seeds, noise=noise, dropout=dropout, components=components, workers=workers, config=config,
+        users=users, unit=unit,
     )
     window = window_chunks * run.cfg.chunk_size
     with _connect(client, scheduler, dask_workers) as dask, dask.as_current():
@@ -359,6 +358,8 @@ class UserChunk:
     users_seed: bytes
     chunk_size: int
     cover_traffic: bool
+    # Under a user unit: the slots' VOPRF inputs (padding included), laid out by the driver.
+    encodings: list[bytes] | None = None
 
     def devices(self, encodings: Sequence[bytes]) -> Devices:
         comps = _components(self.components, 1)
@@ -422,7 +423,8 @@ def _users_stream(seed: bytes) -> RandomSource:
 
 def _blinded(chunk: UserChunk, grid: PublicGrid) -> tuple[Devices, list[Message]]:
     with single_threaded_blas():
-        devices = chunk.devices(encode_buckets(grid.bucket_indices(chunk.x)))
+        encodings = chunk.encodings if chunk.encodings is not None else encode_buckets(grid.bucket_indices(chunk.x))
+        devices = chunk.devices(encodings)
         devices.users.prepare(PHASE1_SEALS)
         return devices, devices.users.blind_requests()
 
@@ -572,7 +574,7 @@ def _parties(run: RunPlan, driver: Driver, tag: Any, syn: Any, keys: ServerKeys)
     seeded test mode only, for the transcript's secrets (their test seed is here anyway)."""
     proxy = AnonymizingProxy(
         shuffler=run.comps.shuffler, rng=run.seeds.secret("proxy/shuffle"), recorder=driver.recorder,
-        meter=driver.meter,
+        meter=driver.meter, cap=run.slots.cap,
     )
     pairs: dict[str, Any] = {"voprf_key": None, "tag_box": None, "syn_box": None}
     if run.seeds.rng_mode == "seeded":
@@ -615,9 +617,15 @@ class DaskWindows:
     def _chunk(self, c: int, window: range, *, with_rows: bool = True) -> UserChunk:
         run = self.ctx.run
         span = range(c * run.cfg.chunk_size, min(run.n, (c + 1) * run.cfg.chunk_size))
-        x = np.asarray(rows(run.x, span.start, span.stop)) if with_rows else np.zeros((len(span), 0))
+        encodings = None
+        if not with_rows:
+            x = np.zeros((len(span), 0))
+        elif run.slots.slot_rows is None:
+            x = np.asarray(rows(run.x, span.start, span.stop))
+        else:
+            x, encodings = run.slots.inputs(run.x, span, self.ctx.grid, run.seeds.secret("users"), run.cfg.chunk_size)
         return UserChunk(
-            run_id=self.run_id, index=c, offset=span.start - window.start, x=x,
+            run_id=self.run_id, index=c, offset=span.start - window.start, x=x, encodings=encodings,
             coins=self.ctx.coins[span.start : span.stop], keys=self.keys, components=run.comps.header(),
             users_seed=self.users_seed, chunk_size=run.cfg.chunk_size, cover_traffic=run.cfg.cover_traffic,
         )
@@ -656,7 +664,7 @@ class DaskWindows:
                     c = roster.part_chunks[j]
                     who = roster.participants[c.start : c.stop]
                     encoded[j] = self._submit(
-                        users_encode, take_rows(run.x, who), who, ctx.devices.tag_list(who), plan, run.noise,
+                        users_encode, take_rows(run.x, run.slots.rows_of(who)), who, ctx.devices.tag_list(who), plan, run.noise,
                         self.users_seed, j, key=f"fre-encode-{j}",
                     )
                     next_chunk = j + 1

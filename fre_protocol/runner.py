@@ -695,15 +695,6 @@ def check_unit(params: FreParams, cfg: ProtocolConfig, users: npt.ArrayLike | No
         )
 
 
-def in_process_only(driver: str, users: npt.ArrayLike | None, unit: PrivacyUnit) -> None:
-    """Drivers that do not lay out slots refuse a user unit (the runner and the streaming driver play it)."""
-    if users is not None or unit.kind != "text":
-        raise InvalidParameterError(
-            f"the {driver} driver plays one text per user: run several texts per user (a user unit, "
-            f"got kind {unit.kind!r}) in process (run_protocol or run_streaming; simulate without --engine dask)"
-        )
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Driver:
     """How this in-process driver runs the parties: thread pools, the cost meter, the transcript
@@ -1160,7 +1151,6 @@ __all__ = [
     "dummy_parameters",
     "dummy_user_for",
     "execute",
-    "in_process_only",
     "make_dummy_user",
     "phase1",
     "phase1_submit",

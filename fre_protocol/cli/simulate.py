@@ -99,7 +99,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from fre_protocol.inputs import open_embeddings
-    from fre_protocol.runner import ProtocolConfig, in_process_only, run_protocol
+    from fre_protocol.runner import ProtocolConfig, run_protocol
     from fre_protocol.streaming import DEFAULT_WINDOW_CHUNKS, run_streaming
     from mechanism.run_files import DIAGNOSTICS_FILE, TRANSCRIPT_JSONL_FILE
     from mechanism.seeds import SeedPlan
@@ -132,7 +132,6 @@ def run(args: argparse.Namespace) -> int:
     if driver == "auto":
         driver = "streaming" if x.shape[0] >= STREAMING_FROM or args.engine == "dask" else "runner"
     if args.engine == "dask":
-        in_process_only("Dask", users, unit)  # the Dask engine plays one text per user
         if driver != "streaming":
             raise InvalidParameterError(f"--engine dask plays the streaming driver, got --driver {driver}")
         from fre_protocol.dask_driver import run_dask
@@ -140,7 +139,7 @@ def run(args: argparse.Namespace) -> int:
         window = args.window_chunks or DEFAULT_WINDOW_CHUNKS
         result = run_dask(
             x, params, seeds, window_chunks=window, scheduler=args.scheduler, dask_workers=args.dask_workers,
-            **common,  # type: ignore[arg-type]
+            users=users, unit=unit, **common,  # type: ignore[arg-type]
         )
         driver = "streaming (dask)"
     elif driver == "streaming":

@@ -88,6 +88,21 @@ def test_same_noisy_release_as_streaming_and_the_runner(x: np.ndarray, client: A
     assert np.array_equal(run_protocol(x, params, seeds, noise=True, config=CONFIG).release.centroids, got.centroids)
 
 
+def test_a_user_unit_releases_what_the_runner_releases(x: np.ndarray, client: Any) -> None:
+    """Several texts per user: each task gets its chunk of slots (padding inputs included) from
+    the driver, and the release is the runner's, bit for bit, noise on."""
+    from mechanism.contributions import PrivacyUnit
+
+    authors = np.array([f"a{i % 150}" for i in range(x.shape[0])])  # about two texts an author
+    unit = PrivacyUnit(kind="user", cap=2, user_field="author")
+    # The seed is arbitrary; it is one whose coins let two buckets clear the threshold.
+    params, seeds = FreParams.paper(8.0), SeedPlan.from_seed(11)
+    ref = run_protocol(x, params, seeds, noise=True, config=CONFIG, users=authors, unit=unit).release
+    got = _dask(x, client, noise=True, seeds=seeds, users=authors, unit=unit)
+    _same_release(ref, got)
+    assert got.ledger.unit == ref.ledger.unit and got.diagnostics["n_padding_slots"] > 0
+
+
 def test_server_keys_stay_on_their_workers(x: np.ndarray, client: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """Outside test mode: each server's actor runs on the worker the placement names for it, and
     no user task's pickled arguments hold a byte string of either server's secret keys."""

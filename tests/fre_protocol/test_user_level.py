@@ -19,7 +19,6 @@ import pytest
 
 from fre_protocol.audit import audit_run
 from fre_protocol.components import build_components
-from fre_protocol.dask_driver import run_dask
 from fre_protocol.inputs import open_embeddings
 from fre_protocol.messages import Role, SealedEnvelope, tag_of
 from fre_protocol.parties.base import PHASE1, PHASE1_SUBMIT, PHASE2, Meter, Recorder, Row
@@ -319,8 +318,6 @@ def test_a_user_unit_is_refused_where_padding_would_show(pop: Population, author
         run_protocol(x, FreParams.paper(math.inf, threshold=1), SEEDS, users=authors, unit=UNIT)
     with pytest.raises(InvalidParameterError, match="users .* exactly when"):
         run_protocol(x, INF, SEEDS, users=authors)
-    with pytest.raises(InvalidParameterError, match="Dask driver plays one text per user"):
-        run_dask(x, INF, SEEDS, users=authors, unit=UNIT)
 
 
 def test_the_streaming_driver_plays_a_user_unit_as_the_runner_does(
