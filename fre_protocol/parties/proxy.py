@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from fre_protocol.messages import Role, SealedEnvelope, decode, message_type_name
-from fre_protocol.parties.base import Meter, Recorder, Row, Shuffler, status_of
+from fre_protocol.parties.base import PHASE1, Meter, Recorder, Row, Shuffler, status_of
 from mechanism.contributions import check_cap
 from primitives.errors import DecodeError, ProtocolStateError, RateLimitedError
 from primitives.randomness import RandomSource
@@ -113,7 +113,8 @@ class AnonymizingProxy:
             for recipient, entries in sorted(by_recipient.items()):
                 order = self._shuffler.shuffle(list(range(len(entries))), self._rng)
                 batch_id = next(self._ids)
-                self._routes[batch_id] = [entries[j][0] for j in order]
+                if phase == PHASE1:  # only S_tag's evaluations come back: no other batch keeps a route
+                    self._routes[batch_id] = [entries[j][0] for j in order]
                 out[recipient] = Delivery(batch_id, recipient, [entries[j][1] for j in order])
         for (recipient, _), n in sent.items():
             self._traffic.setdefault((phase, recipient.label), Counter())[min(n, self.cap)] += 1

@@ -51,6 +51,14 @@ class ReplayFilter:
         self._push(np.sort(arr[new]))
         return new
 
+    def entries(self) -> list[bytes]:
+        """Every entry, sorted (a fresh list: what a message that names them all needs)."""
+        if not self._runs:
+            return []
+        merged = np.sort(np.concatenate(self._runs)) if len(self._runs) > 1 else self._runs[0]
+        # "S" arrays drop trailing zero bytes when read back: pad to the width again.
+        return [e.ljust(self.width, b"\x00") for e in merged.tolist()]
+
     @property
     def nbytes(self) -> int:
         return sum(int(r.nbytes) for r in self._runs)

@@ -18,7 +18,13 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from fre_protocol.messages import CoverShare, Message, ShareSubmission, decode
+from fre_protocol.messages import (
+    CONTRIBUTION_ID_BYTES,
+    CoverShare,
+    Message,
+    ShareSubmission,
+    decode,
+)
 from fre_protocol.parties.base import Channel, Meter, Workers, chunks
 from fre_protocol.parties.replay_filter import ReplayFilter
 from primitives.errors import DecodeError, ProtocolStateError
@@ -101,24 +107,48 @@ class ShareBook:
 
     def __init__(self, *, keep_contributions: bool = True) -> None:
         self.keep_contributions = keep_contributions
-        self._ids: dict[bytes, set[bytes]] = {}
+        # Contribution ids per tag at 16 bytes each (a set of bytes took ~100): they are what
+        # grows with the number of contributors once the shares are running sums.
+        self._ids: dict[bytes, ReplayFilter] = {}
         self._shares: dict[bytes, dict[bytes, npt.NDArray[np.uint64]]] = {}
         self._totals: dict[bytes, npt.NDArray[np.uint64]] = {}
         self._pending: dict[bytes, list[npt.NDArray[np.uint64]]] = {}
 
     def ids(self, tag: bytes) -> set[bytes]:
-        return self._ids.get(tag, set())
+        """The contribution ids held for ``tag``, as a new set (built once per tag, when its
+        aggregate is asked for)."""
+        held = self._ids.get(tag)
+        return set(held.entries()) if held is not None else set()
+
+    def has(self, tag: bytes, contribution_id: bytes) -> bool:
+        held = self._ids.get(tag)
+        return held is not None and contribution_id in held
+
+    def count(self, tag: bytes) -> int:
+        held = self._ids.get(tag)
+        return len(held) if held is not None else 0
 
     def add(self, tag: bytes, contribution_id: bytes, share: npt.NDArray[np.uint64]) -> None:
         """Keep one share; a contribution id already held for the tag is a ProtocolStateError."""
-        ids = self._ids.setdefault(tag, set())
-        if contribution_id in ids:
+        if not self.add_many(tag, [contribution_id], [share])[0]:
             raise ProtocolStateError("duplicate contribution id for this tag")
-        ids.add(contribution_id)
-        if self.keep_contributions:
-            self._shares.setdefault(tag, {})[contribution_id] = share
-        else:
-            self._pending.setdefault(tag, []).append(share)
+
+    def add_many(
+        self, tag: bytes, contribution_ids: Sequence[bytes], shares: Sequence[npt.NDArray[np.uint64]]
+    ) -> npt.NDArray[np.bool_]:
+        """Keep the shares whose id is new for ``tag`` (the first copy, in order, within the
+        batch); True where a share was kept."""
+        if any(len(c) != CONTRIBUTION_ID_BYTES for c in contribution_ids):
+            raise ProtocolStateError(f"a contribution id is {CONTRIBUTION_ID_BYTES} bytes")
+        fresh = self._ids.setdefault(tag, ReplayFilter(CONTRIBUTION_ID_BYTES)).add_many(contribution_ids)
+        for cid, share, keep in zip(contribution_ids, shares, fresh.tolist(), strict=True):
+            if not keep:
+                continue
+            if self.keep_contributions:
+                self._shares.setdefault(tag, {})[cid] = share
+            else:
+                self._pending.setdefault(tag, []).append(share)
+        return fresh
 
     def settle(self, sharing: Any) -> None:
         """Fold the shares added since the last call into the running sums (one reduction per
@@ -134,10 +164,10 @@ class ShareBook:
         if self.keep_contributions:
             mine = self._shares[tag]
             return np.asarray(sharing.aggregate(np.stack([mine[c] for c in ids])), dtype=np.uint64)
-        if set(ids) != self._ids.get(tag, set()):
+        if sorted(set(ids)) != (self._ids[tag].entries() if tag in self._ids else []):
             raise ProtocolStateError(
                 "this server keeps one running sum per tag: it can sum all of a tag's "
-                f"{len(self.ids(tag))} contributions, not a subset of {len(ids)}"
+                f"{self.count(tag)} contributions, not a subset of {len(ids)}"
             )
         self.settle(sharing)
         return self._totals[tag].copy()
@@ -158,23 +188,28 @@ def accept_shares(
     carry nothing and are skipped. Rejections are written into ``Opened.error``; nothing already
     stored is touched by a bad message."""
     t0 = time.perf_counter()
-    n_ok = 0
+    # Decode first (a bad share must not claim its id), then keep the new ids of each tag in one
+    # batch: the first copy of an id, in arrival order, wins.
+    decoded: dict[bytes, list[tuple[Opened, bytes, npt.NDArray[np.uint64]]]] = {}
     for o in opened:
-        if o.error is not None:
-            continue
-        if o.is_cover:
+        if o.error is not None or o.is_cover:
             continue
         msg = o.message
         assert isinstance(msg, ShareSubmission)
         try:
             if msg.tag not in released:
                 raise ProtocolStateError("share for a tag that was not released (unknown tag)")
-            if msg.contribution_id in book.ids(msg.tag):
-                raise ProtocolStateError("duplicate contribution id for this tag")
-            book.add(msg.tag, msg.contribution_id, sharing.decode_share(msg.share, dim))
-            n_ok += 1
+            decoded.setdefault(msg.tag, []).append((o, msg.contribution_id, sharing.decode_share(msg.share, dim)))
         except (DecodeError, ProtocolStateError) as exc:
             o.error = exc
+    n_ok = 0
+    for tag, items in decoded.items():
+        fresh = book.add_many(tag, [cid for _, cid, _ in items], [share for _, _, share in items])
+        for (o, _, _), first in zip(items, fresh.tolist(), strict=True):
+            if first:
+                n_ok += 1
+            else:
+                o.error = ProtocolStateError("duplicate contribution id for this tag")
     book.settle(sharing)
     meter.add(f"{name}.decode_share", time.perf_counter() - t0, max(n_ok, 1))
 

@@ -239,7 +239,7 @@ class SynthesisServer:
                 out.contributors[tag] = count
         for tag in self.released:
             if tag not in seen and tag not in out.withheld:
-                own = len(self._shares.ids(tag))
+                own = self._shares.count(tag)
                 out.withheld[tag] = (
                     BELOW_FLOOR if own < self.release_floor else "no aggregate share from S_tag"
                 )
