@@ -186,19 +186,7 @@ def check_release(store: TranscriptStore) -> list[AuditFinding]:
     if recorded is None:
         findings.append(AuditFinding(name="release:recorded", passed=False, detail="no recorded release artifact"))
         return findings
-    problems = release_document_problems(recorded)
-    findings.append(
-        AuditFinding(
-            name="release:public_fields",
-            passed=not problems,
-            detail=(
-                "the recorded release holds only fields on the public allow-list"
-                if not problems
-                else f"the recorded release holds non-public fields: {', '.join(problems[:8])}"
-            ),
-            data={"problems": problems},
-        )
-    )
+    findings.append(public_fields_finding(recorded))
     rec_counts = {bytes.fromhex(b["id"]): int(b["count"]) for b in recorded["buckets"]}
     withheld = {bytes.fromhex(t) for t in recorded.get("info", {}).get("withheld", {})}
     expected = {t: c for t, c in recomputed.items() if t not in withheld}
@@ -362,6 +350,43 @@ def ledger_lines(store: TranscriptStore) -> list[str]:
     return lines
 
 
+def public_fields_finding(recorded: Mapping[str, Any]) -> AuditFinding:
+    problems = release_document_problems(recorded)
+    return AuditFinding(
+        name="release:public_fields",
+        passed=not problems,
+        detail=(
+            "the recorded release holds only fields on the public allow-list"
+            if not problems
+            else f"the recorded release holds non-public fields: {', '.join(problems[:8])}"
+        ),
+        data={"problems": problems},
+    )
+
+
+def check_sizes_only(store: TranscriptStore) -> list[AuditFinding]:
+    """A transcript recorded with sizes only (``simulate --transcript sizes``): every entry is
+    size-only, and the recorded release's fields are public. Nothing can be recomputed."""
+    with_payload = sum(1 for e in store.entries() if e.payload_recorded)
+    findings = [
+        AuditFinding(
+            name="size_only_records",
+            passed=with_payload == 0,
+            detail=(
+                "every entry is recorded size-only, as the header's transcript mode says"
+                if with_payload == 0
+                else f"{with_payload} entries hold payloads in a transcript recorded with sizes only"
+            ),
+            data={"with_payload": with_payload},
+        )
+    ]
+    if store.has_artifact("release"):
+        findings.append(public_fields_finding(store.get_artifact("release")))
+    else:
+        findings.append(AuditFinding(name="release:recorded", passed=False, detail="no recorded release artifact"))
+    return findings
+
+
 # -- the audit -----------------------------------------------------------------------------------
 def audit_run(
     run: str | Path,
@@ -392,9 +417,43 @@ def _audit(
     findings.append(check_header(store))
     findings.append(check_roles(store))
     findings += check_message_types(store, {v: sorted(t) for v, t in ALLOWED_TYPES.items()})
-    forbidden: dict[str, list[bytes]] = {}
     notes: list[str] = []
+    if header.extra.get("transcript") == "sizes":
+        notes.append(
+            "the transcript records each message's size, not its bytes (--transcript sizes): the content "
+            "scans and the release's recomputation from S_syn's view cannot run"
+        )
+        findings += check_sizes_only(store)
+    else:
+        findings += _check_payloads(store, params, dim, embeddings, user_ids, notes)
+    findings.append(check_ledger(store))
+    summary = {
+        "run_id": header.run_id,
+        "rng_mode": header.rng_mode,
+        "users": header.extra.get("n_users"),
+        "dim": dim,
+        "views": view_summary(store),
+        "notes": notes,
+        "ledger": ledger_lines(store),
+    }
+    return AuditReport(findings=tuple(findings), summary=summary)
+
+
+def _check_payloads(
+    store: TranscriptStore,
+    params: FreParams,
+    dim: int,
+    embeddings: npt.NDArray[Any] | None,
+    user_ids: Sequence[bytes] | None,
+    notes: list[str],
+) -> list[AuditFinding]:
+    """What a full transcript allows: the leak scans, the size-only records, the release
+    recomputed from S_syn's view."""
+    header = store.header
+    findings: list[AuditFinding] = []
+    forbidden: dict[str, list[bytes]] = {}
     if embeddings is not None:
+
         x = np.asarray(embeddings)
         # one row per text (older headers name only n_users: one text each)
         n_rows = header.extra.get("n_texts", header.extra.get("n_users"))
@@ -452,17 +511,7 @@ def _audit(
         )
     )
     findings += check_release(store)
-    findings.append(check_ledger(store))
-    summary = {
-        "run_id": header.run_id,
-        "rng_mode": header.rng_mode,
-        "users": header.extra.get("n_users"),
-        "dim": dim,
-        "views": view_summary(store),
-        "notes": notes,
-        "ledger": ledger_lines(store),
-    }
-    return AuditReport(findings=tuple(findings), summary=summary)
+    return findings
 
 
 def render(report: AuditReport) -> str:

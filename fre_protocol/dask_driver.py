@@ -50,7 +50,7 @@ import numpy.typing as npt
 from fre_protocol.components import Components, build_components
 from fre_protocol.inputs import EmbeddingShards, release_pages, take_rows
 from fre_protocol.messages import TAG_BYTES, Role
-from fre_protocol.parties.base import Meter, Recorder, Row, Workers, chunks
+from fre_protocol.parties.base import Meter, Recorder, Row, Workers, chunks, size_only
 from fre_protocol.parties.proxy import AnonymizingProxy
 from fre_protocol.parties.user import (
     PHASE1_SEALS,
@@ -61,6 +61,7 @@ from fre_protocol.parties.user import (
     share_plaintexts,
 )
 from fre_protocol.runner import (
+    TRANSCRIPT_FULL,
     Driver,
     Dropout,
     Parties,
@@ -125,6 +126,7 @@ def run_dask(
     client: Any = None,
     users: npt.ArrayLike | None = None,
     unit: PrivacyUnit = TEXT_UNIT,
+    transcript: str = TRANSCRIPT_FULL,
 ) -> ProtocolResult:
     """:func:`~fre_protocol.streaming.run_streaming` (same arguments, same outputs and files) on
     a Dask cluster: ``client``'s, the scheduler at ``scheduler``, or a ``LocalCluster`` of
@@ -146,7 +148,7 @@ def run_dask(
             with tempfile.TemporaryDirectory(prefix="fre-devices-") as tmp:
                 return _play(dask, run, driver, store, window, Path(tmp), workers)
 
-        return execute(run, play, out_dir=out_dir, progress=progress, workers=workers)
+        return execute(run, play, out_dir=out_dir, progress=progress, workers=workers, transcript=transcript)
 
 
 class _connect:
@@ -221,6 +223,7 @@ class ServerSpec:
     floor: int
     dummy: tuple[float, float]
     workers: int
+    payloads: bool = True  # the transcript keeps messages' bytes (else their sizes only)
 
     def plan(self) -> ServerPlan:
         return ServerPlan(
@@ -232,12 +235,13 @@ class ServerSpec:
 class RowBuffer(Recorder):
     """A recorder that keeps a remote party's rows until its driver takes them for the store."""
 
-    def __init__(self) -> None:
-        super().__init__(None)
+    def __init__(self, payloads: bool = True) -> None:
+        super().__init__(None, payloads=payloads)
         self._rows: list[Row] = []
 
     def add(self, rows: Any) -> None:
-        batch = list(rows)
+        # Sizes-only transcripts drop the bytes where they are recorded, not after shipping them.
+        batch = list(rows) if self.payloads else [size_only(r) for r in rows]
         with self._lock:
             self._rows.extend(batch)
 
@@ -254,7 +258,7 @@ class ServerHost:
     def __init__(self, role: str, spec: ServerSpec) -> None:
         plan = spec.plan()
         self._seeds = spec.seeds
-        self._recorder = RowBuffer()
+        self._recorder = RowBuffer(spec.payloads)
         self._meter = Meter()
         pool = Workers(spec.workers)
         self._driver = Driver(meter=self._meter, pool=pool, user_pool=pool, recorder=self._recorder)
@@ -358,12 +362,13 @@ class UserChunk:
     users_seed: bytes
     chunk_size: int
     cover_traffic: bool
+    payloads: bool = True  # the transcript keeps messages' bytes (else their sizes only)
     # Under a user unit: the slots' VOPRF inputs (padding included), laid out by the driver.
     encodings: list[bytes] | None = None
 
     def devices(self, encodings: Sequence[bytes]) -> Devices:
         comps = _components(self.components, 1)
-        meter, recorder = Meter(), RowBuffer()
+        meter, recorder = Meter(), RowBuffer(self.payloads)
         users = UserPopulation(
             self.x, encodings, self.coins, suite=comps.suite, keys=self.keys, channel=comps.channel,
             rng=_users_stream(self.users_seed), workers=Workers(1), meter=meter, recorder=recorder,
@@ -540,7 +545,7 @@ def _play(
     place = Placement.of(client)
     spec = ServerSpec(
         params=run.params, seeds=run.seeds, cfg=run.cfg, components=run.comps.header(), floor=run.floor,
-        dummy=run.dummy, workers=workers,
+        dummy=run.dummy, workers=workers, payloads=driver.recorder.payloads,
     )
     with driver.meter.phase("setup"):
         tag = wait_for("S_tag", lambda: client.submit(ServerHost, Role.S_TAG.label, spec, actor=True, workers=[place.s_tag]))
@@ -628,6 +633,7 @@ class DaskWindows:
             run_id=self.run_id, index=c, offset=span.start - window.start, x=x, encodings=encodings,
             coins=self.ctx.coins[span.start : span.stop], keys=self.keys, components=run.comps.header(),
             users_seed=self.users_seed, chunk_size=run.cfg.chunk_size, cover_traffic=run.cfg.cover_traffic,
+            payloads=self.ctx.driver.recorder.payloads,
         )
 
     def _submit(self, fn: Any, *args: Any, key: str, near: Any = None) -> Any:

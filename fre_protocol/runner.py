@@ -94,6 +94,12 @@ NORM_GUARD_RULE = "withhold a decoded sum longer than n·clip + γ·n·√d' + �
 
 Dropout = float | Callable[[int], npt.NDArray[np.bool_]]
 
+#: What the transcript keeps of each message: its bytes, or only its size (with sender,
+#: receiver and type); recorded in the header as ``transcript``.
+TRANSCRIPT_FULL = "full"
+TRANSCRIPT_SIZES = "sizes"
+TRANSCRIPT_MODES = (TRANSCRIPT_FULL, TRANSCRIPT_SIZES)
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ProtocolConfig:
@@ -497,6 +503,7 @@ def run_protocol(
     measure_memory: bool = False,
     users: npt.ArrayLike | None = None,
     unit: PrivacyUnit = TEXT_UNIT,
+    transcript: str = TRANSCRIPT_FULL,
 ) -> ProtocolResult:
     """Run Fre-E2T's distributed protocol on embeddings ``x`` (one row per text; one per user
     unless ``users`` groups them).
@@ -508,7 +515,10 @@ def run_protocol(
     proxy (it may drop, replay, tamper with or inject messages), for robustness tests.
     ``validator`` is S_syn's per-contribution validity check (none by default; see
     :class:`~fre_protocol.parties.synthesis_server.ContributionValidator`). With ``out_dir``, writes ``centroids.npy`` +
-    ``release.json`` (the same contract as the mechanism) and ``transcript.sqlite``.
+    ``release.json`` (the same contract as the mechanism) and ``transcript.sqlite``: every party's
+view with each message's bytes (``transcript="full"``) or only its sender, receiver, type and
+size (``"sizes"``: ~10 kB a user less on disk, for paper-scale runs; the audit then checks
+counts and sizes but cannot re-read payloads).
 
     Several texts per user (SPEC §4.6), as :func:`mechanism.fre_e2t.run_mechanism` takes them:
     ``unit=PrivacyUnit(kind="user", cap=c, ...)`` and ``users`` (one label per row). Each user's
@@ -522,7 +532,7 @@ def run_protocol(
     )
     return execute(
         run, _play, out_dir=out_dir, progress=progress, workers=workers, adversary=adversary, validator=validator,
-        measure_memory=measure_memory,
+        measure_memory=measure_memory, transcript=transcript,
     )
 
 
@@ -539,9 +549,13 @@ def execute(
     adversary: NetworkAdversary | None = None,
     validator: ContributionValidator | None = None,
     measure_memory: bool = False,
+    transcript: str = TRANSCRIPT_FULL,
 ) -> ProtocolResult:
     """What every in-process driver does around its ``play``: thread pools, meter, transcript
-    store, single-threaded BLAS, the release files, the costs (peak traced memory on request)."""
+    store (``transcript``: payloads recorded or sizes only), single-threaded BLAS, the release
+    files, the costs (peak traced memory on request)."""
+    if transcript not in TRANSCRIPT_MODES:
+        raise InvalidParameterError(f"transcript must be one of {list(TRANSCRIPT_MODES)}, got {transcript!r}")
     if measure_memory:
         tracemalloc.start()
     t_start = time.perf_counter()
@@ -550,9 +564,10 @@ def execute(
     user_workers = run.cfg.user_workers
     user_pool = pool if user_workers in (None, workers) else Workers(int(user_workers), progress=progress)
     out_path = Path(out_dir) if out_dir is not None else None
-    store = _open_store(out_path, run) if out_path is not None else None
+    store = _open_store(out_path, run, transcript) if out_path is not None else None
     driver = Driver(
-        meter=meter, pool=pool, user_pool=user_pool, recorder=Recorder(store), adversary=adversary,
+        meter=meter, pool=pool, user_pool=user_pool, adversary=adversary,
+        recorder=Recorder(store, payloads=transcript == TRANSCRIPT_FULL),
         validator=validator,
     )
     # The parties already run on ``workers`` threads: a multi-threaded BLAS inside each of them
@@ -708,7 +723,7 @@ class Driver:
     validator: ContributionValidator | None = None
 
 
-def _open_store(out: Path, run: RunPlan) -> Any:
+def _open_store(out: Path, run: RunPlan, transcript: str) -> Any:
     from transcripts import TranscriptStore
 
     if out.exists() and not out.is_dir():
@@ -717,7 +732,7 @@ def _open_store(out: Path, run: RunPlan) -> Any:
     header = transcript_header(
         run.seeds, run.comps, run.params, run.cfg,
         protocol="fre-e2t two-server two-phase (SPEC §6)", n_users=run.slots.n_users, n_texts=run.slots.n_texts,
-        n_slots=run.n, dim=run.dim, noise=run.noise, unit=run.slots.unit.to_dict(),
+        n_slots=run.n, dim=run.dim, noise=run.noise, unit=run.slots.unit.to_dict(), transcript=transcript,
     )
     return TranscriptStore.create(out / TRANSCRIPT_FILE, header, overwrite=True)
 
@@ -1139,6 +1154,9 @@ __all__ = [
     "RunPlan",
     "ServerPlan",
     "TRANSCRIPT_FILE",
+    "TRANSCRIPT_FULL",
+    "TRANSCRIPT_MODES",
+    "TRANSCRIPT_SIZES",
     "aggregation",
     "aggregation_budget",
     "aggregation_term",

@@ -58,6 +58,7 @@ from fre_protocol.parties.user import (
     share_plaintexts,
 )
 from fre_protocol.runner import (
+    TRANSCRIPT_FULL,
     Driver,
     Dropout,
     Parties,
@@ -109,6 +110,7 @@ def run_streaming(
     measure_memory: bool = False,
     users: npt.ArrayLike | None = None,
     unit: PrivacyUnit = TEXT_UNIT,
+    transcript: str = TRANSCRIPT_FULL,
 ) -> ProtocolResult:
     """:func:`~fre_protocol.runner.run_protocol` (same arguments, same outputs and files), played
     ``window_chunks`` chunks of ``config.chunk_size`` users at a time. Under a user unit the
@@ -126,7 +128,10 @@ def run_streaming(
         with tempfile.TemporaryDirectory(prefix="fre-devices-") as tmp:
             return _play(run, driver, store, window, Path(tmp))
 
-    return execute(run, play, out_dir=out_dir, progress=progress, workers=workers, measure_memory=measure_memory)
+    return execute(
+        run, play, out_dir=out_dir, progress=progress, workers=workers, measure_memory=measure_memory,
+        transcript=transcript,
+    )
 
 
 class DeviceStates:

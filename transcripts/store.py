@@ -69,7 +69,8 @@ SECRET_NAME_PREFIXES = ("secret", "secrets")
 _SYNCHRONOUS = ("NORMAL", "FULL")
 
 Filter = str | Iterable[str] | None
-Row = tuple[str, str, str, str, str, bytes, str]
+#: ``payload`` an ``int`` is a size-only record of that many bytes.
+Row = tuple[str, str, str, str, str, bytes | int, str]
 
 
 def _sidecars(path: Path) -> list[Path]:
@@ -489,7 +490,8 @@ class TranscriptStore:
             self._statuses_ok.add(check_status(status))
 
     def record_many(self, rows: Iterable[Row]) -> range:
-        """Buffer many ``(view, phase, sender, receiver, message_type, payload, status)`` rows.
+        """Buffer many ``(view, phase, sender, receiver, message_type, payload, status)`` rows;
+        a ``payload`` that is an ``int`` records a size-only entry of that many bytes.
 
         Rows get consecutive ``seq`` numbers in iteration order; the returned range lists them.
         The call is all-or-nothing: an invalid row raises before any row of the call is buffered.
@@ -518,6 +520,12 @@ class TranscriptStore:
                     or status not in statuses_ok
                 ):
                     self._check_names(view, phase, sender, receiver, message_type, status)
+                if type(payload) is int:  # size-only
+                    if payload < 0:
+                        raise InvalidParameterError(f"a size-only row needs a size >= 0, got {payload}")
+                    append(_db_row(seq, view, phase, sender, receiver, message_type, status, payload, None))
+                    seq += 1
+                    continue
                 if type(payload) is not bytes:
                     payload = _as_payload(payload)
                 append(_db_row(seq, view, phase, sender, receiver, message_type, status, len(payload), payload))

@@ -1,8 +1,9 @@
 """``fre-e2t simulate``: the distributed protocol, every party in one process, with transcripts.
 
 Writes the same ``DIR/centroids.npy`` + ``DIR/release.json`` contract as ``fre-e2t mechanism``,
-plus ``DIR/transcript.sqlite`` (every message in the receiver's and the proxy's view) and, with
-``--jsonl``, its JSONL export.
+plus ``DIR/transcript.sqlite`` (every message in the receiver's and the proxy's view; with
+``--transcript sizes`` each message's size instead of its bytes) and, with ``--jsonl``, its JSONL
+export.
 
 Each embedding row is one user unless ``--users FILE`` names every row's author; each author then
 contributes to at most ``--cap`` buckets, and the run's summary states whom the guarantee protects.
@@ -93,6 +94,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="streaming: chunks of 1024 users per window (default 16)")
     parser.add_argument("--workers", type=positive_int, default=2, help="worker threads (default 2)")
     parser.add_argument("--jsonl", action="store_true", help="also export the transcript as DIR/transcript.jsonl")
+    parser.add_argument("--transcript", choices=["full", "sizes"], default="full",
+                        help="what the transcript keeps of each message: its bytes (default) or, for paper-scale "
+                        "runs, only its sender, receiver, type and size (~10 kB a user less on disk; the audit "
+                        "then checks counts and sizes but cannot re-read payloads)")
     parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=False,
                         help="show progress bars")
 
@@ -126,7 +131,7 @@ def run(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     common = {
         "noise": args.noise == "on", "out_dir": out_dir, "dropout": args.dropout, "progress": args.progress,
-        "workers": args.workers, "config": config,
+        "workers": args.workers, "config": config, "transcript": args.transcript,
     }
     driver = args.driver
     if driver == "auto":
@@ -183,7 +188,8 @@ def run(args: argparse.Namespace) -> int:
     lines.append(f"  seeds: {seeds.rng_mode} (public seed {seeds.public_seed.hex()[:16]}…)")
     lines.append(
         f"  wrote {out_dir / 'centroids.npy'}, {out_dir / 'release.json'} (publishable) and "
-        f"{result.transcript_path}, {out_dir / DIAGNOSTICS_FILE} (operator-private)"
+        f"{result.transcript_path}" + (" (sizes only)" if args.transcript == "sizes" else "")
+        + f", {out_dir / DIAGNOSTICS_FILE} (operator-private)"
         + (" (+ transcript.jsonl)" if args.jsonl else "") + f" ({elapsed:.1f} s)"
     )
     print("\n".join(lines), file=sys.stdout)

@@ -54,7 +54,7 @@ def write_party_transcript(
     in order) and ``artifacts``."""
     store = TranscriptStore.create(path, party_header(ctx, party=role), overwrite=True)
     try:
-        record_rows(store, rows)
+        store.record_many(rows)  # in order; int payloads are size-only entries
         put_artifacts(store, artifacts)
     except BaseException as exc:
         store.__exit__(type(exc), exc, exc.__traceback__)
@@ -62,29 +62,9 @@ def write_party_transcript(
     store.close()
 
 
-def record_rows(store: TranscriptStore, rows: Iterable[ViewRow]) -> None:
-    """Record recorder rows in order: full ones in batches, size-only ones (an ``int``
-    payload) one by one."""
-    full: list[tuple[str, str, str, str, str, bytes, str]] = []
-    for view, phase, sender, receiver, mtype, payload, status in rows:
-        if not isinstance(payload, int):
-            full.append((view, phase, sender, receiver, mtype, payload, status))
-            continue
-        if full:
-            store.record_many(full)
-            full = []
-        store.record(
-            view=view, phase=phase, sender=sender, receiver=receiver, message_type=mtype,
-            payload=None, size=payload, status=status,
-        )
-    if full:
-        store.record_many(full)
-
-
 def _copy_entries(source: TranscriptStore, target: TranscriptStore) -> None:
     """Re-record ``source``'s entries in ``target``, in order (size-only records stay size-only)."""
-    record_rows(
-        target,
+    target.record_many(
         (
             (e.view, e.phase, e.sender, e.receiver, e.message_type, e.payload if e.payload_recorded else e.size, e.status)
             for e in source.entries()
@@ -188,6 +168,5 @@ __all__ = [
     "combine",
     "party_header",
     "put_artifacts",
-    "record_rows",
     "write_party_transcript",
 ]

@@ -22,13 +22,13 @@ from primitives.channel import Channel
 from primitives.errors import InvalidParameterError
 from primitives.shuffle import Shuffler
 from transcripts import ACCEPTED, TranscriptStore, rejected_status
+from transcripts.store import Row
 
 T = TypeVar("T")
 R = TypeVar("R")
 
-#: ``(view, phase, sender, receiver, message_type, payload, status)``; a payload given as an
-#: ``int`` is a size-only record (the bytes are a secret outside seeded mode, SPEC §6.7).
-Row = tuple[str, str, str, str, str, bytes | int, str]
+# A Row is ``(view, phase, sender, receiver, message_type, payload, status)``; a payload given as
+# an ``int`` is a size-only record (the bytes are a secret outside seeded mode, SPEC §6.7).
 
 PHASE1 = "phase1"
 PHASE1_SUBMIT = "phase1_submit"
@@ -48,15 +48,24 @@ def status_of(error: BaseException | None) -> str:
     return ACCEPTED if error is None else rejected_status(error)
 
 
+def size_only(row: Row) -> Row:
+    """``row`` with its payload replaced by the payload's size."""
+    payload = row[5]
+    return row if isinstance(payload, int) else (*row[:5], len(payload), row[6])
+
+
 class Recorder:
     """Buffers rows for a :class:`TranscriptStore`; without a store it only counts them.
 
     Thread-safe (the store serialises writers). ``enabled`` lets a runner switch recording off
-    for throughput measurements without changing the parties' code paths.
+    for throughput measurements without changing the parties' code paths. ``payloads=False``
+    records every message size-only (what was sent, by whom, to whom and how large, not its
+    bytes): a paper-scale run's full transcript would take ~10 kB a user on disk.
     """
 
-    def __init__(self, store: TranscriptStore | None = None, *, flush_every: int = 20_000) -> None:
+    def __init__(self, store: TranscriptStore | None = None, *, flush_every: int = 20_000, payloads: bool = True) -> None:
         self.store = store
+        self.payloads = payloads
         self._lock = threading.Lock()
         self._pending: list[Row] = []
         self._flush_every = flush_every
@@ -76,7 +85,7 @@ class Recorder:
             self.bytes_recorded += sum(r[5] if isinstance(r[5], int) else len(r[5]) for r in batch)
             if self.store is None:
                 return
-            self._pending.extend(batch)
+            self._pending.extend(batch if self.payloads else map(size_only, batch))
             if len(self._pending) >= self._flush_every:
                 pending, self._pending = self._pending, []
             else:
@@ -85,20 +94,7 @@ class Recorder:
 
     def _write(self, rows: list[Row]) -> None:
         assert self.store is not None
-        full: list[tuple[str, str, str, str, str, bytes, str]] = []
-        for view, phase, sender, receiver, mtype, payload, status in rows:
-            if isinstance(payload, int):
-                if full:  # keep the order of the entries
-                    self.store.record_many(full)
-                    full = []
-                self.store.record(
-                    view=view, phase=phase, sender=sender, receiver=receiver, message_type=mtype,
-                    payload=None, size=payload, status=status,
-                )
-            else:
-                full.append((view, phase, sender, receiver, mtype, payload, status))
-        if full:
-            self.store.record_many(full)
+        self.store.record_many(rows)  # in order; int payloads are size-only entries
 
     def flush(self) -> None:
         with self._lock:
@@ -238,5 +234,6 @@ __all__ = [
     "Workers",
     "chunks",
     "role_label",
+    "size_only",
     "status_of",
 ]

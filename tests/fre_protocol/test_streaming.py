@@ -24,7 +24,7 @@ from mechanism.params import FreParams
 from mechanism.population import Population, synthetic_population
 from mechanism.release import Release
 from mechanism.seeds import SeedPlan
-from primitives.errors import ProtocolStateError
+from primitives.errors import InvalidParameterError, ProtocolStateError
 from primitives.randomness import RandomSource
 from primitives.sharing.ring2k import AdditiveRing2k
 from transcripts import TranscriptStore
@@ -84,6 +84,30 @@ def test_same_noisy_release_and_messages_from_shards(x: np.ndarray, tmp_path) ->
     _same_release(ref.release, got.release)
     assert got.release.diagnostics["dummies"]["dummy_submissions"] > 0  # dummies were mixed in
     assert _messages(ref.transcript_path) == _messages(got.transcript_path)
+
+
+def test_a_sizes_only_transcript_records_every_message_without_its_bytes(x: np.ndarray, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """``transcript="sizes"`` (for paper-scale runs): the same release, and the same entries as a
+    full transcript — view, phase, roles, type, status, size, in order — none with its bytes;
+    the header says so and the audit runs the checks a sizes-only store allows, stating the rest."""
+    from fre_protocol.audit import audit_run
+
+    params, seeds = FreParams.paper(8.0), SeedPlan.from_seed(6)
+    kw = {"config": CONFIG, "window_chunks": WINDOW_CHUNKS}
+    full = run_streaming(x, params, seeds, out_dir=tmp_path / "full", **kw)  # type: ignore[arg-type]
+    sizes = run_streaming(x, params, seeds, out_dir=tmp_path / "sizes", transcript="sizes", **kw)  # type: ignore[arg-type]
+    _same_release(full.release, sizes.release)
+    with TranscriptStore.open(full.transcript_path) as a, TranscriptStore.open(sizes.transcript_path) as b:  # type: ignore[arg-type]
+        assert (a.header.extra["transcript"], b.header.extra["transcript"]) == ("full", "sizes")
+        meta = [(e.seq, e.view, e.phase, e.sender, e.receiver, e.message_type, e.status, e.size) for e in a]
+        assert meta == [(e.seq, e.view, e.phase, e.sender, e.receiver, e.message_type, e.status, e.size) for e in b]
+        assert any(e.payload_recorded for e in a) and not any(e.payload_recorded for e in b)
+    report = audit_run(tmp_path / "sizes")
+    assert report.passed, report.failures
+    assert "release:centroids" not in {f.name for f in report.findings}  # nothing to recompute from
+    assert any("--transcript sizes" in note for note in report.summary["notes"])
+    with pytest.raises(InvalidParameterError, match="transcript must be one of"):
+        run_streaming(x, params, seeds, transcript="payloads", **kw)  # type: ignore[arg-type]
 
 
 def test_share_book_running_sum_equals_the_kept_shares() -> None:
