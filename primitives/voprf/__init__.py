@@ -44,7 +44,11 @@ class Oprf(Protocol):
         proof_randomness: SecretBytes | None = None,
         rng: RandomSource | None = None,
     ) -> tuple[list[bytes], bytes | None]: ...
+    def blind_evaluate_each(
+        self, sk: SecretBytes, blinded_elements: Sequence[bytes], rngs: Sequence[RandomSource]
+    ) -> list[tuple[bytes, bytes]]: ...
     def finalize(
+
         self,
         inputs: Sequence[bytes],
         blinds: Sequence[SecretBytes],

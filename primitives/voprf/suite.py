@@ -262,7 +262,36 @@ class OprfSuite:
         c, s = dleq.prove_composites(g, proof_key, b_enc, m_total, r, self._h2s_dst)
         return evaluated_all, g.serialize_scalar(c) + g.serialize_scalar(s)
 
+    def blind_evaluate_each(
+        self, sk: SecretBytes, blinded_elements: Sequence[bytes], rngs: Sequence[RandomSource]
+    ) -> list[tuple[bytes, bytes]]:
+        """``(evaluatedElement, proof)`` for each element, proved alone: entry i is exactly
+        ``blind_evaluate(sk, [blinded_elements[i]], rng=rngs[i])`` with its one element and
+        proof (VOPRF mode). The key's public half and the composite seed are computed once, not
+        once per element, and a one-element composite is one multiplication: a server that
+        answers each user with its own proof pays only the per-element work."""
+        self._require_mode(Mode.VOPRF, "blind_evaluate_each")
+        g, dst = self._group, self._h2s_dst
+        k = self._secret_scalar(sk, "sk")
+        encodings = self._batch(blinded_elements, "blinded_elements")
+        if len(rngs) != len(encodings):
+            raise InvalidInputError(
+                f"rngs must hold one RandomSource per element ({len(encodings)}), got {len(rngs)}"
+            )
+        b_enc = g.serialize_element(g.scalar_mult_base(k))
+        seed = dleq.composite_seed(b_enc, self._context)
+        out = []
+        for i, (enc, rng) in enumerate(zip(encodings, rngs, strict=True)):
+            element = self._decode_all([enc], "blinded_elements", i)[0]
+            r = g.random_scalar(rng)  # blind_evaluate draws the nonce first, too
+            ev_enc = g.serialize_element(g.scalar_mult(k, element))
+            m = g.scalar_mult(dleq.composite_weight(g, seed, 0, enc, ev_enc, dst), element)
+            c, s = dleq.prove_composites(g, k, b_enc, m, r, dst)
+            out.append((ev_enc, g.serialize_scalar(c) + g.serialize_scalar(s)))
+        return out
+
     # -- client: Finalize (§3.3.1-3) --------------------------------------------------------
+
     def finalize(
         self,
         inputs: Sequence[bytes],
