@@ -39,7 +39,8 @@ rather than summed; no adversary can be placed on the network.
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -190,7 +191,8 @@ def _play(run: RunPlan, driver: Driver, store: Any, window: int, tmp: Path) -> t
     schedule = dummy_schedule(run.seeds, len(dummies), ctx.windows)
     by_window = [[dummies[j] for j in schedule[k]] for k in range(len(ctx.windows))]
     del dummies
-    return play_windows(ctx, store, _InProcessWindows(ctx), by_window, dummy_user)
+    with _InProcessWindows(ctx) as users:
+        return play_windows(ctx, store, users, by_window, dummy_user)
 
 
 class WindowPlayer(Protocol):
@@ -224,16 +226,61 @@ def play_windows(
 
 
 class _InProcessWindows:
-    """Each window's devices in this process, on the driver's threads."""
+    """Each window's devices in this process, on the driver's threads, the next window's built
+    and prepared ahead (:class:`Ahead`)."""
 
     def __init__(self, ctx: WindowContext) -> None:
         self.ctx = ctx
+        self.ahead = Ahead(ctx.windows, lambda span: _phase1_devices(ctx, span))
 
     def phase1(self, span: range, dummies: list[Message]) -> UserTally:
-        return _phase1_window(self.ctx, span, dummies)
+        return _phase1_window(self.ctx, self.ahead.take(span), span, dummies)
 
     def phase2(self, plan: Phase2Plan, released: dict[bytes, int], message: bytes) -> UserTally:
-        return _phase2(self.ctx, plan, released, message)
+        self.ahead.close()
+        with Ahead(self.ctx.windows, lambda span: _phase2_devices(self.ctx, span, released)) as ahead:
+            return _phase2(self.ctx, ahead, plan, released, message)
+
+    def __enter__(self) -> _InProcessWindows:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.ahead.close()
+
+
+class Ahead:
+    """Devices window by window, the next window's built and given their offline work on a
+    background thread while the current window plays: the window's serial steps (the proxy's
+    shuffle, decoding, recording) then leave the cores the offline work of the next, instead of
+    idle. Each device draws from its chunk's own streams, so what it draws does not depend on
+    when the work runs. At most two windows of devices exist at once."""
+
+    def __init__(self, windows: Sequence[range], make: Callable[[range], UserPopulation]) -> None:
+        self._windows, self._make = list(windows), make
+        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fre-ahead")
+        self._pending: dict[range, Future[UserPopulation]] = {}
+
+    def take(self, span: range) -> UserPopulation:
+        """The devices of ``span`` (one of the windows, taken in order), prepared."""
+        future = self._pending.pop(span, None) or self._thread.submit(self._make, span)
+        k = self._windows.index(span)
+        if k + 1 < len(self._windows):
+            nxt = self._windows[k + 1]
+            self._pending[nxt] = self._thread.submit(self._make, nxt)
+        return future.result()
+
+    def close(self) -> None:
+        """Drop what was built ahead and not taken (a run that stops early), wait for the thread."""
+        for future in self._pending.values():
+            future.cancel()
+        self._pending.clear()
+        self._thread.shutdown(wait=True)
+
+    def __enter__(self) -> Ahead:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def dummy_schedule(seeds: SeedPlan, count: int, windows: list[range]) -> list[list[int]]:
@@ -249,13 +296,18 @@ def dummy_schedule(seeds: SeedPlan, count: int, windows: list[range]) -> list[li
     return out
 
 
-def _phase1_window(ctx: WindowContext, span: range, dummies: list[Message]) -> UserTally:
-    """One window's phase 1: offline work, VOPRF, tag submissions (with its dummies); the
-    devices keep their outcome and are dropped."""
-    run, driver, parties = ctx.run, ctx.driver, ctx.parties
-    users = population(run, parties.keys, driver, span, coins=ctx.coins, grid=ctx.grid)
-    with driver.meter.phase("users_offline"):
+def _phase1_devices(ctx: WindowContext, span: range) -> UserPopulation:
+    """A window's devices for phase 1, with their offline work done."""
+    users = population(ctx.run, ctx.parties.keys, ctx.driver, span, coins=ctx.coins, grid=ctx.grid)
+    with ctx.driver.meter.phase("users_offline"):
         users.prepare(PHASE1_SEALS)
+    return users
+
+
+def _phase1_window(ctx: WindowContext, users: UserPopulation, span: range, dummies: list[Message]) -> UserTally:
+    """One window's phase 1 with its prepared devices: VOPRF, tag submissions (with its
+    dummies); the devices keep their outcome and are dropped."""
+    driver, parties = ctx.driver, ctx.parties
     phase1(parties, users, driver)
     with driver.meter.phase("phase1_submit"):
         phase1_submit(parties, users.tag_submissions() + dummies, driver)
@@ -263,7 +315,9 @@ def _phase1_window(ctx: WindowContext, span: range, dummies: list[Message]) -> U
     return users.tally()
 
 
-def _phase2(ctx: WindowContext, plan: Phase2Plan, released: dict[bytes, int], message: bytes) -> UserTally:
+def _phase2(
+    ctx: WindowContext, ahead: Ahead, plan: Phase2Plan, released: dict[bytes, int], message: bytes
+) -> UserTally:
     """Phase 2 window by window. Participants (submitted a released tag, still online) form
     chunks in user order, as in the runner; a chunk is encoded and shared from its own stream
     when the window of its first user plays, and each user seals and sends in its own window."""
@@ -275,11 +329,9 @@ def _phase2(ctx: WindowContext, plan: Phase2Plan, released: dict[bytes, int], me
     share_sizes = plan.sharing.share_sizes(plan.width)
     users_rng = run.seeds.secret("users")
     for k, span in enumerate(ctx.windows):
-        users = _phase2_population(ctx, span, released)
+        users = ahead.take(span)
         if k == 0:
             users.receive_broadcast(message)  # recorded once: every device hears the same
-        with driver.meter.phase("users_offline"):
-            users.prepare(PHASE2_SEALS)
         with driver.meter.phase("phase2_shares"):
             todo = roster.due(next_chunk, span)
             next_chunk += len(todo)
@@ -342,6 +394,14 @@ class Roster:
         return UserTally(
             n_participants=len(self.participants), n_dropped_out=self.n_dropped, n_cover_users=len(self.cover)
         )
+
+
+def _phase2_devices(ctx: WindowContext, span: range, released: dict[bytes, int]) -> UserPopulation:
+    """A window's devices for phase 2, with their offline work (phase 2's seals) done."""
+    users = _phase2_population(ctx, span, released)
+    with ctx.driver.meter.phase("users_offline"):
+        users.prepare(PHASE2_SEALS)
+    return users
 
 
 def _phase2_population(ctx: WindowContext, span: range, released: dict[bytes, int]) -> UserPopulation:

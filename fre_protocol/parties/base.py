@@ -172,6 +172,7 @@ class Workers:
         self.workers = workers
         self.progress = progress
         self._pool: ThreadPoolExecutor | None = None
+        self._pool_lock = threading.Lock()  # map may be called from several threads
 
     def map(self, fn: Callable[[T], R], items: Sequence[T], *, desc: str | None = None) -> list[R]:
         """``[fn(item) for item in items]``, in order, on up to ``workers`` threads; with
@@ -189,10 +190,13 @@ class Workers:
                     if bar is not None:
                         bar.update(1)
                 return results
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="fre-party")
+            with self._pool_lock:
+                if self._pool is None:
+                    self._pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="fre-party")
+                pool = self._pool
             out = []
-            for result in self._pool.map(fn, items):
+            for result in pool.map(fn, items):
+
                 out.append(result)
                 if bar is not None:
                     bar.update(1)
