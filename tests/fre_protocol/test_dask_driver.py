@@ -4,12 +4,18 @@ worker loss.
 Seeded mode, same seed: Dask releases exactly what :func:`run_protocol` and
 :func:`run_streaming` release, bit for bit, noise off and on. Windows of three chunks of 64 users
 do not line up with the chunks of participants, as in the streaming tests. The clusters are one
-process with two single-threaded workers.
+process with two single-threaded workers, except in the SIGKILL tests, whose workers are processes
+of their own (started under a nanny, which restarts a killed one at a new address).
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import pickle
+import signal
+import time
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -182,6 +188,105 @@ def test_a_server_lost_stops_the_run_with_no_release(
         monkeypatch.setattr(dask_driver.DaskWindows, "phase2", lose_s_syn)
         with pytest.raises(ProtocolStateError, match="S_syn .*releases nothing"):
             _dask(x, c, out_dir=out)
+    assert not (out / "release.json").exists() and not (out / "centroids.npy").exists()
+    with TranscriptStore.open(out / "transcript.sqlite") as store:
+        assert store.state == "aborted:ProtocolStateError"
+
+
+@contextlib.contextmanager
+def _worker_processes(n: int) -> Iterator[tuple[Any, dict[str, int]]]:
+    """A client of ``n`` single-threaded worker processes, and each worker's process id."""
+    with distributed.LocalCluster(
+        n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None
+    ) as cluster, distributed.Client(cluster) as c:
+        yield c, c.run(os.getpid)
+
+
+def _removed(c: Any, address: str) -> set[str]:
+    """The tasks the scheduler had to redo when it removed ``address`` without its consent
+    (running there, or held there and still wanted); fails when it removed nothing."""
+    for _ in range(100):  # the scheduler may learn of the loss just after the driver does
+        events = [msg for _, msg in c.get_events(address) if msg.get("action") == "remove-worker"]
+        if events:
+            break
+        time.sleep(0.1)
+    assert events and not events[0]["expected"], f"the scheduler never lost {address}"
+    lost = set(events[0]["processing-tasks"]) | set(events[0]["lost-computed-tasks"])
+    assert address not in c.scheduler_info(n_workers=-1)["workers"]
+    return lost
+
+
+def test_a_users_worker_killed_mid_phase1_changes_nothing(
+    x: np.ndarray, reference: Release, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Three worker processes: the placement puts S_tag on the first and S_syn on the last, so
+    the middle one plays users only. It is SIGKILLed once it holds devices between the two
+    phase-1 tasks and has been handed the second task of their chunk. Dask runs that task, and
+    whatever else it held, again elsewhere, each chunk from its own streams: the same release,
+    every user counted once (a chunk counted twice would change the counts or the tally)."""
+    with _worker_processes(3) as (c, pids):
+        place = Placement.of(c)
+        (victim,) = set(pids) - {place.s_tag, place.s_syn}
+        receive = dask_driver._Phase1Window.receive_evaluations
+        held: list[int] = []
+
+        def count_held() -> int:
+            return len(dask_driver._HELD)
+
+        def kill_victim(self: Any, answered: Any) -> None:
+            n = 0 if held else c.run(count_held, workers=[victim])[victim]
+            receive(self, answered)  # the second tasks go out, each near its chunk's devices
+            if n:
+                for _ in range(50):  # until the victim is handed one (it holds devices for it)
+                    if any(str(k).startswith("fre-submit-") for k in c.processing([victim])[victim]):
+                        break
+                    time.sleep(0.1)
+                held.append(n)
+                os.kill(pids[victim], signal.SIGKILL)
+
+        monkeypatch.setattr(dask_driver._Phase1Window, "receive_evaluations", kill_victim)
+        got = _dask(x, c)
+        assert held and held[0] > 0, "the victim must be killed while it holds devices"
+        lost = _removed(c, victim)
+        # a second task it ran, or was running, is run again elsewhere
+        assert any(str(key).startswith("fre-submit-") for key in lost), lost
+    _same_release(reference, got)
+
+
+@pytest.mark.parametrize("role", ["S_syn", "S_tag"])
+def test_a_server_killed_mid_call_stops_the_run_with_no_release(
+    role: str, x: np.ndarray, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server's worker process is SIGKILLed in phase 2, just after the driver has sent it the
+    users' shares: its key, counts and sums die with it, so the run stops with a
+    ProtocolStateError naming it (not a hang, nor Dask's own error), writes no release and
+    marks the transcript aborted."""
+    out = tmp_path / "run"
+    with _worker_processes(2) as (c, pids):
+        place = Placement.of(c)
+        victim = place.s_syn if role == "S_syn" else place.s_tag
+        wait_for, phase2 = dask_driver.wait_for, dask_driver.DaskWindows.phase2
+        in_phase2: list[bool] = []
+        killed: list[str] = []
+
+        def arm(self: Any, *args: Any) -> Any:
+            in_phase2.append(True)
+            return phase2(self, *args)
+
+        def kill_in_flight(who: str, ask: Any) -> Any:
+            if who != role or not in_phase2 or killed:
+                return wait_for(who, ask)
+            call = ask()  # the server's call is under way
+            os.kill(pids[victim], signal.SIGKILL)
+            killed.append(who)
+            return wait_for(who, lambda: call)
+
+        monkeypatch.setattr(dask_driver.DaskWindows, "phase2", arm)
+        monkeypatch.setattr(dask_driver, "wait_for", kill_in_flight)
+        with pytest.raises(ProtocolStateError, match=f"{role} .*releases nothing"):
+            _dask(x, c, out_dir=out)
+        assert killed == [role]
+        _removed(c, victim)
     assert not (out / "release.json").exists() and not (out / "centroids.npy").exists()
     with TranscriptStore.open(out / "transcript.sqlite") as store:
         assert store.state == "aborted:ProtocolStateError"
