@@ -48,7 +48,7 @@ import numpy as np
 import numpy.typing as npt
 
 from fre_protocol.components import Components, build_components
-from fre_protocol.inputs import EmbeddingShards, release_pages, take_rows
+from fre_protocol.inputs import EmbeddingShards, take_rows
 from fre_protocol.messages import TAG_BYTES, Role
 from fre_protocol.parties.base import Meter, Recorder, Row, Workers, chunks, size_only
 from fre_protocol.parties.proxy import AnonymizingProxy
@@ -563,8 +563,12 @@ def _play(
     dummies = wait_for("S_tag", lambda: tag.dummies(keys.syn_box_key, run.params.tau, ctx.windows))
     dummy_user = RemoteParty(tag, "S_tag", driver.recorder, target="dummy") if run.params.is_dp else None
     users = DaskWindows(client, ctx, place, keys)
+    from distributed import get_task_stream
+
     try:
-        release, info = play_windows(ctx, store, users, dummies, dummy_user)
+        with get_task_stream(client=client) as stream:
+            release, info = play_windows(ctx, store, users, dummies, dummy_user)
+        meter_tasks(driver.meter, stream.data)
     finally:
         # Cleanup only: a cluster that lost workers must not hide the run's own outcome.
         with contextlib.suppress(Exception):
@@ -574,7 +578,24 @@ def _play(
     return release, info
 
 
+#: The users' tasks, by the prefix of their keys.
+TASK_KINDS = ("blind", "submit", "encode", "seal")
+
+
+def meter_tasks(meter: Meter, stream: Sequence[Mapping[str, Any]]) -> None:
+    """Each users' task's compute time, by kind (``dask.task.blind``, ``.submit``, ``.encode``,
+    ``.seal``), from the scheduler's task stream: how long a task is against the scheduler's
+    few milliseconds of overhead per task (a chunk of 1,024 users keeps each well above 100 ms)."""
+    for task in stream:
+        kind = str(task.get("key", "")).removeprefix("fre-").split("-")[0]
+        seconds = sum(s["stop"] - s["start"] for s in task.get("startstops", ()) if s.get("action") == "compute")
+        if kind in TASK_KINDS and seconds > 0:
+            meter.add(f"dask.task.{kind}", seconds, 1)
+
+
+
 def _parties(run: RunPlan, driver: Driver, tag: Any, syn: Any, keys: ServerKeys) -> Parties:
+
     """The runner's parties with the servers on their workers. Their secret keys come here in
     seeded test mode only, for the transcript's secrets (their test seed is here anyway)."""
     proxy = AnonymizingProxy(
@@ -694,7 +715,7 @@ class DaskWindows:
                 for j in [j for j in encoded if roster.participants[roster.part_chunks[j].stop - 1] < span.stop]:
                     del encoded[j]
                 phase2(ctx.parties, plan, shares, ctx.driver)
-            release_pages(run.x)
+            ctx.release_pages()
         return roster.tally()
 
 
@@ -753,6 +774,7 @@ __all__ = [
     "S_TAG_RESOURCE",
     "USERS_RESOURCE",
     "DaskWindows",
+    "TASK_KINDS",
     "Encoded",
     "Placement",
     "RemoteParty",

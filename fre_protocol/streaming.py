@@ -176,6 +176,12 @@ class WindowContext:
     devices: DeviceStates
     windows: list[range]
 
+    def release_pages(self) -> None:
+        """After a window: the pages of the input rows it read and of the device states it
+        wrote need not stay resident (both are memory-mapped files)."""
+        release_pages(self.run.x)
+        release_pages(self.devices.tags)
+
 
 def _play(run: RunPlan, driver: Driver, store: Any, window: int, tmp: Path) -> tuple[Release, dict[str, Any]]:
     parties = setup(run, driver, keep_contributions=False)
@@ -214,7 +220,7 @@ def play_windows(
     tally = UserTally()
     for k, span in enumerate(ctx.windows):
         tally += users.phase1(span, dummies[k])
-        release_pages(run.x)  # the window's rows are read: their pages need not stay resident
+        ctx.release_pages()
     released, message = broadcast(parties, driver)
     plan = plan_phase2(run, released)
     tally += users.phase2(plan, released, message)
@@ -353,7 +359,7 @@ def _phase2(
             if covering:
                 shares += users.cover_messages(np.asarray(covering, dtype=np.int64) - span.start, share_sizes)
             phase2(ctx.parties, plan, shares, driver)
-        release_pages(run.x)
+        ctx.release_pages()
     return roster.tally()
 
 
@@ -373,6 +379,7 @@ class Roster:
         run = ctx.run
         active = ~run.dropped_mask
         eligible = np.concatenate([ctx.devices.eligible(w, released) for w in ctx.windows])
+        release_pages(ctx.devices.tags)  # read whole once, here
         participants = np.flatnonzero(eligible & active)
         cover = np.flatnonzero(~eligible & active) if run.cfg.cover_traffic else np.zeros(0, dtype=np.int64)
         return cls(

@@ -3,8 +3,16 @@ engine and population size, a fit of the per-user cost, and projections to large
 
     .venv/bin/python scripts/bench_streaming.py --users 10000 100000 --driver streaming runner \\
         --out runs/bench-streaming
-    .venv/bin/python scripts/bench_streaming.py --users 10000 30000 100000 1000000 \\
-        --driver streaming dask1 dask2 --out runs/bench-scaling      # the scaling report
+    .venv/bin/python scripts/bench_streaming.py --users 10000 100000 \\
+        --driver streaming dask1 dask2 --out runs/bench-scaling -- --transcript sizes   # the scaling report
+    .venv/bin/python scripts/bench_streaming.py --users 1000000 --driver streaming \\
+        --out runs/bench-1m -- --transcript sizes                    # one more size, on its own
+    .venv/bin/python scripts/bench_streaming.py --users --merge runs/bench-scaling/bench.json \\
+        runs/bench-1m/bench.json --out runs/bench-report             # both in one table and fit
+
+Arguments after ``--`` go to every ``fre-e2t simulate`` (``--transcript sizes`` keeps the transcript
+to a few hundred bytes a user: a full one takes ~10 kB a user on disk and its writing time).
+``--merge`` tables and fits the runs of earlier reports beside this one's.
 
 For each N it writes a synthetic population (clusters of ~1,000 users that clear the threshold,
 plus 5% rare users; d = 768 by default) as ``.npy`` shards of at most 50,000 rows, then runs
@@ -114,30 +122,38 @@ def measure(driver: str, shards: Path, out: Path, epsilon: str, extra: list[str]
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--users", type=int, nargs="+", default=[10_000, 100_000])
+    parser.add_argument("--users", type=int, nargs="*", default=[10_000, 100_000], help="sizes to run (none: only --merge)")
     parser.add_argument("--driver", nargs="+", choices=DRIVERS, default=["streaming", "runner"])
     parser.add_argument("--dim", type=int, default=768)
     parser.add_argument("--epsilon", default="8")
     parser.add_argument("--seed", type=int, default=2024)
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--merge", type=Path, nargs="*", default=[], metavar="BENCH_JSON",
+                        help="runs of earlier reports (their bench.json) to table and fit beside this one's")
     parser.add_argument("simulate_args", nargs="*", help="passed on to fre-e2t simulate (after --)")
     args = parser.parse_args()
-    rows = []
+    args.out.mkdir(parents=True, exist_ok=True)
+    rows = [{**r, "from": str(path)} for path in args.merge for r in json.loads(path.read_text())["runs"]]
     for n in args.users:
         shards = args.out / f"population-{n}"
         if not shards.is_dir():
             write_shards(n, args.dim, args.seed, shards)
         for driver in args.driver:
             result = measure(driver, shards, args.out / f"run-{driver}-{n}", args.epsilon, args.simulate_args)
-            rows.append({"users": n, "dim": args.dim, "epsilon": args.epsilon, **result})
+            rows.append({"users": n, "dim": args.dim, "epsilon": args.epsilon, "simulate_args": args.simulate_args, **result})
             print(f"N = {n:>9,}  {driver:9}  {result['wall_s']:>8} s  peak RSS {result['peak_rss_GiB']} GiB", flush=True)
-    fits = {d: fit(rows, d) for d in args.driver if len({r["users"] for r in rows if r["driver"] == d}) >= 2}
+    rows.sort(key=lambda r: (DRIVERS.index(str(r["driver"])), int(r["users"])))  # type: ignore[call-overload]
+    drivers = sorted({str(r["driver"]) for r in rows}, key=DRIVERS.index)
+    fits = {d: fit(rows, d) for d in drivers if len({r["users"] for r in rows if r["driver"] == d}) >= 2}
     report = {"cores": os.cpu_count(), "runs": rows, "fits": fits}
     (args.out / "bench.json").write_text(json.dumps(report, indent=2) + "\n")
     lines = [f"Machine: {os.cpu_count()} cores.", "",
-             "| N | driver | wall (s) | peak RSS (GiB) | peak RSS, process tree (GiB) |", "|---|---|---|---|---|"]
-    lines += [f"| {r['users']:,} | {r['driver']} | {r['wall_s']} | {r['peak_rss_GiB']} | {r['peak_rss_tree_GiB']} |"
+             "| N | driver | wall (s) | peak RSS (GiB) | peak RSS, process tree (GiB) | simulate options |",
+             "|---|---|---|---|---|---|"]
+    lines += [f"| {r['users']:,} | {r['driver']} | {r['wall_s']} | {r['peak_rss_GiB']} | {r['peak_rss_tree_GiB']} | "
+              f"{' '.join(r.get('simulate_args', [])) or '–'}" + (f" (from {r['from']})" if "from" in r else "") + " |"
               for r in rows]
+
     if fits:
         lines += [
             "", "Fits (least squares over the sizes above) and projections:", "",

@@ -185,6 +185,12 @@ def run(args: argparse.Namespace) -> int:
         f"  user: online {costs['user_online_ms']:.3g} ms, upload {costs['upload_kB']:.3g} kB, "
         f"download {costs['download_kB']:.3g} kB"
     )
+    tasks = {k.removeprefix("dask.task."): v for k, v in costs["meter"]["seconds"].items() if k.startswith("dask.task.")}
+    if tasks:  # each kind's number of tasks and mean compute time (operator-facing, never published)
+        counts = costs["meter"]["counts"]
+        lines.append("  dask tasks: " + ", ".join(
+            f"{kind} {counts['dask.task.' + kind]} × {1e3 * s / counts['dask.task.' + kind]:.0f} ms" for kind, s in tasks.items()
+        ))
     lines.append(f"  seeds: {seeds.rng_mode} (public seed {seeds.public_seed.hex()[:16]}…)")
     lines.append(
         f"  wrote {out_dir / 'centroids.npy'}, {out_dir / 'release.json'} (publishable) and "

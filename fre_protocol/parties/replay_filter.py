@@ -84,7 +84,9 @@ class ReplayFilter:
         self._runs.append(run)
         while len(self._runs) > 1 and self._runs[-2].shape[0] <= 2 * self._runs[-1].shape[0]:
             top = self._runs.pop()
-            self._runs[-1] = np.sort(np.concatenate([self._runs[-1], top]))
+            merged = np.concatenate([self._runs[-1], top])
+            merged.sort()  # in place: a merge holds the two runs and one copy, not two
+            self._runs[-1] = merged
 
 
 __all__ = ["ReplayFilter"]

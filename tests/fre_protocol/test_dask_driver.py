@@ -305,7 +305,28 @@ def test_simulate_engine_dask(x: np.ndarray, client: Any, tmp_path: Any, referen
         "--out", str(out), "--engine", "dask", "--scheduler", client.scheduler.address, "--window-chunks", "1",
     ])
     assert code == 0
-    assert "streaming (dask) driver" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "streaming (dask) driver" in printed
+    # every kind of users' task ran and its mean compute time is printed
+    tasks = next(line for line in printed.splitlines() if line.strip().startswith("dask tasks:"))
+    assert all(f"{kind} " in tasks for kind in dask_driver.TASK_KINDS), tasks
     got = Release.load(out)
     assert got.ids == reference.ids and np.array_equal(got.counts, reference.counts)
     assert np.allclose(got.centroids, reference.centroids, atol=1e-3)
+
+
+def test_task_times_are_metered_by_kind() -> None:
+    """The scheduler's task stream becomes one meter entry per kind of users' task: compute
+    time only (not transfers or waiting), other tasks and keys ignored."""
+    stream = [
+        {"key": "fre-blind-0-abc", "startstops": [{"action": "transfer", "start": 0.0, "stop": 5.0},
+                                                   {"action": "compute", "start": 5.0, "stop": 5.25}]},
+        {"key": "fre-blind-1-abc", "startstops": [{"action": "compute", "start": 1.0, "stop": 1.15}]},
+        {"key": "fre-seal-3-abc", "startstops": [{"action": "compute", "start": 2.0, "stop": 2.5}]},
+        {"key": "other-task", "startstops": [{"action": "compute", "start": 0.0, "stop": 9.0}]},
+    ]
+    meter = dask_driver.Meter()
+    dask_driver.meter_tasks(meter, stream)
+    assert meter.counts == {"dask.task.blind": 2, "dask.task.seal": 1}
+    assert meter.seconds["dask.task.blind"] == pytest.approx(0.4)
+    assert meter.seconds["dask.task.seal"] == pytest.approx(0.5)
