@@ -714,7 +714,7 @@ class DaskWindows:
                 shares = [m for r in self._gather(futures) for m in r.messages]
                 for j in [j for j in encoded if roster.participants[roster.part_chunks[j].stop - 1] < span.stop]:
                     del encoded[j]
-                phase2(ctx.parties, plan, shares, ctx.driver)
+                phase2(ctx.parties, plan, shares, ctx.driver, concurrent=True)
             ctx.release_pages()
         return roster.tally()
 

@@ -29,6 +29,7 @@ import math
 import time
 import tracemalloc
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor, wait
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -981,15 +982,39 @@ def phase2_plan(
     )
 
 
-def phase2(parties: Parties, plan: Phase2Plan, shares: list[tuple[int, Role, bytes]], driver: Driver) -> None:
-    """Step 3: the users' sealed shares (or cover) through the proxy, one to each server."""
-    for role, delivery in parties.proxy.forward(PHASE2, shares).items():
+def phase2(
+    parties: Parties, plan: Phase2Plan, shares: list[tuple[int, Role, bytes]], driver: Driver, *, concurrent: bool = False
+) -> None:
+    """Step 3: the users' sealed shares (or cover) through the proxy, one to each server.
+
+    ``concurrent``: the two servers take their batches at the same time, as two machines would
+    (S_tag's on a second thread): each server's view keeps its order, but the transcript then
+    interleaves the two views, so a driver replayed in sequence order leaves it off."""
+
+    def deliver(role: Role, delivery: Any) -> None:
         if role is Role.S_TAG:
             parties.s_tag.receive_shares(delivery.ciphertexts, sharing=plan.sharing, dim=plan.width)
         elif role is Role.S_SYN:
             parties.s_syn.receive_shares(delivery.ciphertexts, sharing=plan.sharing, dim=plan.width)
         else:
             _refuse(parties, driver.recorder, role, PHASE2, delivery)
+
+    deliveries = parties.proxy.forward(PHASE2, shares)
+    aside = deliveries.pop(Role.S_TAG, None) if concurrent else None
+    if aside is None:
+        for role, delivery in deliveries.items():
+            deliver(role, delivery)
+        return
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="fre-S_tag") as side:
+        tag_done = side.submit(deliver, Role.S_TAG, aside)
+        try:
+            for role, delivery in deliveries.items():
+                deliver(role, delivery)
+        except BaseException:
+            wait([tag_done])  # this thread's error is the one raised
+            raise
+        tag_done.result()
+
 
 
 def aggregation(run: RunPlan, parties: Parties, plan: Phase2Plan, driver: Driver) -> Reconstruction:

@@ -358,7 +358,7 @@ def _phase2(
             covering = within(cover, span)
             if covering:
                 shares += users.cover_messages(np.asarray(covering, dtype=np.int64) - span.start, share_sizes)
-            phase2(ctx.parties, plan, shares, driver)
+            phase2(ctx.parties, plan, shares, driver, concurrent=True)
         ctx.release_pages()
     return roster.tally()
 

@@ -519,18 +519,29 @@ class UserPopulation:
     def sealed_shares(
         self, users: Sequence[int], plains: Sequence[tuple[bytes, bytes]]
     ) -> list[tuple[int, Role, bytes]]:
-        """Each user seals its two ShareSubmissions, one to each server, with its prepared seals."""
+        """Each user seals its two ShareSubmissions, one to each server, with its prepared seals
+        (chunks of users on the workers, as their devices would in parallel)."""
+        if len(plains) != len(users):
+            raise ProtocolStateError(f"sealed_shares needs one pair of shares per user ({len(users)}), got {len(plains)}")
         channel = self._channel
-        t0 = _clock()
-        sealed_tag = _seal_prepared(channel, self._take_seals("share_to_tag", users), [p[0] for p in plains])
-        sealed_syn = _seal_prepared(channel, self._take_seals("share_to_syn", users), [p[1] for p in plains])
-        out = []
-        for i, a, b in zip(users, sealed_tag, sealed_syn, strict=True):
-            out.append((i, Role.USER, SealedEnvelope(recipient=Role.S_TAG, ciphertext=a).encode()))
-            out.append((i, Role.USER, SealedEnvelope(recipient=Role.S_SYN, ciphertext=b).encode()))
-        self._meter.add("user.seal_shares", _clock() - t0, len(users))
+
+        def work(span: range) -> list[tuple[int, Role, bytes]]:
+            idx, mine = list(users[span.start : span.stop]), plains[span.start : span.stop]
+            t0 = _clock()
+            sealed_tag = _seal_prepared(channel, self._take_seals("share_to_tag", idx), [p[0] for p in mine])
+            sealed_syn = _seal_prepared(channel, self._take_seals("share_to_syn", idx), [p[1] for p in mine])
+            out = []
+            for i, a, b in zip(idx, sealed_tag, sealed_syn, strict=True):
+                out.append((i, Role.USER, SealedEnvelope(recipient=Role.S_TAG, ciphertext=a).encode()))
+                out.append((i, Role.USER, SealedEnvelope(recipient=Role.S_SYN, ciphertext=b).encode()))
+            self._meter.add("user.seal_shares", _clock() - t0, len(idx))
+            return out
+
+        parts = self._workers.map(work, chunks(len(users), self._chunk), desc="users: seal shares")
+        out = [item for part in parts for item in part]
         self._meter.add_bytes("user.upload.shares", sum(len(e) for _, _, e in out))
         return out
+
 
     def restore(self, tags: Sequence[bytes | None], submitted: npt.NDArray[np.bool_], released: dict[bytes, int]) -> None:
         """Phase 1's outcome on each device (its tag, whether it submitted it) and the broadcast,
