@@ -639,6 +639,7 @@ class DaskWindows:
         # Test mode: the users' stream of every driver. Otherwise a per-run key drawn here, so a
         # recomputed chunk draws what it drew the first time.
         self.users_seed = run.seeds.test_seed if run.seeds.test_seed is not None else os.urandom(32)
+        self._blind_ahead: dict[range, tuple[list[UserChunk], list[Any]]] = {}
 
     def _chunk(self, c: int, window: range, *, with_rows: bool = True) -> UserChunk:
         run = self.ctx.run
@@ -669,6 +670,24 @@ class DaskWindows:
             self.ctx.driver.recorder.add(r.rows)
             _merge(self.ctx.driver.meter, r.meter)
         return results
+
+    def blind_tasks(self, span: range) -> tuple[list[UserChunk], list[Any]]:
+        """The chunks of window ``span`` and their blind tasks: submitted ahead when the window
+        before gathered its own (:meth:`_Phase1Window.blind_requests`), so the users' workers
+        blind the next window while S_tag evaluates this one, instead of waiting for it."""
+        ahead = self._blind_ahead.pop(span, None)
+        if ahead is not None:
+            return ahead
+        size = self.ctx.run.cfg.chunk_size
+        chunks_ = [self._chunk(c, span) for c in range(span.start // size, -(-span.stop // size))]
+        return chunks_, [self._submit(users_blind, ch, self.ctx.grid, key=f"fre-blind-{ch.index}") for ch in chunks_]
+
+    def blind_ahead(self, span: range) -> None:
+        """Submit the blind tasks of the window after ``span``, if there is one."""
+        k = self.ctx.windows.index(span)
+        if k + 1 < len(self.ctx.windows):
+            nxt = self.ctx.windows[k + 1]
+            self._blind_ahead[nxt] = self.blind_tasks(nxt)
 
     def phase1(self, span: range, dummies: list[Message]) -> UserTally:
         ctx = self.ctx
@@ -725,17 +744,17 @@ class _Phase1Window:
 
     def __init__(self, owner: DaskWindows, span: range) -> None:
         self.owner, self.span = owner, span
-        size = owner.ctx.run.cfg.chunk_size
-        self.chunks = [owner._chunk(c, span) for c in range(span.start // size, -(-span.stop // size))]
+        self.chunks, self.blinded = owner.blind_tasks(span)
         self.grid = owner.ctx.grid
-        self.blinded: list[Any] = []
         self.submitted: list[Any] = []
         self.tally = UserTally()
 
     def blind_requests(self) -> list[Message]:
         o = self.owner
-        self.blinded = [o._submit(users_blind, ch, self.grid, key=f"fre-blind-{ch.index}") for ch in self.chunks]
-        return [m for r in o._gather(self.blinded) for m in r.messages]
+        messages = [m for r in o._gather(self.blinded) for m in r.messages]
+        o.blind_ahead(self.span)
+        return messages
+
 
     def receive_evaluations(self, answered: Sequence[tuple[int, bytes]]) -> None:
         o = self.owner
