@@ -66,6 +66,8 @@ def write_shards(n: int, dim: int, seed: int, directory: Path) -> None:
 DRIVERS = ("streaming", "runner", "dask1", "dask2")
 PROJECT_N = (10_000_000, 100_000_000)
 PROJECT_WORKERS = (1, 2, 8, 32)
+#: The smallest N whose peak memory enters the memory fit (several windows of 16,384 users).
+MEMORY_FIT_FROM = 100_000
 
 
 def driver_flags(driver: str) -> list[str]:
@@ -161,13 +163,16 @@ def main() -> int:
             "|---|---|---|" + "---|" * len(PROJECT_N),
         ]
         for d, f in fits.items():
+            memory = f["m0_GiB"] is not None
             proj = " | ".join(
-                f"{f['projections'][str(n)]['wall_h']:.1f} h, {f['projections'][str(n)]['rss_GiB']:.2f} GiB" for n in PROJECT_N
+                f"{f['projections'][str(n)]['wall_h']:.1f} h"
+                + (f", {f['projections'][str(n)]['rss_GiB']:.2f} GiB" if memory else "") for n in PROJECT_N
             )
-            lines.append(
-                f"| {d} | {f['a_s']:.1f} s + {f['b_ms_per_user']:.3f} ms·N | {f['m0_GiB']:.3f} GiB + "
-                f"{f['m1_bytes_per_user']:.0f} B·N | {proj} |"
+            rss_line = (
+                f"{f['m0_GiB']:.3f} GiB + {f['m1_bytes_per_user']:.0f} B·N" if memory
+                else f"n/a (two sizes ≥ {MEMORY_FIT_FROM:,} needed)"
             )
+            lines.append(f"| {d} | {f['a_s']:.1f} s + {f['b_ms_per_user']:.3f} ms·N | {rss_line} | {proj} |")
         lines += ["", "On k workers (b divided by k, a serial; optimistic):", "",
                   "| driver | N | " + " | ".join(f"k = {k}" for k in PROJECT_WORKERS) + " |",
                   "|---|---|" + "---|" * len(PROJECT_WORKERS)]
@@ -185,11 +190,21 @@ def fit(rows: list[dict[str, object]], driver: str) -> dict[str, object]:
     n = np.array([float(r["users"]) for r in mine])  # type: ignore[arg-type]
     design = np.column_stack([np.ones_like(n), n])
     (a, b), *_ = np.linalg.lstsq(design, np.array([float(r["wall_s"]) for r in mine]), rcond=None)  # type: ignore[arg-type]
-    rss = [max(float(r["peak_rss_GiB"]), float(r["peak_rss_tree_GiB"])) for r in mine]  # type: ignore[arg-type]
-    (m0, m1), *_ = np.linalg.lstsq(design, np.array(rss), rcond=None)
+    # Below a few windows of users, peak memory grows as the windows fill, not per user: the
+    # memory line is fitted only through sizes of at least MEMORY_FIT_FROM.
+    big = [r for r in mine if int(r["users"]) >= MEMORY_FIT_FROM]  # type: ignore[call-overload]
+    m0 = m1 = None
+    if len({r["users"] for r in big}) >= 2:
+        n_big = np.array([float(r["users"]) for r in big])  # type: ignore[arg-type]
+        rss = [max(float(r["peak_rss_GiB"]), float(r["peak_rss_tree_GiB"])) for r in big]  # type: ignore[arg-type]
+        (m0, m1), *_ = np.linalg.lstsq(np.column_stack([np.ones_like(n_big), n_big]), np.array(rss), rcond=None)
     return {
-        "a_s": float(a), "b_ms_per_user": float(b) * 1e3, "m0_GiB": float(m0), "m1_bytes_per_user": float(m1) * 2**30,
-        "projections": {str(p): {"wall_h": float(a + b * p) / 3600, "rss_GiB": float(m0 + m1 * p)} for p in PROJECT_N},
+        "a_s": float(a), "b_ms_per_user": float(b) * 1e3,
+        "m0_GiB": None if m0 is None else float(m0), "m1_bytes_per_user": None if m1 is None else float(m1) * 2**30,
+        "projections": {
+            str(p): {"wall_h": float(a + b * p) / 3600, "rss_GiB": None if m0 is None else float(m0 + m1 * p)}
+            for p in PROJECT_N
+        },
     }
 
 
