@@ -24,7 +24,7 @@ no tag and sends no shares, and records the rejection in its own view. Nothing e
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -523,24 +523,7 @@ class UserPopulation:
         (chunks of users on the workers, as their devices would in parallel)."""
         if len(plains) != len(users):
             raise ProtocolStateError(f"sealed_shares needs one pair of shares per user ({len(users)}), got {len(plains)}")
-        channel = self._channel
-
-        def work(span: range) -> list[tuple[int, Role, bytes]]:
-            idx, mine = list(users[span.start : span.stop]), plains[span.start : span.stop]
-            t0 = _clock()
-            sealed_tag = _seal_prepared(channel, self._take_seals("share_to_tag", idx), [p[0] for p in mine])
-            sealed_syn = _seal_prepared(channel, self._take_seals("share_to_syn", idx), [p[1] for p in mine])
-            out = []
-            for i, a, b in zip(idx, sealed_tag, sealed_syn, strict=True):
-                out.append((i, Role.USER, SealedEnvelope(recipient=Role.S_TAG, ciphertext=a).encode()))
-                out.append((i, Role.USER, SealedEnvelope(recipient=Role.S_SYN, ciphertext=b).encode()))
-            self._meter.add("user.seal_shares", _clock() - t0, len(idx))
-            return out
-
-        parts = self._workers.map(work, chunks(len(users), self._chunk), desc="users: seal shares")
-        out = [item for part in parts for item in part]
-        self._meter.add_bytes("user.upload.shares", sum(len(e) for _, _, e in out))
-        return out
+        return self._seal_pairs(list(users), lambda span: plains[span.start : span.stop], "shares")
 
 
     def restore(self, tags: Sequence[bytes | None], submitted: npt.NDArray[np.bool_], released: dict[bytes, int]) -> None:
@@ -566,23 +549,31 @@ class UserPopulation:
         the same count and sizes from every user; the servers open and discard them)."""
         to_tag = CoverShare.matching(share_sizes[0]).encode()
         to_syn = CoverShare.matching(share_sizes[1]).encode()
+        return self._seal_pairs(users.tolist(), lambda span: [(to_tag, to_syn)] * len(span), "cover")
+
+    def _seal_pairs(
+        self, users: list[int], pairs: Callable[[range], Sequence[tuple[bytes, bytes]]], what: str
+    ) -> list[tuple[int, Role, bytes]]:
+        """Each of ``users`` seals its pair of phase-2 messages (to S_tag, to S_syn; ``pairs`` of a
+        span of positions in ``users``) with its prepared seals, chunk by chunk on the workers;
+        metered as ``user.seal_<what>`` and ``user.upload.<what>``."""
         channel = self._channel
 
         def work(span: range) -> list[tuple[int, Role, bytes]]:
-            idx = users[span.start : span.stop].tolist()
+            idx, mine = users[span.start : span.stop], pairs(span)
             t0 = _clock()
-            sealed_tag = _seal_prepared(channel, self._take_seals("share_to_tag", idx), [to_tag] * len(idx))
-            sealed_syn = _seal_prepared(channel, self._take_seals("share_to_syn", idx), [to_syn] * len(idx))
+            sealed_tag = _seal_prepared(channel, self._take_seals("share_to_tag", idx), [p[0] for p in mine])
+            sealed_syn = _seal_prepared(channel, self._take_seals("share_to_syn", idx), [p[1] for p in mine])
             out = []
             for i, a, b in zip(idx, sealed_tag, sealed_syn, strict=True):
                 out.append((i, Role.USER, SealedEnvelope(recipient=Role.S_TAG, ciphertext=a).encode()))
                 out.append((i, Role.USER, SealedEnvelope(recipient=Role.S_SYN, ciphertext=b).encode()))
-            self._meter.add("user.seal_cover", _clock() - t0, len(idx))
+            self._meter.add(f"user.seal_{what}", _clock() - t0, len(idx))
             return out
 
-        parts = self._workers.map(work, chunks(len(users), self._chunk), desc="users: cover traffic")
+        parts = self._workers.map(work, chunks(len(users), self._chunk), desc=f"users: seal {what}")
         out = [item for part in parts for item in part]
-        self._meter.add_bytes("user.upload.cover", sum(len(e) for _, _, e in out))
+        self._meter.add_bytes(f"user.upload.{what}", sum(len(e) for _, _, e in out))
         return out
 
 

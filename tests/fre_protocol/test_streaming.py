@@ -99,8 +99,9 @@ def test_a_sizes_only_transcript_records_every_message_without_its_bytes(x: np.n
     _same_release(full.release, sizes.release)
     with TranscriptStore.open(full.transcript_path) as a, TranscriptStore.open(sizes.transcript_path) as b:  # type: ignore[arg-type]
         assert (a.header.extra["transcript"], b.header.extra["transcript"]) == ("full", "sizes")
-        meta = [(e.seq, e.view, e.phase, e.sender, e.receiver, e.message_type, e.status, e.size) for e in a]
-        assert meta == [(e.seq, e.view, e.phase, e.sender, e.receiver, e.message_type, e.status, e.size) for e in b]
+        # Phase 2's two servers take a window at once, so the global interleaving (and seq) varies
+        # from run to run; each view's own order does not.
+        assert _entries_by_view(a) == _entries_by_view(b)
         assert any(e.payload_recorded for e in a) and not any(e.payload_recorded for e in b)
     report = audit_run(tmp_path / "sizes")
     assert report.passed, report.failures
@@ -108,6 +109,13 @@ def test_a_sizes_only_transcript_records_every_message_without_its_bytes(x: np.n
     assert any("--transcript sizes" in note for note in report.summary["notes"])
     with pytest.raises(InvalidParameterError, match="transcript must be one of"):
         run_streaming(x, params, seeds, transcript="payloads", **kw)  # type: ignore[arg-type]
+
+
+def _entries_by_view(store: TranscriptStore) -> dict[str, list[tuple[object, ...]]]:
+    views: dict[str, list[tuple[object, ...]]] = {}
+    for e in store:
+        views.setdefault(e.view, []).append((e.phase, e.sender, e.receiver, e.message_type, e.status, e.size))
+    return views
 
 
 def test_share_book_running_sum_equals_the_kept_shares() -> None:
