@@ -70,7 +70,6 @@ from fre_protocol.runner import (
     ProtocolResult,
     RunPlan,
     ServerPlan,
-    SynInbox,
     box_key,
     dummy_user_for,
     execute,
@@ -690,13 +689,13 @@ class DaskWindows:
             nxt = self.ctx.windows[k + 1]
             self._blind_ahead[nxt] = self.blind_tasks(nxt)
 
-    def phase1(self, span: range, dummies: list[Message], syn: SynInbox) -> UserTally:
+    def phase1(self, span: range, dummies: list[Message]) -> UserTally:
         ctx = self.ctx
         window = _Phase1Window(self, span)
-        phase1(ctx.parties, window, ctx.driver, syn=syn)  # type: ignore[arg-type]
+        phase1(ctx.parties, window, ctx.driver)  # type: ignore[arg-type]
         subs = window.tag_submissions()
         with ctx.driver.meter.phase("phase1_submit"):
-            phase1_submit(ctx.parties, subs + dummies, ctx.driver, syn=syn)
+            phase1_submit(ctx.parties, subs + dummies, ctx.driver)
         return window.tally
 
     def phase2(self, plan: Phase2Plan, released: dict[bytes, int], message: bytes) -> UserTally:

@@ -28,7 +28,7 @@ import dataclasses
 import math
 import time
 import tracemalloc
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor, wait
 from contextlib import ExitStack
 from dataclasses import dataclass, field
@@ -897,30 +897,16 @@ def _refuse(parties: Parties, recorder: Recorder, role: Role, phase: str, delive
     )
 
 
-#: How S_syn takes a batch of sealed phase-1 messages: by default at once, on the caller's thread;
-#: a streaming driver hands them to S_syn's own thread (:class:`~fre_protocol.streaming.ServerLane`).
-SynInbox = Callable[[Sequence[bytes]], None]
-
-
-def phase1(
-    parties: Parties,
-    users: UserPopulation,
-    driver: Driver,
-    *,
-    requests: Sequence[tuple[int, Role, bytes]] | None = None,
-    syn: SynInbox | None = None,
-) -> None:
-    """Step 2, VOPRF: users blind, S_tag evaluates with proofs, users verify and finalize.
-    ``requests``: the users' sealed blind requests when a driver made them ahead."""
+def phase1(parties: Parties, users: UserPopulation, driver: Driver) -> None:
+    """Step 2, VOPRF: users blind, S_tag evaluates with proofs, users verify and finalize."""
     proxy, s_tag = parties.proxy, parties.s_tag
     with driver.meter.phase("phase1_voprf"):
         answered: list[tuple[int, bytes]] = []
-        sent = users.blind_requests() if requests is None else requests
-        for role, delivery in proxy.forward(PHASE1, sent).items():
+        for role, delivery in proxy.forward(PHASE1, users.blind_requests()).items():
             if role is Role.S_TAG:
                 answered.extend(proxy.route_back(PHASE1, delivery, s_tag.evaluate(delivery.ciphertexts)))
             elif role is Role.S_SYN:
-                (syn or parties.s_syn.receive_submissions)(delivery.ciphertexts)
+                parties.s_syn.receive_submissions(delivery.ciphertexts)
             else:
                 _refuse(parties, driver.recorder, role, PHASE1, delivery)
         users.receive_evaluations(answered)
@@ -942,14 +928,12 @@ def dummy_user_for(run: ServerPlan | RunPlan, syn_box_key: bytes, driver: Driver
     )
 
 
-def phase1_submit(
-    parties: Parties, submissions: list[tuple[int, Role, bytes]], driver: Driver, *, syn: SynInbox | None = None
-) -> None:
+def phase1_submit(parties: Parties, submissions: list[tuple[int, Role, bytes]], driver: Driver) -> None:
     """Step 2, submission: the sealed tags (users' with their coin, and dummies) through the
     proxy to S_syn."""
     for role, delivery in parties.proxy.forward(PHASE1_SUBMIT, submissions).items():
         if role is Role.S_SYN:
-            (syn or parties.s_syn.receive_submissions)(delivery.ciphertexts)
+            parties.s_syn.receive_submissions(delivery.ciphertexts)
         else:
             _refuse(parties, driver.recorder, role, PHASE1_SUBMIT, delivery)
 
@@ -1194,7 +1178,6 @@ __all__ = [
     "ProtocolResult",
     "RunPlan",
     "ServerPlan",
-    "SynInbox",
     "TRANSCRIPT_FILE",
     "TRANSCRIPT_FULL",
     "TRANSCRIPT_MODES",

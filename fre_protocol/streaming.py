@@ -30,10 +30,7 @@ plays the same windows with the users' chunks as Dask tasks and the servers as D
 What differs: the proxy shuffles each window's batch on its own, so transcripts hold the same
 messages in another order; S_tag's dummy submissions are spread over the windows (a random
 window each, from the dummy user's own stream) and shuffled with that window's submissions,
-instead of with all of them. S_syn takes a window's submissions on a thread of its own while the
-next window plays (:class:`ServerLane`), and in phase 2 the two servers take a window at once, so
-the transcript interleaves the servers' views differently from run to run (each view keeps its
-order). With ``proof_batch_size > 1`` the batches are formed within a
+instead of with all of them. With ``proof_batch_size > 1`` the batches are formed within a
 window, so the proofs (not the tags) differ. The servers keep running sums, so an aggregation
 over a strict subset of a tag's contributions (a validator, a share lost on one side) is refused
 rather than summed; no adversary can be placed on the network.
@@ -46,7 +43,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -70,7 +67,6 @@ from fre_protocol.runner import (
     ProtocolConfig,
     ProtocolResult,
     RunPlan,
-    SynInbox,
     aggregation,
     assemble_release,
     broadcast,
@@ -97,7 +93,6 @@ from primitives.errors import InvalidParameterError
 DEFAULT_WINDOW_CHUNKS = 16
 
 Message = tuple[int, Role, bytes]
-T = TypeVar("T")
 
 
 def run_streaming(
@@ -210,8 +205,7 @@ class WindowPlayer(Protocol):
     """How a driver plays the users' side of one window (phase 1) and of phase 2; the servers'
     side is the runner's stages on ``ctx.parties``, wherever those servers run."""
 
-    def phase1(self, span: range, dummies: list[Message], syn: SynInbox) -> UserTally:
-        """Window ``span``'s phase 1; S_syn takes its batches through ``syn``."""
+    def phase1(self, span: range, dummies: list[Message]) -> UserTally: ...
 
     def phase2(self, plan: Phase2Plan, released: dict[bytes, int], message: bytes) -> UserTally: ...
 
@@ -224,11 +218,9 @@ def play_windows(
     the release."""
     run, driver, parties = ctx.run, ctx.driver, ctx.parties
     tally = UserTally()
-    with ServerLane(parties.s_syn.receive_submissions, "fre-S_syn") as syn:
-        for k, span in enumerate(ctx.windows):
-            tally += users.phase1(span, dummies[k], syn)
-            ctx.release_pages()
-        syn.drain()  # every submission counted before S_syn thresholds
+    for k, span in enumerate(ctx.windows):
+        tally += users.phase1(span, dummies[k])
+        ctx.release_pages()
     released, message = broadcast(parties, driver)
     plan = plan_phase2(run, released)
     tally += users.phase2(plan, released, message)
@@ -247,8 +239,8 @@ class _InProcessWindows:
         self.ctx = ctx
         self.ahead = Ahead(ctx.windows, lambda span: _phase1_devices(ctx, span))
 
-    def phase1(self, span: range, dummies: list[Message], syn: SynInbox) -> UserTally:
-        return _phase1_window(self.ctx, self.ahead.take(span), span, dummies, syn)
+    def phase1(self, span: range, dummies: list[Message]) -> UserTally:
+        return _phase1_window(self.ctx, self.ahead.take(span), span, dummies)
 
     def phase2(self, plan: Phase2Plan, released: dict[bytes, int], message: bytes) -> UserTally:
         self.ahead.close()
@@ -262,19 +254,19 @@ class _InProcessWindows:
         self.ahead.close()
 
 
-class Ahead(Generic[T]):
+class Ahead:
     """Devices window by window, the next window's built and given their offline work on a
     background thread while the current window plays: the window's serial steps (the proxy's
     shuffle, decoding, recording) then leave the cores the offline work of the next, instead of
     idle. Each device draws from its chunk's own streams, so what it draws does not depend on
     when the work runs. At most two windows of devices exist at once."""
 
-    def __init__(self, windows: Sequence[range], make: Callable[[range], T]) -> None:
+    def __init__(self, windows: Sequence[range], make: Callable[[range], UserPopulation]) -> None:
         self._windows, self._make = list(windows), make
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fre-ahead")
-        self._pending: dict[range, Future[T]] = {}
+        self._pending: dict[range, Future[UserPopulation]] = {}
 
-    def take(self, span: range) -> T:
+    def take(self, span: range) -> UserPopulation:
         """The devices of ``span`` (one of the windows, taken in order), prepared."""
         future = self._pending.pop(span, None) or self._thread.submit(self._make, span)
         k = self._windows.index(span)
@@ -290,7 +282,7 @@ class Ahead(Generic[T]):
         self._pending.clear()
         self._thread.shutdown(wait=True)
 
-    def __enter__(self) -> Ahead[T]:
+    def __enter__(self) -> Ahead:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -310,68 +302,27 @@ def dummy_schedule(seeds: SeedPlan, count: int, windows: list[range]) -> list[li
     return out
 
 
-@dataclass(frozen=True, slots=True)
-class Phase1Devices:
-    """A window's devices, prepared, with their sealed blind requests: a request needs nothing
-    but the device's own text and keys, so it is made ahead with the offline work."""
-
-    users: UserPopulation
-    requests: list[Message]
-
-
-def _phase1_devices(ctx: WindowContext, span: range) -> Phase1Devices:
-    """A window's devices for phase 1, with their offline work done and their requests made."""
+def _phase1_devices(ctx: WindowContext, span: range) -> UserPopulation:
+    """A window's devices for phase 1, with their offline work done."""
     users = population(ctx.run, ctx.parties.keys, ctx.driver, span, coins=ctx.coins, grid=ctx.grid)
     with ctx.driver.meter.phase("users_offline"):
         users.prepare(PHASE1_SEALS)
-    return Phase1Devices(users, users.blind_requests())
+    return users
 
 
-def _phase1_window(
-    ctx: WindowContext, devices: Phase1Devices, span: range, dummies: list[Message], syn: SynInbox
-) -> UserTally:
+def _phase1_window(ctx: WindowContext, users: UserPopulation, span: range, dummies: list[Message]) -> UserTally:
     """One window's phase 1 with its prepared devices: VOPRF, tag submissions (with its
     dummies); the devices keep their outcome and are dropped."""
-    driver, parties, users = ctx.driver, ctx.parties, devices.users
-    phase1(parties, users, driver, requests=devices.requests, syn=syn)
+    driver, parties = ctx.driver, ctx.parties
+    phase1(parties, users, driver)
     with driver.meter.phase("phase1_submit"):
-        phase1_submit(parties, users.tag_submissions() + dummies, driver, syn=syn)
+        phase1_submit(parties, users.tag_submissions() + dummies, driver)
     ctx.devices.save(span, users)
     return users.tally()
 
 
-class ServerLane:
-    """A server's batches on a thread of its own, in the order given: S_syn opens and counts a
-    window's tag submissions while the next window's users blind and S_tag evaluates, as it
-    would on its own machine. Its view keeps its order (the transcript interleaves it with the
-    others', as phase 2's concurrent servers do). A batch waits for the one before it to finish,
-    so at most two are held; an error is raised at the next batch or at :meth:`drain`."""
-
-    def __init__(self, take: SynInbox, name: str) -> None:
-        self._take = take
-        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
-        self._last: Future[None] | None = None
-
-    def __call__(self, batch: Sequence[bytes]) -> None:
-        before, self._last = self._last, self._thread.submit(self._take, batch)
-        if before is not None:
-            before.result()
-
-    def drain(self) -> None:
-        """Wait for every batch handed over; raise the first error."""
-        last, self._last = self._last, None
-        if last is not None:
-            last.result()
-
-    def __enter__(self) -> ServerLane:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._thread.shutdown(wait=True)  # a run that stops early stops only after S_syn does
-
-
 def _phase2(
-    ctx: WindowContext, ahead: Ahead[UserPopulation], plan: Phase2Plan, released: dict[bytes, int], message: bytes
+    ctx: WindowContext, ahead: Ahead, plan: Phase2Plan, released: dict[bytes, int], message: bytes
 ) -> UserTally:
     """Phase 2 window by window. Participants (submitted a released tag, still online) form
     chunks in user order, as in the runner; a chunk is encoded and shared from its own stream
@@ -481,7 +432,10 @@ def within(sorted_users: npt.NDArray[np.int64], span: range) -> list[int]:
     return out
 
 
+
+
+
 __all__ = [
-    "DEFAULT_WINDOW_CHUNKS", "DeviceStates", "Roster", "ServerLane", "WindowContext", "WindowPlayer", "dummy_schedule",
-    "play_windows", "run_streaming", "within",
+    "DEFAULT_WINDOW_CHUNKS", "DeviceStates", "Roster", "WindowContext", "WindowPlayer", "dummy_schedule", "play_windows",
+    "run_streaming", "within",
 ]

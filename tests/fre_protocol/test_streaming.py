@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import collections
 import math
-import threading
 
 import numpy as np
 import pytest
@@ -20,7 +19,7 @@ import pytest
 from fre_protocol.inputs import EmbeddingShards, open_embeddings
 from fre_protocol.parties.server_common import ShareBook
 from fre_protocol.runner import ProtocolConfig, run_protocol
-from fre_protocol.streaming import ServerLane, run_streaming
+from fre_protocol.streaming import run_streaming
 from mechanism.params import FreParams
 from mechanism.population import Population, synthetic_population
 from mechanism.release import Release
@@ -117,41 +116,6 @@ def _entries_by_view(store: TranscriptStore) -> dict[str, list[tuple[object, ...
     for e in store:
         views.setdefault(e.view, []).append((e.phase, e.sender, e.receiver, e.message_type, e.status, e.size))
     return views
-
-
-def test_a_server_lane_takes_batches_in_order_on_its_own_thread_and_raises_their_errors() -> None:
-    """S_syn's lane: batches run one at a time, in the order handed over, off the caller's
-    thread; handing over a batch waits for the one before it (at most two held); a failed
-    batch's error comes out at the next hand-over or at drain, never lost."""
-    seen: list[tuple[bytes, str]] = []
-    release = threading.Event()
-
-    def take(batch: list[bytes]) -> None:
-        if batch == [b"slow"]:
-            assert release.wait(5)
-        if batch == [b"bad"]:
-            raise ProtocolStateError("bad batch")
-        seen.append((batch[0], threading.current_thread().name))
-
-    with ServerLane(take, "test-lane") as lane:  # type: ignore[arg-type]
-        lane([b"slow"])  # returns at once: nothing was waiting
-        waiter = threading.Thread(target=lane, args=([b"second"],))
-        waiter.start()
-        waiter.join(0.2)
-        assert waiter.is_alive()  # the second hand-over waits for the first batch
-        release.set()
-        waiter.join(5)
-        lane.drain()
-        assert [b for b, _ in seen] == [b"slow", b"second"]
-        assert all(name.startswith("test-lane") for _, name in seen)
-        lane([b"bad"])
-        with pytest.raises(ProtocolStateError, match="bad batch"):
-            lane([b"after"])
-        lane.drain()
-        assert [b for b, _ in seen] == [b"slow", b"second", b"after"]
-        lane([b"bad"])
-        with pytest.raises(ProtocolStateError, match="bad batch"):
-            lane.drain()
 
 
 def test_share_book_running_sum_equals_the_kept_shares() -> None:
