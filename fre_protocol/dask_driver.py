@@ -640,6 +640,7 @@ class DaskWindows:
         # recomputed chunk draws what it drew the first time.
         self.users_seed = run.seeds.test_seed if run.seeds.test_seed is not None else os.urandom(32)
         self._blind_ahead: dict[range, tuple[list[UserChunk], list[Any]]] = {}
+        self._unsent: tuple[_Phase1Window, list[Message]] | None = None
 
     def _chunk(self, c: int, window: range, *, with_rows: bool = True) -> UserChunk:
         run = self.ctx.run
@@ -690,12 +691,25 @@ class DaskWindows:
             self._blind_ahead[nxt] = self.blind_tasks(nxt)
 
     def phase1(self, span: range, dummies: list[Message]) -> UserTally:
+        """S_tag evaluates this window while the users' workers still finalize the one before;
+        that one's tag submissions go to S_syn only then (a window's dummies with its own
+        submissions). Each server's view keeps its order; only the proxy's view interleaves
+        the windows differently, and the release is the same."""
         ctx = self.ctx
         window = _Phase1Window(self, span)
         phase1(ctx.parties, window, ctx.driver)  # type: ignore[arg-type]
+        tally = self.phase1_done()
+        self._unsent = (window, dummies)
+        return tally
+
+    def phase1_done(self) -> UserTally:
+        """Send the last window's tag submissions, if one still waits, and report its users."""
+        if self._unsent is None:
+            return UserTally()
+        (window, dummies), self._unsent = self._unsent, None
         subs = window.tag_submissions()
-        with ctx.driver.meter.phase("phase1_submit"):
-            phase1_submit(ctx.parties, subs + dummies, ctx.driver)
+        with self.ctx.driver.meter.phase("phase1_submit"):
+            phase1_submit(self.ctx.parties, subs + dummies, self.ctx.driver)
         return window.tally
 
     def phase2(self, plan: Phase2Plan, released: dict[bytes, int], message: bytes) -> UserTally:

@@ -203,9 +203,13 @@ def _play(run: RunPlan, driver: Driver, store: Any, window: int, tmp: Path) -> t
 
 class WindowPlayer(Protocol):
     """How a driver plays the users' side of one window (phase 1) and of phase 2; the servers'
-    side is the runner's stages on ``ctx.parties``, wherever those servers run."""
+    side is the runner's stages on ``ctx.parties``, wherever those servers run. A player may
+    hand a window's tag submissions (with that window's dummies) to S_syn during a later window
+    and report them there; :meth:`phase1_done` sends and reports what it still holds."""
 
     def phase1(self, span: range, dummies: list[Message]) -> UserTally: ...
+
+    def phase1_done(self) -> UserTally: ...
 
     def phase2(self, plan: Phase2Plan, released: dict[bytes, int], message: bytes) -> UserTally: ...
 
@@ -221,6 +225,7 @@ def play_windows(
     for k, span in enumerate(ctx.windows):
         tally += users.phase1(span, dummies[k])
         ctx.release_pages()
+    tally += users.phase1_done()
     released, message = broadcast(parties, driver)
     plan = plan_phase2(run, released)
     tally += users.phase2(plan, released, message)
@@ -241,6 +246,9 @@ class _InProcessWindows:
 
     def phase1(self, span: range, dummies: list[Message]) -> UserTally:
         return _phase1_window(self.ctx, self.ahead.take(span), span, dummies)
+
+    def phase1_done(self) -> UserTally:
+        return UserTally()  # every window sent its submissions in its own turn
 
     def phase2(self, plan: Phase2Plan, released: dict[bytes, int], message: bytes) -> UserTally:
         self.ahead.close()
@@ -430,9 +438,6 @@ def within(sorted_users: npt.NDArray[np.int64], span: range) -> list[int]:
     lo, hi = np.searchsorted(sorted_users, [span.start, span.stop])
     out: list[int] = sorted_users[lo:hi].tolist()
     return out
-
-
-
 
 
 __all__ = [
