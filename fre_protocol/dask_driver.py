@@ -713,43 +713,65 @@ class DaskWindows:
         return window.tally
 
     def phase2(self, plan: Phase2Plan, released: dict[bytes, int], message: bytes) -> UserTally:
-        ctx, run = self.ctx, self.ctx.run
+        """Window by window, the users' workers encode and seal the next window's messages while
+        the servers take this one's (the tasks of window k + 1 are submitted before window k is
+        delivered)."""
+        ctx = self.ctx
         roster = Roster.of(ctx, released)
-        size = run.cfg.chunk_size
         encoded: dict[int, Any] = {}
-        next_chunk = 0
-        for span in ctx.windows:
+        next_chunk = 0  # the first participant chunk not yet encoded
+
+        def submit(span: range) -> list[Any]:
+            nonlocal next_chunk
+            futures, next_chunk = self._phase2_tasks(span, roster, encoded, next_chunk, plan, released, message)
+            return futures
+
+        pending = submit(ctx.windows[0])
+        for k, span in enumerate(ctx.windows):
             with ctx.driver.meter.phase("phase2_shares"):
-                for j in roster.due(next_chunk, span):
-                    c = roster.part_chunks[j]
-                    who = roster.participants[c.start : c.stop]
-                    encoded[j] = self._submit(
-                        users_encode, take_rows(run.x, run.slots.rows_of(who)), who, ctx.devices.tag_list(who), plan, run.noise,
-                        self.users_seed, j, key=f"fre-encode-{j}",
-                    )
-                    next_chunk = j + 1
-                futures = []
-                for cspan in chunks(span.stop - span.start, size):
-                    c = (span.start + cspan.start) // size
-                    lo, hi = span.start + cspan.start, span.start + cspan.stop
-                    mine = within(roster.participants, range(lo, hi))
-                    where = np.searchsorted(roster.participants, mine) // size
-                    idx = np.arange(lo, hi)
-                    job = SealJob(
-                        tags=ctx.devices.tag_list(idx), submitted=ctx.devices.submitted[lo:hi].copy(),
-                        participants=mine, cover=within(roster.cover, range(lo, hi)),
-                        broadcast=message if c == 0 else None,
-                    )
-                    needed = [encoded[j] for j in sorted(set(where.tolist()))]
-                    futures.append(self._submit(
-                        users_seal, self._chunk(c, span, with_rows=False), job, released, plan, needed, key=f"fre-seal-{c}",
-                    ))
-                shares = [m for r in self._gather(futures) for m in r.messages]
+                ahead = submit(ctx.windows[k + 1]) if k + 1 < len(ctx.windows) else []
+                shares = [m for r in self._gather(pending) for m in r.messages]
                 for j in [j for j in encoded if roster.participants[roster.part_chunks[j].stop - 1] < span.stop]:
                     del encoded[j]
                 phase2(ctx.parties, plan, shares, ctx.driver, concurrent=True)
+            pending = ahead
             ctx.release_pages()
         return roster.tally()
+
+    def _phase2_tasks(
+        self, span: range, roster: Roster, encoded: dict[int, Any], first: int, plan: Phase2Plan,
+        released: dict[bytes, int], message: bytes,
+    ) -> tuple[list[Any], int]:
+        """Window ``span``'s phase-2 tasks and the next participant chunk to encode: the chunks
+        from ``first`` that this window is the first to reach are encoded (into ``encoded``),
+        and each chunk of its users seals its shares or cover."""
+        ctx, run = self.ctx, self.ctx.run
+        size = run.cfg.chunk_size
+        todo = roster.due(first, span)
+        for j in todo:
+            c = roster.part_chunks[j]
+            who = roster.participants[c.start : c.stop]
+            encoded[j] = self._submit(
+                users_encode, take_rows(run.x, run.slots.rows_of(who)), who, ctx.devices.tag_list(who), plan, run.noise,
+                self.users_seed, j, key=f"fre-encode-{j}",
+            )
+        futures = []
+        for cspan in chunks(span.stop - span.start, size):
+            c = (span.start + cspan.start) // size
+            lo, hi = span.start + cspan.start, span.start + cspan.stop
+            mine = within(roster.participants, range(lo, hi))
+            where = np.searchsorted(roster.participants, mine) // size
+            idx = np.arange(lo, hi)
+            job = SealJob(
+                tags=ctx.devices.tag_list(idx), submitted=ctx.devices.submitted[lo:hi].copy(),
+                participants=mine, cover=within(roster.cover, range(lo, hi)),
+                broadcast=message if c == 0 else None,
+            )
+            needed = [encoded[j] for j in sorted(set(where.tolist()))]
+            futures.append(self._submit(
+                users_seal, self._chunk(c, span, with_rows=False), job, released, plan, needed, key=f"fre-seal-{c}",
+            ))
+        return futures, first + len(todo)
 
 
 class _Phase1Window:
