@@ -749,8 +749,8 @@ class DaskWindows:
         size = run.cfg.chunk_size
         todo = roster.due(first, span)
         for j in todo:
-            c = roster.part_chunks[j]
-            who = roster.participants[c.start : c.stop]
+            part = roster.part_chunks[j]
+            who = roster.participants[part.start : part.stop]
             encoded[j] = self._submit(
                 users_encode, take_rows(run.x, run.slots.rows_of(who)), who, ctx.devices.tag_list(who), plan, run.noise,
                 self.users_seed, j, key=f"fre-encode-{j}",
