@@ -330,3 +330,51 @@ def test_task_times_are_metered_by_kind() -> None:
     assert meter.counts == {"dask.task.blind": 2, "dask.task.seal": 1}
     assert meter.seconds["dask.task.blind"] == pytest.approx(0.4)
     assert meter.seconds["dask.task.seal"] == pytest.approx(0.5)
+
+
+def test_windows_overlap_and_the_release_is_the_same(
+    x: np.ndarray, client: Any, reference: Release, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Phase 1: S_tag evaluates window k + 1 before window k's tag submissions reach S_syn.
+    Phase 2: window k + 1's sealing tasks are submitted before window k is delivered to the
+    servers. Neither changes the release."""
+    events: list[str] = []
+    evaluate, submit, deliver = dask_driver.phase1, dask_driver.phase1_submit, dask_driver.phase2
+    seal = dask_driver.users_seal
+
+    def logged(name: str, fn: Any) -> Any:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            events.append(name)
+            return fn(*args, **kwargs)
+        return call
+
+    monkeypatch.setattr(dask_driver, "phase1", logged("evaluate", evaluate))
+    monkeypatch.setattr(dask_driver, "phase1_submit", logged("submit", submit))
+    monkeypatch.setattr(dask_driver, "phase2", logged("deliver", deliver))
+    real_submit = dask_driver.DaskWindows._submit
+
+    def seal_logged(self: Any, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        if fn is seal:
+            events.append("seal")
+        return real_submit(self, fn, *args, **kwargs)
+
+    monkeypatch.setattr(dask_driver.DaskWindows, "_submit", seal_logged)
+    _same_release(reference, _dask(x, client))
+    phase1 = [e for e in events if e in ("evaluate", "submit")]
+    n = phase1.count("evaluate")
+    assert n >= 2, "the population must span several windows"
+    assert phase1 == ["evaluate"] + ["evaluate", "submit"] * (n - 1) + ["submit"]
+    # chunks of users (one sealing task each) per window
+    size, window = CONFIG.chunk_size, CONFIG.chunk_size * WINDOW_CHUNKS
+    per_window = [-(-min(window, len(x) - lo) // size) for lo in range(0, len(x), window)]
+    assert len(per_window) == n
+    phase2 = [e for e in events if e in ("seal", "deliver")]
+    for k in range(n):
+        before = _nth(phase2, "deliver", k)
+        assert phase2[:before].count("seal") == sum(per_window[: k + 2]), (k, phase2)
+    assert phase2.count("deliver") == n
+
+
+def _nth(items: list[str], item: str, k: int) -> int:
+    """Index of the k-th (from 0) occurrence of ``item``."""
+    return [j for j, e in enumerate(items) if e == item][k]
