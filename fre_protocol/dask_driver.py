@@ -417,9 +417,14 @@ def _components(names: Mapping[str, str], workers: int) -> Components:
 
 
 def _worker() -> str:
-    from distributed import get_worker
+    """The Dask worker this task runs on; outside Dask (:mod:`fre_protocol.user_processes`), the
+    process."""
+    try:
+        from distributed import get_worker
 
-    return str(get_worker().address)
+        return str(get_worker().address)
+    except (ImportError, ValueError):  # no distributed, or not in a Dask worker
+        return f"process-{os.getpid()}"
 
 
 def _users_stream(seed: bytes) -> RandomSource:

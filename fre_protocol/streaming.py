@@ -38,6 +38,7 @@ rather than summed; no adversary can be placed on the network.
 
 from __future__ import annotations
 
+import contextlib
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -82,6 +83,7 @@ from fre_protocol.runner import (
     store_artifacts,
     user_coins,
 )
+from fre_protocol.user_processes import UserProcesses
 from mechanism.contributions import TEXT_UNIT, PrivacyUnit
 from mechanism.grid import PublicGrid
 from mechanism.params import FreParams
@@ -112,13 +114,20 @@ def run_streaming(
     users: npt.ArrayLike | None = None,
     unit: PrivacyUnit = TEXT_UNIT,
     transcript: str = TRANSCRIPT_FULL,
+    user_processes: int = 0,
 ) -> ProtocolResult:
     """:func:`~fre_protocol.runner.run_protocol` (same arguments, same outputs and files), played
     ``window_chunks`` chunks of ``config.chunk_size`` users at a time. Under a user unit the
     entries are slots (:mod:`fre_protocol.slots`): the layout is fixed before any window from one
-    pass over every row's bucket, and each window reads its slots' rows."""
+    pass over every row's bucket, and each window reads its slots' rows.
+
+    ``user_processes``: play the users' devices in that many local worker processes
+    (:mod:`fre_protocol.user_processes`) instead of on this process's threads; 0 (the default)
+    keeps them here. Same release either way."""
     if isinstance(window_chunks, bool) or not isinstance(window_chunks, int) or window_chunks < 1:
         raise InvalidParameterError(f"window_chunks must be an integer >= 1, got {window_chunks!r}")
+    if isinstance(user_processes, bool) or not isinstance(user_processes, int) or user_processes < 0:
+        raise InvalidParameterError(f"user_processes must be an integer >= 0, got {user_processes!r}")
     run = plan_run(
         x, params, seeds, noise=noise, dropout=dropout, components=components, workers=workers, config=config,
         users=users, unit=unit,
@@ -127,7 +136,7 @@ def run_streaming(
 
     def play(run: RunPlan, driver: Driver, store: Any) -> tuple[Release, dict[str, Any]]:
         with tempfile.TemporaryDirectory(prefix="fre-devices-") as tmp:
-            return _play(run, driver, store, window, Path(tmp))
+            return _play(run, driver, store, window, Path(tmp), user_processes)
 
     return execute(
         run, play, out_dir=out_dir, progress=progress, workers=workers, measure_memory=measure_memory,
@@ -183,7 +192,18 @@ class WindowContext:
         release_pages(self.devices.tags)
 
 
-def _play(run: RunPlan, driver: Driver, store: Any, window: int, tmp: Path) -> tuple[Release, dict[str, Any]]:
+def _play(
+    run: RunPlan, driver: Driver, store: Any, window: int, tmp: Path, user_processes: int = 0
+) -> tuple[Release, dict[str, Any]]:
+    with contextlib.ExitStack() as stack:
+        # Started first: the worker processes import the project while the servers set up.
+        pool = stack.enter_context(UserProcesses(user_processes)) if user_processes else None
+        return _play_with(run, driver, store, window, tmp, pool)
+
+
+def _play_with(
+    run: RunPlan, driver: Driver, store: Any, window: int, tmp: Path, pool: UserProcesses | None
+) -> tuple[Release, dict[str, Any]]:
     parties = setup(run, driver, keep_contributions=False)
     ctx = WindowContext(
         run=run, driver=driver, parties=parties,
@@ -197,6 +217,11 @@ def _play(run: RunPlan, driver: Driver, store: Any, window: int, tmp: Path) -> t
     schedule = dummy_schedule(run.seeds, len(dummies), ctx.windows)
     by_window = [[dummies[j] for j in schedule[k]] for k in range(len(ctx.windows))]
     del dummies
+    if pool is not None:
+        from fre_protocol.dask_driver import DaskWindows, Placement  # it builds on this module
+
+        here = Placement(s_tag="", s_syn="", users_resources=None)
+        return play_windows(ctx, store, DaskWindows(pool, ctx, here, parties.keys), by_window, dummy_user)
     with _InProcessWindows(ctx) as users:
         return play_windows(ctx, store, users, by_window, dummy_user)
 

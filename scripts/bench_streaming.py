@@ -19,7 +19,8 @@ plus 5% rare users; d = 768 by default) as ``.npy`` shards of at most 50,000 row
 ``fre-e2t simulate --embeddings SHARDS --seed 1 --epsilon 8`` once per driver in a fresh process
 and reads that process's own peak RSS (``wait4``: the largest single process) and, with psutil, the
 largest sum over the process and its descendants sampled every 0.2 s (for ``daskK``,
-``--engine dask --dask-workers K`` on a local cluster, that sum counts the worker processes). With two or more sizes
+``--engine dask --dask-workers K`` on a local cluster, and for ``streaming-pK``, ``--driver streaming
+--user-processes K``, that sum counts the worker processes). With two or more sizes
 per driver it fits ``wall = a + b·N`` and ``RSS = m0 + m1·N`` by least squares and projects
 N = 10^7 and 10^8: on the measured configuration, and on k workers under the stated assumption
 that the per-user part b divides across workers while a stays serial (an optimistic bound: the
@@ -63,7 +64,8 @@ def write_shards(n: int, dim: int, seed: int, directory: Path) -> None:
         np.save(directory / f"{j:05d}.npy", np.asarray(pop.embeddings, dtype=np.float32))
 
 
-DRIVERS = ("streaming", "runner", "dask1", "dask2")
+#: streaming-pK: the streaming driver with its users in K local worker processes.
+DRIVERS = ("streaming", "streaming-p2", "runner", "dask1", "dask2")
 PROJECT_N = (10_000_000, 100_000_000)
 PROJECT_WORKERS = (1, 2, 8, 32)
 #: The smallest N whose peak memory enters the memory fit (several windows of 16,384 users).
@@ -73,6 +75,8 @@ MEMORY_FIT_FROM = 100_000
 def driver_flags(driver: str) -> list[str]:
     if driver.startswith("dask"):
         return ["--engine", "dask", "--dask-workers", driver.removeprefix("dask")]
+    if driver.startswith("streaming-p"):
+        return ["--driver", "streaming", "--user-processes", driver.removeprefix("streaming-p")]
     return ["--driver", driver]
 
 

@@ -93,6 +93,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--window-chunks", type=positive_int, default=None, metavar="W",
                         help="streaming: chunks of 1024 users per window (default 16)")
     parser.add_argument("--workers", type=positive_int, default=2, help="worker threads (default 2)")
+    parser.add_argument("--user-processes", type=non_negative_int, default=0, metavar="K",
+                        help="streaming driver: play the users' devices in K local worker processes instead "
+                             "of threads of this one (default 0: threads; same release)")
     parser.add_argument("--jsonl", action="store_true", help="also export the transcript as DIR/transcript.jsonl")
     parser.add_argument("--transcript", choices=["full", "sizes"], default="full",
                         help="what the transcript keeps of each message: its bytes (default) or, for paper-scale "
@@ -136,6 +139,11 @@ def run(args: argparse.Namespace) -> int:
     driver = args.driver
     if driver == "auto":
         driver = "streaming" if x.shape[0] >= STREAMING_FROM or args.engine == "dask" else "runner"
+    if args.user_processes and (args.engine == "dask" or driver != "streaming"):
+        raise InvalidParameterError(
+            "--user-processes plays the in-process streaming driver's users in worker processes, got "
+            f"--engine {args.engine} --driver {driver}"
+        )
     if args.engine == "dask":
         if driver != "streaming":
             raise InvalidParameterError(f"--engine dask plays the streaming driver, got --driver {driver}")
@@ -149,7 +157,10 @@ def run(args: argparse.Namespace) -> int:
         driver = "streaming (dask)"
     elif driver == "streaming":
         window = args.window_chunks or DEFAULT_WINDOW_CHUNKS
-        result = run_streaming(x, params, seeds, window_chunks=window, users=users, unit=unit, **common)  # type: ignore[arg-type]
+        result = run_streaming(
+            x, params, seeds, window_chunks=window, users=users, unit=unit, user_processes=args.user_processes,
+            **common,  # type: ignore[arg-type]
+        )
     else:
         result = run_protocol(x, params, seeds, users=users, unit=unit, **common)  # type: ignore[arg-type]
     release = result.release

@@ -6,20 +6,30 @@ multiset of messages (only their order differs: the proxy shuffles per window). 
 chunks of 64 users do not line up with the chunks of participants, so a participant chunk that
 straddles two windows is exercised. The memory test checks the property that motivates the
 driver: traced peak memory grows with N by far less per user than a user's shares weigh.
+
+With ``user_processes`` the users play in local worker processes (spawned: a second or two to
+start) and the windows overlap: the same release, the same multiset of messages; a worker killed
+mid-run stops the run with no release.
 """
 
 from __future__ import annotations
 
 import collections
 import math
+import os
+import signal
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
+from fre_protocol import dask_driver
 from fre_protocol.inputs import EmbeddingShards, open_embeddings
 from fre_protocol.parties.server_common import ShareBook
 from fre_protocol.runner import ProtocolConfig, run_protocol
 from fre_protocol.streaming import run_streaming
+from fre_protocol.user_processes import UserProcesses
 from mechanism.params import FreParams
 from mechanism.population import Population, synthetic_population
 from mechanism.release import Release
@@ -164,3 +174,68 @@ def test_peak_memory_grows_far_less_than_a_users_shares() -> None:
     assert runner > 10_000, runner  # the property is visible at this size
     print(f"peak growth per added user: streaming {streaming:.0f} B, runner {runner:.0f} B")
     assert streaming < 8_000, (streaming, runner)
+
+
+# -- users in local worker processes (user_processes) ---------------------------------------------
+def _run_users_in(x: np.ndarray, out: Path, processes: int) -> Release:
+    return run_streaming(
+        x, FreParams.paper(8.0), SeedPlan.from_seed(6), noise=True, config=CONFIG, window_chunks=WINDOW_CHUNKS,
+        out_dir=out, user_processes=processes,
+    ).release
+
+
+def test_same_release_and_messages_as_threads(x: np.ndarray, tmp_path: Path) -> None:
+    threads = _run_users_in(x, tmp_path / "threads", 0)
+    processes = _run_users_in(x, tmp_path / "processes", 2)
+    _same_release(threads, processes)
+    assert processes.noise and processes.diagnostics["dummies"]["dummy_submissions"] > 0
+    assert _messages(tmp_path / "processes" / "transcript.sqlite") == _messages(tmp_path / "threads" / "transcript.sqlite")
+
+
+def test_a_killed_worker_process_stops_the_run_with_no_release(
+    x: np.ndarray, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SIGKILL to a users' worker before phase 2: the devices it held are gone, so the run stops
+    with a ProtocolStateError that says so, and nothing is released."""
+    pools: list[UserProcesses] = []
+    start = UserProcesses.__init__
+
+    def remember(self: UserProcesses, processes: int) -> None:
+        start(self, processes)
+        pools.append(self)
+
+    phase2 = dask_driver.DaskWindows.phase2
+
+    def kill_first(self: Any, *args: Any, **kwargs: Any) -> Any:
+        worker = pools[0]._workers[0]
+        for pid in list(worker._processes):  # the pool's one process
+            os.kill(pid, signal.SIGKILL)
+        return phase2(self, *args, **kwargs)
+
+    monkeypatch.setattr(UserProcesses, "__init__", remember)
+    monkeypatch.setattr(dask_driver.DaskWindows, "phase2", kill_first)
+    out = tmp_path / "run"
+    with pytest.raises(ProtocolStateError, match="worker process died"):
+        _run_users_in(x, out, 2)
+    assert not (out / "release.json").exists() and not (out / "centroids.npy").exists()
+
+
+@pytest.mark.parametrize("bad", [-1, True, 1.5])
+def test_user_processes_must_be_a_count(x: np.ndarray, bad: Any) -> None:
+    with pytest.raises(InvalidParameterError, match="user_processes must be an integer >= 0"):
+        run_streaming(x, FreParams.paper(8.0), SeedPlan.from_seed(6), config=CONFIG, user_processes=bad)
+    with pytest.raises(InvalidParameterError, match="processes must be an integer >= 1"):
+        UserProcesses(0)
+
+
+def test_simulate_refuses_user_processes_outside_the_streaming_driver(tmp_path: Path) -> None:
+    from fre_protocol.cli import main
+
+    x = synthetic_population(1, 40, 0, 8, 0.5, RandomSource.seeded(1, "p"), spread=0.02).embeddings
+    np.save(tmp_path / "x.npy", x)
+    code = main([
+        "simulate", "--embeddings", str(tmp_path / "x.npy"), "--seed", "1", "--out", str(tmp_path / "run"),
+        "--driver", "runner", "--user-processes", "2",
+    ])
+    assert code == 2
+    assert not (tmp_path / "run" / "release.json").exists()
