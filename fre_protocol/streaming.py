@@ -25,7 +25,9 @@ Seeded runs release exactly what :func:`run_protocol` releases, noise on or off:
   Modular sums do not depend on that order.
 
 The window loop (:func:`play_windows`) is shared with :mod:`fre_protocol.dask_driver`, which
-plays the same windows with the users' chunks as Dask tasks and the servers as Dask actors.
+plays the same windows with the users' chunks as Dask tasks and the servers as Dask actors; with
+``user_processes`` this driver plays the users' side the same way, its tasks in local worker
+processes (:mod:`fre_protocol.user_processes`), the servers here.
 
 What differs: the proxy shuffles each window's batch on its own, so transcripts hold the same
 messages in another order; S_tag's dummy submissions are spread over the windows (a random
