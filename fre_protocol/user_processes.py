@@ -68,7 +68,10 @@ class UserProcesses:
         self._where[key] = k
         pool = self._workers[k]
         if not any(_is_task_list(a) for a in args):
-            return Task(key, pool.submit(fn, *args))
+            try:
+                return Task(key, pool.submit(fn, *args))
+            except BrokenProcessPool as exc:  # the worker died before this task was sent
+                raise _lost(exc) from exc
 
         def after_inputs() -> Future[Any]:
             ready = [[t.result() for t in a] if _is_task_list(a) else a for a in args]
@@ -81,9 +84,7 @@ class UserProcesses:
         try:
             return [t.result() for t in tasks]
         except BrokenProcessPool as exc:
-            raise ProtocolStateError(
-                f"a users' worker process died ({exc}); the run stops and releases nothing"
-            ) from exc
+            raise _lost(exc) from exc
 
     def who_has(self, tasks: Sequence[Task]) -> dict[str, list[int]]:
         """Which worker each task ran on (where its devices stay between the phase-1 tasks)."""
@@ -99,6 +100,13 @@ class UserProcesses:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _lost(exc: BrokenProcessPool) -> ProtocolStateError:
+    return ProtocolStateError(
+        f"a users' worker process died ({exc}); the devices it held are gone, so the run stops and "
+        "releases nothing"
+    )
 
 
 def _import_tasks() -> None:
