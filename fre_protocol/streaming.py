@@ -25,9 +25,9 @@ Seeded runs release exactly what :func:`run_protocol` releases, noise on or off:
   Modular sums do not depend on that order.
 
 The window loop (:func:`play_windows`) is shared with :mod:`fre_protocol.dask_driver`, which
-plays the same windows with the users' chunks as Dask tasks and the servers as Dask actors; with
-``user_processes`` this driver plays the users' side the same way, its tasks in local worker
-processes (:mod:`fre_protocol.user_processes`), the servers here.
+plays the same windows with the users' chunks as Dask tasks and the servers as Dask actors, and
+with :mod:`fre_protocol.user_processes`, whose players run those tasks in local worker processes
+while the servers stay in this one.
 
 What differs: the proxy shuffles each window's batch on its own, so transcripts hold the same
 messages in another order; S_tag's dummy submissions are spread over the windows (a random
@@ -40,10 +40,10 @@ rather than summed; no adversary can be placed on the network.
 
 from __future__ import annotations
 
-import contextlib
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -85,7 +85,6 @@ from fre_protocol.runner import (
     store_artifacts,
     user_coins,
 )
-from fre_protocol.user_processes import UserProcesses
 from mechanism.contributions import TEXT_UNIT, PrivacyUnit
 from mechanism.grid import PublicGrid
 from mechanism.params import FreParams
@@ -116,20 +115,18 @@ def run_streaming(
     users: npt.ArrayLike | None = None,
     unit: PrivacyUnit = TEXT_UNIT,
     transcript: str = TRANSCRIPT_FULL,
-    user_processes: int = 0,
+    players: Players | None = None,
 ) -> ProtocolResult:
     """:func:`~fre_protocol.runner.run_protocol` (same arguments, same outputs and files), played
     ``window_chunks`` chunks of ``config.chunk_size`` users at a time. Under a user unit the
     entries are slots (:mod:`fre_protocol.slots`): the layout is fixed before any window from one
     pass over every row's bucket, and each window reads its slots' rows.
 
-    ``user_processes``: play the users' devices in that many local worker processes
-    (:mod:`fre_protocol.user_processes`) instead of on this process's threads; 0 (the default)
-    keeps them here. Same release either way."""
+    ``players``: how the users' side of the windows is played, given the windows' context (the
+    default: this process's threads; :func:`fre_protocol.user_processes.in_worker_processes`:
+    local worker processes). Same release either way."""
     if isinstance(window_chunks, bool) or not isinstance(window_chunks, int) or window_chunks < 1:
         raise InvalidParameterError(f"window_chunks must be an integer >= 1, got {window_chunks!r}")
-    if isinstance(user_processes, bool) or not isinstance(user_processes, int) or user_processes < 0:
-        raise InvalidParameterError(f"user_processes must be an integer >= 0, got {user_processes!r}")
     run = plan_run(
         x, params, seeds, noise=noise, dropout=dropout, components=components, workers=workers, config=config,
         users=users, unit=unit,
@@ -138,7 +135,7 @@ def run_streaming(
 
     def play(run: RunPlan, driver: Driver, store: Any) -> tuple[Release, dict[str, Any]]:
         with tempfile.TemporaryDirectory(prefix="fre-devices-") as tmp:
-            return _play(run, driver, store, window, Path(tmp), user_processes)
+            return _play(run, driver, store, window, Path(tmp), players or _InProcessWindows)
 
     return execute(
         run, play, out_dir=out_dir, progress=progress, workers=workers, measure_memory=measure_memory,
@@ -195,16 +192,7 @@ class WindowContext:
 
 
 def _play(
-    run: RunPlan, driver: Driver, store: Any, window: int, tmp: Path, user_processes: int = 0
-) -> tuple[Release, dict[str, Any]]:
-    with contextlib.ExitStack() as stack:
-        # Started first: the worker processes import the project while the servers set up.
-        pool = stack.enter_context(UserProcesses(user_processes)) if user_processes else None
-        return _play_with(run, driver, store, window, tmp, pool)
-
-
-def _play_with(
-    run: RunPlan, driver: Driver, store: Any, window: int, tmp: Path, pool: UserProcesses | None
+    run: RunPlan, driver: Driver, store: Any, window: int, tmp: Path, players: Players
 ) -> tuple[Release, dict[str, Any]]:
     parties = setup(run, driver, keep_contributions=False)
     ctx = WindowContext(
@@ -219,12 +207,7 @@ def _play_with(
     schedule = dummy_schedule(run.seeds, len(dummies), ctx.windows)
     by_window = [[dummies[j] for j in schedule[k]] for k in range(len(ctx.windows))]
     del dummies
-    if pool is not None:
-        from fre_protocol.dask_driver import DaskWindows, Placement  # it builds on this module
-
-        here = Placement(s_tag="", s_syn="", users_resources=None)
-        return play_windows(ctx, store, DaskWindows(pool, ctx, here, parties.keys), by_window, dummy_user)
-    with _InProcessWindows(ctx) as users:
+    with players(ctx) as users:
         return play_windows(ctx, store, users, by_window, dummy_user)
 
 
@@ -239,6 +222,10 @@ class WindowPlayer(Protocol):
     def phase1_done(self) -> UserTally: ...
 
     def phase2(self, plan: Phase2Plan, released: dict[bytes, int], message: bytes) -> UserTally: ...
+
+
+#: How a run plays its users' side: given the windows' context, a player to use within a block.
+Players = Callable[[WindowContext], AbstractContextManager[WindowPlayer]]
 
 
 def play_windows(
@@ -468,6 +455,7 @@ def within(sorted_users: npt.NDArray[np.int64], span: range) -> list[int]:
 
 
 __all__ = [
-    "DEFAULT_WINDOW_CHUNKS", "DeviceStates", "Roster", "WindowContext", "WindowPlayer", "dummy_schedule", "play_windows",
+    "DEFAULT_WINDOW_CHUNKS", "DeviceStates", "Players", "Roster", "WindowContext", "WindowPlayer", "dummy_schedule",
+    "play_windows",
     "run_streaming", "within",
 ]

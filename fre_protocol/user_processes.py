@@ -1,4 +1,5 @@
-"""The users' side of the streaming windows in local worker processes.
+"""The users' side of the streaming windows in local worker processes:
+``run_streaming(..., players=in_worker_processes(k))``, ``fre-e2t simulate --user-processes k``.
 
 The in-process streaming driver plays the users' devices on threads of the process that also
 plays the servers and the proxy, so both sides share one GIL: the two cores are busy ~1.55 of 2.
@@ -18,14 +19,17 @@ import the project, which is why the option pays only for runs of many windows.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import multiprocessing
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import Any
 
+from fre_protocol.dask_driver import DaskWindows, Placement
+from fre_protocol.streaming import Players, WindowContext, WindowPlayer
 from primitives.errors import InvalidParameterError, ProtocolStateError
 
 
@@ -55,7 +59,7 @@ class UserProcesses:
         context = multiprocessing.get_context("spawn")
         self._workers = [ProcessPoolExecutor(max_workers=1, mp_context=context) for _ in range(processes)]
         for pool in self._workers:
-            pool.submit(_import_tasks)  # starts the worker, which imports the tasks' module meanwhile
+            pool.submit(_import_tasks)  # starts the worker, which imports the tasks meanwhile
         self._dispatch = ThreadPoolExecutor(max_workers=8, thread_name_prefix="fre-dispatch")
         self._turn = itertools.count()
         self._where: dict[str, int] = {}
@@ -102,6 +106,20 @@ class UserProcesses:
         self.close()
 
 
+def in_worker_processes(processes: int = 2) -> Players:
+    """Players for :func:`~fre_protocol.streaming.run_streaming` that run the users' tasks in
+    ``processes`` local worker processes, started for the run and stopped after it."""
+    if isinstance(processes, bool) or not isinstance(processes, int) or processes < 1:
+        raise InvalidParameterError(f"processes must be an integer >= 1, got {processes!r}")
+
+    @contextlib.contextmanager
+    def players(ctx: WindowContext) -> Iterator[WindowPlayer]:
+        with UserProcesses(processes) as pool:
+            yield DaskWindows(pool, ctx, Placement(s_tag="", s_syn="", users_resources=None), ctx.parties.keys)
+
+    return players
+
+
 def _lost(exc: BrokenProcessPool) -> ProtocolStateError:
     return ProtocolStateError(
         f"a users' worker process died ({exc}); the devices it held are gone, so the run stops and "
@@ -110,11 +128,11 @@ def _lost(exc: BrokenProcessPool) -> ProtocolStateError:
 
 
 def _import_tasks() -> None:
-    import fre_protocol.dask_driver  # noqa: F401
+    """Nothing: a worker imports this module (and so the tasks' module) to run it."""
 
 
 def _is_task_list(value: Any) -> bool:
     return isinstance(value, list) and bool(value) and all(isinstance(v, Task) for v in value)
 
 
-__all__ = ["Task", "UserProcesses"]
+__all__ = ["Task", "UserProcesses", "in_worker_processes"]

@@ -65,7 +65,7 @@ def write_shards(n: int, dim: int, seed: int, directory: Path) -> None:
 
 
 #: streaming-pK: the streaming driver with its users in K local worker processes.
-DRIVERS = ("streaming", "streaming-p2", "runner", "dask1", "dask2")
+DRIVERS = ("streaming", "streaming-p2", "streaming-p3", "runner", "dask1", "dask2")
 PROJECT_N = (10_000_000, 100_000_000)
 PROJECT_WORKERS = (1, 2, 8, 32)
 #: The smallest N whose peak memory enters the memory fit (several windows of 16,384 users).

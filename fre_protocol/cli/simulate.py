@@ -157,8 +157,13 @@ def run(args: argparse.Namespace) -> int:
         driver = "streaming (dask)"
     elif driver == "streaming":
         window = args.window_chunks or DEFAULT_WINDOW_CHUNKS
+        players = None
+        if args.user_processes:
+            from fre_protocol.user_processes import in_worker_processes
+
+            players = in_worker_processes(args.user_processes)
         result = run_streaming(
-            x, params, seeds, window_chunks=window, users=users, unit=unit, user_processes=args.user_processes,
+            x, params, seeds, window_chunks=window, users=users, unit=unit, players=players,
             **common,  # type: ignore[arg-type]
         )
     else:

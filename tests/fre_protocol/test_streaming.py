@@ -29,7 +29,7 @@ from fre_protocol.inputs import EmbeddingShards, open_embeddings
 from fre_protocol.parties.server_common import ShareBook
 from fre_protocol.runner import ProtocolConfig, run_protocol
 from fre_protocol.streaming import run_streaming
-from fre_protocol.user_processes import UserProcesses
+from fre_protocol.user_processes import UserProcesses, in_worker_processes
 from mechanism.params import FreParams
 from mechanism.population import Population, synthetic_population
 from mechanism.release import Release
@@ -180,7 +180,7 @@ def test_peak_memory_grows_far_less_than_a_users_shares() -> None:
 def _run_users_in(x: np.ndarray, out: Path, processes: int) -> Release:
     return run_streaming(
         x, FreParams.paper(8.0), SeedPlan.from_seed(6), noise=True, config=CONFIG, window_chunks=WINDOW_CHUNKS,
-        out_dir=out, user_processes=processes,
+        out_dir=out, players=in_worker_processes(processes) if processes else None,
     ).release
 
 
@@ -220,12 +220,12 @@ def test_a_killed_worker_process_stops_the_run_with_no_release(
     assert not (out / "release.json").exists() and not (out / "centroids.npy").exists()
 
 
-@pytest.mark.parametrize("bad", [-1, True, 1.5])
-def test_user_processes_must_be_a_count(x: np.ndarray, bad: Any) -> None:
-    with pytest.raises(InvalidParameterError, match="user_processes must be an integer >= 0"):
-        run_streaming(x, FreParams.paper(8.0), SeedPlan.from_seed(6), config=CONFIG, user_processes=bad)
+@pytest.mark.parametrize("bad", [0, -1, True, 1.5])
+def test_worker_processes_must_be_a_positive_count(bad: Any) -> None:
     with pytest.raises(InvalidParameterError, match="processes must be an integer >= 1"):
-        UserProcesses(0)
+        in_worker_processes(bad)
+    with pytest.raises(InvalidParameterError, match="processes must be an integer >= 1"):
+        UserProcesses(bad)
 
 
 def test_simulate_refuses_user_processes_outside_the_streaming_driver(tmp_path: Path) -> None:
