@@ -163,8 +163,7 @@ def run(args: argparse.Namespace) -> int:
 
             players = in_worker_processes(args.user_processes)
         result = run_streaming(
-            x, params, seeds, window_chunks=window, users=users, unit=unit, players=players,
-            **common,  # type: ignore[arg-type]
+            x, params, seeds, window_chunks=window, users=users, unit=unit, players=players, **common,
         )
     else:
         result = run_protocol(x, params, seeds, users=users, unit=unit, **common)  # type: ignore[arg-type]
