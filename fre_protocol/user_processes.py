@@ -54,8 +54,7 @@ class UserProcesses:
     done, by a dispatching thread, so submitting never blocks the driver."""
 
     def __init__(self, processes: int) -> None:
-        if isinstance(processes, bool) or not isinstance(processes, int) or processes < 1:
-            raise InvalidParameterError(f"processes must be an integer >= 1, got {processes!r}")
+        _check_count(processes)
         context = multiprocessing.get_context("spawn")
         self._workers = [ProcessPoolExecutor(max_workers=1, mp_context=context) for _ in range(processes)]
         for pool in self._workers:
@@ -109,8 +108,7 @@ class UserProcesses:
 def in_worker_processes(processes: int = 2) -> Players:
     """Players for :func:`~fre_protocol.streaming.run_streaming` that run the users' tasks in
     ``processes`` local worker processes, started for the run and stopped after it."""
-    if isinstance(processes, bool) or not isinstance(processes, int) or processes < 1:
-        raise InvalidParameterError(f"processes must be an integer >= 1, got {processes!r}")
+    _check_count(processes)  # here too, so a bad count fails before the run starts
 
     @contextlib.contextmanager
     def players(ctx: WindowContext) -> Iterator[WindowPlayer]:
@@ -118,6 +116,11 @@ def in_worker_processes(processes: int = 2) -> Players:
             yield DaskWindows(pool, ctx, Placement(s_tag="", s_syn="", users_resources=None), ctx.parties.keys)
 
     return players
+
+
+def _check_count(processes: object) -> None:
+    if isinstance(processes, bool) or not isinstance(processes, int) or processes < 1:
+        raise InvalidParameterError(f"processes must be an integer >= 1, got {processes!r}")
 
 
 def _lost(exc: BrokenProcessPool) -> ProtocolStateError:
