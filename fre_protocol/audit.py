@@ -1,4 +1,4 @@
-"""The protocol's audit of a recorded run (SPEC §6.7; ``fre-e2t audit RUN``).
+"""The protocol's audit of a recorded run (design §6.7; ``fre-e2t audit RUN``).
 
 Built on the generic checks of :mod:`transcripts.audit`, it reports
 
@@ -93,7 +93,7 @@ def embedding_needles(x: npt.NDArray[Any], *, prefix: int = 8) -> list[bytes]:
 
 
 def bucket_needles(x: npt.NDArray[Any], params: FreParams, public_seed: bytes) -> list[bytes]:
-    """Every user's bucket index encoding, recomputed from the public seed (SPEC §3 steps 1-2)."""
+    """Every user's bucket index encoding, recomputed from the public seed (design §3 steps 1-2)."""
     from mechanism.grid import PublicGrid, encode_buckets
     from mechanism.seeds import SeedPlan
 

@@ -1,4 +1,4 @@
-"""Building the protocol's swappable components from registry names (SPEC §5, STYLE "registry").
+"""Building the protocol's swappable components from registry names (design §5, STYLE "registry").
 
 A run is described by a mapping ``family -> registry name`` (the defaults below); the same mapping
 is written into the transcript header, so any run can be rebuilt from its transcript. Families:
@@ -11,7 +11,7 @@ oprf               ristretto255-SHA512         RFC 9497 suite, VOPRF mode (tags,
 secret_sharing     additive-ring2k-seeded      two shares mod 2^b, one seed-compressed
 discrete_gaussian  fast-vectorized             DDG noise (and dropout top-up noise)
 ddg_encoder        ddg                         rotation, rounding, noise, mod 2^b; decoding
-dummy_generator    tsdlap                      S_tag's dummy-tag padding (SPEC §4.5)
+dummy_generator    tsdlap                      S_tag's dummy-tag padding (design §4.5)
 shuffler           uniform                     the proxy's permutation of each batch
 channel            sealed-box                  user → server sealing (X25519 sealed boxes)
 =================  ==========================  ===============================================

@@ -1,11 +1,11 @@
-"""The per-operation cost table of a protocol run, beside the paper's figures (App. B.1, SPEC §9).
+"""The per-operation cost table of a protocol run, beside the paper's figures (App. B.1, design §9).
 
 :func:`summarize` turns a run's :class:`~fre_protocol.parties.base.Meter` into per-operation
 figures; :func:`cost_table` lays them out beside the paper's numbers and our targets;
 :func:`fre_protocol.cost_measurement.measure` runs the protocol on a synthetic population (N
 users, d dimensions) twice, with the two proof layouts side by side: one DLEQ proof per user (the default: a user's download and
 verification stay constant) and one proof per batch of B elements (S_tag's cheapest evaluation,
-the layout of the SPEC's server target, paid for by every user downloading and verifying its
+the layout of the server target of design §9, paid for by every user downloading and verifying its
 whole batch).
 
 A user's work is split into offline preparation (what needs neither its data nor a server
@@ -31,7 +31,7 @@ from typing import Any
 from fre_protocol.parties.base import Meter
 from primitives.jsonsafe import json_safe
 
-#: The paper's figures (App. B.1; AMD EPYC 9554, 124 cores) and our 2-core targets (SPEC §9).
+#: The paper's figures (App. B.1; AMD EPYC 9554, 124 cores) and our 2-core targets (design §9).
 PAPER: dict[str, float] = {
     "voprf_eval_us": 89.5,
     "tag_count_us": 1.05,

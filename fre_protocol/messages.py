@@ -1,4 +1,4 @@
-"""The protocol's messages: typed, validated, with one canonical binary encoding (SPEC §6).
+"""The protocol's messages: typed, validated, with one canonical binary encoding (design §6).
 
 Every message is a frozen dataclass validated in ``__post_init__``. On the wire a message is
 

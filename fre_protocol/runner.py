@@ -1,4 +1,4 @@
-"""Play the whole two-server, two-phase protocol for N users in one process (SPEC §6).
+"""Play the whole two-server, two-phase protocol for N users in one process (design §6).
 
 :func:`run_protocol` builds the parties, runs
 
@@ -120,7 +120,7 @@ class ProtocolConfig:
 
     ``dummy_epsilon0``/``dummy_delta0``: TSDLap parameters (ε0, δ0). Default: half of Lemma 1's
     (eps_fre, delta_fre), so the dummies' (2ε0, 2δ0) equals the heavy-hitter term and the
-    histogram release costs exactly what the centralized mechanism pays (SPEC §4.5).
+    histogram release costs exactly what the centralized mechanism pays (design §4.5).
 
     ``clip``: the DDG encoder's L2 clip is the release's C, ``FreParams.clip`` (the accountant's
     cap Δ = min(u·r, 2C) and the mechanism use it too). None (default) takes it from the params;
@@ -275,7 +275,7 @@ def ddg_clip(params: FreParams, config: ProtocolConfig) -> float:
 def ddg_config_for(
     params: FreParams, dim: int, config: ProtocolConfig, *, n_modulus: int
 ) -> Any:
-    """The DDG configuration: σ_int calibrated (RDP, SPEC §4.4) to :func:`aggregation_budget`
+    """The DDG configuration: σ_int calibrated (RDP, design §4.4) to :func:`aggregation_budget`
     at the worst case of ⌈τ⌉ contributors; the modulus
     holds ``modulus_stddevs`` standard deviations of an aggregate of ``n_modulus`` users."""
     from primitives.ddg import DDGConfig, calibrate_ddg, padded_dimension
@@ -393,7 +393,7 @@ class DropoutOutcome:
     def ledger_term(self) -> LedgerTerm:
         """A zero-cost term that states the policy and what each affected tag cost.
 
-        Withheld: S_tag sent no aggregate (SPEC §6), so nothing of the tag's users left S_tag.
+        Withheld: S_tag sent no aggregate (design §6), so nothing of the tag's users left S_tag.
         Topped up: S_tag added the missing users' discrete Gaussian noise before sending, so the
         sum carries the noise of ⌈τ⌉ users and the DDG term, computed at ⌈τ⌉, covers it.
         """
@@ -408,7 +408,7 @@ class DropoutOutcome:
             epsilon=0.0,
             delta=0.0,
             source=(
-                f"dropout policy {self.policy!r} (SPEC §6): S_tag sends no aggregate of fewer than ⌈τ⌉ "
+                f"dropout policy {self.policy!r} (design §6): S_tag sends no aggregate of fewer than ⌈τ⌉ "
                 "contributions (topup: it first adds the missing users' noise) and answers once per tag"
             ),
             detail={"policy": self.policy, "tags": dict(sorted(tags.items()))},
@@ -509,7 +509,7 @@ def run_protocol(
     """Run Fre-E2T's distributed protocol on embeddings ``x`` (one row per text; one per user
     unless ``users`` groups them).
 
-    ``noise=False`` runs every step but adds no DDG noise (the equivalence setting of SPEC §6).
+    ``noise=False`` runs every step but adds no DDG noise (the equivalence setting of design §6).
     ``dropout`` is a fraction of users that go offline between the phases (drawn from
     ``seeds.secret("dropout")``) or a callable ``n -> bool mask``. ``components`` overrides
     registry names (see :mod:`fre_protocol.components`). ``adversary`` sits on the network at the
@@ -521,7 +521,7 @@ view with each message's bytes (``transcript="full"``) or only its sender, recei
 size (``"sizes"``: ~10 kB a user less on disk, for paper-scale runs; the audit then checks
 counts and sizes but cannot re-read payloads).
 
-    Several texts per user (SPEC §4.6), as :func:`mechanism.fre_e2t.run_mechanism` takes them:
+    Several texts per user (design §4.6), as :func:`mechanism.fre_e2t.run_mechanism` takes them:
     ``unit=PrivacyUnit(kind="user", cap=c, ...)`` and ``users`` (one label per row). Each user's
     device then plays c slots (:mod:`fre_protocol.slots`), padding included, the proxy refuses a
     user's (c+1)-th message of a kind, ``dropout`` draws people (a device's slots go offline
@@ -732,7 +732,7 @@ def _open_store(out: Path, run: RunPlan, transcript: str) -> Any:
     out.mkdir(parents=True, exist_ok=True)
     header = transcript_header(
         run.seeds, run.comps, run.params, run.cfg,
-        protocol="fre-e2t two-server two-phase (SPEC §6)", n_users=run.slots.n_users, n_texts=run.slots.n_texts,
+        protocol="fre-e2t two-server two-phase (design §6)", n_users=run.slots.n_users, n_texts=run.slots.n_texts,
         n_slots=run.n, dim=run.dim, noise=run.noise, unit=run.slots.unit.to_dict(), transcript=transcript,
     )
     return TranscriptStore.create(out / TRANSCRIPT_FILE, header, overwrite=True)
@@ -762,7 +762,7 @@ def transcript_header(
 
 
 def _play(run: RunPlan, driver: Driver, store: Any) -> tuple[Release, dict[str, Any]]:
-    """The protocol as a sequence of role calls (SPEC §6); each stage meters its own phase."""
+    """The protocol as a sequence of role calls (design §6); each stage meters its own phase."""
     parties = setup(run, driver)
     users = population(run, parties.keys, driver, range(run.n))
     with driver.meter.phase("users_offline"):

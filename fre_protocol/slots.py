@@ -1,4 +1,4 @@
-"""Contribution slots: the protocol's population when one user holds several texts (SPEC §4.6).
+"""Contribution slots: the protocol's population when one user holds several texts (design §4.6).
 
 Under a user unit with cap c, user u owns slots u·c … u·c + c − 1
 (:func:`mechanism.contributions.bound_contributions`), and its device plays every slot as the

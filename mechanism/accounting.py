@@ -1,7 +1,7 @@
 """The privacy accountant of Fre-E2T: Lemma 1, Lemma 2, Theorem 3 and their composition.
 
-SPEC §4.1-§4.3 restore the paper's formulas (their values marked [paper] are reproduced by the
-tests); SPEC §4.5 adds the dummy-padding term of the distributed protocol and SPEC §4.6 the
+design §4.1-§4.3 restore the paper's formulas (their values marked [paper] are reproduced by the
+tests); design §4.5 adds the dummy-padding term of the distributed protocol and design §4.6 the
 several-texts-per-user guarantees. Everything here is a pure function of public parameters.
 
 All logarithms are natural. Normal tail probabilities go through ``math.erfc`` (and an asymptotic
@@ -35,7 +35,7 @@ Lemma1Mode = Literal["closed", "exact"]
 DUMMY_PADDING = "dummy_padding"
 HISTOGRAM_RELEASE = "histogram_release"
 
-# v grid searched by optimise_budget_factor when none is given (SPEC §4.3 "useful extras").
+# v grid searched by optimise_budget_factor when none is given (design §4.3 "useful extras").
 DEFAULT_V_GRID: tuple[float, ...] = tuple(0.5 * i for i in range(1, 17))  # 0.5, 1.0, ..., 8.0
 
 _SQRT2 = math.sqrt(2.0)
@@ -56,7 +56,7 @@ def _check_positive(name: str, value: float, *, allow_inf: bool = False) -> None
         raise InvalidParameterError(f"{name} must be a finite number > 0, got {value!r}")
 
 
-# -- Lemma 1: heavy hitters (SPEC §4.1) --------------------------------------------------------------
+# -- Lemma 1: heavy hitters (design §4.1) --------------------------------------------------------------
 def kl_bernoulli(q: float, p: float) -> float:
     """D(q ‖ p) = q ln(q/p) + (1−q) ln((1−q)/(1−p)), with 0·ln 0 = 0."""
     out = 0.0
@@ -204,7 +204,7 @@ def heavy_hitter_delta_exact(
 def heavy_hitter_privacy(
     p_sample: float, budget_factor: float, tau: float, *, exact: bool = False
 ) -> tuple[float, float]:
-    """(eps_fre, delta_fre) of releasing thresholded sampled bucket counts (Lemma 1, SPEC §4.1).
+    """(eps_fre, delta_fre) of releasing thresholded sampled bucket counts (Lemma 1, design §4.1).
 
     ``eps_fre = v·ln(1/(1−p_s))``; the closed form bounds δ with a Chernoff bound at the worst
     bucket size, ``exp(−(τ/q)·D(q‖p_s))`` with ``q = 1 − (1−p_s)^(v+1)``. ``exact=True`` returns
@@ -223,7 +223,7 @@ def heavy_hitter_privacy(
     return eps, delta
 
 
-# -- Lemma 2: probabilistic sensitivity (SPEC §4.2) -------------------------------------------------
+# -- Lemma 2: probabilistic sensitivity (design §4.2) -------------------------------------------------
 def collision_probability(x: float) -> float:
     """Probability that two points collide in one coordinate of the randomly shifted grid.
 
@@ -239,7 +239,7 @@ def collision_probability(x: float) -> float:
 
 
 def sensitivity_failure(k: int, sensitivity_ratio: float, *, edge_multiplier: float = 1.0) -> float:
-    """δ_sens = f(x)^k, x = L√k/Δ = 2·m_L/u (Lemma 2, SPEC §4.2).
+    """δ_sens = f(x)^k, x = L√k/Δ = 2·m_L/u (Lemma 2, design §4.2).
 
     Two users farther apart than u·r share a bucket with probability at most δ_sens, so the
     L2 sensitivity of a bucket sum is u·r except with that probability. Scaling L and u·r together
@@ -254,7 +254,7 @@ def sensitivity_failure(k: int, sensitivity_ratio: float, *, edge_multiplier: fl
     return collision_probability(x) ** k
 
 
-# -- Theorem 3: analytic Gaussian mechanism (SPEC §4.3) ---------------------------------------------
+# -- Theorem 3: analytic Gaussian mechanism (design §4.3) ---------------------------------------------
 def log_normal_cdf(x: float) -> float:
     """ln Φ(x), accurate in the far lower tail (erfc, then an asymptotic series below −30)."""
     if x > -30.0:
@@ -325,7 +325,7 @@ def paper_multiplier(multiplier: float) -> float:
 def calibrate_agm(
     epsilon: float, delta: float, sensitivity: float, *, rounding: str = "exact"
 ) -> tuple[float, float, float]:
-    """(σ, multiplier used, exact multiplier m*) for the analytic Gaussian (SPEC §4.3)."""
+    """(σ, multiplier used, exact multiplier m*) for the analytic Gaussian (design §4.3)."""
     _check_positive("sensitivity", sensitivity)
     exact = agm_multiplier(epsilon, delta)
     if rounding == "exact":
@@ -337,7 +337,7 @@ def calibrate_agm(
     return used * sensitivity, used, exact
 
 
-# -- CalibrateNoise (SPEC §4.3) -----------------------------------------------------------------------
+# -- CalibrateNoise (design §4.3) -----------------------------------------------------------------------
 def _lemma1_mode(lemma1: str) -> bool:
     if lemma1 not in ("closed", "exact"):
         raise InvalidParameterError(f"lemma1 must be 'closed' or 'exact', got {lemma1!r}")
@@ -357,16 +357,16 @@ def _heavy_hitter_term(params: FreParams, lemma1: str) -> LedgerTerm:
         "delta_closed": delta_closed,
     }
     delta = delta_closed
-    source = "Lemma 1 (Chernoff closed form, SPEC §4.1)"
+    source = "Lemma 1 (Chernoff closed form, design §4.1)"
     if exact:
         delta, worst_n = heavy_hitter_delta_exact(p, eps, tau)
         detail.update(delta_exact=delta, worst_bucket_size=worst_n)
-        source = "Lemma 1 (exact hockey-stick of thresholded binomials, SPEC §4.1)"
+        source = "Lemma 1 (exact hockey-stick of thresholded binomials, design §4.1)"
     return LedgerTerm(name=HEAVY_HITTERS, epsilon=eps, delta=delta, source=source, detail=detail)
 
 
 def sensitivity_term(params: FreParams) -> LedgerTerm:
-    """δ_sens, the probability that the bucket sums' sensitivity Δ = min(u·r, 2C) fails (SPEC §4.2).
+    """δ_sens, the probability that the bucket sums' sensitivity Δ = min(u·r, 2C) fails (design §4.2).
 
     Contributions are clipped to norm C, so two of them never differ by more than 2C. When
     2C ≤ u·r the cap binds: Δ = 2C holds with certainty and δ_sens = 0. Otherwise Δ = u·r and
@@ -378,9 +378,9 @@ def sensitivity_term(params: FreParams) -> LedgerTerm:
     )
     capped = params.sensitivity_capped
     if capped:
-        source = "clip cap: contributions clipped to norm C differ by at most 2C <= u*r (SPEC §4.2)"
+        source = "clip cap: contributions clipped to norm C differ by at most 2C <= u*r (design §4.2)"
     else:
-        source = "Lemma 2 (SPEC §4.2)"
+        source = "Lemma 2 (design §4.2)"
     return LedgerTerm(
         name=SENSITIVITY_FAILURE,
         epsilon=0.0,
@@ -407,14 +407,14 @@ def _non_dp_ledger(params: FreParams, aggregation: LedgerTerm | None = None) -> 
         name=HEAVY_HITTERS,
         epsilon=math.inf,
         delta=0.0,
-        source="non-DP reference (epsilon = inf, SPEC §3)",
+        source="non-DP reference (epsilon = inf, design §3)",
         detail={"p_sample": 1.0, "tau": params.tau, "mode": "non-dp"},
     )
     sens = LedgerTerm(
         name=SENSITIVITY_FAILURE,
         epsilon=0.0,
         delta=0.0,
-        source="not applicable without noise (SPEC §3)",
+        source="not applicable without noise (design §3)",
         detail={
             "k": params.k,
             "sensitivity": params.sensitivity,
@@ -426,7 +426,7 @@ def _non_dp_ledger(params: FreParams, aggregation: LedgerTerm | None = None) -> 
         name=CENTROID_GAUSSIAN,
         epsilon=math.inf,
         delta=0.0,
-        source="non-DP reference: no centroid noise (SPEC §3)",
+        source="non-DP reference: no centroid noise (design §3)",
         detail={"sigma": 0.0, "multiplier": 0.0, "sigma_effective": 0.0},
     )
     return PrivacyLedger(
@@ -442,7 +442,7 @@ def _non_dp_ledger(params: FreParams, aggregation: LedgerTerm | None = None) -> 
 
 
 def calibrate_noise(params: FreParams, *, lemma1: str = "closed") -> PrivacyLedger:
-    """CalibrateNoise (paper Algorithm 3, SPEC §4.3): the whole ledger of a centralized release.
+    """CalibrateNoise (paper Algorithm 3, design §4.3): the whole ledger of a centralized release.
 
     ``eps_agg = ε − eps_fre`` and ``delta_agg = δ − delta_fre − delta_sens`` are spent on the
     analytic Gaussian on bucket sums with sensitivity Δ = min(u·r, 2C) (δ_sens = 0 when the cap
@@ -488,7 +488,7 @@ def calibrate_noise(params: FreParams, *, lemma1: str = "closed") -> PrivacyLedg
         name=CENTROID_GAUSSIAN,
         epsilon=eps_agg,
         delta=delta_agg,
-        source="Theorem 3 (analytic Gaussian, Balle & Wang 2018; SPEC §4.3)",
+        source="Theorem 3 (analytic Gaussian, Balle & Wang 2018; design §4.3)",
         detail={
             "sensitivity": params.sensitivity,
             "sigma": sigma,
@@ -514,7 +514,7 @@ def calibrate_noise(params: FreParams, *, lemma1: str = "closed") -> PrivacyLedg
     )
 
 
-# -- choosing v and p_s (SPEC §4.3, useful extras) -----------------------------------------------------
+# -- choosing v and p_s (design §4.3, useful extras) -----------------------------------------------------
 @dataclass(frozen=True, slots=True, kw_only=True)
 class BudgetCandidate:
     """One (p_s, v) setting tried by :func:`optimise_budget_factor`."""
@@ -547,9 +547,9 @@ def optimise_budget_factor(
     lemma1: str = "closed",
     objective: Literal["sigma", "centroid_std"] = "sigma",
 ) -> BudgetChoice:
-    """Search v (and optionally p_s) for the least noise at the target (ε, δ) (SPEC §4.3).
+    """Search v (and optionally p_s) for the least noise at the target (ε, δ) (design §4.3).
 
-    ``objective="sigma"`` minimises σ on the bucket sum (SPEC's criterion: at ε = 8, p_s = 0.5,
+    ``objective="sigma"`` minimises σ on the bucket sum (design §4.3's criterion: at ε = 8, p_s = 0.5,
     v = 2 gives σ ≈ 0.924 against 1.14 at v = 4). When p_s varies, ``"centroid_std"`` minimises
     σ/τ instead: the noise std of a centroid at the release threshold, which also credits a larger
     p_s for its larger counts. Infeasible candidates stay in the table with their reason; ties go
@@ -613,11 +613,11 @@ def optimise_budget_factor(
     )
 
 
-# -- several texts per user (SPEC §4.6) ------------------------------------------------------------------
+# -- several texts per user (design §4.6) ------------------------------------------------------------------
 def multi_text_guarantee(
     epsilon: float, delta: float, *, cap: int | None = None, points: int | None = None
 ) -> tuple[float, float]:
-    """The per-user guarantee when a user may hold several texts (paper App. D, SPEC §4.6).
+    """The per-user guarantee when a user may hold several texts (paper App. D, design §4.6).
 
     ``cap=c``: each user contributes to at most c buckets with at most one point per bucket, and
     the c bucket releases compose: (c·ε, c·δ). ``points=m``: black-box group privacy for m points,
@@ -640,7 +640,7 @@ def multi_text_guarantee(
     return m * epsilon, min(1.0, delta * factor)
 
 
-# -- the distributed protocol (SPEC §4.4-§4.5) -------------------------------------------------------------
+# -- the distributed protocol (design §4.4-§4.5) -------------------------------------------------------------
 def histogram_release_cost(
     eps_fre: float, delta_fre: float, p_sample: float, dummy_epsilon: float, dummy_delta: float
 ) -> tuple[float, float]:
@@ -672,7 +672,7 @@ def protocol_ledger(
     lemma1: str = "closed",
     strict: bool = False,
 ) -> PrivacyLedger:
-    """The ledger of the two-server protocol (SPEC §4.5).
+    """The ledger of the two-server protocol (design §4.5).
 
     S_syn sees every tag count, padded by TSDLap dummies: the histogram release costs
     :func:`histogram_release_cost` of Lemma 1's term and the dummies' (dummy_epsilon,
@@ -703,7 +703,7 @@ def protocol_ledger(
         name=DUMMY_PADDING,
         epsilon=dummy_epsilon,
         delta=dummy_delta,
-        source="TSDLap dummy padding of sub-threshold counts (SPEC §4.5)",
+        source="TSDLap dummy padding of sub-threshold counts (design §4.5)",
         detail={"tau": params.tau},
     )
     hist_epsilon, hist_delta = histogram_release_cost(

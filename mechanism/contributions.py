@@ -1,4 +1,4 @@
-"""The unit of privacy and contribution bounding when one user holds several texts (SPEC §4.6,
+"""The unit of privacy and contribution bounding when one user holds several texts (design §4.6,
 paper App. D).
 
 Fre-E2T's analysis protects one *contribution*: one point added to or removed from one bucket.
@@ -308,7 +308,7 @@ def estimate_cap(
 
     The histogram of min(texts, max_cap) over users has L2 sensitivity 1 when one user is added
     or removed (one bin moves by one), so the analytic Gaussian with σ = m*(ε, δ) makes it
-    (ε, δ)-DP (SPEC §4.3); c is post-processing. This (ε, δ) adds to the per-user guarantee of
+    (ε, δ)-DP (design §4.3); c is post-processing. This (ε, δ) adds to the per-user guarantee of
     the release (basic composition), which :meth:`CapEstimate.unit` records. Choosing c from
     public information instead (a product limit, a published distribution) costs nothing: pass it
     as ``PrivacyUnit(kind="user", cap=c, ...)`` directly.

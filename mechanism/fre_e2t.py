@@ -1,10 +1,10 @@
-"""The centralized Fre-E2T mechanism (SPEC §3, paper §4.1 Algorithm 1): the reference oracle.
+"""The centralized Fre-E2T mechanism (design §3, paper §4.1 Algorithm 1): the reference oracle.
 
 ``run_mechanism`` is a pure function of the embeddings, the public parameters and a
 :class:`~mechanism.seeds.SeedPlan`: public randomness (projection, offsets) from the public seed,
 the sampling coins from ``seeds.secret(COINS_LABEL)`` and the centroid noise from
 ``seeds.secret(CENTROID_NOISE_LABEL)``. The distributed protocol draws its coins through
-:func:`sample_coins` too, so in seeded test mode both paths see identical coins (SPEC §6).
+:func:`sample_coins` too, so in seeded test mode both paths see identical coins (design §6).
 
 Cost: one pass over ``X`` for the projection (a float32 matrix product in row blocks), a sort of
 the sampled rows' 64-bit bucket keys, and one gather over the contributing rows for the sums. Extra
@@ -42,7 +42,7 @@ from primitives.errors import InvalidInputError, InvalidParameterError
 SUM_CHUNK_ROWS = 8192
 
 def sample_coins(seeds: SeedPlan, n: int, params: FreParams) -> npt.NDArray[np.bool_]:
-    """User i's sampling coin is entry i (SPEC §3 step 3): Bernoulli(p_s), all True when ε = ∞."""
+    """User i's sampling coin is entry i (design §3 step 3): Bernoulli(p_s), all True when ε = ∞."""
     if isinstance(n, bool) or not isinstance(n, int | np.integer) or n < 0:
         raise InvalidParameterError(f"n must be an integer >= 0, got {n!r}")
     coins: npt.NDArray[np.bool_] = seeds.secret(COINS_LABEL).bernoulli(
@@ -52,7 +52,7 @@ def sample_coins(seeds: SeedPlan, n: int, params: FreParams) -> npt.NDArray[np.b
 
 
 def release_threshold(params: FreParams) -> int:
-    """The smallest sampled count that is released: ``n_h ≥ τ`` with τ = p_s·t (SPEC §3 step 3).
+    """The smallest sampled count that is released: ``n_h ≥ τ`` with τ = p_s·t (design §3 step 3).
 
     Integer counts compare against the accountant's :func:`~mechanism.accounting.release_floor`
     so that rounding of ``p_s·t`` (0.7·100 = 70.00000000000001) cannot drop a bucket the ledger
@@ -63,7 +63,7 @@ def release_threshold(params: FreParams) -> int:
 
 def clip_factors(rows: npt.NDArray[Any], clip: float) -> npt.NDArray[np.float64]:
     """``min(1, clip/‖row‖)`` per row, in float64: scaling a row by it projects it onto the L2
-    ball of radius ``clip`` (SPEC §4.2 cap), exactly as the protocol's DDG encoder clips.
+    ball of radius ``clip`` (design §4.2 cap), exactly as the protocol's DDG encoder clips.
 
     Projection onto a ball is 1-Lipschitz, so it never moves two rows apart, and any two projected
     rows differ by at most ``2·clip``.
@@ -144,15 +144,15 @@ def run_mechanism(
 ) -> Release:
     """Algorithm 1 on embeddings ``x`` (N, d): heavy buckets and their (noisy) centroids.
 
-    SPEC §3: bucket every row on the public grid; draw coins; release buckets whose sampled count
+    design §3: bucket every row on the public grid; draw coins; release buckets whose sampled count
     reaches τ (:func:`release_threshold`); centroid = (Σ sampled clip(x_i) + σ·N(0, I_d)) / n_h,
     rows clipped to norm C = ``params.clip`` as in the protocol's DDG encoder (which is what makes
     Δ ≤ 2C hold), σ from :func:`~mechanism.accounting.calibrate_noise`. ``noise=False`` keeps the
-    coins and the threshold but adds no Gaussian noise (the exact-equivalence setting of SPEC §6).
+    coins and the threshold but adds no Gaussian noise (the exact-equivalence setting of design §6).
     Noise rows are drawn from ``seeds.secret(CENTROID_NOISE_LABEL).normal((m, d))`` in release
     order (by id).
 
-    Several texts per user (SPEC §4.6): with ``unit=PrivacyUnit(kind="user", cap=c, ...)`` and
+    Several texts per user (design §4.6): with ``unit=PrivacyUnit(kind="user", cap=c, ...)`` and
     ``users`` (one label per row), rows are first bounded to at most c buckets per user, one text
     per bucket (:func:`~mechanism.contributions.bound_contributions`), and the coin of a
     contribution is that of its slot; the ledger records the unit and the per-user guarantee.

@@ -1,6 +1,6 @@
 """Public randomness of Fre-E2T: the Gaussian projection, the shifted grid, the bucket encoding.
 
-SPEC §3 steps 1-2 (paper §4.1, Algorithm 1, Step 1). Every party recomputes the projection
+design §3 steps 1-2 (paper §4.1, Algorithm 1, Step 1). Every party recomputes the projection
 ``Z ∈ R^{d×k}`` and the offsets ``o ∈ [0, L)^k`` from the public seed, then maps a user's embedding
 ``x`` to the bucket ``b = floor((x Z/√k − o)/L) ∈ Z^k``.
 
@@ -77,7 +77,7 @@ def _gamma(n: int, unit: float) -> float:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PublicGrid:
-    """The projection matrix and the shifted grid of one release (SPEC §3 steps 1-2)."""
+    """The projection matrix and the shifted grid of one release (design §3 steps 1-2)."""
 
     projection: npt.NDArray[np.float32]
     offsets: npt.NDArray[np.float64]
@@ -298,7 +298,7 @@ def _as_index_array(index: npt.ArrayLike, ndim: int) -> npt.NDArray[np.int64]:
 def encode_bucket(index: npt.ArrayLike) -> bytes:
     """The canonical bytes of one bucket: its k indices as signed 64-bit big-endian integers.
 
-    This is the VOPRF input of the protocol (SPEC §6 step 2) and, hex-encoded, the bucket id of a
+    This is the VOPRF input of the protocol (design §6 step 2) and, hex-encoded, the bucket id of a
     mechanism release. Equal buckets give equal bytes; distinct buckets distinct bytes.
     """
     return _as_index_array(index, 1).astype(">i8").tobytes()

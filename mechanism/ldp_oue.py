@@ -247,7 +247,7 @@ def oue_ledger(params: FreParams, histogram_epsilon: float) -> PrivacyLedger:
         delta=delta_agg,
         source=(
             "analytic Gaussian (Balle & Wang 2018, Thm 8) on the released buckets' sums with "
-            "Fre-E2T's sensitivity (SPEC §4.3); buckets compose in parallel"
+            "Fre-E2T's sensitivity (design §4.3); buckets compose in parallel"
         ),
         detail={
             "sensitivity": params.sensitivity,

@@ -2,7 +2,7 @@
 
 Modelled on immutable privacy events (google dp_accounting): the accountant
 (:mod:`mechanism.accounting`) emits :class:`LedgerTerm` objects, and a :class:`PrivacyLedger` records
-them with the composed total (SPEC §4.3: basic composition; SPEC §4.5: the histogram terms of the
+them with the composed total (design §4.3: basic composition; design §4.5: the histogram terms of the
 protocol combine by max). The ledger is written into every release and transcript, so
 :meth:`PrivacyLedger.to_dict` is JSON-safe: non-finite floats become the strings ``"inf"``,
 ``"-inf"`` and ``"nan"`` (strict JSON has no such numbers), by the canonical
@@ -21,7 +21,7 @@ from mechanism.params import FreParams
 from primitives.errors import InvalidInputError, InvalidParameterError
 from primitives.jsonsafe import json_safe as json_safe  # re-exported: callers import it from here
 
-# Names of terms with a fixed meaning in the flat view of a ledger (SPEC §4.1-§4.3).
+# Names of terms with a fixed meaning in the flat view of a ledger (design §4.1-§4.3).
 HEAVY_HITTERS = "heavy_hitters"
 SENSITIVITY_FAILURE = "sensitivity_failure"
 CENTROID_GAUSSIAN = "centroid_gaussian"

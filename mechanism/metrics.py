@@ -1,4 +1,4 @@
-"""Utility and semantic-support-protection (SSP) metrics of a release (SPEC §8, paper §7, App. A.4).
+"""Utility and semantic-support-protection (SSP) metrics of a release (design §8, paper §7, App. A.4).
 
 Everything that compares all pairs is blocked: distances come from float32 matrix products on
 ``block × block`` tiles, so memory is O(block² + N·d) and never O(N²).
@@ -28,7 +28,7 @@ from primitives.errors import InvalidInputError, InvalidParameterError
 
 FloatArray = npt.NDArray[np.floating[Any]]
 DEFAULT_BLOCK = 4096
-DEFAULT_ALPHA = 1.5  # SPEC §8: a synthetic point "hits" F within α·r
+DEFAULT_ALPHA = 1.5  # design §8: a synthetic point "hits" F within α·r
 DEFAULT_PSIS: tuple[float, ...] = tuple(round(0.1 * i, 1) for i in range(1, 16))  # ψ ∈ [0.1, 1.5]
 
 _F32_UNIT = 2.0**-24
@@ -181,7 +181,7 @@ def _within_radius_tiles(
 def neighbour_counts(
     x: FloatArray, radius: float, *, block: int = DEFAULT_BLOCK, progress: bool = False
 ) -> npt.NDArray[np.int64]:
-    """``N_r(v) = #{v' ≠ v : ‖v − v'‖₂ ≤ r}`` for every row (SPEC §8), self excluded.
+    """``N_r(v) = #{v' ≠ v : ‖v − v'‖₂ ≤ r}`` for every row (design §8), self excluded.
 
     Exact: equals the float64 brute force (see the module docstring for how the float32 tiles
     are made exact at the boundary). Duplicated rows count as neighbours of each other. Only the
@@ -245,7 +245,7 @@ def user_neighbour_counts(
 
 
 def frequent_mask(counts: npt.ArrayLike, threshold: int) -> npt.NDArray[np.bool_]:
-    """``N_r(v) ≥ t`` (SPEC §8 [decision]: ≥, self excluded)."""
+    """``N_r(v) ≥ t`` (design §8 [decision]: ≥, self excluded)."""
     if isinstance(threshold, bool) or not isinstance(threshold, int | np.integer) or threshold < 0:
         raise InvalidParameterError(f"threshold must be an integer >= 0, got {threshold!r}")
     c = np.asarray(counts)
@@ -335,7 +335,7 @@ def nearest_distances(
     return nearest_neighbours(a, b, block=block, progress=progress)[0][:, 0]
 
 
-# -- utility (SPEC §8) -----------------------------------------------------------------------------------
+# -- utility (design §8) -----------------------------------------------------------------------------------
 def _prf(
     s_to_f: npt.NDArray[np.float64], f_to_s: npt.NDArray[np.float64], hit: float
 ) -> dict[str, float]:
@@ -385,7 +385,7 @@ def utility(
 
     F is ``reference[frequent]`` when a boolean mask is given (e.g. from :func:`frequent_mask`),
     otherwise all of ``reference``. A synthetic point is a hit if some v ∈ F lies within α·r;
-    recall counts the v ∈ F with a synthetic point within α·r (SPEC §8). ``avg_l2`` is
+    recall counts the v ∈ F with a synthetic point within α·r (design §8). ``avg_l2`` is
     S → F, ``avg_l2_reverse`` F → S. With a mask, the same four metrics against all of V
     (App. A.4) are added with the suffix ``_all``. Undefined values (empty S or F) are NaN.
     """
@@ -473,7 +473,7 @@ def cluster_recovery(
     }
 
 
-# -- semantic support protection (SPEC §8) ------------------------------------------------------------
+# -- semantic support protection (design §8) ------------------------------------------------------------
 def empirical_ssp(
     outputs: FloatArray,
     infrequent: FloatArray,
@@ -508,7 +508,7 @@ def empirical_ssp(
     return [(psi, float(np.mean(dist <= psi * r))) for psi in checked]
 
 
-# -- the same over users (SPEC §4.6) -----------------------------------------------------------------
+# -- the same over users (design §4.6) -----------------------------------------------------------------
 def _owners(users: npt.ArrayLike, n: int) -> tuple[npt.NDArray[np.int64], int]:
     from mechanism.contributions import dense_users
 

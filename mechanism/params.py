@@ -1,4 +1,4 @@
-"""Public parameters of Fre-E2T (SPEC §3, paper App. A.1), validated once, shared by every party."""
+"""Public parameters of Fre-E2T (design §3, paper App. A.1), validated once, shared by every party."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ class FreParams:
 
     ``clip`` is C, the public L2 bound of a contribution: every party sums rows projected onto the
     ball of radius C (1 suits unit-norm embeddings), so two contributions never differ by more than
-    the diameter 2C and the sensitivity is ``Δ = min(u·r, 2C)`` (SPEC §4.2).
+    the diameter 2C and the sensitivity is ``Δ = min(u·r, 2C)`` (design §4.2).
     """
 
     epsilon: float = 8.0
@@ -101,12 +101,12 @@ class FreParams:
 
     @property
     def sensitivity_capped(self) -> bool:
-        """True when 2C ≤ u·r: Δ = 2C holds with certainty and δ_sens = 0 (SPEC §4.2)."""
+        """True when 2C ≤ u·r: Δ = 2C holds with certainty and δ_sens = 0 (design §4.2)."""
         return self.diameter <= self.sensitivity_target
 
     @property
     def sensitivity(self) -> float:
-        """L2 sensitivity of a bucket sum, Δ = min(u·r, 2C) (SPEC §4.2).
+        """L2 sensitivity of a bucket sum, Δ = min(u·r, 2C) (design §4.2).
 
         It holds with certainty when the cap binds, else except with probability δ_sens.
         """

@@ -44,7 +44,7 @@ _BLOCK = 8192
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Population:
-    """Embeddings with their planted structure (the ground truth of SPEC §8's metrics)."""
+    """Embeddings with their planted structure (the ground truth of design §8's metrics)."""
 
     embeddings: npt.NDArray[np.float32]  # (N, d), unit norm
     labels: npt.NDArray[np.int64]  # (N,), cluster id or -1 for a rare point

@@ -1,7 +1,7 @@
 """The public output of one Fre-E2T run: released buckets, their centroids, and the guarantee.
 
-Both paths produce a :class:`Release` — the centralized mechanism (SPEC §3, bucket ids are the
-hex of :func:`mechanism.grid.encode_bucket`) and the distributed protocol (SPEC §6, ids are VOPRF
+Both paths produce a :class:`Release` — the centralized mechanism (design §3, bucket ids are the
+hex of :func:`mechanism.grid.encode_bucket`) and the distributed protocol (design §6, ids are VOPRF
 tags) — so a run of either can be stored, reloaded and compared the same way.
 
 On disk a release is a directory with ``centroids.npy`` (one float64 row per released bucket) and

@@ -1,4 +1,4 @@
-"""The sealed user→server channel (SPEC §5, §6): payloads the proxy forwards but cannot read.
+"""The sealed user→server channel (design §5, §6): payloads the proxy forwards but cannot read.
 
 A user seals each payload to the receiving server's X25519 public key with libsodium's sealed box
 (``crypto_box_seal`` via pynacl): a fresh ephemeral key pair per message, X25519 + XSalsa20-

@@ -1,4 +1,4 @@
-"""The anonymizing shuffler (SPEC §5, §6; Bittau et al. 2017, "Prochlo").
+"""The anonymizing shuffler (design §5, §6; Bittau et al. 2017, "Prochlo").
 
 Every user→server message passes through a proxy that removes who sent it and forwards a batch in
 a uniformly random order, so a server can link neither a submission nor a share to a user or to

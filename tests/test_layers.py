@@ -1,4 +1,4 @@
-"""The layering of SPEC §2: primitives ← mechanism, transcripts ← fre_protocol; no torch in core."""
+"""The layering of design §2: primitives ← mechanism, transcripts ← fre_protocol; no torch in core."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Per-party transcripts: recording, crash-safe storage, JSONL export and audit (SPEC §6.7).
+"""Per-party transcripts: recording, crash-safe storage, JSONL export and audit (design §6.7).
 
 Generic: this package knows views, roles, message types and bytes, not the protocol. The protocol
 records every message through :class:`TranscriptStore` and builds its own audit on

@@ -1,4 +1,4 @@
-"""Generic audit building blocks over a transcript store (SPEC §6.7).
+"""Generic audit building blocks over a transcript store (design §6.7).
 
 The protocol's audit (``fre-e2t audit RUN``) composes these checks; nothing here knows the
 protocol. Every check returns a list of :class:`AuditFinding` (name, passed, detail, data) and an
@@ -160,7 +160,7 @@ def _render_mapping(value: Mapping[str, Any], *, indent: int) -> list[str]:
 
 
 def view_summary(store: TranscriptStore) -> dict[str, dict[str, dict[str, int]]]:
-    """``{view: {message_type: {"count": n, "bytes": b}}}``, grouped in SQL (SPEC §6.7)."""
+    """``{view: {message_type: {"count": n, "bytes": b}}}``, grouped in SQL (design §6.7)."""
     return store.summary(by=("view", "message_type"))
 
 

@@ -1,4 +1,4 @@
-"""One recorded message in one party's view (SPEC §6.7).
+"""One recorded message in one party's view (design §6.7).
 
 Every message is recorded in the view of the party that received it (and again in the view of the
 proxy that relayed it), so the same wire message can appear under several ``view`` values with
@@ -59,7 +59,7 @@ def rejected_status(error: BaseException | type[BaseException] | str) -> str:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TranscriptEntry:
-    """A message as one party saw it: ordered by ``seq`` within a transcript (SPEC §6.7)."""
+    """A message as one party saw it: ordered by ``seq`` within a transcript (design §6.7)."""
 
     seq: int
     view: str

@@ -1,4 +1,4 @@
-"""The transcript header: what a run was, so that any run can be rebuilt and audited (SPEC §6.7).
+"""The transcript header: what a run was, so that any run can be rebuilt and audited (design §6.7).
 
 A header carries the schema version, the run id, the registry names of every swappable component,
 the parameters, the randomness mode, the package version and the creation time. It is written
@@ -79,7 +79,7 @@ def _check_created_at(value: str) -> None:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TranscriptHeader:
-    """What a recorded run was (STYLE.md "Messages and transcripts"; SPEC §6.7).
+    """What a recorded run was (STYLE.md "Messages and transcripts"; design §6.7).
 
     ``components`` maps a registry family to the registry name used (``{"oprf":
     "ristretto255-SHA512", ...}``); ``params`` are the run's parameters (e.g.

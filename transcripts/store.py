@@ -1,4 +1,4 @@
-"""A crash-safe SQLite store for one run's transcript (SPEC §6.7).
+"""A crash-safe SQLite store for one run's transcript (design §6.7).
 
 One file per run, laid out as :mod:`transcripts.schema` says (tables, version, the file's marks
 and its states); queries select entries with one :class:`EntryFilter`.
@@ -616,7 +616,7 @@ class TranscriptStore:
         """Store ``data`` (bytes, or a JSON-safe dict/list) under ``name``.
 
         ``secret=True`` marks keys, blinds, seeds or unmasked shares; the store refuses them
-        (:class:`ProtocolStateError`) unless the header's ``rng_mode`` is ``"seeded"`` (SPEC §6.7).
+        (:class:`ProtocolStateError`) unless the header's ``rng_mode`` is ``"seeded"`` (design §6.7).
         Names whose first component is ``secret``/``secrets`` must be marked ``secret=True``.
         An existing name is refused unless ``replace=True``.
         """

@@ -1,4 +1,4 @@
-"""``fre-e2t account``: the privacy ledger of a setting, term by term (SPEC §4.1-§4.3).
+"""``fre-e2t account``: the privacy ledger of a setting, term by term (design §4.1-§4.3).
 
 Prints every term with the result it comes from, the composed total, the sensitivity cap
 Δ = min(u·r, 2C) (whether it binds, and the δ_sens it leaves) and the noise it implies;
@@ -95,7 +95,7 @@ def _table(rows: Sequence[tuple[str, ...]]) -> list[str]:
 
 
 def sensitivity_cap(ledger: PrivacyLedger, params: FreParams) -> dict[str, Any]:
-    """The cap of SPEC §4.2: Δ = min(u·r, 2C), whether 2C binds, and δ_sens as charged."""
+    """The cap of design §4.2: Δ = min(u·r, 2C), whether 2C binds, and δ_sens as charged."""
     flat = ledger.flat()
     return {
         "clip": params.clip,

@@ -54,7 +54,7 @@ def positive_int(text: str) -> int:
 
 
 def add_param_flags(parser: argparse.ArgumentParser, *, defaults: FreParams | None = None) -> None:
-    """The public parameters of a release, named as in the paper (SPEC §3)."""
+    """The public parameters of a release, named as in the paper (design §3)."""
     d = defaults or FreParams()
     g = parser.add_argument_group("privacy and grid parameters")
     g.add_argument("--epsilon", type=parse_epsilon, default=d.epsilon, help="total ε ('inf' = non-DP)")
@@ -114,7 +114,7 @@ def params_from_args(args: argparse.Namespace) -> FreParams:
     )
 
 
-# -- the unit of privacy (SPEC §4.6) ----------------------------------------------------------------
+# -- the unit of privacy (design §4.6) ----------------------------------------------------------------
 #: c when a user field is named without --cap: one bucket per user, so the ε given is what a
 #: person gets, at no extra cost; prolific users then weigh as much as everyone else.
 DEFAULT_CAP = 1

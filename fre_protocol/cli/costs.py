@@ -1,4 +1,4 @@
-"""``fre-e2t costs``: the per-operation cost table (paper App. B.1 / Table 17, SPEC §9) from a
+"""``fre-e2t costs``: the per-operation cost table (paper App. B.1 / Table 17, design §9) from a
 protocol run on a synthetic population, printed beside the paper's figures."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``fre-e2t invert``: embeddings in, texts out — the inversion step on its own (SPEC §7).
+"""``fre-e2t invert``: embeddings in, texts out — the inversion step on its own (design §7).
 
 Reads an (m, d) ``.npy`` array (DP centroids, or any vectors in the embedder's space), inverts
 each row with the named inverter and writes one JSON object per row (per text with

@@ -1,4 +1,4 @@
-"""``fre-e2t mechanism``: the centralized Fre-E2T mechanism (SPEC §3) on an embeddings file.
+"""``fre-e2t mechanism``: the centralized Fre-E2T mechanism (design §3) on an embeddings file.
 
 Writes ``centroids.npy`` and ``release.json`` into ``--out``. ``--seed S`` is the explicit,
 recorded test mode (public randomness, coins and noise all reproducible from S); without it the

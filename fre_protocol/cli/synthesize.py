@@ -1,4 +1,4 @@
-"""``fre-e2t synthesize``: the main job — private texts in, DP synthetic texts out (SPEC §7).
+"""``fre-e2t synthesize``: the main job — private texts in, DP synthetic texts out (design §7).
 
 Defaults are those documented for the default embedder all-MiniLM-L6-v2 in
 :mod:`fre_protocol.text.tuning` (k = 10, r = 0.9, u = 4, C = 1 so Δ = min(u·r, 2C) = 2, t = 100,

@@ -1,4 +1,4 @@
-"""``user-level`` — utility when one person writes several texts (SPEC §4.6, paper App. D).
+"""``user-level`` — utility when one person writes several texts (design §4.6, paper App. D).
 
 The data: the ``fortunes`` corpus grouped by attribution (``-- Mark Twain``): a real author field
 read offline; a fortune without one is its own user. Only authors with at least two fortunes are

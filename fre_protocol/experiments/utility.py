@@ -3,7 +3,7 @@
 For every ε and seed, Fre-E2T (the two-server protocol) and centralized DP (the mechanism, a
 trusted curator) release DP centroids; each is scored against the frequent set F (Table 1) and
 against all texts V (Table 16), at the centroid level and — after inversion with the default
-inverter — at the text level (Table 9). SPEC §8: a hit lies within α·r (α = 1.5) of the other
+inverter — at the text level (Table 9). design §8: a hit lies within α·r (α = 1.5) of the other
 set; L2 is the mean distance from each output to its nearest frequent text.
 """
 
@@ -33,7 +33,7 @@ METRICS = ("precision", "recall", "f1", "avg_l2")
 
 
 def score(ctx: Context, outputs: np.ndarray, params: FreParams) -> dict[str, Any]:
-    """SPEC §8 metrics of ``outputs`` against F (and, suffixed ``_all``, against V), plus δ*(r)."""
+    """design §8 metrics of ``outputs`` against F (and, suffixed ``_all``, against V), plus δ*(r)."""
     x = ctx.dataset().x
     frequent = ctx.frequent(params)
     row: dict[str, Any] = {"n_outputs": int(len(outputs)), "n_frequent": int(frequent.sum())}

@@ -231,7 +231,7 @@ class ProxyService(ServiceBase):
             raise
         digest = hashlib.sha256(body).digest()
         open_phase = OPEN2 if kind == PHASE2 else OPEN1
-        # A user holds c slots (SPEC §4.6): c requests of each kind, padded to exactly c by the client.
+        # A user holds c slots (design §4.6): c requests of each kind, padded to exactly c by the client.
         cap = self.settings.unit.cap
 
         def refused(conn: Any, error: Exception) -> Exception:

@@ -1,4 +1,4 @@
-"""The protocol's parties (SPEC §6): users, the tagging server S_tag with its dummy user, the
+"""The protocol's parties (design §6): users, the tagging server S_tag with its dummy user, the
 synthesis server S_syn, and the anonymizing proxy through which every user ↔ server message
 passes. Each party records what it receives into its own transcript view."""
 

@@ -1,6 +1,6 @@
 """What every party shares: transcript recording, cost metering, chunked parallel work.
 
-Parties record what they *receive* (SPEC §6.7): each row is ``(view, phase, sender, receiver,
+Parties record what they *receive* (design §6.7): each row is ``(view, phase, sender, receiver,
 message_type, payload, status)`` and goes to :meth:`transcripts.TranscriptStore.record_many` in
 batches. Roles are written, never user identities.
 """
@@ -28,7 +28,7 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 # A Row is ``(view, phase, sender, receiver, message_type, payload, status)``; a payload given as
-# an ``int`` is a size-only record (the bytes are a secret outside seeded mode, SPEC §6.7).
+# an ``int`` is a size-only record (the bytes are a secret outside seeded mode, design §6.7).
 
 PHASE1 = "phase1"
 PHASE1_SUBMIT = "phase1_submit"
@@ -44,7 +44,7 @@ DROPOUT_POLICIES = (WITHHOLD, TOPUP)
 
 
 def status_of(error: BaseException | None) -> str:
-    """``"accepted"`` or ``"rejected:<ErrorType>"`` (SPEC §6 robustness: typed, recorded)."""
+    """``"accepted"`` or ``"rejected:<ErrorType>"`` (design §6 robustness: typed, recorded)."""
     return ACCEPTED if error is None else rejected_status(error)
 
 

@@ -1,4 +1,4 @@
-"""S_tag's dummy user: TSDLap padding of the sub-threshold tag histogram (SPEC §4.5; paper §6.1,
+"""S_tag's dummy user: TSDLap padding of the sub-threshold tag histogram (design §4.5; paper §6.1,
 Algorithm 5, following Nebula).
 
 For each count level c ∈ {1, …, ⌈τ⌉−1} it draws Z_c ~ TSDLap(ε0, δ0, 1) fresh random 32-byte tags

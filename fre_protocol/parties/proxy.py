@@ -1,4 +1,4 @@
-"""The anonymizing proxy / shuffler (SPEC §6, paper §2 "anonymizing proxy"; Bittau et al. 2017).
+"""The anonymizing proxy / shuffler (design §6, paper §2 "anonymizing proxy"; Bittau et al. 2017).
 
 Every user ↔ server message passes through it. On the way in it checks the envelope's framing,
 strips the sender's connection (the only place a user's identity exists), groups the batch by

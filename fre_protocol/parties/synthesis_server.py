@@ -1,4 +1,4 @@
-"""The synthesis server S_syn (SPEC §6; paper §6.1-6.2, Algorithm 2 lines 7-10 and 16-19).
+"""The synthesis server S_syn (design §6; paper §6.1-6.2, Algorithm 2 lines 7-10 and 16-19).
 
 Phase 1: it opens the sealed tag submissions (users' and the dummy user's, indistinguishable),
 counts them per tag, keeps the tags whose count reaches the release floor ⌈τ⌉ and broadcasts them
@@ -263,7 +263,7 @@ DECODE_BLOCK_COORDINATES = 1 << 13
 
 def decode_many(encoder: Any, totals: npt.NDArray[np.uint64], counts: Sequence[int]) -> npt.NDArray[np.float64]:
     """DDG decoding of m modular sums at once: centre into [−M/2, M/2), scale by γ, undo the
-    rotation for all rows together (SPEC §4.4). Row i equals ``encoder.decode_sum(totals[i],
+    rotation for all rows together (design §4.4). Row i equals ``encoder.decode_sum(totals[i],
     counts[i])``; encoders without the row-wise pieces are decoded one sum at a time."""
     config = getattr(encoder, "config", None)
     if config is None or not hasattr(encoder, "unrotate") or totals.ndim != 2:

@@ -1,4 +1,4 @@
-"""The tagging server S_tag (SPEC §6; paper §6.1-6.2, Algorithm 2 and Algorithm 4).
+"""The tagging server S_tag (design §6; paper §6.1-6.2, Algorithm 2 and Algorithm 4).
 
 S_tag holds the VOPRF key. Phase 1: it evaluates the users' blinded elements obliviously with a
 DLEQ proof (RFC 9497 VOPRF), ``proof_batch_size`` elements per proof; it runs the dummy user
@@ -118,7 +118,7 @@ class TaggingServer:
             msm_numba.warm_up()
         # S_syn's view already holds the other share of every contribution: recording S_tag's
         # shares too would let the transcript file unmask each user's encoding. Outside seeded
-        # test mode they are recorded size-only (SPEC §6.7: no unmasked shares).
+        # test mode they are recorded size-only (design §6.7: no unmasked shares).
         self.record_shares = record_shares
         self._inbox = SealedInbox(name="S_tag", channel=channel, private_key=self._box_sk, workers=workers, meter=meter)
         self.released: dict[bytes, int] = {}

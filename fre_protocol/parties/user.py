@@ -1,4 +1,4 @@
-"""The users U_i (SPEC §6 steps 1-3; paper Algorithm 2, lines 2-6 and 11-15).
+"""The users U_i (design §6 steps 1-3; paper Algorithm 2, lines 2-6 and 11-15).
 
 One :class:`UserPopulation` simulates many user devices at once: user ``i``'s state is entry
 ``i`` of its arrays, and every user's messages are real (its own blind, VOPRF finalization with

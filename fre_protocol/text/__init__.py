@@ -1,4 +1,4 @@
-"""The text pipeline of Fre-E2T (SPEC §7; paper §6 Step 4): corpora, embedding, inversion, paraphrasing.
+"""The text pipeline of Fre-E2T (design §7; paper §6 Step 4): corpora, embedding, inversion, paraphrasing.
 
 Interfaces (what the pipeline needs; every implementation is swappable):
 

@@ -1,4 +1,4 @@
-"""Loading the private texts: user files (.txt / .jsonl / .csv) and the built-in corpora (SPEC §7).
+"""Loading the private texts: user files (.txt / .jsonl / .csv) and the built-in corpora (design §7).
 
 Every loader returns a :class:`Corpus` (texts in file order) or raises
 :class:`~primitives.errors.InvalidInputError` with a message that names the file, the line or row
@@ -16,7 +16,7 @@ packages are never imported (their own dependencies are not installed):
   kept: whitespace collapsed (tweet normalization off by default), the attribution lines
   (``-- Mark Twain``) dropped, and only texts of at most :data:`FORTUNES_MAX_CHARS` characters.
 
-Whom a text belongs to (SPEC §4.6). Without a user field every text is treated as its own user.
+Whom a text belongs to (design §4.6). Without a user field every text is treated as its own user.
 ``.jsonl`` / ``.csv`` files may name one (``user_field``): the texts are then grouped by that
 field's value and the release protects people, not texts. When no user field is named but the
 file has a field or column whose name looks like an author or user id (:func:`user_like_fields`),

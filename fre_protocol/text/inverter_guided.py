@@ -1,4 +1,4 @@
-"""Guided inversion: a public language model writes the text, the embedder steers it (SPEC §7).
+"""Guided inversion: a public language model writes the text, the embedder steers it (design §7).
 
 Retrieval answers a centroid with the nearest sentence of the public pool, which is often far
 from it: the pool rarely holds a sentence about exactly that. :class:`GuidedInverter` *writes*

@@ -1,4 +1,4 @@
-"""Retrieval inversion: each centroid becomes the nearest texts of a *public* pool (SPEC §7).
+"""Retrieval inversion: each centroid becomes the nearest texts of a *public* pool (design §7).
 
 The offline default inverter. It works with any embedder: the pool (see
 :mod:`fre_protocol.text.public_pool`) is embedded once with the same embedder (cached on disk by

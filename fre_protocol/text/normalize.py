@@ -1,4 +1,4 @@
-"""Text normalization applied by the corpus loader before embedding (SPEC §7, optional step).
+"""Text normalization applied by the corpus loader before embedding (design §7, optional step).
 
 Why it exists: short social-media texts carry boilerplate that a sentence embedder weighs
 heavily. Measured with all-MiniLM-L6-v2 on the ``healthtweets`` corpus, link shorteners

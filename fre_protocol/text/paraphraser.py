@@ -1,4 +1,4 @@
-"""Paraphrasing of synthetic texts (paper §6 "Paraphrasing"; SPEC §7): n variations per text.
+"""Paraphrasing of synthetic texts (paper §6 "Paraphrasing"; design §7): n variations per text.
 
 :class:`CausalLMParaphraser` prompts a small causal language model and samples ``n`` variations
 of each text at a chosen temperature:

@@ -1,4 +1,4 @@
-"""The main job: private texts in, DP synthetic texts out (SPEC §7, paper §6 Step 1-4).
+"""The main job: private texts in, DP synthetic texts out (design §7, paper §6 Step 1-4).
 
 :func:`run_synthesis` is the list of its stages, each a function below with a progress bar and a
 wall-clock timing:
@@ -12,7 +12,7 @@ wall-clock timing:
    ``fre_protocol.runner.run_protocol``, all parties simulated in one process, transcripts
    recorded) or the centralized mechanism (``mechanism.fre_e2t.run_mechanism``), both given the
    unit of privacy (each text its own user, or the corpus's users bounded to c buckets each,
-   SPEC §4.6); writes ``centroids.npy`` + ``release.json`` and ``ledger.json`` (always, also when
+   design §4.6); writes ``centroids.npy`` + ``release.json`` and ``ledger.json`` (always, also when
    nothing was released; its ``unit`` says whom the guarantee protects);
 4. :func:`invert_release` — **invert** each DP centroid into text (guided by default: a public
    language model steered from the nearest public-pool text; or retrieval, or vec2text), then
@@ -20,7 +20,7 @@ wall-clock timing:
 5. :func:`write_synthetic` — ``synthetic.jsonl``, each text with its distance to its centroid
    (and, for guided inversion, the retrieval seed it started from);
 6. :func:`evaluate_run` (optional, on by default) — reads the *private* embeddings to score the
-   release against the frequent set (SPEC §8). This is an evaluation for the operator, outside
+   release against the frequent set (design §8). This is an evaluation for the operator, outside
    the DP guarantee, and every output that carries it is labelled so;
 7. :func:`summarise` and :func:`write_summary_and_report` — ``summary.json`` and
    ``report.html`` (self-contained).
@@ -535,7 +535,7 @@ def evaluate_release(
     progress: bool = False,
     users: Sequence[str] | None = None,
 ) -> dict[str, Any]:
-    """SPEC §8 metrics against the frequent set of the private data: an EVALUATION, labelled so.
+    """design §8 metrics against the frequent set of the private data: an EVALUATION, labelled so.
     With ``users`` (one label per text), the same over users under ``"users"``
     (:func:`evaluate_users`)."""
     from mechanism import metrics

@@ -1,4 +1,4 @@
-"""The public text pool that the retrieval inverter answers from (SPEC §7 "Inverter").
+"""The public text pool that the retrieval inverter answers from (design §7 "Inverter").
 
 The pool must be *public* and disjoint from the private corpus: it is published knowledge that
 every party may hold, so returning one of its texts reveals nothing about the users beyond the DP

@@ -3,7 +3,7 @@
 Sections: the run (command, corpus, parameters, stage timings), the privacy ledger (every term with
 its source), the released clusters with their synthetic texts, and — in a separately framed and
 labelled section — the evaluation that reads the private data: precision / recall / F1 / L2 at
-centroid and text level against the frequent set (SPEC §8), the histogram of the distance from
+centroid and text level against the frequent set (design §8), the histogram of the distance from
 each private text to its nearest synthetic text, frequent vs infrequent (paper Fig. 2), and the
 empirical SSP curve δ*(r*) for r* = ψ·r (paper Fig. 4). The evaluation is not covered by the DP
 guarantee: it is for the operator who holds the data, and must not be published with the release.
@@ -299,13 +299,13 @@ def _evaluation_section(evaluation: Mapping[str, Any] | None, radius: float) -> 
             ],
             ["quantity", "value"],
         ),
-        "<h3>Utility against the frequent set F (SPEC §8)</h3>",
+        "<h3>Utility against the frequent set F (design §8)</h3>",
         _table(
             _metrics_rows(evaluation),
             ["level", "α", "outputs", "precision", "recall", "F1", "L2 S→F", "L2 F→S", "δ*(r* = r)",
              "precision vs V", "recall vs V"],
         ),
-        "<p class='muted'>A synthetic output is a hit if a frequent text lies within α·r (SPEC §8 uses "
+        "<p class='muted'>A synthetic output is a hit if a frequent text lies within α·r (design §8 uses "
         "α = 1.5; α = 1 is shown too because with unit-norm embeddings α·r can approach the distance "
         "between unrelated texts, ≈ 1.4). L2 S→F: mean distance from each output to the nearest "
         "frequent text; F→S: the other direction. δ*(r): share of infrequent texts with an output "

@@ -1,4 +1,4 @@
-"""Parameters for an embedder other than the paper's, and a pre-flight check (SPEC §7, paper §7.3).
+"""Parameters for an embedder other than the paper's, and a pre-flight check (design §7, paper §7.3).
 
 The radius r and threshold t depend on the embedder and on the population size N: the paper's
 r = 0.5, t = 100, k = 20 were tuned for ~1M gtr-t5-base embeddings and release nothing on a

@@ -1,4 +1,4 @@
-"""The distributed discrete Gaussian (DDG) mechanism: encoder, decoder and accountant (SPEC §4.4).
+"""The distributed discrete Gaussian (DDG) mechanism: encoder, decoder and accountant (design §4.4).
 
 Kairouz, Liu, Steinke 2021: each user rotates, scales, randomly rounds and noises its vector with
 a small discrete Gaussian, then reduces it modulo ``2^b`` for secure aggregation; the sum of ``n``

@@ -1,6 +1,6 @@
 """Privacy accounting, calibration and modulus selection for the distributed discrete Gaussian.
 
-SPEC §4.4, after Kairouz, Liu, Steinke 2021 (Thm. 1 / Prop. 14 for the RDP of a sum of discrete
+design §4.4, after Kairouz, Liu, Steinke 2021 (Thm. 1 / Prop. 14 for the RDP of a sum of discrete
 Gaussians, Thm. 1 / Prop. 22 for rounded norms, §4.4 for the modulus heuristic); the reference
 implementation cross-checked in the tests is google-research/federated
 ``distributed_dp/accounting_utils.py``.
@@ -16,12 +16,12 @@ With ``n`` contributors each adding ``N_Z(0, σ_int²)`` (integer units) and rou
 Neighbouring relation. ``sensitivity`` Δ bounds the distance between the two neighbouring users'
 clipped vectors (replacement). Clipped vectors never differ by more than ``2·clip``, so wherever
 the clip is known (:func:`calibrate_ddg`, :func:`ddg_ledger_term`) a larger Δ is capped at that
-diameter (:func:`clipped_sensitivity`, SPEC §4.2). With unconditional rounding (``beta = 0``, the default) the two
+diameter (:func:`clipped_sensitivity`, design §4.2). With unconditional rounding (``beta = 0``, the default) the two
 users' rounding coins can be coupled so that the rounded difference is a randomized rounding of
 ``(x − x')/γ``; its norm is then below ``Δ/γ + √d'`` with certainty, and joint convexity of Rényi
 divergence carries the bound through the mixture over coins. The ``β > 0`` term of ``Δ̂₂`` is
 KLS21's bound on a *single* conditionally rounded vector, i.e. for add/remove neighbours with Δ
-the clip; it is applied as SPEC §4.4 states when ``beta > 0`` is passed.
+the clip; it is applied as design §4.4 states when ``beta > 0`` is passed.
 
 The order ``α`` ranges over a fixed dense grid (fractional orders from 1 + 1e-6 to 1e8, ratio
 1.004 between neighbours). Every order gives a valid bound, so the grid only affects tightness,
@@ -52,7 +52,7 @@ from primitives.noise.fast import MAX_SIGMA
 ALPHA_GRID: npt.NDArray[np.float64] = 1.0 + np.geomspace(1e-6, 1e8, 8001)
 DEFAULT_K_STDDEVS = 4.0
 DEFAULT_MODULUS_BITS = 32
-SOURCE = "KLS21 (SPEC §4.4)"
+SOURCE = "KLS21 (design §4.4)"
 
 
 # -- validation --------------------------------------------------------------------------------
@@ -84,7 +84,7 @@ def _delta(value: object) -> float:
 
 def clipped_sensitivity(sensitivity: float, clip: float) -> float:
     """``min(Δ, 2·clip)``: the encoder clips every vector to norm ``clip``, so two users' vectors
-    differ by at most the diameter ``2·clip`` whatever Δ a caller states (SPEC §4.2 cap)."""
+    differ by at most the diameter ``2·clip`` whatever Δ a caller states (design §4.2 cap)."""
     sens = _real("sensitivity", sensitivity, low=0.0, low_open=True)
     c = _real("clip", clip, low=0.0, low_open=True)
     return min(sens, 2.0 * c)
@@ -135,7 +135,7 @@ def _json_float(value: float) -> float | str:
 def ddg_rdp(
     alphas: npt.ArrayLike, *, l2_scale: float, l1_scale: float, tau: float, padded_dim: int
 ) -> npt.NDArray[np.float64]:
-    """RDP of the distributed discrete Gaussian at orders ``alphas`` (KLS21 Prop. 14, SPEC §4.4).
+    """RDP of the distributed discrete Gaussian at orders ``alphas`` (KLS21 Prop. 14, design §4.4).
 
     ``min{α/2·l2² + τd',  α/2·(l2² + 2·l1·τ + τ²d'),  α/2·(l2 + √d'·τ)²}``.
     """
@@ -150,7 +150,7 @@ def ddg_rdp(
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DDGAccounting:
-    """Every intermediate of one DDG privacy computation (SPEC §4.4), for ledgers and audits."""
+    """Every intermediate of one DDG privacy computation (design §4.4), for ledgers and audits."""
 
     epsilon: float
     delta: float
@@ -248,7 +248,7 @@ def ddg_epsilon(
     delta: float,
     beta: float = DEFAULT_BETA,
 ) -> float:
-    """ε of the DDG sum of ``n`` contributors at ``delta`` (SPEC §4.4); see :func:`ddg_accounting`."""
+    """ε of the DDG sum of ``n`` contributors at ``delta`` (design §4.4); see :func:`ddg_accounting`."""
     return ddg_accounting(
         sigma_int=sigma_int,
         gamma=gamma,
@@ -388,7 +388,7 @@ def calibrate_ddg(
     rotate: bool = True,
     rotation_seed: bytes = DEFAULT_ROTATION_SEED,
 ) -> DDGConfig:
-    """A :class:`DDGConfig` meeting (``epsilon``, ``delta``) with ``n`` contributors (SPEC §4.4).
+    """A :class:`DDGConfig` meeting (``epsilon``, ``delta``) with ``n`` contributors (design §4.4).
 
     ``sensitivity`` is capped at the clip's diameter (:func:`clipped_sensitivity`).
     ``n`` is the *fewest* contributors a released aggregate can have (the worst case, ``⌈τ⌉``);

@@ -1,4 +1,4 @@
-"""The distributed discrete Gaussian encoder and its server-side decoder (SPEC §4.4; KLS21).
+"""The distributed discrete Gaussian encoder and its server-side decoder (design §4.4; KLS21).
 
 Client side, for each user vector ``x ∈ R^d`` (vectorized over users, chunked over rows):
 
@@ -130,7 +130,7 @@ class DDGConfig:
 
     @property
     def rounding_bound(self) -> float:
-        """The L2 bound every rounded user vector satisfies (conditional rounding, SPEC §4.4)."""
+        """The L2 bound every rounded user vector satisfies (conditional rounding, design §4.4)."""
         return rounded_l2_bound(self.norm_bound, int(self.padded_dim), float(self.beta))
 
     def noise_std(self, count: int) -> float:
@@ -169,7 +169,7 @@ class DDGConfig:
 
 
 class DDGEncoder:
-    """Client encoder and server decoder of the distributed discrete Gaussian (SPEC §4.4).
+    """Client encoder and server decoder of the distributed discrete Gaussian (design §4.4).
 
     ``sampler`` defaults to :class:`~primitives.noise.fast.FastDiscreteGaussian`; pass
     ``ExactDiscreteGaussian()`` for exact noise (slow). Registry name ``"ddg"``.

@@ -28,7 +28,7 @@ def _check_beta(beta: float) -> float:
 def rounded_l2_bound(norm_bound: float, dim: int, beta: float) -> float:
     """L2 bound after (conditional) randomized rounding of a vector of norm <= ``norm_bound``.
 
-    ``min(c + √d, sqrt(c² + d/4 + sqrt(2 ln(1/β))(c + √d/2)))`` (SPEC §4.4; KLS21 Thm. 1); for
+    ``min(c + √d, sqrt(c² + d/4 + sqrt(2 ln(1/β))(c + √d/2)))`` (design §4.4; KLS21 Thm. 1); for
     ``β = 0`` (unconditional rounding) only the first, deterministic term.
     """
     c = float(norm_bound)
@@ -48,7 +48,7 @@ def rounded_l2_bound(norm_bound: float, dim: int, beta: float) -> float:
 def rounded_l1_bound(l2_bound: float, dim: int) -> float:
     """L1 bound of an integer vector with L2 norm <= ``l2_bound``: ``Δ₂·min(√d, Δ₂)``.
 
-    ``‖v‖₁ ≤ √d‖v‖₂`` always, and for integer vectors ``‖v‖₁ ≤ Σ v_i² = ‖v‖₂²`` (SPEC §4.4).
+    ``‖v‖₁ ≤ √d‖v‖₂`` always, and for integer vectors ``‖v‖₁ ≤ Σ v_i² = ‖v‖₂²`` (design §4.4).
     """
     return float(l2_bound) * min(math.sqrt(dim), float(l2_bound))
 

@@ -1,4 +1,4 @@
-"""Dummy submissions that hide sub-threshold tag counts from S_syn (SPEC §4.5, §6 step 2).
+"""Dummy submissions that hide sub-threshold tag counts from S_syn (design §4.5, §6 step 2).
 
 S_syn sees the count of every tag it receives. A dummy generator, run by S_tag's dummy user,
 pads each count level below the threshold with a random number of fresh tags so that one

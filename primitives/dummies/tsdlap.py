@@ -1,4 +1,4 @@
-"""Truncated shifted discrete Laplace (TSDLap) dummy counts (SPEC §4.5).
+"""Truncated shifted discrete Laplace (TSDLap) dummy counts (design §4.5).
 
 TSDLap(ε0, δ0, Δ0) lives on ``{0, ..., 2n}`` with ``P[X = x] = A·r^|x - n|``, ``r = e^-ε0``,
 ``A = (1 - r) / (1 + r - 2 r^(n+1))`` (the normaliser of ``r^|k|`` over ``|k| <= n``). The shift
@@ -6,7 +6,7 @@ TSDLap(ε0, δ0, Δ0) lives on ``{0, ..., 2n}`` with ``P[X = x] = A·r^|x - n|``
 ``δ0``: ``A · Σ_{j=n-Δ0+1}^{n} r^j <= δ0``. Adding ``X`` to a count of sensitivity ``Δ0`` is then
 ``(ε0·Δ0, δ0)``-DP for the count, and with ``Δ0 = 1`` it is ``(ε0, δ0)``-DP.
 
-Use in the protocol (SPEC §4.5, §6 step 2): for each count level ``c`` in ``{1, ..., ⌈τ⌉ - 1}``
+Use in the protocol (design §4.5, §6 step 2): for each count level ``c`` in ``{1, ..., ⌈τ⌉ - 1}``
 S_tag's dummy user draws ``Z_c ~ TSDLap(ε0, δ0, 1)`` fresh random tags and submits each of them
 ``c`` times. A dummy tag therefore ends with count ``c < τ`` and is never released. Adding or
 removing one user moves one real tag from level ``c`` to ``c ± 1``, changing at most two level
@@ -59,7 +59,7 @@ def _log_tail(n: int, epsilon0: float, sensitivity: int) -> float:
 
 
 def tsdlap_shift(epsilon0: float, delta0: float, sensitivity: int = 1) -> int:
-    """The TSDLap shift ``n`` (SPEC §4.5): the smallest ``n >= Δ0`` with tail mass ``<= δ0``.
+    """The TSDLap shift ``n`` (design §4.5): the smallest ``n >= Δ0`` with tail mass ``<= δ0``.
 
     The tail mass is decreasing in ``n``. Dropping the ``-2 r^(n+1)`` term from ``A``'s
     denominator under-estimates the tail, so the closed-form root of that simpler inequality is
@@ -80,7 +80,7 @@ def tsdlap_shift(epsilon0: float, delta0: float, sensitivity: int = 1) -> int:
 
 
 def tsdlap_privacy(epsilon0: float, delta0: float) -> tuple[float, float]:
-    """``(eps_unre, delta_unre) = (2 ε0, 2 δ0)`` of the padded level histogram (SPEC §4.5)."""
+    """``(eps_unre, delta_unre) = (2 ε0, 2 δ0)`` of the padded level histogram (design §4.5)."""
     _check_params(epsilon0, delta0, 1)
     return 2.0 * epsilon0, 2.0 * delta0
 
@@ -96,7 +96,7 @@ def count_levels(tau: float) -> int:
 
 @dataclass(frozen=True, slots=True)
 class TSDLapDummyGenerator:
-    """TSDLap(ε0, δ0, Δ0) sampler and S_tag's per-level dummy plan (SPEC §4.5)."""
+    """TSDLap(ε0, δ0, Δ0) sampler and S_tag's per-level dummy plan (design §4.5)."""
 
     name: ClassVar[str] = "tsdlap"
     epsilon0: float
@@ -194,7 +194,7 @@ class TSDLapDummyGenerator:
         return float(tsdlap_shift(self.epsilon0, self.delta0) * levels * (levels + 1) // 2)
 
     def privacy(self) -> tuple[float, float]:
-        """``(2 ε0, 2 δ0)`` for the dummy-padded level histogram (SPEC §4.5)."""
+        """``(2 ε0, 2 δ0)`` for the dummy-padded level histogram (design §4.5)."""
         return tsdlap_privacy(self.epsilon0, self.delta0)
 
 

@@ -1,4 +1,4 @@
-"""Two-party additive secret sharing of integer vectors (SPEC §5 "secret sharing"; Prio, SecAgg).
+"""Two-party additive secret sharing of integer vectors (design §5 "secret sharing"; Prio, SecAgg).
 
 A user splits a vector ``x`` in ``Z_M^d`` into two shares ``(a, x - a mod M)`` with ``a``
 uniform, sends one to each server, and each server sums the shares it receives. Either share
@@ -106,7 +106,7 @@ class ShareBatch:
 
 @runtime_checkable
 class SecretSharing(Protocol):
-    """What the protocol needs from a sharing scheme (SPEC §5, §6 step 3)."""
+    """What the protocol needs from a sharing scheme (design §5, §6 step 3)."""
 
     @property
     def name(self) -> str:

@@ -1,4 +1,4 @@
-"""Additive sharing over a prime field ``GF(p)`` (SPEC §5: a second ring behind the same interface).
+"""Additive sharing over a prime field ``GF(p)`` (design §5: a second ring behind the same interface).
 
 ``share(x) = (r, x - r mod p)`` with ``r`` uniform on ``[0, p)`` (rejection sampling, no modulo
 bias). The field type is ``galois.GF(p)`` (:attr:`AdditivePrimeField.field`, :meth:`as_field`),
@@ -20,7 +20,7 @@ Default ``p = 2^31 - 1`` (a Mersenne prime), because:
 Any prime ``3 <= p < 2^63`` is accepted (``2p`` must fit in uint64); larger primes aggregate in
 blocks of ``floor((2^64 - 1)/(p - 1))`` rows, reducing between blocks.
 
-Using a prime field with the DDG encoder (SPEC §4.4) means reducing the encoded integers mod
+Using a prime field with the DDG encoder (design §4.4) means reducing the encoded integers mod
 ``p`` instead of mod ``2^b`` and centring the decoded sum into ``[-(p-1)/2, (p-1)/2]``; the
 encoder must be configured for that modulus.
 """

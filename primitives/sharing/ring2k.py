@@ -1,11 +1,11 @@
-"""Additive sharing over the ring ``Z_{2^b}`` (SPEC §5; Prio/SecAgg-style masking).
+"""Additive sharing over the ring ``Z_{2^b}`` (design §5; Prio/SecAgg-style masking).
 
 ``share(x) = (r, x - r mod 2^b)`` with ``r`` uniform from the caller's :class:`RandomSource`.
 Arithmetic runs on uint64 arrays: numpy's wrap-around modulo ``2^64`` followed by a mask with
 ``2^b - 1`` is exactly reduction mod ``2^b`` because ``2^b`` divides ``2^64``. That makes
 aggregation one vectorized sum plus one mask, whatever the number of users.
 
-The ring is the natural home of the DDG encoder's output (SPEC §4.4), which already wraps its
+The ring is the natural home of the DDG encoder's output (design §4.4), which already wraps its
 integers mod ``2^b``.
 """
 

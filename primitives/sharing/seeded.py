@@ -1,4 +1,4 @@
-"""Seed-compressed additive sharing over ``Z_{2^b}`` (SPEC §5; the PRG trick of Prio/SecAgg).
+"""Seed-compressed additive sharing over ``Z_{2^b}`` (design §5; the PRG trick of Prio/SecAgg).
 
 The first share of user ``i`` is a fresh 32-byte seed ``s_i``; its value is ``G(s_i)``, the
 first ``d`` words of a pseudorandom stream. The second share is ``x_i - G(s_i) mod 2^b``. On the

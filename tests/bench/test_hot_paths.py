@@ -1,4 +1,4 @@
-"""Before/after benchmarks of the user's VOPRF finalize and of bucket reconstruction (SPEC §9:
+"""Before/after benchmarks of the user's VOPRF finalize and of bucket reconstruction (design §9:
 user online time ≤ 0.4 ms, reconstruction ≤ 10 µs per bucket).
 
 Each group runs the previous implementation (``impl="before"``, kept here verbatim in spirit:

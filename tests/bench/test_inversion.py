@@ -1,4 +1,4 @@
-"""Inversion speed of the offline default (retrieval from the public pool), SPEC §9.
+"""Inversion speed of the offline default (retrieval from the public pool), design §9.
 
 Target: ≤ 50 ms per centroid on CPU (the paper's vec2text takes 133 ms per text on an H100).
 The pool's embeddings are computed once and cached on disk; what is timed is answering centroids

@@ -1,4 +1,4 @@
-"""The centralized mechanism at scale (SPEC §3): wall time and peak memory against bare ``X @ Z``.
+"""The centralized mechanism at scale (design §3): wall time and peak memory against bare ``X @ Z``.
 
 Timing run: ``.venv/bin/pytest tests/bench/test_mechanism.py --benchmark-enable --benchmark-only``;
 the paper-scale size (N = 1,000,000, d = 768, k = 20, float32: a 3 GiB input) is marked heavy:

@@ -1,4 +1,4 @@
-"""Exact neighbour counting and nearest-neighbour search at corpus scale (SPEC §8).
+"""Exact neighbour counting and nearest-neighbour search at corpus scale (design §8).
 
 Timing run: ``.venv/bin/pytest tests/bench/test_metrics.py --benchmark-enable --benchmark-only``
 (add ``-m heavy`` for N = 100,000, d = 384). A normal test run executes the small sizes once as a

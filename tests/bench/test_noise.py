@@ -1,4 +1,4 @@
-"""Discrete Gaussian sampling and the DDG encoder/decoder/accountant (SPEC §4.4, §9).
+"""Discrete Gaussian sampling and the DDG encoder/decoder/accountant (design §4.4, §9).
 
 Timing run: ``.venv/bin/pytest tests/bench/test_noise.py --benchmark-enable --benchmark-only``
 (add ``-m heavy`` for a batch of 10,000 users). A normal test run executes each benchmark once as

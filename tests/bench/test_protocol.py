@@ -1,5 +1,5 @@
 """Protocol benchmarks: whole runs by size, the servers' hot operations, and the N = 100,000 cost
-table (paper App. B.1, SPEC §9) behind ``-m heavy``.
+table (paper App. B.1, design §9) behind ``-m heavy``.
 
 Timing run: ``.venv/bin/pytest tests/bench/test_protocol.py --benchmark-enable --benchmark-only``;
 the cost table: ``.venv/bin/pytest tests/bench/test_protocol.py -m heavy -s`` (or

@@ -1,4 +1,4 @@
-"""Benchmarks: secret sharing at d' = 1024, b = 32 (SPEC §9), and sealing a share for the channel.
+"""Benchmarks: secret sharing at d' = 1024, b = 32 (design §9), and sealing a share for the channel.
 
 Per-share figures are the mean time divided by ``n`` (``extra_info["users"]``). Bytes on the
 wire per user are in ``extra_info``. Timing run:

@@ -1,4 +1,4 @@
-"""Transcript store and audit throughput (SPEC §6.7).
+"""Transcript store and audit throughput (design §6.7).
 
 Timing run: ``.venv/bin/pytest tests/bench/test_transcripts.py --benchmark-enable --benchmark-only``.
 A normal test run executes each benchmark once as a smoke test. ``extra_info`` records entries/s

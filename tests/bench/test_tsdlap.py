@@ -1,4 +1,4 @@
-"""Benchmarks: TSDLap shift, sampling and the per-level dummy plan (SPEC §4.5).
+"""Benchmarks: TSDLap shift, sampling and the per-level dummy plan (design §4.5).
 
 Timing run: ``pytest tests/bench/test_tsdlap.py --benchmark-enable --benchmark-only``.
 """

@@ -1,4 +1,4 @@
-"""Benchmarks of ristretto255 and the RFC 9497 ristretto255-SHA512 suite (SPEC §9: ≤ 45 µs per
+"""Benchmarks of ristretto255 and the RFC 9497 ristretto255-SHA512 suite (design §9: ≤ 45 µs per
 element for server evaluation in batches of 1000 with one proof, on 2 cores).
 
 Default runs execute each benchmark once as a smoke test. Timing run::

@@ -1,4 +1,4 @@
-"""The protocol against the centralized mechanism (SPEC §6 "equivalence", issue acceptance).
+"""The protocol against the centralized mechanism (design §6 "equivalence", issue acceptance).
 
 Seeded mode, same seed: both paths derive the same public grid and the same coins, so with noise
 off the protocol releases exactly the mechanism's buckets (mechanism bucket b ↦ VOPRF tag

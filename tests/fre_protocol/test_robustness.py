@@ -1,4 +1,4 @@
-"""Robustness (SPEC §6): dropouts between the phases, and bad input on the network — malformed and
+"""Robustness (design §6): dropouts between the phases, and bad input on the network — malformed and
 identity group elements, unopenable or misaddressed messages, wrong share lengths, out-of-range
 ring elements, unknown tags, replays and duplicates, failed proofs. Each bad message is rejected
 with a typed error, recorded with status ``rejected:<Type>``, and never changes other users'

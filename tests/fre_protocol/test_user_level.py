@@ -1,4 +1,4 @@
-"""The protocol with several texts per user (SPEC §4.6): slots, padding, caps at the proxy.
+"""The protocol with several texts per user (design §4.6): slots, padding, caps at the proxy.
 
 400 texts (d = 16) held by 121 authors: 60 write one text, 60 write about five, one writes five
 rare texts. Cap c = 3, so single-text authors pad two slots and prolific ones keep three buckets.

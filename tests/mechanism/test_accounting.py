@@ -1,4 +1,4 @@
-"""The accountant against the paper's numbers (SPEC §4.1-§4.3, §4.6) and first principles."""
+"""The accountant against the paper's numbers (design §4.1-§4.3, §4.6) and first principles."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ from primitives.randomness import RandomSource
 
 # -- Lemma 1 ----------------------------------------------------------------------------------------
 
-LEMMA1 = [  # (epsilon, eps_fre, delta_fre) — SPEC §4.1 [paper]
+LEMMA1 = [  # (epsilon, eps_fre, delta_fre) — design §4.1 [paper]
     (4.0, 1.42670, 2.926e-10),
     (8.0, 2.77259, 3.802e-13),
     (16.0, 2.74887, 1.765e-11),
@@ -52,7 +52,7 @@ def test_lemma1_closed_form_reference_values(eps: float, eps_fre: float, delta_f
 
 
 # Exact hockey-stick δ at the same ε: the worst bucket size and δ found here, and the ratio
-# closed/exact (SPEC §4.1 promises 20-150x). Pinned so a regression in either mode shows.
+# closed/exact (design §4.1 promises 20-150x). Pinned so a regression in either mode shows.
 EXACT = [
     (4.0, 1.95518e-12, 35, 149.67),
     (8.0, 8.88178e-15, 51, 42.81),
@@ -154,7 +154,7 @@ def test_lemma2_reference_values(k: int, expected: float, rel: float) -> None:
 
 def test_lemma2_paper_headline_and_typo() -> None:
     assert abs(sensitivity_failure(20, 2.4) - 8.945e-11) <= 0.01e-11
-    # SPEC §4.2: u = 2 (the paper's "Δ = 2r" sentence) gives 2.16e-9, not 8.9e-11.
+    # design §4.2: u = 2 (the paper's "Δ = 2r" sentence) gives 2.16e-9, not 8.9e-11.
     assert sensitivity_failure(20, 2.0) == pytest.approx(2.16e-9, rel=3e-3)
 
 
@@ -269,7 +269,7 @@ def test_paper_multiplier_rounds_up() -> None:
     assert paper_multiplier(0.42001) == 0.43
 
 
-# CalibrateNoise: SPEC §4.3 table [paper]. (eps, eps_agg, exact sigma, m*, paper sigma, paper m)
+# CalibrateNoise: design §4.3 table [paper]. (eps, eps_agg, exact sigma, m*, paper sigma, paper m)
 CALIBRATION = [
     (4.0, 2.57330, 2.12805, 1.77338, 2.136, 1.78),
     (8.0, 5.22741, 1.13111, 0.94259, 1.140, 0.95),
@@ -332,7 +332,7 @@ def test_cap_binding_charges_no_delta_sens() -> None:
     ledger = calibrate_noise(params)
     sens = ledger.term("sensitivity_failure")
     assert sens.delta == 0.0 and sens.epsilon == 0.0
-    assert "2C" in sens.source and "SPEC §4.2" in sens.source and "Lemma 2" not in sens.source
+    assert "2C" in sens.source and "design §4.2" in sens.source and "Lemma 2" not in sens.source
     assert sens.detail["cap_binds"] is True
     assert sens.detail["sensitivity"] == 2.0
     assert sens.detail["sensitivity_target"] == pytest.approx(3.6)
@@ -356,7 +356,7 @@ def test_cap_also_binds_below_the_paper_setting() -> None:
 
 
 def test_uncapped_setting_is_unchanged() -> None:
-    """u·r = 1.2 < 2C = 2: Δ = u·r and δ_sens is Lemma 2's, as in the paper (SPEC §4.3 table)."""
+    """u·r = 1.2 < 2C = 2: Δ = u·r and δ_sens is Lemma 2's, as in the paper (design §4.3 table)."""
     ledger = calibrate_noise(FreParams.paper(8.0))
     sens = ledger.term("sensitivity_failure")
     assert sens.source.startswith("Lemma 2")
@@ -416,7 +416,7 @@ def test_infeasible_delta_names_delta_fre() -> None:
 
 
 def test_optimise_budget_factor_prefers_v2_at_eps8() -> None:
-    """SPEC §4.3: ε = 8, p_s = 0.5: v = 2 gives σ ≈ 0.924 against 1.14 at v = 4."""
+    """design §4.3: ε = 8, p_s = 0.5: v = 2 gives σ ≈ 0.924 against 1.14 at v = 4."""
     choice = optimise_budget_factor(FreParams.paper(8.0, rounding="paper"), v_grid=(1, 2, 3, 4, 5))
     assert choice.budget_factor == 2.0 and choice.p_sample == 0.5
     assert choice.sigma == pytest.approx(0.924, abs=1e-9)
@@ -474,7 +474,7 @@ def _ddg_term(eps: float, delta: float, sigma: float = 1.3) -> LedgerTerm:
         name="centroid_ddg",
         epsilon=eps,
         delta=delta,
-        source="KLS21 (SPEC §4.4)",
+        source="KLS21 (design §4.4)",
         detail={"sigma_effective": sigma},
     )
 

@@ -1,4 +1,4 @@
-"""Contribution bounding and the unit of privacy (SPEC §4.6, paper App. D).
+"""Contribution bounding and the unit of privacy (design §4.6, paper App. D).
 
 Statistical tests state their false-failure probability: chi-square at alpha = 1e-6.
 """

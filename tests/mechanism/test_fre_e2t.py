@@ -1,4 +1,4 @@
-"""The centralized mechanism (SPEC §3, paper Algorithm 1) against a brute-force re-implementation.
+"""The centralized mechanism (design §3, paper Algorithm 1) against a brute-force re-implementation.
 
 The brute force below shares no code with ``mechanism.fre_e2t``: it projects in float64, groups
 with a dict keyed by ``struct``-packed indices and averages with numpy.
@@ -139,7 +139,7 @@ def test_planted_clusters_come_out_and_rare_points_do_not(
 
 def test_centroid_error_matches_sigma(stat_population: Population) -> None:
     """Standardized errors e = (centroid − exact sampled mean)·n_h/σ, pooled over released buckets
-    and coordinates (~2000 values), must be N(0, 1) (SPEC §6: error distribution matches σ).
+    and coordinates (~2000 values), must be N(0, 1) (design §6: error distribution matches σ).
 
     Tests: Kolmogorov-Smirnov against N(0, 1) (asymptotic Kolmogorov law with Stephens'
     correction) at alpha = 1e-3, and the chi-square variance test (Wilson-Hilferty, two-sided) at
@@ -255,7 +255,7 @@ def test_nothing_released_gives_an_empty_release() -> None:
 @pytest.mark.parametrize("clip", [1.0, 0.5])
 def test_rows_are_clipped_to_c_before_summing(clip: float) -> None:
     """A row of norm 5 in a bucket of unit rows contributes at most C: the bucket sum's
-    sensitivity really is at most 2C, as the accountant's cap assumes (SPEC §4.2)."""
+    sensitivity really is at most 2C, as the accountant's cap assumes (design §4.2)."""
     d = 8
     x = np.zeros((100, d), dtype=np.float32)
     x[:, 0] = 1.0

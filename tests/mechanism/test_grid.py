@@ -1,4 +1,4 @@
-"""Public grid (SPEC §3 steps 1-2): derivation from the public seed, canonical buckets, encoding."""
+"""Public grid (design §3 steps 1-2): derivation from the public seed, canonical buckets, encoding."""
 
 from __future__ import annotations
 

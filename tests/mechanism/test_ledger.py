@@ -1,4 +1,4 @@
-"""PrivacyLedger / LedgerTerm: validation, the flat JSON view, and round trips (INTERFACES, SPEC §4.3)."""
+"""PrivacyLedger / LedgerTerm: validation, the flat JSON view, and round trips (INTERFACES, design §4.3)."""
 
 from __future__ import annotations
 

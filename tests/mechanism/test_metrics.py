@@ -1,4 +1,4 @@
-"""Utility and SSP metrics (SPEC §8): known answers, blocked == brute force, bounded memory."""
+"""Utility and SSP metrics (design §8): known answers, blocked == brute force, bounded memory."""
 
 from __future__ import annotations
 

@@ -53,7 +53,7 @@ def test_files_written_before_the_clip_load_with_the_unit_default() -> None:
 
 
 def test_sensitivity_is_capped_at_the_clipped_diameter() -> None:
-    """Δ = min(u·r, 2C) (SPEC §4.2): the cap binds as soon as 2C ≤ u·r."""
+    """Δ = min(u·r, 2C) (design §4.2): the cap binds as soon as 2C ≤ u·r."""
     paper = FreParams.paper(8)  # u·r = 1.2 < 2C = 2
     assert paper.clip == 1.0
     assert paper.sensitivity_target == pytest.approx(1.2) and paper.diameter == 2.0

@@ -1,5 +1,5 @@
 """The sealed channel: round trips, 48-byte overhead, and DecodeError on tampering, truncation,
-wrong keys and malformed keys — without key material in any message (SPEC §5)."""
+wrong keys and malformed keys — without key material in any message (design §5)."""
 
 from __future__ import annotations
 

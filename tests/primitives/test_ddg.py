@@ -1,4 +1,4 @@
-"""The DDG encoder/decoder (SPEC §4.4): rotation, conditional rounding, modular wrap, round trips.
+"""The DDG encoder/decoder (design §4.4): rotation, conditional rounding, modular wrap, round trips.
 
 Statistical checks use fixed seeds; each states its level. Together they would fail falsely for a
 fresh seed with probability below 1e-5.

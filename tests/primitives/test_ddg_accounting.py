@@ -1,4 +1,4 @@
-"""The DDG accountant, calibration and modulus selection (SPEC §4.4; KLS21).
+"""The DDG accountant, calibration and modulus selection (design §4.4; KLS21).
 
 Cross-checks: values derived by hand from the closed forms, an independent transcription of the
 reference accountant's formulas (google-research/federated ``distributed_dp/accounting_utils.py``:
@@ -322,7 +322,7 @@ def test_ledger_term_is_json_safe_and_complete() -> None:
     cfg = calibrate_ddg(epsilon=3.0, delta=1e-7, sensitivity=1.2, dim=768, n=30, clip=1.0)
     term = ddg_ledger_term(cfg, delta=1e-7, n=30, sensitivity=1.2, epsilon=3.0)
     json.dumps(term)
-    assert term["name"] == "centroid_ddg" and term["source"] == "KLS21 (SPEC §4.4)"
+    assert term["name"] == "centroid_ddg" and term["source"] == "KLS21 (design §4.4)"
     assert 3.0 * (1 - 1e-6) <= term["epsilon"] <= 3.0 and term["delta"] == 1e-7
     detail = term["detail"]
     for key in (
@@ -353,7 +353,7 @@ def test_ledger_term_is_json_safe_and_complete() -> None:
 
 
 def test_sensitivity_is_capped_at_the_clip_diameter() -> None:
-    """Clipped vectors differ by at most 2·clip: a larger Δ is never paid for (SPEC §4.2 cap)."""
+    """Clipped vectors differ by at most 2·clip: a larger Δ is never paid for (design §4.2 cap)."""
     assert clipped_sensitivity(3.6, 1.0) == 2.0
     assert clipped_sensitivity(1.2, 1.0) == 1.2
     assert clipped_sensitivity(1.2, 0.5) == 1.0

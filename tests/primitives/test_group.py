@@ -178,7 +178,7 @@ def test_scalar_inverse_of_zero_is_an_error(group: PrimeOrderGroup[Any, Any]) ->
 
 
 def test_libsodium_itself_accepts_what_we_reject() -> None:
-    """The SPEC §5 pitfall: the identity and scalars >= L pass libsodium; our wrapper stops them."""
+    """The design §5 pitfall: the identity and scalars >= L pass libsodium; our wrapper stops them."""
     lib = load_libsodium()
     assert lib.crypto_core_ristretto255_is_valid_point(bytes(32)) == 1
     out = ctypes.create_string_buffer(32)

@@ -1,5 +1,5 @@
 """Secret sharing: share/reconstruct identity, aggregation, wire round trips and rejections,
-the seed expansion's known answer, and uniformity of a single share (SPEC §5)."""
+the seed expansion's known answer, and uniformity of a single share (design §5)."""
 
 from __future__ import annotations
 

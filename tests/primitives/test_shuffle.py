@@ -1,4 +1,4 @@
-"""The shuffler: a permutation of its input, uniform over positions, senders stripped (SPEC §5)."""
+"""The shuffler: a permutation of its input, uniform over positions, senders stripped (design §5)."""
 
 from __future__ import annotations
 

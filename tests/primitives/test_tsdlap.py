@@ -1,5 +1,5 @@
 """TSDLap: reference shifts, the shift's defining inequality, the pmf, the sampler against the
-pmf, and the dummy plan (SPEC §4.5)."""
+pmf, and the dummy plan (design §4.5)."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from primitives.randomness import RandomSource
 
 
 def _tail_by_definition(n: int, epsilon0: float, sensitivity: int) -> float:
-    """``A · Σ_{j=n-Δ0+1}^{n} r^j`` summed term by term, straight from SPEC §4.5."""
+    """``A · Σ_{j=n-Δ0+1}^{n} r^j`` summed term by term, straight from design §4.5."""
     r = math.exp(-epsilon0)
     normaliser = (1 - r) / (1 + r - 2 * r ** (n + 1))
     return normaliser * math.fsum(r**j for j in range(n - sensitivity + 1, n + 1))
@@ -35,7 +35,7 @@ def _tail_by_definition(n: int, epsilon0: float, sensitivity: int) -> float:
     ("sensitivity", "epsilon0", "delta0", "shift"), [(1, 1.0, 1e-6, 14), (1000, 1.0, 1e-8, 1018)]
 )
 def test_reference_shifts(sensitivity: int, epsilon0: float, delta0: float, shift: int) -> None:
-    """SPEC §4.5 reference values."""
+    """design §4.5 reference values."""
     assert tsdlap_shift(epsilon0, delta0, sensitivity) == shift
     assert TSDLapDummyGenerator(epsilon0, delta0, sensitivity).shift == shift
 

@@ -1,4 +1,4 @@
-"""Generic audit checks (SPEC §6.7): each passes on clean data and fails on planted violations."""
+"""Generic audit checks (design §6.7): each passes on clean data and fails on planted violations."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""JSONL export/import of transcripts (SPEC §6.7): round trips, layout, and malformed input."""
+"""JSONL export/import of transcripts (design §6.7): round trips, layout, and malformed input."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""TranscriptHeader, TranscriptEntry and the SQLite TranscriptStore (SPEC §6.7)."""
+"""TranscriptHeader, TranscriptEntry and the SQLite TranscriptStore (design §6.7)."""
 
 from __future__ import annotations
 

@@ -68,7 +68,7 @@ def test_mean_std_over_seeds_ignores_undefined_values() -> None:
 
 def test_paper_table12_sigma_is_exactly_proportional_to_m() -> None:
     """Paper Table 12: L·m with Δ = 2.4·r·m leaves δ_sens unchanged and makes σ ∝ m; at m = 1 σ is
-    SPEC §4.3's exact calibration (2.12805, 1.13111, 0.51490)."""
+    design §4.3's exact calibration (2.12805, 1.13111, 0.51490)."""
     table = paper_sigma_table()
     for eps, sigma1 in ((4.0, 2.12805), (8.0, 1.13111), (16.0, 0.51490)):
         rows = [r for r in table if r["epsilon"] == eps]

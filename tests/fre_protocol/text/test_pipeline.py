@@ -107,7 +107,7 @@ def test_every_output_file_is_written(runs, protocol: str) -> None:  # type: ign
 
 
 def test_protocol_releases_what_the_mechanism_releases(runs) -> None:  # type: ignore[no-untyped-def]
-    """Same public seed, same coins, no noise: same clusters and counts (SPEC §6 equivalence);
+    """Same public seed, same coins, no noise: same clusters and counts (design §6 equivalence);
     the protocol's ids are VOPRF tags, so counts are compared as multisets."""
     central, distributed = runs["central"][1].release, runs["distributed"][1].release
     assert sorted(central.counts.tolist()) == sorted(distributed.counts.tolist())

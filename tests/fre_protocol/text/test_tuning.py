@@ -36,7 +36,7 @@ def test_minilm_defaults_are_feasible_at_every_documented_epsilon(epsilon: float
     assert ledger.epsilon <= epsilon + 1e-9 and ledger.delta <= params.delta * (1 + 1e-9)
     if math.isfinite(epsilon):
         assert (params.p_sample, params.budget_factor) == MINILM_SETTINGS[epsilon]
-        # Unit-norm embeddings, u·r = 3.6 ≥ 2C: the cap binds, Δ = 2 and δ_sens = 0 (SPEC §4.2)
+        # Unit-norm embeddings, u·r = 3.6 ≥ 2C: the cap binds, Δ = 2 and δ_sens = 0 (design §4.2)
         assert params.clip == 1.0 and params.sensitivity_capped and params.sensitivity == 2.0
         assert ledger.term("sensitivity_failure").delta == 0.0
         # u = 4 keeps Lemma 2 far below δ at k = 10 should a smaller r (< 0.5) lift the cap
