@@ -11,7 +11,8 @@ engine and population size, a fit of the per-user cost, and projections to large
         runs/bench-1m/bench.json --out runs/bench-report             # both in one table and fit
 
 Arguments after ``--`` go to every ``fre-e2t simulate`` (``--transcript sizes`` keeps the transcript
-to a few hundred bytes a user: a full one takes ~10 kB a user on disk and its writing time).
+to a few hundred bytes a user: a full one takes ~10 kB a user on disk and its writing time;
+``--progress`` shows its progress bars). Each run's output is passed through as it comes.
 ``--merge`` tables and fits the runs of earlier reports beside this one's.
 
 For each N it writes a synthetic population (clusters of ~1,000 users that clear the threshold,
@@ -96,6 +97,34 @@ def sample_tree_rss(pid: int, done: threading.Event, peak: list[int]) -> None:
         peak[0] = max(peak[0], total)
 
 
+def pass_through(proc: subprocess.Popen[bytes], captured: list[bytes]) -> None:
+    """Copy the run's output (its progress bars with ``-- --progress``) to ours as it comes, and
+    keep it for the report: a run of 10^7 users takes hours."""
+    assert proc.stdout is not None
+    while chunk := os.read(proc.stdout.fileno(), 65536):
+        captured.append(chunk)
+        sys.stdout.buffer.write(chunk)
+        sys.stdout.buffer.flush()
+
+
+def summary_lines(output: str) -> list[str]:
+    """The run's closing summary (from its ``fre-e2t simulate:`` line on), without progress bars:
+    a bar redraws its line after ``\r`` and moves up with ``ESC[A``."""
+    lines = [last_drawn(line).replace("\x1b[A", "") for line in output.strip().split("\n")]
+    head = "fre-e2t simulate:"
+    starts = [j for j, line in enumerate(lines) if head in line]
+    if not starts:
+        return lines
+    first = lines[starts[-1]]
+    return [first[first.index(head):], *lines[starts[-1] + 1 :]]
+
+
+def last_drawn(line: str) -> str:
+    """What a terminal would show of ``line``: its last non-empty part after a ``\r``."""
+    parts = [part for part in line.split("\r") if part]
+    return parts[-1] if parts else ""
+
+
 def measure(driver: str, shards: Path, out: Path, epsilon: str, extra: list[str]) -> dict[str, object]:
     """One ``fre-e2t simulate`` in a fresh process: wall seconds and that process's peak RSS."""
     cmd = [
@@ -104,16 +133,20 @@ def measure(driver: str, shards: Path, out: Path, epsilon: str, extra: list[str]
     ]
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
     started = time.perf_counter()
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     tree_peak = [0]
     done = threading.Event()
     sampler = threading.Thread(target=sample_tree_rss, args=(proc.pid, done, tree_peak), daemon=True)
     sampler.start()
+    captured: list[bytes] = []
+    relay = threading.Thread(target=pass_through, args=(proc, captured), daemon=True)
+    relay.start()
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - started
     done.set()
     sampler.join()
-    output = proc.stdout.read() if proc.stdout is not None else ""
+    relay.join()
+    output = b"".join(captured).decode(errors="replace")
     if status != 0:
         raise SystemExit(f"{' '.join(cmd)} failed:\n{output}")
     return {
@@ -122,7 +155,7 @@ def measure(driver: str, shards: Path, out: Path, epsilon: str, extra: list[str]
         "peak_rss_GiB": round(usage.ru_maxrss * 1024 / 2**30, 3),
         "peak_rss_tree_GiB": round(tree_peak[0] / 2**30, 3),
         "user_cpu_s": round(usage.ru_utime, 1),
-        "summary": output.strip().splitlines(),
+        "summary": summary_lines(output),
     }
 
 

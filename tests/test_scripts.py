@@ -1,0 +1,55 @@
+"""The benchmark scripts' own logic: what the scaling report keeps of a run's output."""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
+
+
+def load(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, SCRIPTS / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def bench() -> ModuleType:
+    return load("bench_streaming")
+
+
+def test_the_summary_drops_progress_bars(bench: ModuleType) -> None:
+    output = (
+        "S_tag: open:   0%|          | 0/3\rS_tag: open: 100%|##########| 3/3\n"
+        "S_syn: open:  33%|###       | 1/3\x1b[A\n"
+        "\r        \r\x1b[Afre-e2t simulate: 3000 users, d = 768\n"
+        "  phase 1: 1485 tag submissions\r\n"
+        "  wrote run/centroids.npy (61.6 s)\n"
+    )
+    assert bench.summary_lines(output) == [
+        "fre-e2t simulate: 3000 users, d = 768", "  phase 1: 1485 tag submissions", "  wrote run/centroids.npy (61.6 s)",
+    ]
+
+
+def test_without_a_summary_every_line_is_kept(bench: ModuleType) -> None:
+    assert bench.summary_lines("Traceback (most recent call last):\n  boom\n") == [
+        "Traceback (most recent call last):", "  boom",
+    ]
+
+
+def test_the_output_is_passed_through_and_kept(bench: ModuleType, capfdbinary: pytest.CaptureFixture[bytes]) -> None:
+    code = "import sys; sys.stdout.write('a\\rb\\n' * 20000); sys.stdout.flush()"
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    captured: list[bytes] = []
+    bench.pass_through(proc, captured)
+    proc.wait()
+    assert b"".join(captured) == b"a\rb\n" * 20000  # more than one pipe buffer, all of it, in order
+    assert capfdbinary.readouterr().out == b"a\rb\n" * 20000
