@@ -189,7 +189,7 @@ def finv(z):
 
 @njit(cache=True, nogil=True)
 def encode_doubles(pts, work, out, i):
-    """Encodings of 2·Q_j for the four P2 points pts[j] (RFC 9496 §4.3.2), one inversion in all.
+    """Encodings of 2·Q_j for the P2 points pts[j] (RFC 9496 §4.3.2), one inversion in all.
 
     With E = 2XY, F = Y²-X², G = Y²+X², H = 2Z²-F, 2Q = (EH, FG, FH, EG). The Encode input is then
     u1·u2² = F⁴E²G²H²·(H²-G²) and, on the curve, H²-G² = (a-d)·E², so
@@ -200,7 +200,8 @@ def encode_doubles(pts, work, out, i):
     """
     one = const(_ONE)
     acc = one
-    for j in range(4):
+    count = pts.shape[0]
+    for j in range(count):
         x = (pts[j, 0, 0], pts[j, 0, 1], pts[j, 0, 2], pts[j, 0, 3], pts[j, 0, 4])
         y = (pts[j, 1, 0], pts[j, 1, 1], pts[j, 1, 2], pts[j, 1, 3], pts[j, 1, 4])
         z = (pts[j, 2, 0], pts[j, 2, 1], pts[j, 2, 2], pts[j, 2, 3], pts[j, 2, 4])
@@ -225,7 +226,7 @@ def encode_doubles(pts, work, out, i):
         work[j, 6, 0] = np.uint64(1) if zero else np.uint64(0)
         acc = fmul(acc, den)
     inv = finv(acc)
-    for j in range(3, -1, -1):
+    for j in range(count - 1, -1, -1):
         prefix = (work[j, 5, 0], work[j, 5, 1], work[j, 5, 2], work[j, 5, 3], work[j, 5, 4])
         den = (work[j, 4, 0], work[j, 4, 1], work[j, 4, 2], work[j, 4, 3], work[j, 4, 4])
         inv_j = fmul(inv, prefix)
@@ -575,4 +576,44 @@ def proof_points(pk, cc, dd, d0, ch, s, base, status, out):
         put_p2(pts, 1, chain(tabs, nafs, (0, 1), (2, 3), top_m))
         put_p2(pts, 2, chain_base(tabs, nafs, base, 6, 7, 4, top_2))
         put_p2(pts, 3, chain(tabs, nafs, (2, 3, 4, 5), (0, 1, 2, 3), top_3))
+        encode_doubles(pts, work, out, i)
+
+
+@njit(cache=True, nogil=True)
+def composite_points(cc, dd, d0, status, out):
+    """M = d0·C and Z = d0·D of n single-element proofs: out[i, 0..1] their encodings.
+
+    What a prover needs besides its secret-key products (RFC 9497 GenerateProof, m = 1: Z = k·M
+    equals d0·D for D = k·C). ``cc, dd`` (n, 32) uint8 element encodings, ``d0`` (n, 32) uint8
+    scalars < L; status[i] is 0, or the BAD_C | BAD_D bits (out[i] is then zero).
+    """
+    n = cc.shape[0]
+    tabs = np.empty((2, 8, 4, 5), dtype=np.uint64)
+    nafs = np.zeros((1, NAF_LEN), dtype=np.int64)
+    sc = np.empty((2, 8), dtype=np.uint64)
+    t = np.empty(10, dtype=np.uint64)
+    pts = np.empty((2, 3, 5), dtype=np.uint64)
+    work = np.empty((2, 7, 5), dtype=np.uint64)
+    for i in range(n):
+        ok_c, p_c = load_point(cc, i)
+        ok_d, p_d = load_point(dd, i)
+        flags = 0
+        if not ok_c:
+            flags |= BAD_C
+        if not ok_d:
+            flags |= BAD_D
+        status[i] = flags
+        if flags:
+            for j in range(2):
+                for k in range(32):
+                    out[i, j, k] = np.uint8(0)
+            continue
+        # The chains compute (d0/2)·P and encode_doubles encodes its double.
+        load_scalar(d0, i, sc, 0)
+        montmul(sc[0], _HALF_R, sc[1], t)
+        top = naf(sc[1], 0, 253, WINDOW, nafs[0])
+        build_table(p_c, tabs, 0)
+        build_table(p_d, tabs, 1)
+        put_p2(pts, 0, chain(tabs, nafs, (0,), (0,), top))
+        put_p2(pts, 1, chain(tabs, nafs, (0,), (1,), top))
         encode_doubles(pts, work, out, i)

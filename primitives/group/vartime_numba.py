@@ -1,4 +1,5 @@
-"""Variable-time M, Z, t2, t3 of single-element DLEQ proofs (RFC 9497 §2.2.2, m = 1), JIT-compiled.
+"""Variable-time M, Z, t2, t3 of single-element DLEQ proofs (RFC 9497 §2.2.2, m = 1), JIT-compiled:
+all four for a verifier (:func:`single_proof_points`), M and Z for a prover (:func:`composite_points`).
 
 Why it exists: verifying a proof over one element costs six libsodium scalar multiplications and
 two additions, each decoding, multiplying in constant time and re-encoding. Everything a verifier
@@ -41,11 +42,16 @@ SWITCH = JitSwitch("variable-time proof kernel")
 
 @lru_cache(maxsize=1)
 def warm_up() -> bool:
-    """Load (or, without a cache, compile) the kernel once per process, so that no caller's
-    timing includes it; False when it cannot be used (numba missing or the build failed)."""
+    """Load (or, without a cache, compile) the kernels once per process, so that no caller's
+    timing includes it; False when they cannot be used (numba missing or the build failed)."""
     generator = GENERATOR_ENCODING
     one = (1).to_bytes(SCALAR_SIZE, "little")
-    return SWITCH.warm_up(lambda: single_proof_points(generator, generator, generator, one, one, one, 1))
+
+    def both() -> None:
+        single_proof_points(generator, generator, generator, one, one, one, 1)
+        composite_points(generator, generator, one, 1)
+
+    return SWITCH.warm_up(both)
 
 
 @lru_cache(maxsize=1)
@@ -54,6 +60,28 @@ def _kernel() -> tuple[Any, npt.NDArray[np.uint64]]:
     from primitives.group import _vartime_kernel
 
     return _vartime_kernel.proof_points, _vartime_kernel.base_table()
+
+
+def composite_points(c: bytes, d: bytes, d0: bytes, n: int) -> tuple[npt.NDArray[np.uint8], list[bytes], list[bytes]]:
+    """``(status, M, Z)`` for n single-element proofs: ``M = d0·C`` and ``Z = d0·D`` (VARIABLE
+    time, public inputs only), what a prover computes besides its secret-key products.
+
+    ``c`` and ``d`` are n concatenated 32-byte element encodings, ``d0`` n composite weights
+    below L. ``status[i]`` is 0, or the BAD_C | BAD_D bits of proof i's encodings that are not
+    canonical or do not decode (its M and Z are then ``bytes(32)`` and meaningless).
+    """
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise InvalidParameterError(f"n must be an integer >= 1, got {n!r}")
+    cc, dd = (_rows(name, data, n, ELEMENT_SIZE) for name, data in (("c", c), ("d", d)))
+    weights = _rows("d0", d0, n, SCALAR_SIZE)
+    _check_scalars("d0", weights)
+    from primitives.group import _vartime_kernel
+
+    status = np.empty(n, dtype=np.uint8)
+    out = np.empty((n, 2, 32), dtype=np.uint8)
+    _vartime_kernel.composite_points(cc, dd, weights, status, out)
+    ms, zs = out[:, 0].tobytes(), out[:, 1].tobytes()
+    return status, [ms[32 * i : 32 * i + 32] for i in range(n)], [zs[32 * i : 32 * i + 32] for i in range(n)]
 
 
 def _rows(name: str, data: bytes, n: int, size: int) -> npt.NDArray[np.uint8]:

@@ -107,10 +107,12 @@ def challenge(group: Group, b_enc: bytes, m: Any, z: Any, t2: Any, t3: Any, dst:
 
 
 def prove_composites(
-    group: Group, k: Any, b_enc: bytes, m: Any, r: Any, dst: bytes
+    group: Group, k: Any, b_enc: bytes, m: Any, r: Any, dst: bytes, z: Any = None
 ) -> tuple[Any, Any]:
-    """The rest of GenerateProof once M is known, with A the generator: returns ``(c, s)``."""
-    z = group.scalar_mult(k, m)
+    """The rest of GenerateProof once M is known, with A the generator: returns ``(c, s)``.
+    ``z``: Z = k·M when the caller has it already (computed without k, e.g. as d·D)."""
+    if z is None:
+        z = group.scalar_mult(k, m)
     t2 = group.scalar_mult_base(r)
     t3 = group.scalar_mult(r, m)
     c = challenge(group, b_enc, m, z, t2, t3, dst)
@@ -169,7 +171,7 @@ def verify_proof(
     return verify_composites(group, b, b_enc, m, z, proof[0], proof[1], dst)
 
 
-def _kernel_applies(group: Group) -> bool:
+def kernel_applies(group: Group) -> bool:
     """The libsodium backend with acceleration on, and a usable numba kernel."""
     from primitives.group import vartime_numba
     from primitives.group.ristretto255_sodium import SodiumRistretto255
@@ -251,7 +253,7 @@ def verify_single_proofs(
         )
     if n == 0:
         return []
-    if _kernel_applies(group):
+    if kernel_applies(group):
         _check_encoded_inputs(group, b_enc, c_encodings, d_encodings, proofs)
         seed = composite_seed(b_enc, context)
         weights = [

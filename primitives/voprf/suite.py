@@ -269,7 +269,11 @@ class OprfSuite:
         ``blind_evaluate(sk, [blinded_elements[i]], rng=rngs[i])`` with its one element and
         proof (VOPRF mode). The key's public half and the composite seed are computed once, not
         once per element, and a one-element composite is one multiplication: a server that
-        answers each user with its own proof pays only the per-element work."""
+        answers each user with its own proof pays only the per-element work.
+
+        With the libsodium backend and its kernels on, M = d·C and Z = d·D (equal to k·M) come
+        from the variable-time kernel of :mod:`primitives.group.vartime_numba`: d, C and D are
+        public, so only k·C and r·M need constant time."""
         self._require_mode(Mode.VOPRF, "blind_evaluate_each")
         g, dst = self._group, self._h2s_dst
         k = self._secret_scalar(sk, "sk")
@@ -278,17 +282,48 @@ class OprfSuite:
             raise InvalidInputError(
                 f"rngs must hold one RandomSource per element ({len(encodings)}), got {len(rngs)}"
             )
+        elements = self._decode_all(encodings, "blinded_elements", 0)
+        if not elements:
+            return []
         b_enc = g.serialize_element(g.scalar_mult_base(k))
         seed = dleq.composite_seed(b_enc, self._context)
+        # Each element's nonce from its own stream, as blind_evaluate draws it (first).
+        nonces = [g.random_scalar(rng) for rng in rngs]
+        evaluated = [g.serialize_element(g.scalar_mult(k, e)) for e in elements]
+        weights = [
+            dleq.composite_weight(g, seed, 0, enc, ev_enc, dst)
+            for enc, ev_enc in zip(encodings, evaluated, strict=True)
+        ]
+        ms, zs = self._composites(encodings, evaluated, weights, elements)
         out = []
-        for i, (enc, rng) in enumerate(zip(encodings, rngs, strict=True)):
-            element = self._decode_all([enc], "blinded_elements", i)[0]
-            r = g.random_scalar(rng)  # blind_evaluate draws the nonce first, too
-            ev_enc = g.serialize_element(g.scalar_mult(k, element))
-            m = g.scalar_mult(dleq.composite_weight(g, seed, 0, enc, ev_enc, dst), element)
-            c, s = dleq.prove_composites(g, k, b_enc, m, r, dst)
+        for ev_enc, m, z, r in zip(evaluated, ms, zs, nonces, strict=True):
+            c, s = dleq.prove_composites(g, k, b_enc, m, r, dst, z=z)
             out.append((ev_enc, g.serialize_scalar(c) + g.serialize_scalar(s)))
         return out
+
+    def _composites(
+        self, c_enc: list[bytes], d_enc: list[bytes], weights: list[Any], c_elements: list[Any]
+    ) -> tuple[list[Any], list[Any | None]]:
+        """M_i = d_i·C_i and, from the kernel, Z_i = d_i·D_i of one-element proofs; without the
+        kernel Z is left to :func:`dleq.prove_composites` (k·M)."""
+        g = self._group
+        if dleq.kernel_applies(g):
+            from primitives.group import vartime_numba
+
+            try:
+                status, ms, zs = vartime_numba.composite_points(
+                    b"".join(c_enc), b"".join(d_enc), b"".join(g.serialize_scalar(w) for w in weights), len(c_enc)
+                )
+            except DecodeError:
+                raise
+            except Exception as exc:  # a JIT that fails to build must not take evaluation down
+                vartime_numba.SWITCH.disable(exc)
+            else:
+                if not status.any():
+                    return ms, list(zs)
+                # C was decoded above and D = k·C: the kernel refusing either is its own fault.
+                vartime_numba.SWITCH.disable(RuntimeError("composite kernel refused canonical encodings"))
+        return [g.scalar_mult(w, e) for w, e in zip(weights, c_elements, strict=True)], [None] * len(c_elements)
 
     # -- client: Finalize (§3.3.1-3) --------------------------------------------------------
 

@@ -383,3 +383,80 @@ def test_kernels_warm_up_once_per_process() -> None:
     hits = vartime_numba.warm_up.cache_info().hits
     assert vartime_numba.warm_up() is True
     assert vartime_numba.warm_up.cache_info().hits == hits + 1  # answered without running again
+
+
+# -- (6) the prover's composites: M = d0·C, Z = d0·D -----------------------------------------
+def _composites(rows: list[tuple[bytes, bytes, bytes]]) -> tuple[np.ndarray, list[bytes], list[bytes]]:
+    columns = [b"".join(row[k] for row in rows) for k in range(3)]
+    status, ms, zs = vartime_numba.composite_points(*columns, len(rows))
+    return status, ms, zs
+
+
+def test_composite_points_match_libsodium_on_random_and_edge_inputs() -> None:
+    rows = [(c, d, d0) for _, c, d, d0, _, _ in _random_rows(60, 5)]
+    generator, minus_g = SODIUM.generator(), SODIUM.scalar_mult_base(_scalar(L - 1))
+    for i, value in enumerate(EDGE_SCALARS):
+        point = (generator, minus_g, IDENTITY)[i % 3]
+        rows.append((point, rows[i][1], _scalar(value)))
+        rows.append((rows[i][0], point, _scalar(value)))
+    status, ms, zs = _composites(rows)
+    assert not status.any()
+    for i, (c, d, d0) in enumerate(rows):
+        assert (ms[i], zs[i]) == (SODIUM.scalar_mult(d0, c), SODIUM.scalar_mult(d0, d)), f"row {i}"
+
+
+@pytest.mark.parametrize("slot", [0, 1], ids=["C", "D"])
+def test_composite_points_flag_exactly_the_bad_encoding(slot: int) -> None:
+    flag = (vartime_numba.BAD_C, vartime_numba.BAD_D)[slot]
+    base = [(c, d, d0) for _, c, d, d0, _, _ in _random_rows(4, 6)]
+    for k, bad in enumerate(_invalid_encodings()):
+        rows = list(base)
+        row = list(rows[k % 4])
+        row[slot] = bad
+        rows[k % 4] = (row[0], row[1], row[2])
+        status, ms, _ = _composites(rows)
+        assert status.tolist() == [flag if i == k % 4 else 0 for i in range(4)], bad.hex()
+        assert ms[k % 4] == IDENTITY and all(ms[i] == SODIUM.scalar_mult(base[i][2], base[i][0]) for i in range(4) if i != k % 4)
+    with pytest.raises(DecodeError, match=r"d0\[1\] must be a scalar below the group order"):
+        vartime_numba.composite_points(base[0][0] * 2, base[0][1] * 2, base[0][2] + _scalar(L), 2)
+
+
+def _answers(group: Any, n: int = 6) -> list[tuple[bytes, bytes]]:
+    suite = get_suite(mode=Mode.VOPRF, group="ristretto255-sodium")
+    sk, _ = suite.derive_key_pair(b"\x05" * 32)
+    blinded = [suite.blind(b"in %d" % i, rng=RandomSource.seeded(4, f"b/{i}"))[1] for i in range(n)]
+    mine = type(suite)(Mode.VOPRF, group)
+    return mine.blind_evaluate_each(sk, blinded, [RandomSource.seeded(8, f"p/{i}") for i in range(n)])
+
+
+def test_evaluate_each_is_the_same_with_and_without_the_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
+    expected = _answers(registry.create("group", "ristretto255-sodium", accelerate=False))
+    assert _answers(SODIUM) == expected
+    calls: list[int] = []
+    real = vartime_numba.composite_points
+    monkeypatch.setattr(vartime_numba, "composite_points", lambda *a: calls.append(a[-1]) or real(*a))
+    assert _answers(SODIUM) == expected and calls == [6]  # the kernel did the work
+
+    def broken(*_: object) -> None:
+        raise RuntimeError("no LLVM today")
+
+    monkeypatch.setattr(vartime_numba, "composite_points", broken)
+    monkeypatch.setattr(vartime_numba.SWITCH, "failures", [])
+    with pytest.warns(RuntimeWarning, match="falling back to libsodium"):
+        assert _answers(SODIUM) == expected
+    assert not vartime_numba.SWITCH.usable()
+
+
+def test_a_kernel_that_refuses_good_encodings_is_switched_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    expected = _answers(registry.create("group", "ristretto255-sodium", accelerate=False))
+    real = vartime_numba.composite_points
+
+    def refusing(*args: Any) -> Any:
+        status, ms, zs = real(*args)
+        status[0] = vartime_numba.BAD_D
+        return status, ms, zs
+
+    monkeypatch.setattr(vartime_numba, "composite_points", refusing)
+    monkeypatch.setattr(vartime_numba.SWITCH, "failures", [])
+    with pytest.warns(RuntimeWarning, match="composite kernel refused canonical encodings"):
+        assert _answers(SODIUM) == expected
