@@ -16,9 +16,10 @@ from typing import Any
 
 import pytest
 
+from primitives import registry
 from primitives.group import get_group
 from primitives.randomness import RandomSource
-from primitives.voprf import Mode, get_suite
+from primitives.voprf import Mode, OprfSuite, get_suite
 
 SODIUM = get_group("ristretto255-sodium")
 PURE = get_group("ristretto255-pure")
@@ -137,3 +138,18 @@ def test_server_blind_evaluate_poprf_1000(benchmark: Any) -> None:
                                  None, case["rng"])  # fmt: skip
     assert len(evaluated) == 1000 and proof is not None
     _info(benchmark, batch=1000, workers=2, mode="POPRF")
+
+
+@pytest.mark.parametrize("composites", ["kernel", "libsodium"])
+@pytest.mark.benchmark(group="voprf-server-each")
+def test_server_blind_evaluate_each_512(benchmark: Any, composites: str) -> None:
+    """One ``blind_evaluate_each`` call over a chunk of 512 elements, a proof each (per element =
+    t/512, one thread): M and Z from the variable-time kernel, or all four products in libsodium."""
+    case = _server_batch(Mode.VOPRF, 512, 1)
+    group = registry.create("group", "ristretto255-sodium", accelerate=composites == "kernel")
+    suite = OprfSuite(Mode.VOPRF, group, workers=1)
+    suite.warm_up()
+    rngs = [RandomSource.seeded(7, f"proof/{i}") for i in range(512)]
+    answers = benchmark(suite.blind_evaluate_each, case["sk"], case["blinded"], rngs)
+    assert len(answers) == 512 and all(len(proof) == 64 for _, proof in answers)
+    _info(benchmark, batch=512, workers=1, composites=composites, bytes_out=(32 + 64) * 512)
