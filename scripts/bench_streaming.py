@@ -35,6 +35,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -42,19 +43,35 @@ import time
 from pathlib import Path
 
 import numpy as np
+from tqdm import tqdm
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARD_ROWS = 50_000
 
 
 def write_shards(n: int, dim: int, seed: int, directory: Path) -> None:
-    """The population shard by shard (each with its own clusters), so it is never whole in memory."""
+    """The population shard by shard (each with its own clusters), so it is never whole in memory.
+
+    Written under ``DIR.partial`` and renamed to ``directory`` once complete, so a run stopped
+    half-way (or out of disk) never leaves a population that a later run would take as whole; the
+    free space is checked first."""
     sys.path.insert(0, str(ROOT))
     from mechanism.population import synthetic_population
     from primitives.randomness import RandomSource
 
-    directory.mkdir(parents=True, exist_ok=True)
-    for j, lo in enumerate(range(0, n, SHARD_ROWS)):
+    need = n * dim * 4
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    free = shutil.disk_usage(directory.parent).free
+    if free < need:
+        raise SystemExit(
+            f"--users {n} at --dim {dim} needs {need / 2**30:.1f} GiB for its shards in {directory.parent}, "
+            f"got {free / 2**30:.1f} GiB free"
+        )
+    partial = directory.with_name(directory.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    partial.mkdir()
+    starts = range(0, n, SHARD_ROWS)
+    for j, lo in enumerate(tqdm(starts, desc=f"population of {n:,}: shards", unit="shard")):
         rows = min(SHARD_ROWS, n - lo)
         rare = rows // 20
         clusters = max(1, (rows - rare) // 1000)
@@ -62,7 +79,8 @@ def write_shards(n: int, dim: int, seed: int, directory: Path) -> None:
         pop = synthetic_population(
             clusters, sizes, rare, dim, 0.5, RandomSource.seeded(seed, f"bench/streaming/{j}"), spread=0.02
         )
-        np.save(directory / f"{j:05d}.npy", np.asarray(pop.embeddings, dtype=np.float32))
+        np.save(partial / f"{j:05d}.npy", np.asarray(pop.embeddings, dtype=np.float32))
+    partial.rename(directory)
 
 
 #: streaming-pK: the streaming driver with its users in K local worker processes.

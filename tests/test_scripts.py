@@ -53,3 +53,32 @@ def test_the_output_is_passed_through_and_kept(bench: ModuleType, capfdbinary: p
     proc.wait()
     assert b"".join(captured) == b"a\rb\n" * 20000  # more than one pipe buffer, all of it, in order
     assert capfdbinary.readouterr().out == b"a\rb\n" * 20000
+
+
+def test_shards_appear_only_when_complete(bench: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    target = tmp_path / "population-120000"
+    monkeypatch.setattr(bench, "SHARD_ROWS", 50)
+    real_save = bench.np.save
+    saved: list[str] = []
+
+    def failing_save(path: Path, array: object) -> None:
+        saved.append(Path(path).parent.name)
+        if len(saved) == 2:
+            raise OSError("No space left on device")
+        real_save(path, array)
+
+    monkeypatch.setattr(bench.np, "save", failing_save)
+    with pytest.raises(OSError, match="No space left"):
+        bench.write_shards(120, 8, 1, target)
+    assert not target.exists() and saved == ["population-120000.partial"] * 2  # never taken as whole
+    monkeypatch.setattr(bench.np, "save", real_save)
+    bench.write_shards(120, 8, 1, target)
+    assert sorted(p.name for p in target.iterdir()) == ["00000.npy", "00001.npy", "00002.npy"]
+    assert not (tmp_path / "population-120000.partial").exists()
+
+
+def test_shards_are_refused_without_the_disk_space(bench: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(bench.shutil, "disk_usage", lambda _: type("Usage", (), {"free": 2**30})())
+    with pytest.raises(SystemExit, match=r"--users 10000000 at --dim 768 needs 28\.6 GiB .* got 1\.0 GiB free"):
+        bench.write_shards(10_000_000, 768, 1, tmp_path / "population-10000000")
+    assert list(tmp_path.iterdir()) == []
