@@ -515,7 +515,28 @@ def put_p2(pts, j, p):
             pts[j, k, m] = v[m]
 
 
-# -- the kernel --------------------------------------------------------------------------------
+# -- the kernels -------------------------------------------------------------------------------
+@njit(cache=True, nogil=True)
+def load_c_d(cc, dd, i):
+    """(BAD_C | BAD_D bits, C, D) of proof i's elements."""
+    ok_c, p_c = load_point(cc, i)
+    ok_d, p_d = load_point(dd, i)
+    flags = 0
+    if not ok_c:
+        flags |= BAD_C
+    if not ok_d:
+        flags |= BAD_D
+    return flags, p_c, p_d
+
+
+@njit(cache=True, nogil=True)
+def clear_row(out, i):
+    """Zero encodings for a proof whose elements did not decode."""
+    for j in range(out.shape[1]):
+        for k in range(32):
+            out[i, j, k] = np.uint8(0)
+
+
 @njit(cache=True, nogil=True)
 def proof_points(pk, cc, dd, d0, ch, s, base, status, out):
     """M, Z, t2, t3 of n single-element proofs: out[i, 0..3] their encodings.
@@ -534,20 +555,12 @@ def proof_points(pk, cc, dd, d0, ch, s, base, status, out):
     work = np.empty((4, 7, 5), dtype=np.uint64)
     for i in range(n):
         ok_pk, p_pk = load_point(pk, i)
-        ok_c, p_c = load_point(cc, i)
-        ok_d, p_d = load_point(dd, i)
-        flags = 0
+        flags, p_c, p_d = load_c_d(cc, dd, i)
         if not ok_pk:
             flags |= BAD_PK
-        if not ok_c:
-            flags |= BAD_C
-        if not ok_d:
-            flags |= BAD_D
         status[i] = flags
         if flags:
-            for j in range(4):
-                for k in range(32):
-                    out[i, j, k] = np.uint8(0)
+            clear_row(out, i)
             continue
         # Scalars, halved for encode_doubles: rows 0 d0, 1 c, 2 s; 3 d0/2, 4 d0·R/2,
         # 5 s·d0/2, 6 c·d0/2, 7 s/2 (then c/2 into row 4 once d0·R/2 is used).
@@ -595,18 +608,10 @@ def composite_points(cc, dd, d0, status, out):
     pts = np.empty((2, 3, 5), dtype=np.uint64)
     work = np.empty((2, 7, 5), dtype=np.uint64)
     for i in range(n):
-        ok_c, p_c = load_point(cc, i)
-        ok_d, p_d = load_point(dd, i)
-        flags = 0
-        if not ok_c:
-            flags |= BAD_C
-        if not ok_d:
-            flags |= BAD_D
+        flags, p_c, p_d = load_c_d(cc, dd, i)
         status[i] = flags
         if flags:
-            for j in range(2):
-                for k in range(32):
-                    out[i, j, k] = np.uint8(0)
+            clear_row(out, i)
             continue
         # The chains compute (d0/2)·P and encode_doubles encodes its double.
         load_scalar(d0, i, sc, 0)
