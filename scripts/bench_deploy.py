@@ -14,7 +14,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -31,6 +33,65 @@ def population(n: int, dim: int, seed: int) -> np.ndarray:
     sizes = [(n - rare) // clusters + (1 if j < (n - rare) % clusters else 0) for j in range(clusters)]
     pop = synthetic_population(clusters, sizes, rare, dim, 0.5, RandomSource.seeded(seed, "bench/deploy"), spread=0.02)
     return np.asarray(pop.embeddings, dtype=np.float32)
+
+
+class CpuSampler:
+    """Each party's CPU seconds, read every ``period_s`` from a thread of this process: the
+    services' from /proc, the users' client's (this process) from getrusage."""
+
+    def __init__(self, period_s: float = 0.5) -> None:
+        self.period_s = period_s
+        self.t0 = 0.0
+        self.pids: dict[str, int] = {}
+        self.samples: list[tuple[float, dict[str, float]]] = []
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="cpu-sampler", daemon=True)
+
+    def start(self, pids: dict[str, int]) -> None:
+        self.t0, self.pids = time.perf_counter(), pids
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._done.set()
+        if self._thread.is_alive():
+            self._thread.join()
+
+    def _read(self) -> dict[str, float]:
+        from fre_protocol.net.deploy import cpu_seconds
+
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        out = {"users": usage.ru_utime + usage.ru_stime}
+        for role, pid in self.pids.items():
+            try:
+                out[role] = cpu_seconds(pid)
+            except OSError:  # stopped: it spends nothing more
+                if self.samples and role in self.samples[-1][1]:
+                    out[role] = self.samples[-1][1][role]
+        return out
+
+    def _run(self) -> None:
+        self.samples.append((0.0, self._read()))
+        while not self._done.wait(self.period_s):
+            self.samples.append((time.perf_counter() - self.t0, self._read()))
+
+    def cores(self, start: float, end: float) -> dict[str, float]:
+        """Each party's mean busy cores over [start, end] (seconds since start()), from the
+        samples that bracket it."""
+        before = [s for s in self.samples if s[0] <= start]
+        after = [s for s in self.samples if s[0] >= end]
+        if not before or not after:
+            return {}
+        (ta, a), (tb, b) = before[-1], after[0]
+        return {role: (b[role] - a[role]) / (tb - ta) for role in a if role in b and tb > ta}
+
+
+def step_table(spans: list, sampler: CpuSampler) -> list[dict]:
+    """Per users' step: its wall seconds and each party's mean busy cores meanwhile."""
+    rows = []
+    for step, start, end in spans:
+        cores = sampler.cores(start, end)
+        rows.append({"step": step, "wall_s": round(end - start, 2), "cores": {k: round(v, 2) for k, v in cores.items()}})
+    return rows
 
 
 def merged_meter(meters: list[dict]) -> object:
@@ -85,8 +146,18 @@ def main() -> int:
         round_id=f"bench-{args.users}", params=params, public_seed=seeds.public_seed, rng_mode="crypto",
         dim=args.dim, protocol=ProtocolConfig(), window_count=args.window, window_seconds=0.5,
     )
+    sampler = CpuSampler()
+
+    def on_phase(dep, step: str) -> None:
+        if step == "started":
+            sampler.start({role: proc.pid for role, proc in dep.processes.items()})
+
     t0 = time.perf_counter()
-    summary = deploy_local(x, settings, out / "deploy", concurrency=args.concurrency)
+    try:
+        summary = deploy_local(x, settings, out / "deploy", concurrency=args.concurrency, on_phase=on_phase)
+    finally:
+        sampler.stop()
+    report["steps"] = step_table(summary["users"]["spans"], sampler)
     report["deploy_local"] = {**summary, "total_seconds": time.perf_counter() - t0}
     release = Release.load(out / "deploy")
     meter = merged_meter([summary["users"]["meter"], *summary["servers"].values()])
@@ -118,6 +189,14 @@ def main() -> int:
     lines.append(f"- on the wire per user: loopback {wire['loopback_bytes_per_user'] or float('nan'):.0f} B "
                  f"(all parties, TCP/IP + TLS + HTTP); HTTP bodies up {wire['http_body_bytes_up_per_user']:.0f} B, "
                  f"down {wire['http_body_bytes_down_per_user']:.0f} B")
+    parties = ["users", "proxy", "S_tag", "S_syn"]
+    lines += ["", "Where each users' step spends its wall time: each party's mean busy cores meanwhile "
+              f"(sampled every {sampler.period_s} s; {os.cpu_count()} cores in all):", "",
+              "| step | wall s | " + " | ".join(parties) + " | all |", "|---|---:|" + "---:|" * (len(parties) + 1)]
+    for row in report["steps"]:
+        cores = row["cores"]
+        lines.append(f"| {row['step']} | {row['wall_s']:.1f} | " + " | ".join(f"{cores.get(p, float('nan')):.2f}" for p in parties)
+                     + f" | {sum(cores.values()):.2f} |")
     lines += ["", cost_table(inproc or deployed, others=[("deploy-local (parties' meters)", deployed)] if inproc else ())]
     (out / "bench.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))

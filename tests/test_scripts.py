@@ -82,3 +82,21 @@ def test_shards_are_refused_without_the_disk_space(bench: ModuleType, tmp_path: 
     with pytest.raises(SystemExit, match=r"--users 10000000 at --dim 768 needs 28\.6 GiB .* got 1\.0 GiB free"):
         bench.write_shards(10_000_000, 768, 1, tmp_path / "population-10000000")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_steps_busy_cores_come_from_the_samples_that_bracket_it() -> None:
+    deploy = load("bench_deploy")
+    sampler = deploy.CpuSampler(period_s=1.0)
+    # users' CPU seconds grow 1.5 a second from t = 1 to 3, the proxy's 0.5, S_tag's not at all.
+    sampler.samples = [
+        (0.0, {"users": 0.0, "proxy": 0.0, "S_tag": 2.0}),
+        (1.0, {"users": 0.0, "proxy": 0.0, "S_tag": 2.0}),
+        (2.0, {"users": 1.5, "proxy": 0.5, "S_tag": 2.0}),
+        (3.0, {"users": 3.0, "proxy": 1.0, "S_tag": 2.0}),
+    ]
+    assert sampler.cores(1.0, 3.0) == {"users": 1.5, "proxy": 0.5, "S_tag": 0.0}
+    # A step between samples is widened to the samples around it: [0, 2] here.
+    assert sampler.cores(0.4, 1.6) == {"users": 0.75, "proxy": 0.25, "S_tag": 0.0}
+    assert sampler.cores(2.5, 9.0) == {}  # no sample after it
+    rows = deploy.step_table([("phase1", 1.0, 3.0)], sampler)
+    assert rows == [{"step": "phase1", "wall_s": 2.0, "cores": {"users": 1.5, "proxy": 0.5, "S_tag": 0.0}}]

@@ -302,9 +302,8 @@ def deploy_local(
         cpu["users (client process)"] = _own_cpu() - own0
         if on_phase is not None:
             on_phase(dep, "phase2_sent")
-        t_close = time.perf_counter()
-        close_phase(dep, 2)
-        report.wall["close_phase2"] = time.perf_counter() - t_close
+        with report.timed("close_phase2"):
+            close_phase(dep, 2)
         release = collect(dep)
         wall = time.perf_counter() - started
         scrape_metrics(dep)
@@ -330,6 +329,8 @@ def deploy_local(
             "wall": report.wall, "requests": report.requests, "failures": report.failures, "retries": report.retries,
             "http_body_bytes_up": report.bytes_up, "http_body_bytes_down": report.bytes_down,
             "status": report.status, "meter": report.meter,
+            # Seconds since the services were up (the on_phase "started" call), in order.
+            "spans": [(step, round(a - started, 4), round(b - started, 4)) for step, a, b in report.spans],
         },
         "servers": meters,
         "released": len(release),

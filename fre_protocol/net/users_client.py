@@ -13,7 +13,8 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -49,6 +50,21 @@ class UsersReport:
     bytes_down: int = 0
     meter: dict[str, Any] = field(default_factory=dict)
     status: dict[str, int] = field(default_factory=dict)
+    #: ``(step, start, end)`` on this process's ``time.perf_counter()``, in order: the network
+    #: steps and the users' own computing between them, so a sampler of the services' CPU can
+    #: tell which party each step waits on.
+    spans: list[tuple[str, float, float]] = field(default_factory=list)
+
+    @contextmanager
+    def timed(self, step: str) -> Iterator[None]:
+        """Add the block's wall seconds to ``wall[step]`` and its span to ``spans``."""
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            t1 = time.perf_counter()
+            self.wall[step] = self.wall.get(step, 0.0) + t1 - t0
+            self.spans.append((step, t0, t1))
 
 
 class _Http:
@@ -127,9 +143,8 @@ async def _each(step: str, report: UsersReport, items: Sequence[Any], fn: Callab
             report.failures[step] = report.failures.get(step, 0) + 1
             return None
 
-    t0 = time.perf_counter()
-    out = await asyncio.gather(*(one(i) for i in items))
-    report.wall[step] = report.wall.get(step, 0.0) + time.perf_counter() - t0
+    with report.timed(step):
+        out = await asyncio.gather(*(one(i) for i in items))
     return list(out)
 
 
@@ -211,7 +226,8 @@ async def _play(x: npt.NDArray[Any], *, proxy_url: str, ca: Path, settings: Roun
             channel=ctx.comps.channel, rng=ctx.seeds.secret("users"), workers=pool, meter=meter, recorder=recorder,
             chunk_size=settings.protocol.chunk_size, cover_traffic=settings.protocol.cover_traffic,
         )
-        devices.prepare()
+        with report.timed("offline"):
+            devices.prepare()
 
         async def request(item: tuple[int, Role, bytes]) -> tuple[int, int]:
             i, _, envelope = item
@@ -227,26 +243,30 @@ async def _play(x: npt.NDArray[Any], *, proxy_url: str, ca: Path, settings: Roun
         # they would with many devices online at once, rather than by time. (A long-polled
         # request would save the second request, but keeping two windows of users waiting at once
         # cost more in connections and wake-ups than the request saves.)
-        tickets = await _each("phase1", report, devices.blind_requests(), request)
+        with report.timed("blind"):
+            blinded = devices.blind_requests()
+        tickets = await _each("phase1", report, blinded, request)
         answers = await _each("phase1_answer", report, tickets, answer)
-        devices.receive_evaluations([a for a in answers if a is not None])
+        with report.timed("verify_finalize"):
+            devices.receive_evaluations([a for a in answers if a is not None])
 
         async def submit(item: tuple[int, Role, bytes]) -> None:
             i, _, envelope = item
             await http.call("submit", "POST", "/v1/submit", token=credentials[i // cap], body=envelope)
 
-        await _each("submit", report, devices.tag_submissions(), submit)
+        with report.timed("seal_submissions"):
+            submissions = devices.tag_submissions()
+        await _each("submit", report, submissions, submit)
         if between_phases is not None:
-            t0 = time.perf_counter()
-            await asyncio.to_thread(between_phases)
-            report.wall["close_phase1"] = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        broadcast = await http.call("broadcast", "GET", "/v1/broadcast")
-        report.wall["broadcast"] = time.perf_counter() - t0
-        devices.receive_broadcast(broadcast)
-        p2 = ctx.phase2(devices.released)
-        online = None if active is None else layout.per_slot(np.asarray(active, dtype=bool))
-        shares = devices.share_submissions(encoder=p2.encoder, sharing=p2.sharing, noise=settings.noise, active=online)
+            with report.timed("close_phase1"):
+                await asyncio.to_thread(between_phases)
+        with report.timed("broadcast"):
+            broadcast = await http.call("broadcast", "GET", "/v1/broadcast")
+        with report.timed("encode_share_seal"):
+            devices.receive_broadcast(broadcast)
+            p2 = ctx.phase2(devices.released)
+            online = None if active is None else layout.per_slot(np.asarray(active, dtype=bool))
+            shares = devices.share_submissions(encoder=p2.encoder, sharing=p2.sharing, noise=settings.noise, active=online)
         by_user: dict[int, list[bytes]] = {}
         for i, _, envelope in shares:
             by_user.setdefault(i, []).append(envelope)
