@@ -197,10 +197,13 @@ class LoggedServer(ServiceBase):
         from fre_protocol.net.transcript import write_party_transcript
 
         path = self.state_path(TRANSCRIPT_FILE)
-        write_party_transcript(path, role=self.role, ctx=self.ctx, rows=self.state.view_rows(), artifacts=artifacts)
+        with self.timed("transcript"):
+            write_party_transcript(path, role=self.role, ctx=self.ctx, rows=self.state.view_rows(), artifacts=artifacts)
         # One transaction: a restart between deleting the shares and marking the round
-        # finalized would replay a log without its shares and fail to rebuild.
-        self.state.forget(share_kinds, delete=[KEYS], put={FINALIZED: b"1"})
+        # finalized would replay a log without its shares and fail to rebuild. The view is in
+        # the transcript now; a restart before this point writes the transcript again.
+        with self.timed("forget"):
+            self.state.forget(share_kinds, delete=[KEYS], put={FINALIZED: b"1"}, view=True)
         self.keys = {}
         return path
 

@@ -55,6 +55,9 @@ PHASE1, SUBMIT, PHASE2 = "phase1", "submit", "phase2"
 OPEN1, CLOSING1, OPEN2, CLOSING2, DONE = "phase1", "closing_phase1", "phase2", "closing_phase2", "released"
 PHASE_KEY, DOCUMENT_KEY, BROADCAST_KEY, RELEASE_KEY = "phase", "round_document", "broadcast", "release"
 
+# An item's envelope lives in its own table: the item rows, which batching and the end of the
+# round rewrite (batch_id, credential), stay small, so those updates rewrite a few pages rather
+# than every envelope's.
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS items (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -63,10 +66,10 @@ CREATE TABLE IF NOT EXISTS items (
     digest BLOB NOT NULL,
     sender TEXT NOT NULL,
     recipient TEXT NOT NULL,
-    envelope BLOB NOT NULL,
     batch_id TEXT,
     response BLOB
 );
+CREATE TABLE IF NOT EXISTS envelopes (id INTEGER PRIMARY KEY, envelope BLOB NOT NULL);
 CREATE INDEX IF NOT EXISTS items_by_credential ON items (kind, credential);
 CREATE INDEX IF NOT EXISTS items_pending ON items (kind, batch_id);
 CREATE TABLE IF NOT EXISTS refused (
@@ -253,12 +256,13 @@ class ProxyService(ServiceBase):
                     f"(the round's cap c = {cap})"
                 ))
             ids = []
-            for data, env in zip(envelopes, opened, strict=True):
+            for env in opened:
                 cur = conn.execute(
-                    "INSERT INTO items (kind, credential, digest, sender, recipient, envelope) VALUES (?, ?, ?, ?, ?, ?)",
-                    (kind, user, digest, Role.USER.label, env.recipient.label, data),
+                    "INSERT INTO items (kind, credential, digest, sender, recipient) VALUES (?, ?, ?, ?, ?)",
+                    (kind, user, digest, Role.USER.label, env.recipient.label),
                 )
                 ids.append(int(cur.lastrowid))
+            conn.executemany("INSERT INTO envelopes (id, envelope) VALUES (?, ?)", list(zip(ids, envelopes, strict=True)))
             return ids
 
         return self.commits.submit(write)
@@ -352,7 +356,7 @@ class ProxyService(ServiceBase):
 
     def _send(self, batch_id: str, kind: str, recipient: str, order: list[int]) -> None:
         marks = ",".join("?" * len(order))
-        rows = dict(self.state.query(f"SELECT id, envelope FROM items WHERE id IN ({marks})", order))  # noqa: S608
+        rows = dict(self.state.query(f"SELECT id, envelope FROM envelopes WHERE id IN ({marks})", order))  # noqa: S608
         # The servers take the ciphertexts: the envelope's recipient was checked at admission.
         body = encode_batch([decode_as(bytes(rows[i]), SealedEnvelope).ciphertext for i in order])  # type: ignore[arg-type]
         answer = self.peers.post(recipient, ROUTES[(kind, recipient)], body, request_id=batch_id)
@@ -385,16 +389,14 @@ class ProxyService(ServiceBase):
             with self.timed("dummies"):
                 if self.state.get("dummies_in") is None:
                     dummies = decode_batch(self.peers.post(Role.S_TAG.label, "/v1/dummies", b"", request_id=f"{rid}/dummies"))
-                    rows = [
-                        (SUBMIT, hashlib.sha256(data).digest(), Role.DUMMY_USER.label,
-                         decode_as(data, SealedEnvelope).recipient.label, data)
-                        for data in dummies
-                    ]
                     with self.state.transaction() as conn:
-                        conn.executemany(
-                            "INSERT INTO items (kind, credential, digest, sender, recipient, envelope) VALUES (?, NULL, ?, ?, ?, ?)",
-                            rows,
-                        )
+                        for data in dummies:
+                            cur = conn.execute(
+                                "INSERT INTO items (kind, credential, digest, sender, recipient) VALUES (?, NULL, ?, ?, ?)",
+                                (SUBMIT, hashlib.sha256(data).digest(), Role.DUMMY_USER.label,
+                                 decode_as(data, SealedEnvelope).recipient.label),
+                            )
+                            conn.execute("INSERT INTO envelopes (id, envelope) VALUES (?, ?)", (cur.lastrowid, data))
                         conn.execute("INSERT INTO kv (key, value) VALUES ('dummies_in', x'01')")
             with self.timed("submissions"):
                 # All submissions at once, one shuffle: users' and dummies' arrive mixed.
@@ -427,8 +429,9 @@ class ProxyService(ServiceBase):
                     Role.S_SYN.label, "/v1/aggregate", b"", request_id=f"{self.settings.round_id}/aggregate"
                 )
             self.state.put(RELEASE_KEY, release)
-            self.write_transcript()
-            with self.state.transaction() as conn:
+            with self.timed("transcript"):
+                self.write_transcript()
+            with self.timed("forget"), self.state.transaction() as conn:
                 # Who took part is the proxy's to forget once the round is out.
                 conn.execute("UPDATE items SET credential = NULL")
                 self._set_phase(DONE, conn)
@@ -446,7 +449,7 @@ class ProxyService(ServiceBase):
         view = self.role
         phase_of = {PHASE1: "phase1", SUBMIT: "phase1_submit", PHASE2: "phase2"}
         for kind, sender, recipient, envelope, response in self.state.query(
-            "SELECT i.kind, i.sender, i.recipient, i.envelope, i.response FROM items i "
+            "SELECT i.kind, i.sender, i.recipient, e.envelope, i.response FROM items i JOIN envelopes e ON e.id = i.id "
             "LEFT JOIN batches b ON b.batch_id = i.batch_id ORDER BY b.seq, i.id"
         ):
             phase = phase_of[str(kind)]

@@ -121,14 +121,21 @@ class ServiceState:
         for row in self.query("SELECT seq, request_id, kind, body, response FROM log ORDER BY seq"):
             yield LogEntry(*row)  # type: ignore[arg-type]
 
-    def forget(self, kinds: Sequence[str], *, delete: Sequence[str] = (), put: Mapping[str, bytes] | None = None) -> int:
+    def forget(
+        self, kinds: Sequence[str], *, delete: Sequence[str] = (), put: Mapping[str, bytes] | None = None,
+        view: bool = False,
+    ) -> int:
         """Delete the log rows of ``kinds`` (e.g. the shares once the release is out) and give
         the space back; returns how many rows went. The small values in ``delete`` go and those
         in ``put`` are set in the same transaction, so a crash never leaves a log that lacks
-        the rows without the values that say why (a replay would then miss them)."""
+        the rows without the values that say why (a replay would then miss them). ``view``
+        also deletes the recorded view (once it has been written to the party's transcript),
+        so that giving the space back does not rewrite it."""
         marks = ",".join("?" * len(kinds))
         with self.transaction() as conn:
             n = conn.execute(f"DELETE FROM log WHERE kind IN ({marks})", tuple(kinds)).rowcount  # noqa: S608
+            if view:
+                conn.execute("DELETE FROM view_rows")
             conn.executemany("DELETE FROM kv WHERE key = ?", [(k,) for k in delete])
             conn.executemany("INSERT OR REPLACE INTO kv (key, value) VALUES (?, ?)", list((put or {}).items()))
         with self._lock:

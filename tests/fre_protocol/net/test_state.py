@@ -12,8 +12,8 @@ from fre_protocol.net.state import ServiceState
 
 def _state(tmp_path: Path) -> ServiceState:
     state = ServiceState(tmp_path / "state.sqlite")
-    state.append("r1", "phase1", b"request", b"answer")
-    state.append("r2", "phase2", b"share", b"")
+    state.append("r1", "phase1", b"request", b"answer", [("S_tag", "phase1", "proxy", "S_tag", "m", b"request", "accepted")])
+    state.append("r2", "phase2", b"share", b"", [("S_tag", "phase2", "proxy", "S_tag", "m", 5, "accepted")])
     state.put("keys", b"secret")
     return state
 
@@ -24,6 +24,14 @@ def test_forget_drops_the_rows_and_changes_the_values_together(tmp_path: Path) -
     assert [e.kind for e in state.entries()] == ["phase1"]
     assert state.get("keys") is None
     assert state.get("finalized") == b"1"
+    assert len(list(state.view_rows())) == 2  # the view stays unless asked
+
+
+def test_forget_can_drop_the_view_once_it_is_in_the_transcript(tmp_path: Path) -> None:
+    state = _state(tmp_path)
+    assert state.forget(["phase2"], put={"finalized": b"1"}, view=True) == 1
+    assert list(state.view_rows()) == []
+    assert [e.kind for e in state.entries()] == ["phase1"] and state.get("finalized") == b"1"
 
 
 def test_a_failed_forget_leaves_rows_and_values_as_they_were(tmp_path: Path) -> None:
@@ -31,7 +39,8 @@ def test_a_failed_forget_leaves_rows_and_values_as_they_were(tmp_path: Path) -> 
     crash at that point would: the shares are still in the log while the keys are."""
     state = _state(tmp_path)
     with pytest.raises(sqlite3.IntegrityError):
-        state.forget(["phase2"], delete=["keys"], put={"finalized": None})  # type: ignore[dict-item]
+        state.forget(["phase2"], delete=["keys"], put={"finalized": None}, view=True)  # type: ignore[dict-item]
     assert [e.kind for e in state.entries()] == ["phase1", "phase2"]
     assert state.get("keys") == b"secret"
     assert state.get("finalized") is None
+    assert len(list(state.view_rows())) == 2
