@@ -3,7 +3,13 @@ same machine, same run.
 
     .venv/bin/python scripts/bench_deploy.py --users 100000 --dim 768 --out runs/bench-deploy
 
-Writes ``OUT/bench.json`` and ``OUT/bench.md``: wall time of both drivers and their ratio, each
+The in-process runner runs twice: for the release alone, and writing what deploy-local writes
+(``centroids.npy``, ``release.json`` and a transcript of every party's view with each message's
+bytes), so that the second ratio compares the same job. A CPU sampler reads every party's CPU
+seconds while the round runs, and the report tables each users' step beside each party's mean
+busy cores (which party the step waits on), with each service's own step timings.
+
+Writes ``OUT/bench.json`` and ``OUT/bench.md``: wall time of both drivers and their ratios, each
 service's CPU seconds, the per-operation cost table of both (the deployment's from the parties'
 own meters), and bytes on the wire — the loopback interface's counter over the deployment
 (TCP/IP, TLS and HTTP included) beside the HTTP bodies and the in-process message sizes.
@@ -14,7 +20,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import resource
+import shutil
 import sys
 import threading
 import time
@@ -94,6 +102,15 @@ def step_table(spans: list, sampler: CpuSampler) -> list[dict]:
     return rows
 
 
+def phase_seconds(metrics_dir: Path) -> dict[str, dict[str, float]]:
+    """Each service's ``fre_phase_seconds_total`` by step, from the metrics deploy-local scraped."""
+    out: dict[str, dict[str, float]] = {}
+    for prom in sorted(metrics_dir.glob("*.prom")):
+        for m in re.finditer(r'^fre_phase_seconds_total\{step="([^"]+)"\} (\S+)$', prom.read_text(), re.MULTILINE):
+            out.setdefault(prom.stem, {})[m.group(1)] = round(float(m.group(2)), 2)
+    return out
+
+
 def merged_meter(meters: list[dict]) -> object:
     from fre_protocol.parties.base import Meter
 
@@ -135,11 +152,17 @@ def main() -> int:
 
     inproc = None
     if not args.skip_in_process:
-        t0 = time.perf_counter()
-        result = run_protocol(x, params, SeedPlan.fresh(), noise=True, workers=2, progress=False)
-        report["in_process"] = {"wall_seconds": time.perf_counter() - t0, "released": len(result.release)}
-        inproc = {**result.costs, "epsilon": args.epsilon}
-        print(f"in-process: {report['in_process']['wall_seconds']:.1f} s", file=sys.stderr)
+        # Twice: the release alone, and writing what deploy-local writes (centroids.npy,
+        # release.json and a transcript of every party's view with each message's bytes).
+        for key, out_dir in (("in_process", None), ("in_process_files", out / "in-process")):
+            t0 = time.perf_counter()
+            result = run_protocol(x, params, SeedPlan.fresh(), noise=True, workers=2, progress=False, out_dir=out_dir)
+            report[key] = {"wall_seconds": time.perf_counter() - t0, "released": len(result.release)}
+            print(f"{key}: {report[key]['wall_seconds']:.1f} s", file=sys.stderr)
+            if out_dir is None:
+                inproc = {**result.costs, "epsilon": args.epsilon}
+            else:
+                shutil.rmtree(out_dir)  # ~9 kB a user
 
     seeds = SeedPlan.fresh()
     settings = RoundSettings(
@@ -158,6 +181,9 @@ def main() -> int:
     finally:
         sampler.stop()
     report["steps"] = step_table(summary["users"]["spans"], sampler)
+    from mechanism.run_files import METRICS_DIR
+
+    report["service_steps"] = phase_seconds(out / "deploy" / METRICS_DIR)
     report["deploy_local"] = {**summary, "total_seconds": time.perf_counter() - t0}
     release = Release.load(out / "deploy")
     meter = merged_meter([summary["users"]["meter"], *summary["servers"].values()])
@@ -174,14 +200,17 @@ def main() -> int:
     report["cost_in_process"], report["cost_deploy"] = inproc, deployed
     if inproc is not None:
         report["wall_ratio"] = summary["wall_seconds"] / report["in_process"]["wall_seconds"]
+        report["wall_ratio_files"] = summary["wall_seconds"] / report["in_process_files"]["wall_seconds"]
     (out / "bench.json").write_text(json.dumps(report, indent=2, default=str) + "\n")
 
     lines = [f"# deploy-local against the in-process runner: N = {n}, d = {args.dim}, ε = {args.epsilon}, "
              f"{os.cpu_count()} CPUs", ""]
     if inproc is not None:
-        lines.append(f"- wall: in-process {report['in_process']['wall_seconds']:.1f} s; deploy-local "
-                     f"{summary['wall_seconds']:.1f} s (ratio {report['wall_ratio']:.2f}; + "
-                     f"{summary['setup_seconds']:.1f} s starting the services)")
+        lines.append(f"- wall: deploy-local {summary['wall_seconds']:.1f} s (+ {summary['setup_seconds']:.1f} s starting "
+                     f"the services); in-process, writing what deploy-local writes (centroids, release, every party's "
+                     f"view with each message's bytes) {report['in_process_files']['wall_seconds']:.1f} s (ratio "
+                     f"{report['wall_ratio_files']:.2f}); in-process, the release alone "
+                     f"{report['in_process']['wall_seconds']:.1f} s (ratio {report['wall_ratio']:.2f})")
     else:
         lines.append(f"- wall: deploy-local {summary['wall_seconds']:.1f} s")
     lines.append("- CPU seconds per service: " + ", ".join(f"{r} {s:.1f}" for r, s in summary["cpu_seconds"].items()))
@@ -197,6 +226,8 @@ def main() -> int:
         cores = row["cores"]
         lines.append(f"| {row['step']} | {row['wall_s']:.1f} | " + " | ".join(f"{cores.get(p, float('nan')):.2f}" for p in parties)
                      + f" | {sum(cores.values()):.2f} |")
+    lines += ["", "Each service's own steps (wall s, its metrics' `fre_phase_seconds_total`): "
+              + "; ".join(f"{role} " + json.dumps(steps) for role, steps in report["service_steps"].items())]
     lines += ["", cost_table(inproc or deployed, others=[("deploy-local (parties' meters)", deployed)] if inproc else ())]
     (out / "bench.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
