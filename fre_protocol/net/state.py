@@ -135,7 +135,14 @@ class ServiceState:
         with self.transaction() as conn:
             n = conn.execute(f"DELETE FROM log WHERE kind IN ({marks})", tuple(kinds)).rowcount  # noqa: S608
             if view:
-                conn.execute("DELETE FROM view_rows")
+                # The view is kept in the transcript, so its pages need not be overwritten with
+                # zeros as the shares' are (this SQLite deletes securely by default).
+                secure = conn.execute("PRAGMA secure_delete").fetchone()[0]
+                conn.execute("PRAGMA secure_delete = OFF")
+                try:
+                    conn.execute("DELETE FROM view_rows")
+                finally:
+                    conn.execute(f"PRAGMA secure_delete = {int(secure)}")
             conn.executemany("DELETE FROM kv WHERE key = ?", [(k,) for k in delete])
             conn.executemany("INSERT OR REPLACE INTO kv (key, value) VALUES (?, ?)", list((put or {}).items()))
         with self._lock:

@@ -44,3 +44,17 @@ def test_a_failed_forget_leaves_rows_and_values_as_they_were(tmp_path: Path) -> 
     assert state.get("keys") == b"secret"
     assert state.get("finalized") is None
     assert len(list(state.view_rows())) == 2
+
+
+def test_forgotten_shares_leave_no_bytes_in_the_files(tmp_path: Path) -> None:
+    """The shares' bytes are gone from the database and its WAL after forget, even though the
+    view (kept in the transcript) is deleted without overwriting; secure deletion is back on."""
+    marker = b"SHARE-BYTES-" * 200
+    state = ServiceState(tmp_path / "state.sqlite")
+    state.append("r1", "phase2", marker, b"", [("S_syn", "phase2", "proxy", "S_syn", "m", b"view " * 300, "accepted")])
+    before = state.query("PRAGMA secure_delete")
+    state.forget(["phase2"], view=True)
+    files = [p for p in tmp_path.iterdir() if p.name.startswith("state.sqlite")]
+    assert files and all(marker[:24] not in p.read_bytes() for p in files)
+    assert state.query("PRAGMA secure_delete") == before
+    state.close()
