@@ -27,6 +27,7 @@ import json
 import threading
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -424,18 +425,25 @@ class ProxyService(ServiceBase):
             self._set_phase(CLOSING2)
             self._form(PHASE2, flush=True)
             self._resend()
-            with self.timed("aggregate"):
-                release = self.peers.post(
-                    Role.S_SYN.label, "/v1/aggregate", b"", request_id=f"{self.settings.round_id}/aggregate"
-                )
+            # Everything the proxy saw is in by now: its transcript is written while S_syn
+            # aggregates (a restart before DONE writes it again).
+            with ThreadPoolExecutor(max_workers=1, thread_name_prefix="proxy-transcript") as pool:
+                transcript = pool.submit(self._timed_transcript)
+                with self.timed("aggregate"):
+                    release = self.peers.post(
+                        Role.S_SYN.label, "/v1/aggregate", b"", request_id=f"{self.settings.round_id}/aggregate"
+                    )
+                transcript.result()
             self.state.put(RELEASE_KEY, release)
-            with self.timed("transcript"):
-                self.write_transcript()
             with self.timed("forget"), self.state.transaction() as conn:
                 # Who took part is the proxy's to forget once the round is out.
                 conn.execute("UPDATE items SET credential = NULL")
                 self._set_phase(DONE, conn)
             return release
+
+    def _timed_transcript(self) -> Path:
+        with self.timed("transcript"):
+            return self.write_transcript()
 
     def write_transcript(self) -> Path:
         """The proxy's view, from its queue: every envelope it relayed or refused, and each
