@@ -21,7 +21,6 @@ import argparse
 import json
 import os
 import re
-import resource
 import shutil
 import sys
 import threading
@@ -65,10 +64,9 @@ class CpuSampler:
             self._thread.join()
 
     def _read(self) -> dict[str, float]:
-        from fre_protocol.net.deploy import cpu_seconds
+        from fre_protocol.net.deploy import cpu_seconds, own_cpu_seconds
 
-        usage = resource.getrusage(resource.RUSAGE_SELF)
-        out = {"users": usage.ru_utime + usage.ru_stime}
+        out = {"users": own_cpu_seconds()}
         for role, pid in self.pids.items():
             try:
                 out[role] = cpu_seconds(pid)

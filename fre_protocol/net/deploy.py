@@ -167,7 +167,8 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _own_cpu() -> float:
+def own_cpu_seconds() -> float:
+    """User + system CPU seconds of this process (where deploy-local plays the users)."""
     import resource
 
     usage = resource.getrusage(resource.RUSAGE_SELF)
@@ -283,7 +284,7 @@ def deploy_local(
         for role in ("S_tag", "S_syn", "proxy"):
             start_service(dep, role)
         started = time.perf_counter()
-        own0 = _own_cpu()
+        own0 = own_cpu_seconds()
         if on_phase is not None:
             on_phase(dep, "started")
 
@@ -299,7 +300,7 @@ def deploy_local(
             deadline_s=deadline_s, between_phases=between, active=None if dropout is None else ~dropout,
             users=users,
         )
-        cpu["users (client process)"] = _own_cpu() - own0
+        cpu["users (client process)"] = own_cpu_seconds() - own0
         if on_phase is not None:
             on_phase(dep, "phase2_sent")
         with report.timed("close_phase2"):
