@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fre_protocol.dask_driver import DaskWindows, Placement
+from fre_protocol.gc_policy import relax_for_rounds
 from fre_protocol.streaming import Players, WindowContext, WindowPlayer
 from primitives.errors import InvalidParameterError, ProtocolStateError
 
@@ -131,7 +132,9 @@ def _lost(exc: BrokenProcessPool) -> ProtocolStateError:
 
 
 def _import_tasks() -> None:
-    """Nothing: a worker imports this module (and so the tasks' module) to run it."""
+    """A worker's start: importing this module imports the tasks' module; the worker's collector
+    is set for rounds (:mod:`fre_protocol.gc_policy`)."""
+    relax_for_rounds()
 
 
 def _is_task_list(value: Any) -> bool:

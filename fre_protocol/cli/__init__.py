@@ -12,6 +12,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 
+from fre_protocol.gc_policy import relax_for_rounds
 from primitives.errors import FreError
 
 # sub-command -> module (kept explicit so `fre-e2t --help` needs no heavy import)
@@ -50,6 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    relax_for_rounds()
     try:
         return int(args._run(args) or 0)
     except FreError as exc:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import math
 
 import pytest
 
 import fre_protocol.cli as cli
+from fre_protocol.gc_policy import ROUND_THRESHOLDS
 from mechanism.ledger import FLAT_KEYS
 
 PAPER_EPS4 = [
@@ -241,3 +243,18 @@ def test_cap_table_and_its_errors(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         _run(capsys, *PAPER_EPS4, "--cap", "0")
     assert _run(capsys, *PAPER_EPS4, "--protocol", "--optimise-v")[0] == 2
+
+
+def test_the_command_line_collects_cycles_at_the_round_thresholds(capsys: pytest.CaptureFixture[str]) -> None:
+    """Every command runs with fre_protocol.gc_policy's thresholds; importing the library alone
+    leaves the process's own."""
+    before = gc.get_threshold()
+    gc.set_threshold(700, 10, 10)
+    try:
+        import fre_protocol.gc_policy  # noqa: F401  (importing changes nothing)
+
+        assert gc.get_threshold() == (700, 10, 10)
+        rc, _, _ = _run(capsys, *PAPER_EPS4, "--json")
+        assert rc == 0 and gc.get_threshold() == ROUND_THRESHOLDS
+    finally:
+        gc.set_threshold(*before)
