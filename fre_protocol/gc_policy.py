@@ -4,7 +4,7 @@ A round allocates millions of short-lived containers (messages, tuples, per-user
 almost no reference cycles, which reference counting frees anyway. With CPython's default first
 threshold (700 allocations) the collector runs ~7,500 times per 100,000 users in the driver and
 ~1,300 times in each users' worker, ~5% of all CPU, to find next to nothing. Raising the first
-threshold to 50,000 keeps collection for the cycles that do occur (a few dozen runs a round) at a
+threshold to 50,000 keeps collection for the cycles that do occur (~100 runs per 100,000 users) at a
 memory cost of at most that many unreachable containers between runs.
 
 Only the command line and this library's own worker processes call :func:`relax_for_rounds`: a
