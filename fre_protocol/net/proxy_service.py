@@ -95,6 +95,17 @@ ROUTES = {
 }
 
 
+def record_item(conn: Any, kind: str, credential: str | None, digest: bytes, sender: str, recipient: str,
+                envelope: bytes) -> int:
+    """One relayed envelope: its item row and, in the table of its own, its bytes; the item's id."""
+    cur = conn.execute(
+        "INSERT INTO items (kind, credential, digest, sender, recipient) VALUES (?, ?, ?, ?, ?)",
+        (kind, credential, digest, sender, recipient),
+    )
+    conn.execute("INSERT INTO envelopes (id, envelope) VALUES (?, ?)", (cur.lastrowid, envelope))
+    return int(cur.lastrowid)
+
+
 def record_refusal(conn: Any, kind: str, body: bytes, error: Exception) -> None:
     """A refused user request, kept for the proxy's view with its typed status."""
     from fre_protocol.parties.base import status_of
@@ -256,15 +267,10 @@ class ProxyService(ServiceBase):
                     f"this credential already sent its {cap} {kind} request{'s' if cap > 1 else ''} in this round "
                     f"(the round's cap c = {cap})"
                 ))
-            ids = []
-            for env in opened:
-                cur = conn.execute(
-                    "INSERT INTO items (kind, credential, digest, sender, recipient) VALUES (?, ?, ?, ?, ?)",
-                    (kind, user, digest, Role.USER.label, env.recipient.label),
-                )
-                ids.append(int(cur.lastrowid))
-            conn.executemany("INSERT INTO envelopes (id, envelope) VALUES (?, ?)", list(zip(ids, envelopes, strict=True)))
-            return ids
+            return [
+                record_item(conn, kind, user, digest, Role.USER.label, env.recipient.label, data)
+                for data, env in zip(envelopes, opened, strict=True)
+            ]
 
         return self.commits.submit(write)
 
@@ -392,12 +398,8 @@ class ProxyService(ServiceBase):
                     dummies = decode_batch(self.peers.post(Role.S_TAG.label, "/v1/dummies", b"", request_id=f"{rid}/dummies"))
                     with self.state.transaction() as conn:
                         for data in dummies:
-                            cur = conn.execute(
-                                "INSERT INTO items (kind, credential, digest, sender, recipient) VALUES (?, NULL, ?, ?, ?)",
-                                (SUBMIT, hashlib.sha256(data).digest(), Role.DUMMY_USER.label,
-                                 decode_as(data, SealedEnvelope).recipient.label),
-                            )
-                            conn.execute("INSERT INTO envelopes (id, envelope) VALUES (?, ?)", (cur.lastrowid, data))
+                            record_item(conn, SUBMIT, None, hashlib.sha256(data).digest(), Role.DUMMY_USER.label,
+                                        decode_as(data, SealedEnvelope).recipient.label, data)
                         conn.execute("INSERT INTO kv (key, value) VALUES ('dummies_in', x'01')")
             with self.timed("submissions"):
                 # All submissions at once, one shuffle: users' and dummies' arrive mixed.
