@@ -473,6 +473,16 @@ class SealedEnvelope(Message):
     def _body(self) -> bytes:
         return bytes((self.recipient,)) + _var(self.ciphertext)
 
+    @staticmethod
+    def ciphertext_of(data: bytes) -> bytes:
+        """The ciphertext of an encoded envelope, read from its framing alone: the proxy forwards
+        thousands per batch, each already decoded in full when it was admitted."""
+        if len(data) < 6 or data[0] != MessageType.SEALED_ENVELOPE:
+            raise DecodeError("not an encoded sealed envelope")
+        if int.from_bytes(data[2:6], "big") != len(data) - 6:
+            raise DecodeError(f"sealed envelope's ciphertext length must be {len(data) - 6}, got {int.from_bytes(data[2:6], 'big')}")
+        return bytes(data[6:])
+
     @classmethod
     def _read(cls, reader: _Reader) -> SealedEnvelope:
         code = reader.u8("recipient")

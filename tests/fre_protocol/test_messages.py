@@ -195,6 +195,20 @@ def test_known_answer_encodings() -> None:
     assert Rejection(reason="DecodeError").encode() == b"\x0a\x0bDecodeError"
 
 
+@given(BY_CLASS[SealedEnvelope])
+def test_an_envelopes_ciphertext_read_from_its_framing_is_the_decoded_ones(envelope: SealedEnvelope) -> None:
+    assert SealedEnvelope.ciphertext_of(envelope.encode()) == envelope.ciphertext
+
+
+@pytest.mark.parametrize(
+    "data",
+    [b"", b"\x09\x03\x00\x00", b"\x01" + bytes(32), b"\x09\x03\x00\x00\x00\x04abc", b"\x09\x03\x00\x00\x00\x02abc"],
+)
+def test_a_ciphertext_is_not_read_from_what_is_not_one_whole_envelope(data: bytes) -> None:
+    with pytest.raises(DecodeError):
+        SealedEnvelope.ciphertext_of(data)
+
+
 def test_envelope_with_unknown_role_rejected() -> None:
     with pytest.raises(DecodeError, match="role code"):
         decode(b"\x09\x63\x00\x00\x00\x01x")
