@@ -3,10 +3,11 @@
 Each accepted request is applied to the role object and logged with its response in one step,
 under the service lock, before the response is sent; a request id already in the log is answered
 from it. On start the role object is rebuilt by applying the log in order (with no recording), so
-``kill -9`` at any point loses nothing that was acknowledged and counts nothing twice. At the
-end of the round, the party's transcript is written by applying the log once more to a fresh role
-object that records into a transcript store; then the round's keys and the users' shares are
-deleted from the state.
+``kill -9`` at any point loses nothing that was acknowledged and counts nothing twice. The rows
+the role object records while applying a request are logged with it and then appended to the
+party's transcript store, so the end of the round only closes the store (a restarted service
+starts it again from its log); then the round's keys and the users' shares are deleted from the
+state.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from fre_protocol.net.service import (
     require_peer,
 )
 from fre_protocol.net.state import ServiceState
+from fre_protocol.net.transcript import LiveTranscript, party_header, write_party_transcript
 from fre_protocol.net.wire import MAX_BATCH_BODY, decode_batch
 from fre_protocol.parties.base import Meter, Recorder, Workers
 from mechanism.run_files import TRANSCRIPT_FILE
@@ -56,6 +58,7 @@ class LoggedServer(ServiceBase):
         self.meter = Meter()
         self.keys = self._round_keys()
         self.collector = RowCollector()
+        self.live = LiveTranscript(lambda: self.state_path(TRANSCRIPT_FILE), lambda: party_header(self.ctx, party=self.role))
         self.party: Any = None
         self.rebuild()
         self.ready.set()
@@ -171,11 +174,21 @@ class LoggedServer(ServiceBase):
             with self.timed(kind):
                 response = self.apply(kind, body, replay=False)
             try:
-                self.state.append(rid, kind, body, response, self.collector.take())
+                self.log(rid, kind, body, response, self.collector.take())
             except BaseException:
                 self.rebuild()  # the role object ran ahead of the log: bring it back
                 raise
             return response
+
+    def log(self, rid: str, kind: str, body: bytes, response: bytes | None, rows: list[Any]) -> None:
+        """Log one accepted request with the view rows it recorded, then append those rows to
+        the live transcript (from the start of the view when the store is not open yet)."""
+        self.state.append(rid, kind, body, response, rows)
+        if not self.live.is_open:
+            if not self.live.open():
+                return  # written from the log at the end of the round
+            rows = list(self.state.view_rows())  # every row so far, these included
+        self.live.extend(rows)
 
     def handler(self, kind: str, peers: tuple[str, ...]) -> Any:
         async def handle(request: Request) -> Response:
@@ -194,11 +207,13 @@ class LoggedServer(ServiceBase):
     def finalize(self, *, artifacts: dict[str, Any], share_kinds: tuple[str, ...]) -> Path:
         """Write the party's transcript from its log, then delete the round's keys and the
         users' shares; returns the transcript's path."""
-        from fre_protocol.net.transcript import write_party_transcript
-
         path = self.state_path(TRANSCRIPT_FILE)
         with self.timed("transcript"):
-            write_party_transcript(path, role=self.role, ctx=self.ctx, rows=self.state.view_rows(), artifacts=artifacts)
+            if self.live.is_open:
+                self.live.finish(artifacts)
+            else:
+                write_party_transcript(path, role=self.role, ctx=self.ctx, rows=self.state.view_rows(), artifacts=artifacts)
+                self.live.finished = True
         # One transaction: a restart between deleting the shares and marking the round
         # finalized would replay a log without its shares and fail to rebuild. The view is in
         # the transcript now; a restart before this point writes the transcript again.

@@ -47,11 +47,12 @@ class _Spec:
 class _Metric:
     """One named metric: its declaration and a value per combination of label values."""
 
-    __slots__ = ("_lock", "_values", "spec")
+    __slots__ = ("_label_names", "_lock", "_values", "spec")
 
     def __init__(self, spec: _Spec, lock: threading.Lock) -> None:
         self.spec = spec
         self._lock = lock
+        self._label_names = frozenset(spec.labels)  # compared with every update's labels
         # A metric without labels has exactly one series, present (at 0) from the start.
         self._values: dict[LabelValues, float] = {} if spec.labels else {(): 0.0}
 
@@ -62,7 +63,7 @@ class _Metric:
             return self._values.get(key, 0.0)
 
     def _key(self, labels: dict[str, object]) -> LabelValues:
-        if labels.keys() != set(self.spec.labels):
+        if labels.keys() != self._label_names:
             raise InvalidParameterError(
                 f"labels of {self.spec.name} must be {sorted(self.spec.labels)}, got {sorted(labels)}"
             )
@@ -79,14 +80,16 @@ class Counter(_Metric):
 
     def inc(self, amount: float = 1, /, **labels: object) -> None:
         """Add ``amount`` (finite, >= 0) to the series ``labels``."""
-        value = _number(amount, what=f"amount added to {self.spec.name}")
-        if not (math.isfinite(value) and value >= 0):
+        # Checked inline, not through _number: a service counts every request it answers.
+        if isinstance(amount, bool) or not isinstance(amount, int | float):
+            raise InvalidParameterError(f"amount added to {self.spec.name} must be a number, got {amount!r}")
+        if not (math.isfinite(amount) and amount >= 0):
             raise InvalidParameterError(
                 f"amount added to counter {self.spec.name} must be finite and >= 0, got {amount!r}"
             )
         key = self._key(labels)
         with self._lock:
-            self._values[key] = self._values.get(key, 0.0) + value
+            self._values[key] = self._values.get(key, 0.0) + amount
 
 
 class Gauge(_Metric):

@@ -27,6 +27,7 @@ import json
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -36,10 +37,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from fre_protocol.messages import Role, SealedEnvelope, decode_as
+from fre_protocol.messages import Role, SealedEnvelope, decode_as, message_type_name
 from fre_protocol.net.round import RoundContext, RoundDocument, ServiceConfig
 from fre_protocol.net.service import PeerClient, ServiceBase, octets, read_body, require_peer
-from fre_protocol.net.state import GroupCommit, ServiceState
+from fre_protocol.net.state import GroupCommit, ServiceState, ViewRow
+from fre_protocol.net.transcript import LiveTranscript, party_header
 from fre_protocol.net.wire import (
     MAX_USER_BODY,
     NotReadyError,
@@ -113,9 +115,26 @@ def record_refusal(conn: Any, kind: str, body: bytes, error: Exception) -> None:
     conn.execute("INSERT INTO refused (kind, body, status) VALUES (?, ?, ?)", (kind, body, status_of(error)))
 
 
+def wait_seconds(request: Request) -> float | None:
+    """The ``?wait=`` seconds a user asks to wait for a phase-1 answer; None when not asked.
+    (The query string is parsed only when there is one: most requests carry none.)"""
+    if not request.scope.get("query_string"):
+        return None
+    value = request.query_params.get("wait")
+    if value is None:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = float("nan")
+    if not seconds >= 0:  # also refuses NaN
+        raise InvalidParameterError(f"wait must be a number of seconds >= 0, got {value[:32]!r}")
+    return seconds
+
+
 def credential_token(key: bytes, round_id: str, user: str) -> str:
     """A user's credential for a round: ``user.MAC`` (HMAC-SHA-256 under the proxy's key)."""
-    mac = hmac.new(key, f"{round_id}/{user}".encode(), hashlib.sha256).hexdigest()[:32]
+    mac = hmac.digest(key, f"{round_id}/{user}".encode(), "sha256").hex()[:32]  # one call: checked per request
     return f"{user}.{mac}"
 
 
@@ -147,10 +166,13 @@ class ProxyService(ServiceBase):
         self._stop = threading.Event()
         self.queue_depth = self.metrics.gauge("fre_queue_depth", "admitted messages not yet forwarded", labels=("kind",))
         self._pump: threading.Thread | None = None
+        # The proxy's view, appended batch by batch as batches are acknowledged (see _transcribe).
+        self.live = LiveTranscript(lambda: self.state_path(TRANSCRIPT_FILE), lambda: party_header(self.ctx, party=self.role))
+        self._transcribed = 0  # the last batch (seq) in it
         self._windows: dict[str, float] = {}  # when each kind's current window opened
-        # Users waiting on a phase-1 answer sleep on one event, set (from the pump thread, through
-        # the event loop) when a batch of answers has been logged.
-        self._answers: asyncio.Event | None = None
+        # Users waiting on a phase-1 answer, by ticket: each batch of answers, once logged, is
+        # handed to them (from the pump thread, through the event loop) in one call.
+        self._waiters: dict[int, list[asyncio.Future[bytes]]] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
 
     # -- start-up: the round document --------------------------------------------------------------
@@ -219,11 +241,11 @@ class ProxyService(ServiceBase):
     def admit(self, kind: str, user: str, body: bytes) -> list[int]:
         """Log a user's request (its envelopes as items) in the next group commit; the item ids.
         The same body again is idempotent (same ids); a body of the same kind beyond the round's cap c is refused."""
-        return self.admit_later(kind, user, body).result(timeout=120)  # type: ignore[no-any-return]
+        return self.commits.submit(self.admission(kind, user, body)).result(timeout=120)  # type: ignore[no-any-return]
 
-    def admit_later(self, kind: str, user: str, body: bytes) -> Any:
-        """:meth:`admit` as a future: the checks run now, the write with the next group commit
-        (the event loop awaits it without a thread of its own)."""
+    def admission(self, kind: str, user: str, body: bytes) -> Callable[[Any], Any]:
+        """:meth:`admit`'s checks, run now; its write, returned for the next group commit
+        (which the event loop awaits without a thread of its own)."""
         if kind == PHASE2:
             try:
                 envelopes = decode_batch(body, limit=2)
@@ -272,7 +294,7 @@ class ProxyService(ServiceBase):
                 for data, env in zip(envelopes, opened, strict=True)
             ]
 
-        return self.commits.submit(write)
+        return write
 
     def _refuse(self, kind: str, body: bytes, error: Exception) -> None:
         with self.state.transaction() as conn:
@@ -298,6 +320,8 @@ class ProxyService(ServiceBase):
             elif phase == OPEN2:
                 self._form(PHASE2, flush=flush)
             self._resend()
+            if phase in (OPEN1, CLOSING1, OPEN2):
+                self._transcribe()
         now = time.time()
         if phase == OPEN1 and self.settings.phase1_deadline is not None and now >= self.settings.phase1_deadline:
             self.close_phase1()
@@ -365,22 +389,29 @@ class ProxyService(ServiceBase):
         marks = ",".join("?" * len(order))
         rows = dict(self.state.query(f"SELECT id, envelope FROM envelopes WHERE id IN ({marks})", order))  # noqa: S608
         # The servers take the ciphertexts: the envelope's recipient was checked at admission.
-        body = encode_batch([decode_as(bytes(rows[i]), SealedEnvelope).ciphertext for i in order])  # type: ignore[arg-type]
+        body = encode_batch([SealedEnvelope.ciphertext_of(bytes(rows[i])) for i in order])  # type: ignore[arg-type]
         answer = self.peers.post(recipient, ROUTES[(kind, recipient)], body, request_id=batch_id)
+        answered: list[tuple[bytes, int]] = []
         with self.state.transaction() as conn:
             if kind == PHASE1:
                 responses = decode_batch(answer)
                 if len(responses) != len(order):
                     raise ProtocolStateError(f"S_tag answered {len(responses)} of {len(order)} requests in batch {batch_id}")
-                conn.executemany("UPDATE items SET response = ? WHERE id = ?", list(zip(responses, order, strict=True)))
+                answered = list(zip(responses, order, strict=True))
+                conn.executemany("UPDATE items SET response = ? WHERE id = ?", answered)
             conn.execute("UPDATE batches SET done = 1 WHERE batch_id = ?", (batch_id,))
-        if kind == PHASE1 and self._loop is not None:
-            self._loop.call_soon_threadsafe(self._wake_waiters)
+        # Read after the commit: a waiter sets the loop before it reads the state, so one that
+        # missed these answers there is registered by the time the hand-over runs.
+        loop = self._loop
+        if answered and loop is not None:
+            loop.call_soon_threadsafe(self._hand_over, answered)
 
-    def _wake_waiters(self) -> None:
-        if self._answers is not None:
-            self._answers.set()
-            self._answers = None
+    def _hand_over(self, answered: list[tuple[bytes, int]]) -> None:
+        """Give each waiting user its answer (on the event loop)."""
+        for response, ticket in answered:
+            for waiter in self._waiters.pop(ticket, ()):
+                if not waiter.done():
+                    waiter.set_result(response)
 
     # -- closing the phases -----------------------------------------------------------------------
     def close_phase1(self) -> None:
@@ -448,57 +479,87 @@ class ProxyService(ServiceBase):
             return self.write_transcript()
 
     def write_transcript(self) -> Path:
-        """The proxy's view, from its queue: every envelope it relayed or refused, and each
-        phase-1 answer it routed back (roles only; credentials never enter it)."""
-        from fre_protocol.net.transcript import party_header
-        from transcripts import TranscriptStore
-
-        path = self.state_path(TRANSCRIPT_FILE)
-        store = TranscriptStore.create(path, party_header(self.ctx, party=self.role), overwrite=True)
-        rows: list[tuple[str, str, str, str, str, bytes, str]] = []
-        view = self.role
+        """Finish the proxy's view: the batches not yet in it, then every request it refused
+        and the broadcast it relayed (roles only; credentials never enter it)."""
+        self._transcribe()
+        if not self.live.is_open:
+            raise ProtocolStateError("the proxy's transcript could not be written (see its store)")
         phase_of = {PHASE1: "phase1", SUBMIT: "phase1_submit", PHASE2: "phase2"}
-        for kind, sender, recipient, envelope, response in self.state.query(
+        view = self.role
+        # Items no batch holds: none in a finished round (each phase's close forwards all of them).
+        rows = self._item_rows(self.state.query(
             "SELECT i.kind, i.sender, i.recipient, e.envelope, i.response FROM items i JOIN envelopes e ON e.id = i.id "
-            "LEFT JOIN batches b ON b.batch_id = i.batch_id ORDER BY b.seq, i.id"
-        ):
-            phase = phase_of[str(kind)]
-            rows.append((view, phase, str(sender), str(recipient), "sealed_envelope", bytes(envelope), "accepted"))  # type: ignore[arg-type]
-            if response is not None:
-                from fre_protocol.messages import message_type_name
-
-                rows.append((view, phase, str(recipient), Role.USER.label, message_type_name(bytes(response)), bytes(response), "accepted"))  # type: ignore[arg-type]
+            "WHERE i.batch_id IS NULL ORDER BY i.id"
+        ))
         for kind, body, status in self.state.query("SELECT kind, body, status FROM refused ORDER BY id"):
             rows.append((view, phase_of[str(kind)], Role.USER.label, "unknown", "sealed_envelope", bytes(body), str(status)))  # type: ignore[arg-type]
         broadcast = self.state.get(BROADCAST_KEY)
         if broadcast is not None:
             rows.append((view, "broadcast", Role.S_SYN.label, Role.USER.label, "released_tags", broadcast, "accepted"))
-        store.record_many(rows)
-        store.close()
-        return path
+        if not self.live.extend(rows):
+            raise ProtocolStateError("the proxy's transcript could not be written (see its store)")
+        self.live.finish({})
+        return self.state_path(TRANSCRIPT_FILE)
 
-    async def wait_answer(self, ticket: int, user: str, request: Request) -> bytes | None:
-        """S_tag's answer to ``user``'s phase-1 request, waiting up to ``?wait=`` seconds (≤ 30);
-        the database is read again only when a batch of answers has come in."""
-        wait = min(30.0, max(0.0, float(request.query_params.get("wait", "0") or 0)))
-        end = time.monotonic() + wait
-        self._loop = asyncio.get_running_loop()
-        while True:
-            if self._answers is None:
-                self._answers = asyncio.Event()
-            arrived = self._answers  # taken before the read, so an answer logged after it wakes us
-            rows = self.state.query("SELECT credential, response FROM items WHERE id = ? AND kind = ?", (ticket, PHASE1))
-            if not rows or rows[0][0] != user:
-                raise UnauthorizedError("no phase-1 request of this credential under that ticket")
-            if rows[0][1] is not None:
-                return bytes(rows[0][1])  # type: ignore[arg-type]
-            left = end - time.monotonic()
-            if left <= 0:
-                return None
-            try:
-                await asyncio.wait_for(arrived.wait(), left)
-            except TimeoutError:
-                pass  # read once more: the answer may have come with the deadline
+    def _transcribe(self) -> None:
+        """Append every batch acknowledged since the last call to the proxy's view, in batch
+        order (each batch's items by id, a phase-1 item followed by the answer routed back). The
+        store is started again from the first batch when it is not open (a restart, a failed
+        write)."""
+        if self.live.finished:
+            return
+        if not self.live.is_open:
+            if not self.live.open():
+                return
+            self._transcribed = 0
+        for seq, batch_id, kind, done in self.state.query(
+            "SELECT seq, batch_id, kind, done FROM batches WHERE seq > ? ORDER BY seq", (self._transcribed,)
+        ):
+            if not done:
+                return  # batches are acknowledged in order: the rest wait for the next call
+            rows = self._item_rows(self.state.query(
+                "SELECT i.kind, i.sender, i.recipient, e.envelope, i.response FROM items i JOIN envelopes e ON e.id = i.id "
+                "WHERE i.kind = ? AND i.batch_id = ? ORDER BY i.id", (kind, batch_id),
+            ))
+            if not self.live.extend(rows):
+                return
+            self._transcribed = int(seq)  # type: ignore[call-overload]
+
+    def _item_rows(self, items: list[tuple[object, ...]]) -> list[ViewRow]:
+        """The proxy's view rows of relayed items: each envelope, then the answer it routed back."""
+        phase_of = {PHASE1: "phase1", SUBMIT: "phase1_submit", PHASE2: "phase2"}
+        view, rows = self.role, []
+        for kind, sender, recipient, envelope, response in items:
+            phase = phase_of[str(kind)]
+            rows.append((view, phase, str(sender), str(recipient), "sealed_envelope", bytes(envelope), "accepted"))  # type: ignore[arg-type]
+            if response is not None:
+                rows.append((view, phase, str(recipient), Role.USER.label, message_type_name(bytes(response)), bytes(response), "accepted"))  # type: ignore[arg-type]
+        return rows
+
+    async def wait_answer(self, ticket: int, user: str, wait_s: float) -> bytes | None:
+        """S_tag's answer to ``user``'s phase-1 request, waiting up to ``wait_s`` seconds (≤ 30)
+        for the batch that carries it; None if it has not come by then."""
+        self._loop = asyncio.get_running_loop()  # before the read: see _send
+        rows = self.state.query("SELECT credential, response FROM items WHERE id = ? AND kind = ?", (ticket, PHASE1))
+        if not rows or rows[0][0] != user:
+            raise UnauthorizedError("no phase-1 request of this credential under that ticket")
+        if rows[0][1] is not None:
+            return bytes(rows[0][1])  # type: ignore[arg-type]
+        wait_s = min(30.0, max(0.0, wait_s))
+        if wait_s == 0:
+            return None
+        waiter: asyncio.Future[bytes] = self._loop.create_future()
+        self._waiters.setdefault(ticket, []).append(waiter)
+        try:
+            return await asyncio.wait_for(waiter, wait_s)
+        except TimeoutError:
+            return None
+        finally:
+            waiting = self._waiters.get(ticket)
+            if waiting is not None and waiter in waiting:
+                waiting.remove(waiter)
+                if not waiting:
+                    del self._waiters[ticket]
 
     # -- endpoints --------------------------------------------------------------------------------
     def update_gauges(self) -> None:
@@ -506,23 +567,24 @@ class ProxyService(ServiceBase):
             self.queue_depth.set(self._waiting(kind), kind=kind)
 
     def routes(self) -> list[Route]:
-        def admission(kind: str) -> Any:
+        def admitting(kind: str) -> Any:
             async def handle(request: Request) -> Response:
                 user = self.credential(request)
+                wait = wait_seconds(request) if kind == PHASE1 else None  # a bad one is refused before admission
                 body = await read_body(request, MAX_USER_BODY)
-                ids = await asyncio.wrap_future(self.admit_later(kind, user, body))
-                if kind == PHASE1 and "wait" in request.query_params:
-                    # Long poll: most answers come within a window, saving the user a request.
-                    data = await self.wait_answer(ids[0], user, request)
+                ids = await self.commits.submit_async(self.admission(kind, user, body))
+                if wait is not None:
+                    # Long poll: the answer comes with the request's window, saving the user a request.
+                    data = await self.wait_answer(ids[0], user, wait)
                     if data is not None:
                         return octets(data)
-                return JSONResponse({"ticket": ids[0]}, status_code=202)
+                return Response(b'{"ticket":%d}' % ids[0], status_code=202, media_type="application/json")
 
             return self.endpoint(kind, handle)
 
         async def answer(request: Request) -> Response:
             user = self.credential(request)
-            data = await self.wait_answer(int(request.path_params["ticket"]), user, request)
+            data = await self.wait_answer(int(request.path_params["ticket"]), user, wait_seconds(request) or 0.0)
             if data is None:
                 raise NotReadyError("S_tag has not answered this request yet")
             return octets(data)
@@ -562,13 +624,14 @@ class ProxyService(ServiceBase):
             refused = dict(self.state.query("SELECT status, COUNT(*) FROM refused GROUP BY status"))
             return JSONResponse({"phase": self.phase, "items": counts, "refused": refused})
 
+        # Users' requests first, in the order of how many come: a request is matched route by route.
         return [
-            Route("/v1/round", self.endpoint("round", document), methods=["GET"]),
-            Route("/v1/phase1", admission(PHASE1), methods=["POST"]),
+            Route("/v1/phase2", admitting(PHASE2), methods=["POST"]),
+            Route("/v1/submit", admitting(SUBMIT), methods=["POST"]),
+            Route("/v1/phase1", admitting(PHASE1), methods=["POST"]),
             Route("/v1/phase1/{ticket:int}", self.endpoint("phase1_answer", answer), methods=["GET"]),
-            Route("/v1/submit", admission(SUBMIT), methods=["POST"]),
+            Route("/v1/round", self.endpoint("round", document), methods=["GET"]),
             Route("/v1/broadcast", self.endpoint("broadcast", broadcast), methods=["GET"]),
-            Route("/v1/phase2", admission(PHASE2), methods=["POST"]),
             Route("/v1/release", self.endpoint("release", release), methods=["GET"]),
             Route("/v1/admin/close", self.endpoint("close", close), methods=["POST"]),
             Route("/v1/admin/status", self.endpoint("status", status), methods=["GET"]),

@@ -11,9 +11,12 @@ phase, the release) live in a key-value table beside it.
 
 from __future__ import annotations
 
+import asyncio
+import queue
 import sqlite3
 import threading
 from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -179,25 +182,28 @@ class GroupCommit:
     gets that error."""
 
     def __init__(self, state: ServiceState, *, max_group: int = 4096) -> None:
-        import queue
-
         self._state = state
-        self._queue: queue.Queue[tuple[Any, Any]] = queue.Queue()
+        # SimpleQueue: no condition variable to wake per item, unlike queue.Queue.
+        self._queue: queue.SimpleQueue[tuple[Any, Any]] = queue.SimpleQueue()
         self._max = max_group
         self._thread = threading.Thread(target=self._run, name="group-commit", daemon=True)
         self._thread.start()
 
-    def submit(self, fn: Any) -> Any:
+    def submit(self, fn: Any) -> Future[Any]:
         """Run ``fn(conn)`` in the next group; a ``concurrent.futures.Future`` of its result."""
-        from concurrent.futures import Future
-
         future: Future[Any] = Future()
         self._queue.put((fn, future))
         return future
 
-    def _run(self) -> None:
-        import queue
+    def submit_async(self, fn: Any) -> asyncio.Future[Any]:
+        """:meth:`submit` for a caller on an event loop: an ``asyncio.Future``, settled together
+        with the rest of its group's by one call into the loop (not one wake-up per caller)."""
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        self._queue.put((fn, (loop, future)))
+        return future
 
+    def _run(self) -> None:
         while True:
             first = self._queue.get()
             if first[0] is None:
@@ -214,18 +220,40 @@ class GroupCommit:
                 group.append(item)
             try:
                 with self._state.transaction() as conn:
-                    results = [fn(conn) for fn, _ in group]
+                    outcomes: list[Any] = [fn(conn) for fn, _ in group]
             except BaseException as exc:  # noqa: BLE001 - handed to every waiting caller
-                for _, future in group:
-                    future.set_exception(exc)
-                continue
-            for (_, future), result in zip(group, results, strict=True):
-                if isinstance(result, BaseException):
-                    future.set_exception(result)
+                outcomes = [exc] * len(group)
+            on_loops: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[Any], Any]]] = {}
+            for (_, sink), outcome in zip(group, outcomes, strict=True):
+                if isinstance(sink, Future):
+                    _settle(sink, outcome)
                 else:
-                    future.set_result(result)
+                    loop, future = sink
+                    on_loops.setdefault(loop, []).append((future, outcome))
+            for loop, settled in on_loops.items():
+                try:
+                    loop.call_soon_threadsafe(_settle_all, settled)
+                except RuntimeError:  # that loop has closed: nobody waits there any more
+                    pass
 
     def close(self) -> None:
         self._queue.put((None, None))
         self._thread.join(timeout=10)
+
+
+def _settle(future: Future[Any] | asyncio.Future[Any], outcome: Any) -> None:
+    """Give ``future`` its result, or its error when ``outcome`` is an exception instance."""
+    if future.done():  # an asyncio caller that gave up (cancelled)
+        return
+    if isinstance(outcome, BaseException):
+        future.set_exception(outcome)
+    else:
+        future.set_result(outcome)
+
+
+def _settle_all(settled: list[tuple[asyncio.Future[Any], Any]]) -> None:
+    for future, outcome in settled:
+        _settle(future, outcome)
+
+
 __all__ = ["GroupCommit", "LogEntry", "ServiceState", "ViewRow"]

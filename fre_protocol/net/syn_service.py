@@ -103,7 +103,7 @@ class SynService(LoggedServer):
             )
             self.apply(AGGREGATES, answer, replay=False)
             # Logged with what reconstructing recorded, before anything depends on it.
-            self.state.append(f"{self.settings.round_id}/aggregates", AGGREGATES, answer, b"", self.collector.take())
+            self.log(f"{self.settings.round_id}/aggregates", AGGREGATES, answer, b"", self.collector.take())
         release, diagnostics = self._assemble()
         document = json.dumps(release.to_json(), sort_keys=True).encode()
         self.state.put(RELEASE_KEY, document)

@@ -1,8 +1,10 @@
-"""Each party's transcript in a deployment: its own store, written at the end of the round from
-what it durably accepted, and the audit of a deployment's set of stores.
+"""Each party's transcript in a deployment: its own store, written as the round runs from what
+the party durably accepted, and the audit of a deployment's set of stores.
 
 A server's transcript is what its role object recorded while the live service applied each
-request, logged with that request. The proxy's is written from its queue, the users' by the users' client. ``fre-e2t
+request, logged with that request and then appended to the store (:class:`LiveTranscript`). The
+proxy's is appended from its queue batch by batch once each batch is acknowledged, the users' is
+written by the users' client. ``fre-e2t
 audit`` on a deployment directory checks that each store holds only its own party's view, then
 audits the union of the views with the same checks as a simulated run — the release recomputed
 from S_syn's view alone.
@@ -10,13 +12,14 @@ from S_syn's view alone.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from fre_protocol.net.round import RoundContext
 from fre_protocol.net.state import ViewRow
 from mechanism.run_files import TRANSCRIPTS_DIR
+from primitives.errors import ProtocolStateError
 from transcripts import TranscriptHeader, TranscriptStore
 
 PARTY_VIEWS = {"S_tag": ("S_tag",), "S_syn": ("S_syn",), "proxy": ("proxy",), "users": ("user",)}
@@ -60,6 +63,70 @@ def write_party_transcript(
         store.__exit__(type(exc), exc, exc.__traceback__)
         raise
     store.close()
+
+
+class LiveTranscript:
+    """A party's transcript written while the round runs, so that the end of the round only
+    closes it (writing a whole view there held up the release by seconds per party).
+
+    The party's durable state stays the source of truth: a store that was never opened (a
+    restarted service) or that failed to take rows is started again from the beginning of the
+    view by its owner, and :meth:`extend` never raises, so a failing transcript never fails a
+    request that was already logged."""
+
+    def __init__(self, path: Callable[[], Path], header: Callable[[], TranscriptHeader]) -> None:
+        self._path, self._header = path, header
+        self.store: TranscriptStore | None = None
+        self.finished = False  # closed complete: never opened (and so overwritten) again
+
+    @property
+    def is_open(self) -> bool:
+        return self.store is not None
+
+    def open(self) -> bool:
+        """A new, empty store (replacing any earlier file); False if it could not be created
+        or the transcript is already finished."""
+        if self.finished:
+            return False
+        self.abandon()
+        try:
+            self.store = TranscriptStore.create(self._path(), self._header(), overwrite=True)
+        except Exception:  # noqa: BLE001 - the owner writes the view from its state instead
+            self.store = None
+        return self.store is not None
+
+    def extend(self, rows: Iterable[ViewRow]) -> bool:
+        """Append ``rows`` (in order); False, with the store dropped, if that failed."""
+        if self.store is None:
+            return False
+        try:
+            self.store.record_many(rows)
+        except Exception:  # noqa: BLE001 - as in open
+            self.abandon()
+            return False
+        return True
+
+    def finish(self, artifacts: Mapping[str, Any]) -> None:
+        """Add ``artifacts`` and close the store, complete."""
+        store, self.store = self.store, None
+        if store is None:
+            raise ProtocolStateError("the live transcript is not open")
+        try:
+            put_artifacts(store, artifacts)
+        except BaseException as exc:
+            store.__exit__(type(exc), exc, exc.__traceback__)
+            raise
+        store.close()
+        self.finished = True
+
+    def abandon(self) -> None:
+        """Close the store as aborted (never complete), if one is open."""
+        store, self.store = self.store, None
+        if store is not None:
+            try:
+                store.__exit__(ProtocolStateError, ProtocolStateError("abandoned"), None)
+            except Exception:  # noqa: BLE001, S110 - it is being replaced or written again anyway
+                pass
 
 
 def _copy_entries(source: TranscriptStore, target: TranscriptStore) -> None:
@@ -169,4 +236,5 @@ __all__ = [
     "party_header",
     "put_artifacts",
     "write_party_transcript",
+    "LiveTranscript",
 ]

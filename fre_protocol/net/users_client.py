@@ -19,12 +19,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import numpy as np
 import numpy.typing as npt
 
 from fre_protocol.messages import Role
 from fre_protocol.net.round import RoundContext, RoundDocument, RoundSettings
-from fre_protocol.net.service import backoff
+from fre_protocol.net.service import backoff, peer_error, tls_client_context
 from fre_protocol.net.wire import encode_batch
 from fre_protocol.parties.base import Meter, Recorder, Workers
 from fre_protocol.parties.user import ServerKeys, UserPopulation
@@ -73,15 +74,12 @@ class _Http:
     CPU per request, and this one process plays every user."""
 
     def __init__(self, base: str, ca: Path, *, concurrency: int, deadline_s: float, report: UsersReport) -> None:
-        import aiohttp
-
-        from fre_protocol.net.service import tls_client_context
-
         self.session = aiohttp.ClientSession(
             base.rstrip("/"), connector=aiohttp.TCPConnector(limit=concurrency, ssl=tls_client_context(ca)),
             auto_decompress=False,
         )
         self.in_flight = asyncio.Semaphore(concurrency)
+        self.longest_try = aiohttp.ClientTimeout(total=60.0, connect=10.0)  # shared: most tries get it
         self.deadline_s = deadline_s
         self.report = report
 
@@ -93,10 +91,6 @@ class _Http:
     async def call_status(self, step: str, method: str, path: str, *, token: str | None = None,
                           body: bytes | None = None, params: dict[str, str] | None = None) -> tuple[int, bytes]:
         """:meth:`call`, with the final HTTP status."""
-        import aiohttp
-
-        from fre_protocol.net.service import peer_error
-
         headers = {"authorization": f"Bearer {token}"} if token else {}
         end = time.monotonic() + self.deadline_s
         attempt = 0
@@ -104,7 +98,7 @@ class _Http:
             # No single try may outlive the deadline: a peer that accepts and never answers
             # would otherwise hold the user for the client's whole read timeout.
             left = max(0.001, end - time.monotonic())
-            timeout = aiohttp.ClientTimeout(total=min(60.0, left), connect=min(10.0, left))
+            timeout = self.longest_try if left >= 60.0 else aiohttp.ClientTimeout(total=left, connect=min(10.0, left))
             status, content = -1, b""
             async with self.in_flight:
                 try:

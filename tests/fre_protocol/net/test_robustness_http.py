@@ -160,6 +160,22 @@ def test_a_replayed_request_is_idempotent_and_another_body_is_rate_limited(dep: 
     assert proxy_status(dep)["items"]["phase1"] >= 1
 
 
+@pytest.mark.parametrize("wait", ["soon", "-1", "nan"])
+def test_a_wait_that_is_not_seconds_is_refused_with_400_before_anything_is_admitted(dep: Deployment, wait: str) -> None:
+    token = credential(dep, f"impatient-{wait}")
+    envelope, _ = blind_request(dep, genuine_blinded(f"wait-{wait}"))
+    response = post_user(dep, "/v1/phase1", envelope, token, wait=wait)
+    assert response.status_code == 400
+    assert error_of(response) == "InvalidParameterError" and "wait must be" in response.json()["detail"]
+    # Nothing was admitted: the same credential's request goes in afterwards and gets a ticket.
+    admitted = post_user(dep, "/v1/phase1", envelope, token)
+    assert admitted.status_code == 202
+    with user_client(dep) as client:
+        asked = client.get(f"/v1/phase1/{admitted.json()['ticket']}", params={"wait": wait},
+                           headers={"authorization": f"Bearer {token}"})
+    assert asked.status_code == 400 and error_of(asked) == "InvalidParameterError"
+
+
 def test_a_user_unit_round_admits_c_requests_per_credential_and_refuses_the_next(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> None:

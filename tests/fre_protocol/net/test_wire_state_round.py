@@ -3,7 +3,9 @@ document and user credentials."""
 
 from __future__ import annotations
 
+import asyncio
 import math
+import sqlite3
 import threading
 from pathlib import Path
 
@@ -14,6 +16,7 @@ from hypothesis import strategies as st
 pytest.importorskip("starlette")
 
 from fre_protocol.net.round import RoundDocument, RoundSettings, ServiceConfig  # noqa: E402
+from fre_protocol.net.service import CoalescedWrites  # noqa: E402
 from fre_protocol.net.state import GroupCommit, ServiceState  # noqa: E402
 from fre_protocol.net.wire import decode_batch, encode_batch, http_status  # noqa: E402
 from mechanism.params import FreParams  # noqa: E402
@@ -113,6 +116,85 @@ def test_group_commit_keeps_each_callers_result(tmp_path: Path) -> None:
     assert sorted(r[0] for r in state.query("SELECT x FROM t")) == [i for i in range(60) if i % 7]
 
 
+def test_group_commit_settles_an_event_loops_callers_each_with_its_own_outcome(tmp_path: Path) -> None:
+    state = ServiceState(tmp_path / "g.sqlite", schema="CREATE TABLE IF NOT EXISTS t (x INTEGER UNIQUE);")
+    commits = GroupCommit(state)
+
+    def insert(i: int):  # type: ignore[no-untyped-def]
+        def fn(conn):  # type: ignore[no-untyped-def]
+            if i % 5 == 0:
+                return ProtocolStateError(f"refused {i}")
+            conn.execute("INSERT INTO t (x) VALUES (?)", (i,))
+            return i
+
+        return fn
+
+    async def callers() -> list[object]:
+        return await asyncio.gather(*(commits.submit_async(insert(i)) for i in range(40)), return_exceptions=True)
+
+    outcomes = asyncio.run(callers())
+    for i, outcome in enumerate(outcomes):
+        if i % 5 == 0:
+            assert isinstance(outcome, ProtocolStateError) and str(outcome) == f"refused {i}"
+        else:
+            assert outcome == i
+
+    async def clash() -> list[object]:
+        # The second insert breaks the UNIQUE constraint: its whole group rolls back, and every
+        # caller in it (the first one too) gets SQLite's error.
+        return await asyncio.gather(commits.submit_async(insert(101)), commits.submit_async(insert(1)),
+                                    return_exceptions=True)
+
+    both = asyncio.run(clash())
+    commits.close()
+    if all(isinstance(o, sqlite3.IntegrityError) for o in both):
+        assert state.query("SELECT COUNT(*) FROM t WHERE x = 101") == [(0,)]
+    else:  # the two landed in separate groups: only the clashing one failed
+        assert both[0] == 101 and isinstance(both[1], sqlite3.IntegrityError)
+    assert sorted(r[0] for r in state.query("SELECT x FROM t WHERE x < 100")) == [i for i in range(40) if i % 5]
+
+
+class _RecordingTransport:
+    def __init__(self) -> None:
+        self.writes: list[bytes] = []
+        self.closed = False
+
+    def write(self, data: bytes) -> None:
+        self.writes.append(bytes(data))
+
+    def is_closing(self) -> bool:
+        return self.closed
+
+    def close(self) -> None:
+        self.closed = True
+
+    def get_extra_info(self, name: str) -> str:
+        return f"info:{name}"
+
+
+def test_coalesced_writes_send_one_turns_writes_as_one_and_flush_before_closing() -> None:
+    async def scenario() -> tuple[list[bytes], list[bytes], list[bytes], bool, str]:
+        raw = _RecordingTransport()
+        transport = CoalescedWrites(raw, asyncio.get_running_loop())  # type: ignore[arg-type]
+        transport.write(b"HTTP/1.1 202 Accepted\r\n\r\n")
+        transport.write(b"")
+        transport.writelines([b'{"ticket":', b"7}"])
+        before = list(raw.writes)  # nothing leaves within the turn
+        await asyncio.sleep(0)
+        after_turn = list(raw.writes)
+        transport.write(b"last")
+        transport.close()  # what was written before close still goes out, first
+        transport.write(b"too late")
+        await asyncio.sleep(0)
+        return before, after_turn, raw.writes, raw.closed, transport.get_extra_info("peername")
+
+    before, after_turn, final, closed, info = asyncio.run(scenario())
+    assert before == []
+    assert after_turn == [b'HTTP/1.1 202 Accepted\r\n\r\n{"ticket":7}']
+    assert final == [after_turn[0], b"last"] and closed
+    assert info == "info:peername"  # everything else is the wrapped transport's
+
+
 def _settings(**overrides: object) -> RoundSettings:
     seeds = SeedPlan.from_seed(3)
     base = dict(round_id="r-1", params=FreParams.paper(math.inf), public_seed=seeds.public_seed, rng_mode="seeded", dim=8)
@@ -164,3 +246,50 @@ def test_credentials_bind_user_and_round() -> None:
     token = credential_token(key, "r-1", "u7")
     assert token.startswith("u7.") and token == credential_token(key, "r-1", "u7")
     assert token != credential_token(key, "r-2", "u7") != credential_token(b"j" * 32, "r-1", "u7")
+
+
+def _view(n: int, start: int = 0) -> list[tuple[str, str, str, str, str, bytes | int, str]]:
+    return [("proxy", "phase2", "user", "S_syn", "sealed_envelope", bytes([i % 256]) * 3 if i % 2 else 40 + i, "accepted")
+            for i in range(start, start + n)]
+
+
+def test_a_live_transcript_holds_what_was_appended_and_is_never_reopened_once_finished(tmp_path: Path) -> None:
+    from fre_protocol.net.round import RoundContext
+    from fre_protocol.net.transcript import LiveTranscript, party_header
+    from transcripts import TranscriptStore
+
+    ctx = RoundContext(_settings(), test_seed=3, workers=1)
+    path = tmp_path / "transcript.sqlite"
+    live = LiveTranscript(lambda: path, lambda: party_header(ctx, party="proxy"))
+    assert not live.is_open and not live.extend(_view(1))  # nothing to append to yet
+    assert live.open() and live.extend(_view(3)) and live.extend(_view(2, start=3))
+    live.finish({"note": {"k": 1}})
+    assert live.finished and not live.is_open
+    assert not live.open() and not live.extend(_view(1))  # a finished store is never replaced
+    with TranscriptStore.open(path) as store:
+        assert store.state == "complete" and store.get_artifact("note") == {"k": 1}
+        entries = list(store.entries())
+    assert [(e.size, e.payload if e.payload_recorded else None) for e in entries] == [
+        (len(p), p) if isinstance(p, bytes) else (p, None) for *_, p, _ in _view(5)
+    ]
+
+
+def test_a_live_transcript_that_cannot_take_a_row_drops_its_store_and_can_start_again(tmp_path: Path) -> None:
+    from fre_protocol.net.round import RoundContext
+    from fre_protocol.net.transcript import LiveTranscript, party_header
+    from transcripts import TranscriptStore
+
+    ctx = RoundContext(_settings(), test_seed=3, workers=1)
+    path = tmp_path / "transcript.sqlite"
+    live = LiveTranscript(lambda: path, lambda: party_header(ctx, party="S_syn"))
+    assert live.open() and live.extend(_view(2))
+    assert not live.extend([("S_syn", "phase2", "user")])  # not a view row: refused, store dropped
+    assert not live.is_open
+    with TranscriptStore.open(path) as store:
+        assert store.state.startswith("aborted")  # never passed off as complete
+    assert live.open() and live.extend(_view(1))  # its owner starts it again from its log
+    live.finish({})
+    with TranscriptStore.open(path) as store:
+        assert store.state == "complete" and len(list(store.entries())) == 1
+    with pytest.raises(ProtocolStateError, match="not open"):
+        live.finish({})
