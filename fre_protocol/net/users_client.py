@@ -69,16 +69,18 @@ class UsersReport:
 
 
 class _Http:
-    """The users' HTTP side: at most ``concurrency`` requests in flight over keep-alive
-    connections, bounded retries, byte counts. aiohttp rather than httpx here: its client costs about a quarter of the
+    """The users' HTTP side: keep-alive connections (at most ``concurrency``; :func:`_each` keeps
+    that many users' requests in flight), bounded retries, byte counts. aiohttp rather than httpx here: its client costs about a quarter of the
     CPU per request, and this one process plays every user."""
 
     def __init__(self, base: str, ca: Path, *, concurrency: int, deadline_s: float, report: UsersReport) -> None:
         self.session = aiohttp.ClientSession(
             base.rstrip("/"), connector=aiohttp.TCPConnector(limit=concurrency, ssl=tls_client_context(ca)),
             auto_decompress=False,
+            cookie_jar=aiohttp.DummyCookieJar(),  # the services set none: no per-request cookie filtering
         )
-        self.in_flight = asyncio.Semaphore(concurrency)
+        self.concurrency = concurrency
+        self.until: float | None = None  # while a step of many users runs: no try starts after it
         self.longest_try = aiohttp.ClientTimeout(total=60.0, connect=10.0)  # shared: most tries get it
         self.deadline_s = deadline_s
         self.report = report
@@ -93,6 +95,8 @@ class _Http:
         """:meth:`call`, with the final HTTP status."""
         headers = {"authorization": f"Bearer {token}"} if token else {}
         end = time.monotonic() + self.deadline_s
+        if self.until is not None:
+            end = min(end, self.until)
         attempt = 0
         while True:
             # No single try may outlive the deadline: a peer that accepts and never answers
@@ -100,13 +104,12 @@ class _Http:
             left = max(0.001, end - time.monotonic())
             timeout = self.longest_try if left >= 60.0 else aiohttp.ClientTimeout(total=left, connect=min(10.0, left))
             status, content = -1, b""
-            async with self.in_flight:
-                try:
-                    async with self.session.request(method, path, data=body, headers=headers, params=params,
-                                                    timeout=timeout) as response:
-                        status, content = response.status, await response.read()
-                except (TimeoutError, aiohttp.ClientError):
-                    status = -1
+            try:
+                async with self.session.request(method, path, data=body, headers=headers, params=params,
+                                                timeout=timeout) as response:
+                    status, content = response.status, await response.read()
+            except (TimeoutError, aiohttp.ClientError):
+                status = -1
             self.report.requests[step] = self.report.requests.get(step, 0) + 1
             self.report.bytes_up += len(body or b"")
             if status > 0:
@@ -127,19 +130,28 @@ class _Http:
         await self.session.close()
 
 
-async def _each(step: str, report: UsersReport, items: Sequence[Any], fn: Callable[[Any], Awaitable[Any]]) -> list[Any]:
-    """``fn`` over every item concurrently; a failure is counted and yields None (that user
-    aborts), the others go on."""
-    async def one(item: Any) -> Any:
-        try:
-            return await fn(item)
-        except Exception:  # noqa: BLE001 - one user's failure is that user's
-            report.failures[step] = report.failures.get(step, 0) + 1
-            return None
+async def _each(step: str, http: _Http, items: Sequence[Any], fn: Callable[[Any], Awaitable[Any]]) -> list[Any]:
+    """``fn`` over every item, ``http.concurrency`` at a time (each worker takes the next item
+    when its last is done: no task or semaphore wait per item), all within one deadline from
+    the step's start; a failure is counted and yields None (that user aborts), the others go on."""
+    report = http.report
+    out: list[Any] = [None] * len(items)
+    todo = iter(enumerate(items))
 
-    with report.timed(step):
-        out = await asyncio.gather(*(one(i) for i in items))
-    return list(out)
+    async def worker() -> None:
+        for k, item in todo:
+            try:
+                out[k] = await fn(item)
+            except Exception:  # noqa: BLE001 - one user's failure is that user's
+                report.failures[step] = report.failures.get(step, 0) + 1
+
+    http.until = time.monotonic() + http.deadline_s
+    try:
+        with report.timed(step):
+            await asyncio.gather(*(worker() for _ in range(min(http.concurrency, len(items)))))
+    finally:
+        http.until = None
+    return out
 
 
 def play_users(
@@ -251,8 +263,8 @@ async def _play(x: npt.NDArray[Any], *, proxy_url: str, ca: Path, settings: Roun
         # cost more in connections and wake-ups than the request saves.)
         with report.timed("blind"):
             blinded = devices.blind_requests()
-        tickets = await _each("phase1", report, blinded, request)
-        answers = await _each("phase1_answer", report, tickets, answer)
+        tickets = await _each("phase1", http, blinded, request)
+        answers = await _each("phase1_answer", http, tickets, answer)
         with report.timed("verify_finalize"):
             devices.receive_evaluations([a for a in answers if a is not None])
 
@@ -262,7 +274,7 @@ async def _play(x: npt.NDArray[Any], *, proxy_url: str, ca: Path, settings: Roun
 
         with report.timed("seal_submissions"):
             submissions = devices.tag_submissions()
-        await _each("submit", report, submissions, submit)
+        await _each("submit", http, submissions, submit)
         if between_phases is not None:
             with report.timed("close_phase1"):
                 await asyncio.to_thread(between_phases)
@@ -281,7 +293,7 @@ async def _play(x: npt.NDArray[Any], *, proxy_url: str, ca: Path, settings: Roun
             i, envelopes = item
             await http.call("phase2", "POST", "/v1/phase2", token=credentials[i // cap], body=encode_batch(envelopes))
 
-        await _each("phase2", report, sorted(by_user.items()), phase2)
+        await _each("phase2", http, sorted(by_user.items()), phase2)
         recorder.flush()
         pool.close()
         report.meter = meter.to_dict()
