@@ -205,8 +205,8 @@ class LoggedServer(ServiceBase):
 
     # -- the end of the round -------------------------------------------------------------------
     def finalize(self, *, artifacts: dict[str, Any], share_kinds: tuple[str, ...]) -> Path:
-        """Write the party's transcript from its log, then delete the round's keys and the
-        users' shares; returns the transcript's path."""
+        """Close the party's transcript (written from its log if it was not kept live), then
+        delete the round's keys and the users' shares; returns the transcript's path."""
         path = self.state_path(TRANSCRIPT_FILE)
         with self.timed("transcript"):
             if self.live.is_open:

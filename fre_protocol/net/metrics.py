@@ -80,16 +80,14 @@ class Counter(_Metric):
 
     def inc(self, amount: float = 1, /, **labels: object) -> None:
         """Add ``amount`` (finite, >= 0) to the series ``labels``."""
-        # Checked inline, not through _number: a service counts every request it answers.
-        if isinstance(amount, bool) or not isinstance(amount, int | float):
-            raise InvalidParameterError(f"amount added to {self.spec.name} must be a number, got {amount!r}")
-        if not (math.isfinite(amount) and amount >= 0):
+        value = _number(amount, "amount added to", self.spec.name)
+        if not (math.isfinite(value) and value >= 0):
             raise InvalidParameterError(
                 f"amount added to counter {self.spec.name} must be finite and >= 0, got {amount!r}"
             )
         key = self._key(labels)
         with self._lock:
-            self._values[key] = self._values.get(key, 0.0) + amount
+            self._values[key] = self._values.get(key, 0.0) + value
 
 
 class Gauge(_Metric):
@@ -98,7 +96,7 @@ class Gauge(_Metric):
     __slots__ = ()
 
     def set(self, value: float, /, **labels: object) -> None:
-        number = _number(value, what=f"value of gauge {self.spec.name}")
+        number = _number(value, "value of gauge", self.spec.name)
         key = self._key(labels)
         with self._lock:
             self._values[key] = number
@@ -193,9 +191,11 @@ def _spec(name: str, help: str, kind: Kind, labels: Sequence[str]) -> _Spec:
     return _Spec(name=name, help=str(help), kind=kind, labels=tuple(labels))
 
 
-def _number(value: object, *, what: str) -> float:
+def _number(value: object, what: str, name: str) -> float:
+    """``value`` as a float; the message (``what`` ``name`` must be a number) is only built for
+    a refusal, since services count every request they answer."""
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise InvalidParameterError(f"{what} must be a number, got {value!r}")
+        raise InvalidParameterError(f"{what} {name} must be a number, got {value!r}")
     return float(value)
 
 

@@ -88,6 +88,9 @@ CREATE TABLE IF NOT EXISTS batches (
 );
 """
 
+#: The transcript's phase of each kind of relayed item.
+VIEW_PHASE = {PHASE1: "phase1", SUBMIT: "phase1_submit", PHASE2: "phase2"}
+
 #: Where each kind goes and which endpoint takes it there.
 ROUTES = {
     (PHASE1, Role.S_TAG.label): "/v1/phase1",
@@ -484,15 +487,11 @@ class ProxyService(ServiceBase):
         self._transcribe()
         if not self.live.is_open:
             raise ProtocolStateError("the proxy's transcript could not be written (see its store)")
-        phase_of = {PHASE1: "phase1", SUBMIT: "phase1_submit", PHASE2: "phase2"}
         view = self.role
         # Items no batch holds: none in a finished round (each phase's close forwards all of them).
-        rows = self._item_rows(self.state.query(
-            "SELECT i.kind, i.sender, i.recipient, e.envelope, i.response FROM items i JOIN envelopes e ON e.id = i.id "
-            "WHERE i.batch_id IS NULL ORDER BY i.id"
-        ))
+        rows = self._item_rows("i.batch_id IS NULL")
         for kind, body, status in self.state.query("SELECT kind, body, status FROM refused ORDER BY id"):
-            rows.append((view, phase_of[str(kind)], Role.USER.label, "unknown", "sealed_envelope", bytes(body), str(status)))  # type: ignore[arg-type]
+            rows.append((view, VIEW_PHASE[str(kind)], Role.USER.label, "unknown", "sealed_envelope", bytes(body), str(status)))  # type: ignore[arg-type]
         broadcast = self.state.get(BROADCAST_KEY)
         if broadcast is not None:
             rows.append((view, "broadcast", Role.S_SYN.label, Role.USER.label, "released_tags", broadcast, "accepted"))
@@ -517,20 +516,20 @@ class ProxyService(ServiceBase):
         ):
             if not done:
                 return  # batches are acknowledged in order: the rest wait for the next call
-            rows = self._item_rows(self.state.query(
-                "SELECT i.kind, i.sender, i.recipient, e.envelope, i.response FROM items i JOIN envelopes e ON e.id = i.id "
-                "WHERE i.kind = ? AND i.batch_id = ? ORDER BY i.id", (kind, batch_id),
-            ))
+            rows = self._item_rows("i.kind = ? AND i.batch_id = ?", (kind, batch_id))
             if not self.live.extend(rows):
                 return
             self._transcribed = int(seq)  # type: ignore[call-overload]
 
-    def _item_rows(self, items: list[tuple[object, ...]]) -> list[ViewRow]:
-        """The proxy's view rows of relayed items: each envelope, then the answer it routed back."""
-        phase_of = {PHASE1: "phase1", SUBMIT: "phase1_submit", PHASE2: "phase2"}
+    def _item_rows(self, where: str, args: tuple[object, ...] = ()) -> list[ViewRow]:
+        """The proxy's view rows of the relayed items ``where`` selects, by id: each envelope,
+        then the answer it routed back."""
         view, rows = self.role, []
-        for kind, sender, recipient, envelope, response in items:
-            phase = phase_of[str(kind)]
+        for kind, sender, recipient, envelope, response in self.state.query(
+            "SELECT i.kind, i.sender, i.recipient, e.envelope, i.response FROM items i JOIN envelopes e ON e.id = i.id "
+            f"WHERE {where} ORDER BY i.id", args,  # noqa: S608 - ``where`` is one of this class's literals
+        ):
+            phase = VIEW_PHASE[str(kind)]
             rows.append((view, phase, str(sender), str(recipient), "sealed_envelope", bytes(envelope), "accepted"))  # type: ignore[arg-type]
             if response is not None:
                 rows.append((view, phase, str(recipient), Role.USER.label, message_type_name(bytes(response)), bytes(response), "accepted"))  # type: ignore[arg-type]

@@ -70,8 +70,9 @@ class UsersReport:
 
 class _Http:
     """The users' HTTP side: keep-alive connections (at most ``concurrency``; :func:`_each` keeps
-    that many users' requests in flight), bounded retries, byte counts. aiohttp rather than httpx here: its client costs about a quarter of the
-    CPU per request, and this one process plays every user."""
+    that many users' requests in flight), bounded retries, byte counts. aiohttp rather than
+    httpx here: its client costs about a quarter of the CPU per request, and this one process
+    plays every user."""
 
     def __init__(self, base: str, ca: Path, *, concurrency: int, deadline_s: float, report: UsersReport) -> None:
         self.session = aiohttp.ClientSession(
