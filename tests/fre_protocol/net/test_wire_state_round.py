@@ -87,21 +87,26 @@ def test_request_log_is_idempotent_and_survives_reopening(tmp_path: Path) -> Non
     again.close()
 
 
+def _insert(i: int, *, refuse_every: int):  # type: ignore[no-untyped-def]
+    """A group-commit write that inserts ``i``, or refuses every ``refuse_every``-th value."""
+
+    def fn(conn):  # type: ignore[no-untyped-def]
+        if i % refuse_every == 0:
+            return ProtocolStateError(f"refused {i}")  # a refusal does not abort the others
+        conn.execute("INSERT INTO t (x) VALUES (?)", (i,))
+        return i
+
+    return fn
+
+
 def test_group_commit_keeps_each_callers_result(tmp_path: Path) -> None:
     state = ServiceState(tmp_path / "g.sqlite", schema="CREATE TABLE IF NOT EXISTS t (x INTEGER);")
     commits = GroupCommit(state)
-
-    def insert(i: int):  # type: ignore[no-untyped-def]
-        def fn(conn):  # type: ignore[no-untyped-def]
-            if i % 7 == 0:
-                return ProtocolStateError(f"refused {i}")  # a refusal does not abort the others
-            conn.execute("INSERT INTO t (x) VALUES (?)", (i,))
-            return i
-
-        return fn
-
     futures = []
-    threads = [threading.Thread(target=lambda i=i: futures.append((i, commits.submit(insert(i))))) for i in range(60)]
+    threads = [
+        threading.Thread(target=lambda i=i: futures.append((i, commits.submit(_insert(i, refuse_every=7)))))
+        for i in range(60)
+    ]
     for t in threads:
         t.start()
     for t in threads:
@@ -120,17 +125,9 @@ def test_group_commit_settles_an_event_loops_callers_each_with_its_own_outcome(t
     state = ServiceState(tmp_path / "g.sqlite", schema="CREATE TABLE IF NOT EXISTS t (x INTEGER UNIQUE);")
     commits = GroupCommit(state)
 
-    def insert(i: int):  # type: ignore[no-untyped-def]
-        def fn(conn):  # type: ignore[no-untyped-def]
-            if i % 5 == 0:
-                return ProtocolStateError(f"refused {i}")
-            conn.execute("INSERT INTO t (x) VALUES (?)", (i,))
-            return i
-
-        return fn
-
     async def callers() -> list[object]:
-        return await asyncio.gather(*(commits.submit_async(insert(i)) for i in range(40)), return_exceptions=True)
+        return await asyncio.gather(*(commits.submit_async(_insert(i, refuse_every=5)) for i in range(40)),
+                                    return_exceptions=True)
 
     outcomes = asyncio.run(callers())
     for i, outcome in enumerate(outcomes):
@@ -142,8 +139,8 @@ def test_group_commit_settles_an_event_loops_callers_each_with_its_own_outcome(t
     async def clash() -> list[object]:
         # The second insert breaks the UNIQUE constraint: its whole group rolls back, and every
         # caller in it (the first one too) gets SQLite's error.
-        return await asyncio.gather(commits.submit_async(insert(101)), commits.submit_async(insert(1)),
-                                    return_exceptions=True)
+        return await asyncio.gather(commits.submit_async(_insert(101, refuse_every=5)),
+                                    commits.submit_async(_insert(1, refuse_every=5)), return_exceptions=True)
 
     both = asyncio.run(clash())
     commits.close()
