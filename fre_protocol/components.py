@@ -1,4 +1,4 @@
-"""Building the protocol's swappable components from registry names (design §5, STYLE "registry").
+"""Building the protocol's swappable components from registry names (design §5).
 
 A run is described by a mapping ``family -> registry name`` (the defaults below); the same mapping
 is written into the transcript header, so any run can be rebuilt from its transcript. Families:

@@ -1,4 +1,4 @@
-"""The one canonical JSON form of every value fre-e2t writes (STYLE: "bytes as hex in JSON").
+"""The one canonical JSON form of every value fre-e2t writes (bytes as hex).
 
 Every layer that writes JSON — the privacy ledger and release files (``mechanism``), transcript
 headers, artifacts and audit reports (``transcripts``), and a synthesis run's outputs

@@ -79,7 +79,7 @@ def _check_created_at(value: str) -> None:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TranscriptHeader:
-    """What a recorded run was (STYLE.md "Messages and transcripts"; design §6.7).
+    """What a recorded run was (design §6.7).
 
     ``components`` maps a registry family to the registry name used (``{"oprf":
     "ristretto255-SHA512", ...}``); ``params`` are the run's parameters (e.g.

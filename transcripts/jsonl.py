@@ -1,4 +1,4 @@
-"""JSONL export and import of transcripts (design §6.7; STYLE.md "bytes as hex in JSON").
+"""JSONL export and import of transcripts (design §6.7; bytes as hex).
 
 One JSON object per line, in this order:
 
