@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup test demo bench heavy lint clean
+.PHONY: setup test test-fast test-integration test-text demo bench heavy lint clean
 
 setup: $(STAMP)
 
@@ -20,8 +20,21 @@ $(STAMP): pyproject.toml Makefile fre_protocol/text/carriers.py
 	$(VENV)/bin/fre-e2t setup-data
 	touch $(STAMP)
 
+# One pytest run over all three tiers (one collection); the 25 slowest tests are printed.
+PYTEST := HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(PY) -m pytest -q --durations=25
+
 test: setup
-	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(PY) -m pytest -q -m "not heavy" tests
+	$(PYTEST) -m "not heavy" tests
+
+# Between edits: no services, Dask, worker processes or models.
+test-fast: setup
+	$(PYTEST) -m "not heavy and not integration and not text" tests
+
+test-integration: setup
+	$(PYTEST) -m "integration and not heavy" tests
+
+test-text: setup
+	$(PYTEST) -m "text and not heavy" tests
 
 demo: setup
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(VENV)/bin/fre-e2t synthesize --corpus healthtweets --epsilon 8 --out runs/healthtweets-eps8
@@ -30,7 +43,7 @@ bench: setup
 	HF_HUB_OFFLINE=1 $(PY) -m pytest tests/bench --benchmark-enable --benchmark-only
 
 heavy: setup
-	HF_HUB_OFFLINE=1 $(PY) -m pytest -q -m heavy tests
+	$(PYTEST) -m heavy tests
 
 lint: setup
 	$(VENV)/bin/ruff check .

@@ -1,8 +1,16 @@
-"""Suite-wide settings: offline model hubs, and skipping GPU tests where CUDA is absent."""
+"""Suite-wide settings: offline model hubs, the test tiers, and skipping GPU tests where CUDA is
+absent.
+
+Tiers (Makefile: ``test-fast``, ``test-integration``, ``test-text``; ``test`` runs all three):
+a test is ``text`` when it lives with the text pipeline or the experiments (they load models and
+corpora), ``integration`` when it runs services, a Dask cluster or worker processes (by path here,
+or marked by hand), and fast otherwise.
+"""
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -17,7 +25,32 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 
+ROOT = Path(__file__).resolve().parent
+TEXT_DIRS = ("fre_protocol/text", "fre_protocol/experiments")
+INTEGRATION_PATHS = ("fre_protocol/net", "fre_protocol/test_dask_driver.py")
+
+
+def _tier_of(item: pytest.Item) -> str | None:
+    try:
+        rel = Path(str(item.fspath)).resolve().relative_to(ROOT).as_posix()
+    except ValueError:
+        return None
+    if rel.startswith(TEXT_DIRS):
+        return "text"
+    if rel.startswith(INTEGRATION_PATHS):
+        return "integration"
+    return None
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        tier = _tier_of(item)
+        if tier is not None and item.get_closest_marker(tier) is None:
+            item.add_marker(getattr(pytest.mark, tier))
+    _skip_gpu_tests_without_cuda(items)
+
+
+def _skip_gpu_tests_without_cuda(items: list[pytest.Item]) -> None:
     if not any(item.get_closest_marker("gpu") for item in items):
         return
     try:
