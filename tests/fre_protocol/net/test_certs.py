@@ -22,6 +22,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 import fre_protocol.cli as cli
 from fre_protocol.net.certs import (
+    ROLE_USAGES,
     ROLES,
     CertPaths,
     client_ssl_context,
@@ -168,16 +169,35 @@ def test_leaf_fields(pki: CertPaths) -> None:
     for role in ROLES:
         leaf = _load(pki.for_role(role)[0])
         assert [a.value for a in leaf.subject.get_attributes_for_oid(NameOID.COMMON_NAME)] == [role]
-        san = leaf.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
-        assert san.get_values_for_type(x509.DNSName) == ["localhost"]
-        assert san.get_values_for_type(x509.IPAddress) == [ipaddress.ip_address("127.0.0.1")]
-        eku = leaf.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
-        assert set(eku) == {ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH}
+        eku = set(leaf.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value)
+        assert eku == set(ROLE_USAGES[role])
+        if ExtendedKeyUsageOID.SERVER_AUTH in eku:
+            san = leaf.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+            assert san.get_values_for_type(x509.DNSName) == ["localhost"]
+            assert san.get_values_for_type(x509.IPAddress) == [ipaddress.ip_address("127.0.0.1")]
+        else:  # the operator's certificate is a client's: it names no host
+            with pytest.raises(x509.ExtensionNotFound):
+                leaf.extensions.get_extension_for_class(x509.SubjectAlternativeName)
         assert leaf.extensions.get_extension_for_class(x509.BasicConstraints).value.ca is False
         assert leaf.signature_hash_algorithm is not None
         assert leaf.signature_hash_algorithm.name == "sha256"
         validity = leaf.not_valid_after_utc - leaf.not_valid_before_utc
         assert 7 * 86400 <= validity.total_seconds() <= 7 * 86400 + 3600
+
+
+def test_each_role_has_only_the_usages_it_needs() -> None:
+    server, client = ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH
+    assert ROLE_USAGES == {"S_tag": (server,), "S_syn": (server, client), "proxy": (server, client), "operator": (client,)}
+
+
+def test_hosts_may_be_given_per_role(tmp_path: Path) -> None:
+    paths = make_test_pki(tmp_path, hosts={"S_tag": ["s-tag.internal"], "proxy": ["proxy.example"]},
+                          roles=("S_tag", "proxy", "operator"))
+    for role, want in (("S_tag", ["s-tag.internal"]), ("proxy", ["proxy.example"])):
+        san = _load(paths.for_role(role)[0]).extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+        assert san.get_values_for_type(x509.DNSName) == want
+    with pytest.raises(InvalidParameterError, match="S_syn serves TLS and needs at least one host"):
+        make_test_pki(tmp_path / "missing", hosts={"S_tag": ["a"]}, roles=("S_tag", "S_syn"))
 
 
 def test_hosts_become_dns_names_and_ip_addresses(tmp_path: Path) -> None:
