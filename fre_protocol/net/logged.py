@@ -7,7 +7,7 @@ from it. On start the role object is rebuilt by applying the log in order (with 
 the role object records while applying a request are logged with it and then appended to the
 party's transcript store, so the end of the round only closes the store (a restarted service
 starts it again from its log); then the round's keys and the users' shares are deleted from the
-state.
+state and dropped from memory, and every new request is refused.
 
 The round document is fixed once per round (``PUT /v1/round`` is write-once) and signed with the
 key of the server's role certificate (:mod:`fre_protocol.net.signing`); phase traffic is taken only
@@ -79,22 +79,41 @@ class LoggedServer(ServiceBase):
     def make_keys(self) -> dict[str, bytes]:
         """This round's key pairs, by name (``<name>_sk``, ``<name>_pk``)."""
 
-    def _round_keys(self) -> dict[str, bytes]:
+    def _round_keys(self) -> dict[str, bytearray]:
         """This round's keys: made once, persisted (owner-only state file) so a restart resumes
-        the round, deleted when the round ends."""
+        the round, deleted when the round ends. Held as bytearrays so :meth:`forget_keys` can
+        overwrite them."""
         stored = self.state.get(KEYS)
         if stored is not None:
-            return {k: bytes.fromhex(v) for k, v in json.loads(stored).items()}
+            return {k: bytearray.fromhex(v) for k, v in json.loads(stored).items()}
         if self.state.get(FINALIZED) is not None:
             return {}
         keys = self.make_keys()
         self.state.put(KEYS, json.dumps({k: v.hex() for k, v in keys.items()}).encode())
-        return keys
+        return {k: bytearray(v) for k, v in keys.items()}
 
     def key_pair(self, name: str) -> tuple[Secret[bytes], bytes]:
         if f"{name}_sk" not in self.keys:
-            raise ProtocolStateError("the round has ended: its keys were deleted")
-        return Secret(self.keys[f"{name}_sk"]), self.keys[f"{name}_pk"]
+            raise ProtocolStateError(f"{self.role}'s round has ended: its keys were deleted")
+        return Secret(bytes(self.keys[f"{name}_sk"])), bytes(self.keys[f"{name}_pk"])
+
+    def forget_keys(self) -> None:
+        """Drop the round's secrets from memory once they are deleted from the state: the role
+        object (which holds the keys and the users' shares) and the progress attributes go, and
+        the key buffers this service owns are overwritten with zeros.
+
+        What Python cannot promise: the role object and its sealing/VOPRF helpers got immutable
+        ``bytes`` copies of the keys (and the shares live in numpy arrays and ``bytes`` inside
+        it); dropping the last reference frees that memory without overwriting it, and copies
+        made along the way (JSON and hex strings when the keys were stored or loaded, SQLite's
+        page cache, the allocator's free lists) stay until reused. What this does guarantee is
+        that nothing in the service can use the keys any more: no request reaches a role object.
+        """
+        for name in self.progress:
+            setattr(self, name, None)
+        for buffer in self.keys.values():
+            buffer[:] = bytes(len(buffer))
+        self.keys = {}
 
     # -- the round document -----------------------------------------------------------------------
     @abstractmethod
@@ -220,7 +239,10 @@ class LoggedServer(ServiceBase):
                     raise ProtocolStateError(f"request id {rid!r} was used for another request")
                 return entry.response or b""
             if self.party is None:
-                raise ProtocolStateError("the round has ended")
+                raise ProtocolStateError(
+                    f"{self.role}'s round {self.settings.round_id!r} has ended: its keys were deleted, "
+                    f"no new {kind} request is taken"
+                )
             self.collector.take()
             with self.timed(kind):
                 response = self.apply(kind, body, replay=False)
@@ -271,7 +293,7 @@ class LoggedServer(ServiceBase):
         # the transcript now; a restart before this point writes the transcript again.
         with self.timed("forget"):
             self.state.forget(share_kinds, delete=[KEYS], put={FINALIZED: b"1"}, view=True)
-        self.keys = {}
+        self.forget_keys()
         return path
 
 

@@ -297,6 +297,11 @@ def test_after_finalize_s_tag_evaluates_nothing(tmp_path: Path, deployments: lis
     with operator_client(dep) as client:
         counts = client.get(dep.url("S_tag") + "/v1/costs").json()["counts"]
     assert counts.get("S_tag.voprf_eval") == 1
+    # S_syn likewise takes nothing new once it has published.
+    with peer_client(dep, "proxy") as client:
+        late = client.post(dep.url("S_syn") + "/v1/phase2", content=encode_batch([]),
+                           headers={**headers, REQUEST_ID: "late-phase2"})
+    assert late.status_code == 409 and "ended" in late.json()["detail"], late.text
 
 
 # -- L13 ---------------------------------------------------------------------------------------------
