@@ -184,7 +184,7 @@ def verify_role_certificate(
         if not cert.not_valid_before_utc <= when <= cert.not_valid_after_utc:
             raise VerificationError(
                 f"{name} certificate is valid from {cert.not_valid_before_utc.isoformat()} to "
-                f"{cert.not_valid_after_utc.isoformat()}, not at {when.isoformat()}"
+                f"{cert.not_valid_after_utc.isoformat()}, not at {when.isoformat()}: {role}'s certificate is refused"
             )
     got = certificate_role(leaf)
     if got != role:

@@ -29,9 +29,10 @@ from fre_protocol.net.certs import (
     make_test_pki,
     peer_role,
     server_ssl_context,
+    verify_role_certificate,
 )
 from fre_protocol.net.files import write_file_atomically
-from primitives.errors import InvalidParameterError
+from primitives.errors import InvalidParameterError, VerificationError
 
 
 @pytest.fixture(scope="module")
@@ -205,6 +206,27 @@ def test_hosts_become_dns_names_and_ip_addresses(tmp_path: Path) -> None:
     san = _load(paths.for_role("S_tag")[0]).extensions.get_extension_for_class(x509.SubjectAlternativeName).value
     assert san.get_values_for_type(x509.DNSName) == ["s-tag.internal"]
     assert san.get_values_for_type(x509.IPAddress) == [ipaddress.ip_address("10.0.0.7"), ipaddress.ip_address("::1")]
+
+
+# --- verify_role_certificate ---------------------------------------------------------------------
+
+
+def test_verify_role_certificate_checks_issuer_validity_and_role(pki: CertPaths, tmp_path: Path) -> None:
+    import datetime
+
+    pem = pki.for_role("S_syn")[0].read_bytes()
+    key = verify_role_certificate(pem, ca=pki.ca, role="S_syn")
+    assert key.public_numbers() == _load(pki.for_role("S_syn")[0]).public_key().public_numbers()  # type: ignore[union-attr]
+    with pytest.raises(VerificationError, match="S_tag's certificate names role 'S_syn', expected 'S_tag'"):
+        verify_role_certificate(pem, ca=pki.ca, role="S_tag")
+    later = datetime.datetime.now(datetime.UTC) + datetime.timedelta(days=30)
+    with pytest.raises(VerificationError, match="certificate is valid from .* not at .*: S_syn's certificate is refused"):
+        verify_role_certificate(pem, ca=pki.ca, role="S_syn", now=later)
+    other = make_test_pki(tmp_path / "other", roles=("S_syn",))
+    with pytest.raises(VerificationError, match="not issued by the deployment's CA"):
+        verify_role_certificate(other.for_role("S_syn")[0].read_bytes(), ca=pki.ca, role="S_syn")
+    with pytest.raises(VerificationError, match="not a PEM"):
+        verify_role_certificate(b"junk", ca=pki.ca, role="S_syn")
 
 
 # --- peer_role -----------------------------------------------------------------------------------
