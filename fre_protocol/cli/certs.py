@@ -12,7 +12,8 @@ HELP = "write a test CA and TLS certificates for S_tag, S_syn, the proxy and the
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", metavar="DIR", required=True, help="folder for the PEM files (empty or absent)")
     parser.add_argument("--host", metavar="H", action="append", default=None,
-                        help="a DNS name or IP address every certificate is valid for; repeat for "
+                        help="a DNS name or IP address the serving certificates (S_tag, S_syn, proxy) are "
+                             "valid for (the operator's, a client's, names none); repeat for "
                              "several (default: localhost and 127.0.0.1)")
     parser.add_argument("--days", type=positive_int, default=7, help="validity in days (default 7)")
     parser.add_argument("--force", action="store_true", help="write into a non-empty folder, replacing files")

@@ -5,7 +5,8 @@ Operators (S_tag, S_syn, the proxy) authenticate one another with mutual TLS und
 CA; users reach the proxy over TLS with no certificate of their own.
 
 Modules: :mod:`~fre_protocol.net.round` (the public round document, each service's
-configuration), :mod:`~fre_protocol.net.wire` (batch framing, typed errors → HTTP statuses),
+configuration), :mod:`~fre_protocol.net.signing` (the round document signed by S_tag and
+S_syn), :mod:`~fre_protocol.net.wire` (batch framing, typed errors → HTTP statuses),
 :mod:`~fre_protocol.net.state` (the crash-safe request log), :mod:`~fre_protocol.net.service`
 (what every service shares), :mod:`~fre_protocol.net.logged` (a server rebuilt from its log),
 :mod:`~fre_protocol.net.tag_service`, :mod:`~fre_protocol.net.syn_service`,

@@ -7,7 +7,11 @@ from it. On start the role object is rebuilt by applying the log in order (with 
 the role object records while applying a request are logged with it and then appended to the
 party's transcript store, so the end of the round only closes the store (a restarted service
 starts it again from its log); then the round's keys and the users' shares are deleted from the
-state.
+state and dropped from memory, and every new request is refused.
+
+The round document is fixed once per round (``PUT /v1/round`` is write-once) and signed with the
+key of the server's role certificate (:mod:`fre_protocol.net.signing`); phase traffic is taken only
+once the server has checked the other server's signature on the same document.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from fre_protocol.net.service import (
     request_id,
     require_peer,
 )
+from fre_protocol.net.signing import SIGNERS, RoleSignature, SignedRoundDocument, sign_document
 from fre_protocol.net.state import ServiceState
 from fre_protocol.net.transcript import LiveTranscript, party_header, write_party_transcript
 from fre_protocol.net.wire import MAX_BATCH_BODY, decode_batch
@@ -44,6 +49,8 @@ STATE_FILE = "state.sqlite"
 KEYS = "round_keys"
 FINALIZED = "finalized"
 DOCUMENT_KEY = "round_document"
+#: This server's signature on the document it holds, and the document with both servers' checked signatures.
+SIGNATURE_KEY, SIGNED_KEY = "round_signature", "signed_round_document"
 PHASE2_KIND = "phase2"
 
 
@@ -57,6 +64,7 @@ class LoggedServer(ServiceBase):
         self.workers = Workers(workers)
         self.meter = Meter()
         self.keys = self._round_keys()
+        self.bound = self.state.get(SIGNED_KEY) is not None  # both signatures checked: phase traffic may come
         self.collector = RowCollector()
         self.live = LiveTranscript(lambda: self.state_path(TRANSCRIPT_FILE), lambda: party_header(self.ctx, party=self.role))
         self.party: Any = None
@@ -71,22 +79,41 @@ class LoggedServer(ServiceBase):
     def make_keys(self) -> dict[str, bytes]:
         """This round's key pairs, by name (``<name>_sk``, ``<name>_pk``)."""
 
-    def _round_keys(self) -> dict[str, bytes]:
+    def _round_keys(self) -> dict[str, bytearray]:
         """This round's keys: made once, persisted (owner-only state file) so a restart resumes
-        the round, deleted when the round ends."""
+        the round, deleted when the round ends. Held as bytearrays so :meth:`forget_keys` can
+        overwrite them."""
         stored = self.state.get(KEYS)
         if stored is not None:
-            return {k: bytes.fromhex(v) for k, v in json.loads(stored).items()}
+            return {k: bytearray.fromhex(v) for k, v in json.loads(stored).items()}
         if self.state.get(FINALIZED) is not None:
             return {}
         keys = self.make_keys()
         self.state.put(KEYS, json.dumps({k: v.hex() for k, v in keys.items()}).encode())
-        return keys
+        return {k: bytearray(v) for k, v in keys.items()}
 
     def key_pair(self, name: str) -> tuple[Secret[bytes], bytes]:
         if f"{name}_sk" not in self.keys:
-            raise ProtocolStateError("the round has ended: its keys were deleted")
-        return Secret(self.keys[f"{name}_sk"]), self.keys[f"{name}_pk"]
+            raise ProtocolStateError(f"{self.role}'s round has ended: its keys were deleted")
+        return Secret(bytes(self.keys[f"{name}_sk"])), bytes(self.keys[f"{name}_pk"])
+
+    def forget_keys(self) -> None:
+        """Drop the round's secrets from memory once they are deleted from the state: the role
+        object (which holds the keys and the users' shares) and the progress attributes go, and
+        the key buffers this service owns are overwritten with zeros.
+
+        What Python cannot promise: the role object and its sealing/VOPRF helpers got immutable
+        ``bytes`` copies of the keys (and the shares live in numpy arrays and ``bytes`` inside
+        it); dropping the last reference frees that memory without overwriting it, and copies
+        made along the way (JSON and hex strings when the keys were stored or loaded, SQLite's
+        page cache, the allocator's free lists) stay until reused. What this does guarantee is
+        that nothing in the service can use the keys any more: no request reaches a role object.
+        """
+        for name in self.progress:
+            setattr(self, name, None)
+        for buffer in self.keys.values():
+            buffer[:] = bytes(len(buffer))
+        self.keys = {}
 
     # -- the round document -----------------------------------------------------------------------
     @abstractmethod
@@ -99,22 +126,65 @@ class LoggedServer(ServiceBase):
             raise ProtocolStateError(f"{self.role} has not received the round document")
         return RoundDocument.decode(data)
 
+    def accept_document(self, signed: SignedRoundDocument) -> dict[str, str]:
+        """Fix the round document (the first one that carries this round's settings and this
+        server's keys; another one later is refused, the same one answered again) and sign it;
+        when it comes with both servers' signatures, check them, after which phase traffic is
+        taken. The answer: the digest and this server's certificate and signature."""
+        doc = signed.document
+        with self.lock:
+            stored = self.state.get(DOCUMENT_KEY)
+            if stored is not None:
+                held = RoundDocument.decode(stored)
+                if held.digest != doc.digest:
+                    raise ProtocolStateError(
+                        f"{self.role} already holds this round's document (digest {held.digest}); "
+                        f"another one (digest {doc.digest}) is refused: the document is fixed once per round"
+                    )
+            else:
+                doc.check_settings(self.settings)
+                if not self.keys or not self.own_keys(doc):
+                    raise VerificationError(f"the round document does not carry {self.role}'s keys for this round")
+                self.state.put(DOCUMENT_KEY, doc.encode())
+            own = self.state.get(SIGNATURE_KEY)
+            if own is None:
+                mine = sign_document(doc, role=self.role, key=self.config.key, cert=self.config.cert)
+                self.state.put(SIGNATURE_KEY, json.dumps(mine.to_dict()).encode())
+            else:
+                mine = RoleSignature.from_dict(self.role, json.loads(own))
+            if signed.signatures:
+                # Both, this server's own included: what is stored is what users will check.
+                signed.verify(ca=self.config.ca, roles=SIGNERS)
+                self.state.put(SIGNED_KEY, signed.encode())
+                self.bound = True
+            return {"digest": doc.digest, "role": self.role, **mine.to_dict()}
+
+    def require_bound(self, kind: str) -> None:
+        """ProtocolStateError until the other server's signature on the round document is checked."""
+        if not self.bound:
+            others = [r for r in SIGNERS if r != self.role]
+            raise ProtocolStateError(
+                f"{self.role} takes no {kind} request before it has checked {' and '.join(others)}'s signature "
+                "on the round document (the proxy PUTs the signed document to /v1/round)"
+            )
+
     def document_routes(self) -> list[Route]:
         """``PUT /v1/round`` (proxy): the public round document, which must carry this round's
-        settings and this server's keys; ``GET /v1/round``: the document this server accepted."""
+        settings and this server's keys, with or without both servers' signatures (see
+        :meth:`accept_document`); ``GET /v1/round``: the document this server holds, signed when
+        it has checked the signatures."""
 
         async def put(request: Request) -> Response:
             check_round(request, self.settings.round_id)
             require_peer(request, (Role.PROXY.label,))
             body = await read_body(request, 1 << 20)
-            doc = RoundDocument.decode(body)
-            doc.check_settings(self.settings)
-            if not self.keys or not self.own_keys(doc):
-                raise VerificationError(f"the round document does not carry {self.role}'s keys for this round")
-            self.state.put(DOCUMENT_KEY, body)
-            return JSONResponse({"digest": doc.digest})
+            signed = SignedRoundDocument.decode(body)
+            return JSONResponse(await run_in_threadpool(self.accept_document, signed))
 
         async def get(request: Request) -> Response:
+            signed = self.state.get(SIGNED_KEY)
+            if signed is not None:
+                return Response(signed, media_type="application/json")
             return Response(self.round_document().encode(), media_type="application/json")
 
         return [
@@ -169,7 +239,10 @@ class LoggedServer(ServiceBase):
                     raise ProtocolStateError(f"request id {rid!r} was used for another request")
                 return entry.response or b""
             if self.party is None:
-                raise ProtocolStateError("the round has ended")
+                raise ProtocolStateError(
+                    f"{self.role}'s round {self.settings.round_id!r} has ended: its keys were deleted, "
+                    f"no new {kind} request is taken"
+                )
             self.collector.take()
             with self.timed(kind):
                 response = self.apply(kind, body, replay=False)
@@ -194,6 +267,7 @@ class LoggedServer(ServiceBase):
         async def handle(request: Request) -> Response:
             check_round(request, self.settings.round_id)
             require_peer(request, peers)
+            self.require_bound(kind)
             rid = request_id(request)
             body = await read_body(request, MAX_BATCH_BODY)
             return octets(await run_in_threadpool(self.accept, rid, kind, body))
@@ -219,7 +293,7 @@ class LoggedServer(ServiceBase):
         # the transcript now; a restart before this point writes the transcript again.
         with self.timed("forget"):
             self.state.forget(share_kinds, delete=[KEYS], put={FINALIZED: b"1"}, view=True)
-        self.keys = {}
+        self.forget_keys()
         return path
 
 

@@ -57,6 +57,7 @@ PHASE1, SUBMIT, PHASE2 = "phase1", "submit", "phase2"
 #: Round phases at the proxy, in order.
 OPEN1, CLOSING1, OPEN2, CLOSING2, DONE = "phase1", "closing_phase1", "phase2", "closing_phase2", "released"
 PHASE_KEY, DOCUMENT_KEY, BROADCAST_KEY, RELEASE_KEY = "phase", "round_document", "broadcast", "release"
+SIGNED_DOCUMENT_KEY = "signed_round_document"  # what users get: the document with both servers' signatures
 
 # An item's envelope lives in its own table: the item rows, which batching and the end of the
 # round rewrite (batch_id, credential), stay small, so those updates rewrite a few pages rather
@@ -180,8 +181,8 @@ class ProxyService(ServiceBase):
 
     # -- start-up: the round document --------------------------------------------------------------
     def start(self) -> None:
-        """Assemble the round document from the servers' keys, hand it to S_tag, resume any
-        unfinished step, and start forwarding."""
+        """Assemble the round document from the servers' keys, have S_tag and S_syn sign it,
+        resume any unfinished step, and start forwarding."""
         if self.state.get(DOCUMENT_KEY) is None:
             tag = json.loads(self.peers.get(Role.S_TAG.label, "/v1/keys"))
             syn = json.loads(self.peers.get(Role.S_SYN.label, "/v1/keys"))
@@ -192,24 +193,30 @@ class ProxyService(ServiceBase):
             self.state.put(DOCUMENT_KEY, doc.encode())
         document = self.state.get(DOCUMENT_KEY)
         assert document is not None
-        self._put_document(document)
+        self.state.put(SIGNED_DOCUMENT_KEY, self._bind_document(RoundDocument.decode(document)))
         if self.state.get(PHASE_KEY) is None:
             self._set_phase(OPEN1)
         self.ready.set()
         self._pump = threading.Thread(target=self._pump_loop, name="proxy-pump", daemon=True)
         self._pump.start()
 
-    def _put_document(self, document: bytes) -> None:
-        import httpx
+    def _bind_document(self, document: RoundDocument) -> bytes:
+        """The round document signed by S_tag and S_syn, as users get it: each server fixes and
+        signs it (after checking it carries its keys), then gets it back with both signatures,
+        which it checks before it takes phase traffic. Every step is idempotent (a restart
+        repeats it); the proxy checks the signatures too, so it never serves a bad document."""
+        from fre_protocol.net.signing import SIGNERS, RoleSignature, SignedRoundDocument
 
-        from fre_protocol.net.service import raise_for, tls_client_context
-        from fre_protocol.net.wire import ROUND_ID
-
-        ctx = tls_client_context(self.config.ca, cert=self.config.cert, key=self.config.key)
-        with httpx.Client(verify=ctx, timeout=30) as client:
-            for server in (Role.S_TAG.label, Role.S_SYN.label):  # each checks it carries its keys
-                url = self.config.peers[server].rstrip("/") + "/v1/round"
-                raise_for(client.put(url, content=document, headers={ROUND_ID: self.settings.round_id}))
+        body = document.encode()
+        signatures = {
+            server: RoleSignature.from_dict(server, json.loads(self.peers.put(server, "/v1/round", body)))
+            for server in SIGNERS
+        }
+        signed = SignedRoundDocument(document=document, signatures=signatures)
+        signed.verify(ca=self.config.ca, settings=self.settings)
+        for server in SIGNERS:
+            self.peers.put(server, "/v1/round", signed.encode())
+        return signed.encode()
 
     def stop(self) -> None:
         self._stop.set()
@@ -589,7 +596,7 @@ class ProxyService(ServiceBase):
             return octets(data)
 
         async def document(request: Request) -> Response:
-            data = self.state.get(DOCUMENT_KEY)
+            data = self.state.get(SIGNED_DOCUMENT_KEY)
             if data is None:
                 raise NotReadyError("the round document is not assembled yet")
             return Response(data, media_type="application/json")

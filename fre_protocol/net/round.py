@@ -4,8 +4,10 @@ service's own (private) configuration file.
 The **round document** is public: the round id, the privacy parameters, the public seed, the
 protocol configuration, the component names, the batching window, the deadlines and the
 servers' public keys for this round. Its SHA-256 over canonical JSON is the round's
-fingerprint: a user refuses to send anything when the document the proxy serves differs from the
-settings it was given, and each server refuses a document that does not carry its own key. The
+fingerprint, which S_tag and S_syn each sign with their role certificate's key
+(:mod:`fre_protocol.net.signing`): a user refuses to send anything when the document the proxy
+serves differs from the settings it was given or lacks either server's valid signature, and each
+server refuses a document that does not carry its own key. The
 **service configuration** adds what only the operator knows: where it listens, its TLS files,
 its peers, its state directory and, in test mode only, the seed that makes every secret
 reproducible.
@@ -155,8 +157,19 @@ class RoundDocument:
 
     @classmethod
     def decode(cls, data: bytes) -> RoundDocument:
+        """The document in ``data`` (its ``signatures``, if any, are not part of it and are not
+        checked here: see :class:`fre_protocol.net.signing.SignedRoundDocument`)."""
         try:
-            doc = json.loads(data)
+            return cls.from_dict(json.loads(data))
+        except (TypeError, ValueError) as exc:
+            if isinstance(exc, InvalidParameterError):
+                raise
+            raise InvalidParameterError(f"round document is malformed: {type(exc).__name__}: {exc}") from None
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RoundDocument:
+        try:
+            doc = {k: v for k, v in data.items() if k != "signatures"}
             keys = doc.pop("public_keys")
             return cls(
                 settings=RoundSettings.from_dict(doc),

@@ -298,6 +298,12 @@ def serve(service: ServiceBase, *, require_client_cert: bool) -> None:
 class PeerClient:
     """HTTPS client to the other services, with this service's certificate (mTLS).
 
+    Each new connection is pinned to the role it was opened for: right after the handshake (which
+    checked the CA and the host name), before any request goes out on it, the server's
+    certificate must name that role (:func:`~fre_protocol.net.certs.expect_role`), else the
+    connection is closed and VerificationError raised. A host name alone does not tell S_tag
+    from S_syn when they share hosts.
+
     ``post`` retries connection failures and 5xx answers with exponential backoff and jitter,
     reusing the request id, so a request the peer already logged is answered from its log rather
     than processed twice. Every loop is bounded by ``deadline_s``.
@@ -308,15 +314,40 @@ class PeerClient:
 
         self._peers = config.peers
         self._round = config.round.round_id
+        self._role = config.role
         ctx = tls_client_context(config.ca, cert=config.cert, key=config.key)
-        self._client = httpx.Client(verify=ctx, timeout=httpx.Timeout(timeout_s, connect=10.0), http2=False)
+        timeout = httpx.Timeout(timeout_s, connect=10.0)
+        # A client (a connection pool) per peer: a connection opened, and pinned, for one role
+        # never carries another's request, even were two peers given the same address.
+        self._clients = {peer: httpx.Client(verify=ctx, timeout=timeout, http2=False) for peer in self._peers}
+        self._pinned = {peer: {"trace": self._pin(peer)} for peer in self._peers}
+
+    def _pin(self, peer: str) -> Callable[[str, dict[str, Any]], None]:
+        """httpcore's trace hook: checks the server's role once its TLS handshake completes."""
+        from fre_protocol.net.certs import expect_role
+
+        url = self._peers[peer]
+
+        def trace(event: str, info: dict[str, Any]) -> None:
+            if event != "connection.start_tls.complete":
+                return
+            stream = info["return_value"]  # the TLS stream, handshake done, nothing sent yet
+            ssl_object = stream.get_extra_info("ssl_object")
+            try:
+                expect_role(ssl_object.getpeercert() if ssl_object is not None else None, peer, who=self._role, where=url)
+            except FreError:
+                stream.close()  # nothing is sent on it
+                raise
+
+        return trace
 
     def post(self, peer: str, path: str, body: bytes, *, request_id: str, deadline_s: float = 600.0) -> bytes:
         return call_with_retries(
-            lambda: self._client.post(
+            lambda: self._clients[peer].post(
                 self._peers[peer].rstrip("/") + path,
                 content=body,
                 headers={REQUEST_ID: request_id, ROUND_ID: self._round, "content-type": OCTETS},
+                extensions=self._pinned[peer],
             ),
             what=f"{peer} {path}",
             deadline_s=deadline_s,
@@ -324,13 +355,27 @@ class PeerClient:
 
     def get(self, peer: str, path: str, *, deadline_s: float = 60.0) -> bytes:
         return call_with_retries(
-            lambda: self._client.get(self._peers[peer].rstrip("/") + path, headers={ROUND_ID: self._round}),
+            lambda: self._clients[peer].get(
+                self._peers[peer].rstrip("/") + path, headers={ROUND_ID: self._round}, extensions=self._pinned[peer]
+            ),
+            what=f"{peer} {path}",
+            deadline_s=deadline_s,
+        )
+
+    def put(self, peer: str, path: str, body: bytes, *, deadline_s: float = 60.0) -> bytes:
+        """An idempotent PUT (the round document), retried as :meth:`get` is."""
+        return call_with_retries(
+            lambda: self._clients[peer].put(
+                self._peers[peer].rstrip("/") + path, content=body,
+                headers={ROUND_ID: self._round, "content-type": "application/json"}, extensions=self._pinned[peer],
+            ),
             what=f"{peer} {path}",
             deadline_s=deadline_s,
         )
 
     def close(self) -> None:
-        self._client.close()
+        for client in self._clients.values():
+            client.close()
 
 
 class PeerError(FreError):

@@ -169,7 +169,7 @@ class SynService(LoggedServer):
             "centroids": self.state.get("centroids") or b"",
         }
         if self.ctx.seeds.rng_mode == "seeded":
-            artifacts["secrets/S_syn_box_sk"] = self.keys["box_sk"]
+            artifacts["secrets/S_syn_box_sk"] = bytes(self.keys["box_sk"])
         self.finalize(artifacts=artifacts, share_kinds=(PHASE2,))
 
     def routes(self) -> list[Route]:

@@ -110,8 +110,8 @@ class TagService(LoggedServer):
     def after_aggregate(self) -> None:
         artifacts = {"dummies": json.loads(self.state.get(DUMMY_PLAN) or b"null")}
         if self.ctx.seeds.rng_mode == "seeded":
-            artifacts["secrets/voprf_sk"] = self.keys["voprf_sk"]
-            artifacts["secrets/S_tag_box_sk"] = self.keys["box_sk"]
+            artifacts["secrets/voprf_sk"] = bytes(self.keys["voprf_sk"])
+            artifacts["secrets/S_tag_box_sk"] = bytes(self.keys["box_sk"])
         self.finalize(artifacts=artifacts, share_kinds=(PHASE2,))
 
     def accept(self, rid: str, kind: str, body: bytes) -> bytes:

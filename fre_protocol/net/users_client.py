@@ -24,8 +24,9 @@ import numpy as np
 import numpy.typing as npt
 
 from fre_protocol.messages import Role
-from fre_protocol.net.round import RoundContext, RoundDocument, RoundSettings
+from fre_protocol.net.round import RoundContext, RoundSettings
 from fre_protocol.net.service import backoff, peer_error, tls_client_context
+from fre_protocol.net.signing import SignedRoundDocument
 from fre_protocol.net.wire import encode_batch
 from fre_protocol.parties.base import Meter, Recorder, Workers
 from fre_protocol.parties.user import ServerKeys, UserPopulation
@@ -176,7 +177,8 @@ def play_users(
     One user per row, or, when the round's unit of privacy is ``user``, the users that ``users``
     (one label per row) names: each device then plays its c slots (:mod:`fre_protocol.slots`)
     with its one credential, c requests of each kind. The round document the proxy serves is
-    checked against ``settings`` before anything is sent. ``between_phases`` runs once every user
+    checked against ``settings``, and its S_tag and S_syn signatures against the CA in ``ca``,
+    before anything is sent (VerificationError: no user sends anything). ``between_phases`` runs once every user
     has submitted its tag (deploy-local closes phase 1 there); without it the users wait for the
     broadcast until ``deadline_s``. ``active`` marks users still online in phase 2 (default all).
     """
@@ -228,8 +230,11 @@ async def _play(x: npt.NDArray[Any], *, proxy_url: str, ca: Path, settings: Roun
     http = _Http(proxy_url, ca, concurrency=concurrency, deadline_s=deadline_s, report=report)
     store = None
     try:
-        doc = RoundDocument.decode(await http.call("round", "GET", "/v1/round"))
-        doc.check_settings(settings)
+        # Before anything is sent: the settings are the ones given, and S_tag and S_syn each
+        # signed this document (keys included) with a certificate of their role from our CA.
+        signed = SignedRoundDocument.decode(await http.call("round", "GET", "/v1/round"))
+        signed.verify(ca=ca, settings=settings)
+        doc = signed.document
         ctx = RoundContext(settings, test_seed=test_seed, workers=workers)
         if transcript is not None:
             from fre_protocol.net.transcript import party_header

@@ -22,15 +22,17 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 import fre_protocol.cli as cli
 from fre_protocol.net.certs import (
+    ROLE_USAGES,
     ROLES,
     CertPaths,
     client_ssl_context,
     make_test_pki,
     peer_role,
     server_ssl_context,
+    verify_role_certificate,
 )
 from fre_protocol.net.files import write_file_atomically
-from primitives.errors import InvalidParameterError
+from primitives.errors import InvalidParameterError, VerificationError
 
 
 @pytest.fixture(scope="module")
@@ -168,11 +170,15 @@ def test_leaf_fields(pki: CertPaths) -> None:
     for role in ROLES:
         leaf = _load(pki.for_role(role)[0])
         assert [a.value for a in leaf.subject.get_attributes_for_oid(NameOID.COMMON_NAME)] == [role]
-        san = leaf.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
-        assert san.get_values_for_type(x509.DNSName) == ["localhost"]
-        assert san.get_values_for_type(x509.IPAddress) == [ipaddress.ip_address("127.0.0.1")]
-        eku = leaf.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
-        assert set(eku) == {ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH}
+        eku = set(leaf.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value)
+        assert eku == set(ROLE_USAGES[role])
+        if ExtendedKeyUsageOID.SERVER_AUTH in eku:
+            san = leaf.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+            assert san.get_values_for_type(x509.DNSName) == ["localhost"]
+            assert san.get_values_for_type(x509.IPAddress) == [ipaddress.ip_address("127.0.0.1")]
+        else:  # the operator's certificate is a client's: it names no host
+            with pytest.raises(x509.ExtensionNotFound):
+                leaf.extensions.get_extension_for_class(x509.SubjectAlternativeName)
         assert leaf.extensions.get_extension_for_class(x509.BasicConstraints).value.ca is False
         assert leaf.signature_hash_algorithm is not None
         assert leaf.signature_hash_algorithm.name == "sha256"
@@ -180,11 +186,47 @@ def test_leaf_fields(pki: CertPaths) -> None:
         assert 7 * 86400 <= validity.total_seconds() <= 7 * 86400 + 3600
 
 
+def test_each_role_has_only_the_usages_it_needs() -> None:
+    server, client = ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH
+    assert ROLE_USAGES == {"S_tag": (server,), "S_syn": (server, client), "proxy": (server, client), "operator": (client,)}
+
+
+def test_hosts_may_be_given_per_role(tmp_path: Path) -> None:
+    paths = make_test_pki(tmp_path, hosts={"S_tag": ["s-tag.internal"], "proxy": ["proxy.example"]},
+                          roles=("S_tag", "proxy", "operator"))
+    for role, want in (("S_tag", ["s-tag.internal"]), ("proxy", ["proxy.example"])):
+        san = _load(paths.for_role(role)[0]).extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+        assert san.get_values_for_type(x509.DNSName) == want
+    with pytest.raises(InvalidParameterError, match="S_syn serves TLS and needs at least one host"):
+        make_test_pki(tmp_path / "missing", hosts={"S_tag": ["a"]}, roles=("S_tag", "S_syn"))
+
+
 def test_hosts_become_dns_names_and_ip_addresses(tmp_path: Path) -> None:
     paths = make_test_pki(tmp_path, hosts=("s-tag.internal", "10.0.0.7", "::1"), roles=("S_tag",))
     san = _load(paths.for_role("S_tag")[0]).extensions.get_extension_for_class(x509.SubjectAlternativeName).value
     assert san.get_values_for_type(x509.DNSName) == ["s-tag.internal"]
     assert san.get_values_for_type(x509.IPAddress) == [ipaddress.ip_address("10.0.0.7"), ipaddress.ip_address("::1")]
+
+
+# --- verify_role_certificate ---------------------------------------------------------------------
+
+
+def test_verify_role_certificate_checks_issuer_validity_and_role(pki: CertPaths, tmp_path: Path) -> None:
+    import datetime
+
+    pem = pki.for_role("S_syn")[0].read_bytes()
+    key = verify_role_certificate(pem, ca=pki.ca, role="S_syn")
+    assert key.public_numbers() == _load(pki.for_role("S_syn")[0]).public_key().public_numbers()  # type: ignore[union-attr]
+    with pytest.raises(VerificationError, match="S_tag's certificate names role 'S_syn', expected 'S_tag'"):
+        verify_role_certificate(pem, ca=pki.ca, role="S_tag")
+    later = datetime.datetime.now(datetime.UTC) + datetime.timedelta(days=30)
+    with pytest.raises(VerificationError, match="certificate is valid from .* not at .*: S_syn's certificate is refused"):
+        verify_role_certificate(pem, ca=pki.ca, role="S_syn", now=later)
+    other = make_test_pki(tmp_path / "other", roles=("S_syn",))
+    with pytest.raises(VerificationError, match="not issued by the deployment's CA"):
+        verify_role_certificate(other.for_role("S_syn")[0].read_bytes(), ca=pki.ca, role="S_syn")
+    with pytest.raises(VerificationError, match="not a PEM"):
+        verify_role_certificate(b"junk", ca=pki.ca, role="S_syn")
 
 
 # --- peer_role -----------------------------------------------------------------------------------
