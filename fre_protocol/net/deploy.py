@@ -19,7 +19,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -99,14 +99,16 @@ def write_configs(out: Path, settings: RoundSettings, *, test_seed: int | None) 
     return dep
 
 
-def start_service(dep: Deployment, role: str, *, log: Path | None = None) -> subprocess.Popen[bytes]:
-    """``fre-e2t serve ROLE --config FILE`` as a child process; returns once it is ready."""
+def start_service(
+    dep: Deployment, role: str, *, log: Path | None = None, args: Sequence[str] = ()
+) -> subprocess.Popen[bytes]:
+    """``fre-e2t serve ROLE --config FILE [ARGS]`` as a child process; returns once it is ready."""
     log_path = log or dep.out / "logs" / f"{role}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     command = {"S_tag": "tag", "S_syn": "syn", "proxy": "proxy"}[role]
     with open(log_path, "ab") as fh:
         proc = subprocess.Popen(  # noqa: S603 - our own interpreter and module
-            [sys.executable, "-m", "fre_protocol.cli", "serve", command, "--config", str(dep.configs[role])],
+            [sys.executable, "-m", "fre_protocol.cli", "serve", command, "--config", str(dep.configs[role]), *args],
             stdout=fh, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
     dep.processes[role] = proc
