@@ -365,6 +365,9 @@ class ServiceBase(ABC):
             return PlainTextResponse("ready")
 
         async def metrics(request: Request) -> Response:
+            # Operator-private: the counts tell how many users took part and how many requests
+            # each phase had (the proxy's), which the DP release does not cover.
+            require_peer(request, ("operator",))
             self.update_gauges()
             return PlainTextResponse(self.metrics.render(), media_type="text/plain; version=0.0.4")
 
@@ -375,7 +378,7 @@ class ServiceBase(ABC):
         base = [
             Route("/healthz", healthz),
             Route("/readyz", readyz),
-            Route("/metrics", metrics),
+            Route("/metrics", self.endpoint("metrics", metrics)),
             Route("/v1/costs", self.endpoint("costs", costs), methods=["GET"]),
         ]
         # The role's routes first: they take nearly every request (matched in order).

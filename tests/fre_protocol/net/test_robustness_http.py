@@ -220,6 +220,22 @@ def test_a_credential_for_another_round_is_refused_with_403(dep: Deployment) -> 
     assert post_user(dep, "/v1/phase1", envelope, credential(dep, "u0")).status_code == 202  # the control
 
 
+# -- operator endpoints (issue 28: M2) ---------------------------------------------------------------
+@pytest.mark.parametrize("role", ["proxy", "S_tag", "S_syn"])
+def test_metrics_answer_the_operator_certificate_only(dep: Deployment, role: str) -> None:
+    url = dep.url(role) + "/metrics"
+    with operator_client(dep) as client:
+        assert client.get(url).status_code == 200
+    with peer_client(dep, "S_syn" if role == "S_tag" else "S_tag") as client:  # a certificate of another role
+        response = client.get(url)
+    assert response.status_code == 403 and error_of(response) == "UnauthorizedError"
+    if role == "proxy":  # a user: TLS without a certificate
+        with user_client(dep) as client:
+            response = client.get("/metrics")
+        assert response.status_code == 403 and error_of(response) == "UnauthorizedError"
+        assert "fre_" not in response.text
+
+
 # -- S_tag: mutual TLS and the peers' requests ------------------------------------------------------
 def test_s_tag_refuses_the_handshake_without_a_client_certificate_or_with_a_foreign_one(
     dep: Deployment, tmp_path: Path
