@@ -20,7 +20,13 @@ from net_rounds import SEED, needs_net, round_settings
 
 needs_net()
 
-from fre_protocol.net.deploy import Deployment, operator_client, start_service, stop_all, write_configs  # noqa: E402
+from fre_protocol.net.deploy import (  # noqa: E402
+    Deployment,
+    operator_client,
+    start_service,
+    stop_all,
+    write_configs,
+)
 from fre_protocol.net.service import ConnectionLimits, tls_client_context  # noqa: E402
 
 HEAD_TIMEOUT_S = 3.0
