@@ -554,7 +554,8 @@ class ProxyService(ServiceBase):
         rows = self._item_rows("i.batch_id IS NULL")
         for kind, digest, size, status in self.state.query("SELECT kind, digest, size, status FROM refused ORDER BY id"):
             record = refused_record(bytes(digest), int(size))  # type: ignore[arg-type, call-overload]
-            rows.append((view, VIEW_PHASE[str(kind)], Role.USER.label, "unknown", REFUSED_TYPE, record, str(status)))
+            # Received by the proxy and taken no further (its recipient, if any, is unknowable).
+            rows.append((view, VIEW_PHASE[str(kind)], Role.USER.label, self.role, REFUSED_TYPE, record, str(status)))
         broadcast = self.state.get(BROADCAST_KEY)
         if broadcast is not None:
             rows.append((view, "broadcast", Role.S_SYN.label, Role.USER.label, "released_tags", broadcast, "accepted"))

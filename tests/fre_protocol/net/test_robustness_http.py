@@ -46,6 +46,7 @@ from fre_protocol.net.deploy import (  # noqa: E402
     close_phase,
     collect,
     credentials_for,
+    gather_transcripts,
     operator_client,
     start_service,
     stop_all,
@@ -54,6 +55,7 @@ from fre_protocol.net.deploy import (  # noqa: E402
 from fre_protocol.net.proxy_service import credential_token  # noqa: E402
 from fre_protocol.net.round import RoundDocument  # noqa: E402
 from fre_protocol.net.service import tls_client_context  # noqa: E402
+from fre_protocol.net.transcript import audit_deployment  # noqa: E402
 from fre_protocol.net.users_client import play_users  # noqa: E402
 from fre_protocol.net.wire import MAX_USER_BODY, REQUEST_ID, ROUND_ID, decode_batch, encode_batch  # noqa: E402
 from mechanism.population import Population  # noqa: E402
@@ -397,7 +399,7 @@ def test_bad_requests_leave_the_other_users_round_untouched(
     report = play_users(
         x, proxy_url=dep.url("proxy"), ca=dep.pki / "ca.pem", settings=dep.settings,
         credentials=credentials_for(dep, len(x)), test_seed=SEED, concurrency=32, deadline_s=300,
-        between_phases=lambda: close_phase(dep, 1),
+        between_phases=lambda: close_phase(dep, 1), transcript=dep.out / "transcripts" / "users.sqlite",
     )
     assert report.failures == {}
     assert report.status == {"ok": len(x)}
@@ -405,6 +407,10 @@ def test_bad_requests_leave_the_other_users_round_untouched(
     release = collect(dep)
     assert_same_release(release, reference_release)
     assert release.diagnostics["n_submissions"] == len(x)
+    stop_all(dep)
+    gather_transcripts(dep)
+    audit = audit_deployment(dep.out, embeddings=x)  # the refusal's record passes the audit
+    assert audit.passed, [(f.name, f.detail) for f in audit.findings if not f.passed]
 
     state = dep.out / "state"
     with TranscriptStore.open(state / "proxy" / dep.settings.round_id / "transcript.sqlite") as store:
