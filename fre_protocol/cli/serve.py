@@ -18,6 +18,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="largest request line plus headers, in bytes (default 16384; more: 431)")
     parser.add_argument("--head-timeout", type=float, default=10.0, metavar="S",
                         help="seconds a request's line and headers may take to arrive (default 10; then 408)")
+    parser.add_argument("--body-timeout", type=float, default=30.0, metavar="S",
+                        help="seconds a user's body may take to arrive after its headers (default 30; then 408)")
     parser.add_argument("--max-user-connections", type=int, default=1024, metavar="N",
                         help="open connections without a client certificate (users), lowered to fit the "
                              "file-descriptor limit (default 1024; more: 503)")
@@ -30,7 +32,7 @@ def run(args: argparse.Namespace) -> int:
 
     config = ServiceConfig.load(args.config)
     limits = ConnectionLimits(max_head_bytes=args.max_head_bytes, head_timeout_s=args.head_timeout,
-                              max_user_connections=args.max_user_connections)
+                              body_timeout_s=args.body_timeout, max_user_connections=args.max_user_connections)
     role = ROLES[args.role]
     if config.role != role:
         raise InvalidParameterError(f"config file is for {config.role!r}, not {role!r}")

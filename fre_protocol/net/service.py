@@ -99,6 +99,9 @@ class ConnectionLimits:
     #: From a connection's start (after TLS), or from the first byte of a request on a kept-alive
     #: connection, until its head is complete (idle kept-alive connections have uvicorn's own timeout).
     head_timeout_s: float = 10.0
+    #: From the end of a user's request head until its body is complete (a user's body is at
+    #: most 64 KiB). Certified peers are not timed: a batch between servers may be large.
+    body_timeout_s: float = 30.0
     #: Open connections without a client certificate; further ones get 503 and are closed at once.
     max_user_connections: int = 1024
 
@@ -107,9 +110,10 @@ class ConnectionLimits:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise InvalidParameterError(f"{name} must be an integer >= {low}, got {value!r}")
-        t = self.head_timeout_s
-        if isinstance(t, bool) or not isinstance(t, int | float) or not 0 < t <= 3600:
-            raise InvalidParameterError(f"head_timeout_s must be a number of seconds in (0, 3600], got {t!r}")
+        for name in ("head_timeout_s", "body_timeout_s"):
+            t = getattr(self, name)
+            if isinstance(t, bool) or not isinstance(t, int | float) or not 0 < t <= 3600:
+                raise InvalidParameterError(f"{name} must be a number of seconds in (0, 3600], got {t!r}")
 
     def user_connection_cap(self) -> int:
         """:attr:`max_user_connections`, lowered to fit the process's file-descriptor limit (less
@@ -165,7 +169,7 @@ def _with_peer_role(
             self.app_state = {**self.app_state, "peer_role": role}
             # Requests' cycles take the protocol's transport: flow control keeps the raw one.
             self.transport = CoalescedWrites(transport, self.loop)
-            self.awaiting_head, self.head_bytes, self.head_timer = True, 0, None
+            self.awaiting_head, self.head_bytes, self.head_timer, self.body_timer = True, 0, None, None
             if role is None:
                 if len(PeerRole.users) >= cap:
                     self.refuse(503, UnavailableError(
@@ -178,6 +182,7 @@ def _with_peer_role(
         def connection_lost(self, exc: Exception | None) -> None:
             PeerRole.users.discard(self)
             self.disarm_head_timer()
+            self.disarm_body_timer()
             super().connection_lost(exc)
 
         # -- the head of each request: bounded in bytes and seconds -------------------------------
@@ -224,10 +229,30 @@ def _with_peer_role(
                 # Stops the parser (uvicorn's answer to a parser error finds the connection closed).
                 raise TooLargeError("request head over the limit")
             super().on_headers_complete()
+            if self.app_state.get("peer_role") is None:  # a user's body is timed as well
+                self.body_timer = self.loop.call_later(limits.body_timeout_s, self.body_timed_out)
 
         def on_message_complete(self) -> None:  # httptools only
             super().on_message_complete()
+            self.disarm_body_timer()
             self.awaiting_head, self.head_bytes = True, 0
+
+        def disarm_body_timer(self) -> None:
+            timer, self.body_timer = getattr(self, "body_timer", None), None
+            if timer is not None:
+                timer.cancel()
+
+        def body_timed_out(self) -> None:
+            self.body_timer = None
+            if self.transport.is_closing():
+                return
+            cycle = getattr(self, "cycle", None)
+            if cycle is not None and cycle.response_started:  # answered without its body: just close
+                self.transport.close()
+                return
+            self.refuse(408, SlowRequestError(
+                f"a request's body must arrive within {limits.body_timeout_s:g} s of its headers, it did not"
+            ), "body_timeout")
 
         def refuse(self, status: int, error: FreError, reason: str) -> None:
             self.disarm_head_timer()
@@ -287,16 +312,22 @@ def request_id(request: Request) -> str:
 
 
 async def read_body(request: Request, limit: int) -> bytes:
-    """The body, refused as soon as it exceeds ``limit`` bytes (TooLargeError: 413)."""
+    """The body, refused as soon as it exceeds ``limit`` bytes (TooLargeError: 413); a
+    connection closed before the body is whole (a user's body timeout) is SlowRequestError."""
+    from starlette.requests import ClientDisconnect
+
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise TooLargeError(f"body must be at most {limit} bytes, got content-length {declared}")
     parts, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise TooLargeError(f"body must be at most {limit} bytes, got more")
-        parts.append(chunk)
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise TooLargeError(f"body must be at most {limit} bytes, got more")
+            parts.append(chunk)
+    except ClientDisconnect:
+        raise SlowRequestError(f"the connection closed after {size} bytes of the body, before its end") from None
     return b"".join(parts)
 
 

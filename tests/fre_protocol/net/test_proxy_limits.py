@@ -1,8 +1,9 @@
 """The proxy against clients that hold connections rather than send requests (issue 28, M3).
 
-A running deployment whose proxy takes at most 8 connections without a client certificate and
-3 seconds for a request's head is sent: half-open heads trickled a line at a time (closed with
-408 within the head timeout), a head over the size limit (431, the proxy's memory barely moves),
+A running deployment whose proxy takes at most 8 connections without a client certificate, 3
+seconds for a request's head and 3 more for a user's body is sent: half-open heads trickled a
+line at a time (closed with 408 within the head timeout), a body trickled a byte at a time (408
+within the body timeout), a head over the size limit (431, the proxy's memory barely moves),
 and more anonymous connections than the cap (the extra ones get 503 and are closed, while the
 operator's ``/healthz`` and ``/metrics`` still answer). Every test takes seconds.
 """
@@ -30,6 +31,7 @@ from fre_protocol.net.deploy import (  # noqa: E402
 from fre_protocol.net.service import ConnectionLimits, tls_client_context  # noqa: E402
 
 HEAD_TIMEOUT_S = 3.0
+BODY_TIMEOUT_S = 3.0
 USER_CAP = 8
 #: How much the proxy's resident memory may grow while it refuses one oversized head.
 MEMORY_BOUND = 8 << 20
@@ -42,6 +44,7 @@ def dep(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
         start_service(deployment, "S_tag")
         start_service(deployment, "S_syn")
         start_service(deployment, "proxy", args=["--head-timeout", str(HEAD_TIMEOUT_S),
+                                                 "--body-timeout", str(BODY_TIMEOUT_S),
                                                  "--max-user-connections", str(USER_CAP)])
         yield deployment
     finally:
@@ -88,7 +91,8 @@ def rejections(dep: Deployment, reason: str) -> float:
 
 def test_the_limits_are_checked() -> None:
     assert ConnectionLimits().max_head_bytes == 16 << 10
-    for bad in ({"max_head_bytes": 10}, {"head_timeout_s": 0}, {"max_user_connections": 0}, {"head_timeout_s": True}):
+    for bad in ({"max_head_bytes": 10}, {"head_timeout_s": 0}, {"body_timeout_s": -1.0}, {"max_user_connections": 0},
+                {"head_timeout_s": True}):
         with pytest.raises(Exception, match=next(iter(bad))):
             ConnectionLimits(**bad)  # type: ignore[arg-type]
 
@@ -143,6 +147,34 @@ def test_half_open_heads_are_closed_with_408_within_the_head_timeout(dep: Deploy
     assert max(closed.values()) <= HEAD_TIMEOUT_S + 1.0, closed
     assert all(a.startswith(b"HTTP/1.1 408") or a == b"" for a in answers.values()), answers
     assert any(a.startswith(b"HTTP/1.1 408") for a in answers.values())
+    assert healthz_as_operator(dep) == 200
+
+
+def test_a_trickled_body_is_closed_with_408_within_the_body_timeout(dep: Deployment) -> None:
+    """A user's request (valid credential) that declares 1000 bytes of body and sends one every
+    0.3 s is answered 408 and closed within the body timeout (3 s) plus a second."""
+    from fre_protocol.net.deploy import credentials_for
+
+    head = (f"POST /v1/phase1 HTTP/1.1\r\nhost: localhost\r\ncontent-length: 1000\r\n"
+            f"authorization: Bearer {credentials_for(dep, 1)[0]}\r\n\r\n").encode()
+    with user_socket(dep) as conn:
+        conn.sendall(head)
+        t0, answer, closed = time.monotonic(), b"", None
+        while closed is None and time.monotonic() - t0 < BODY_TIMEOUT_S + 6:
+            try:
+                conn.sendall(b"a")
+                conn.settimeout(0.3)
+                answer = conn.recv(65536)
+            except TimeoutError:
+                continue
+            except OSError:
+                answer = b""
+            closed = time.monotonic() - t0
+            answer += answer_of(conn, timeout_s=0.5)
+    assert closed is not None, f"still open after {BODY_TIMEOUT_S + 6} s"
+    assert closed <= BODY_TIMEOUT_S + 1.0, closed
+    assert answer.startswith(b"HTTP/1.1 408"), answer[:80]
+    assert b'"SlowRequestError"' in answer
     assert healthz_as_operator(dep) == 200
 
 
