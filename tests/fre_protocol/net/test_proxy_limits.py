@@ -97,6 +97,22 @@ def test_the_limits_are_checked() -> None:
             ConnectionLimits(**bad)  # type: ignore[arg-type]
 
 
+def test_the_user_connection_cap_fits_the_descriptor_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under a lowered descriptor limit the cap leaves FD_RESERVE descriptors to the state, the
+    transcript, the peers and the operator, instead of letting users' connections take them all."""
+    import resource
+
+    from fre_protocol.net.service import FD_RESERVE
+
+    limits = ConnectionLimits(max_user_connections=1024)
+    monkeypatch.setattr(resource, "getrlimit", lambda _: (FD_RESERVE + 40, resource.RLIM_INFINITY))
+    assert limits.user_connection_cap() == 40
+    monkeypatch.setattr(resource, "getrlimit", lambda _: (FD_RESERVE // 2, resource.RLIM_INFINITY))
+    assert limits.user_connection_cap() == 1
+    monkeypatch.setattr(resource, "getrlimit", lambda _: (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+    assert limits.user_connection_cap() == 1024
+
+
 def test_connections_beyond_the_cap_get_503_while_the_operator_is_still_answered(dep: Deployment) -> None:
     before = rejections(dep, "user_connection_cap")
     held = [user_socket(dep) for _ in range(USER_CAP)]
