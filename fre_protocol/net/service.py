@@ -210,7 +210,8 @@ def _with_peer_role(
                 ), "head_timeout")
 
         def data_received(self, data: bytes) -> None:
-            if self.head_pending():
+            was_pending = self.head_pending()
+            if was_pending:
                 self.arm_head_timer()
                 self.head_bytes += len(data)
             super().data_received(data)
@@ -219,12 +220,14 @@ def _with_peer_role(
                 self.refuse(431, head_too_large(limits), "head_too_large")
             elif not self.head_pending():
                 self.disarm_head_timer()
+                # h11 takes a whole head that came in one read whatever its size: measured here.
+                if h11_protocol and was_pending and head_size(self.scope) > limits.max_head_bytes:
+                    self.refuse(431, head_too_large(limits), "head_too_large")
 
         def on_headers_complete(self) -> None:  # httptools only
             self.awaiting_head = False
             self.disarm_head_timer()
-            size = len(self.url) + sum(len(n) + len(v) + 4 for n, v in self.headers)
-            if size > limits.max_head_bytes:
+            if len(self.url) + head_size({"headers": self.headers}) > limits.max_head_bytes:
                 self.refuse(431, head_too_large(limits), "head_too_large")
                 # Stops the parser (uvicorn's answer to a parser error finds the connection closed).
                 raise TooLargeError("request head over the limit")
@@ -267,6 +270,12 @@ def _with_peer_role(
 
     PeerRole.__name__ = f"PeerRole{base.__name__}"
     return PeerRole
+
+
+def head_size(scope: Any) -> int:
+    """Bytes of a request's target and headers as parsed (name, value, ": " and CRLF each)."""
+    target = len(scope.get("raw_path", b"")) + len(scope.get("query_string", b""))
+    return target + sum(len(n) + len(v) + 4 for n, v in scope.get("headers", ()))
 
 
 def head_too_large(limits: ConnectionLimits) -> TooLargeError:

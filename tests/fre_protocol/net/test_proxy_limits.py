@@ -227,3 +227,57 @@ def test_an_endless_header_value_is_cut_off_without_the_proxy_growing(dep: Deplo
     t0 = time.monotonic()
     assert healthz_as_operator(dep) == 200
     assert time.monotonic() - t0 < 2.0
+
+
+def test_the_h11_fallback_bounds_the_head_as_well() -> None:
+    """Without httptools, uvicorn parses with h11: the same protocol class there answers a head
+    that never ends 408 within the head timeout and a whole head over the limit 431 (h11 alone
+    takes any head that arrives in one read), and serves an ordinary request (plain HTTP, in
+    process)."""
+    import threading
+
+    import uvicorn
+    from starlette.applications import Starlette
+    from starlette.responses import PlainTextResponse
+    from starlette.routing import Route
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    from fre_protocol.net.service import _with_peer_role
+
+    async def hello(request: object) -> PlainTextResponse:
+        return PlainTextResponse("ok")
+
+    limits = ConnectionLimits(head_timeout_s=1.0)
+    refused: list[str] = []
+    listener = socket.create_server(("127.0.0.1", 0))
+    config = uvicorn.Config(
+        Starlette(routes=[Route("/", hello)]), http=_with_peer_role(H11Protocol, limits, refused.append),
+        log_level="critical", lifespan="off", h11_max_incomplete_event_size=limits.max_head_bytes,
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=lambda: server.run(sockets=[listener]), daemon=True)
+    thread.start()
+
+    def ask(data: bytes) -> bytes:
+        with socket.create_connection(listener.getsockname(), timeout=5) as conn:
+            conn.sendall(data)
+            conn.settimeout(5)
+            answer = conn.recv(65536)
+        return answer
+
+    try:
+        for _ in range(100):
+            if server.started:
+                break
+            time.sleep(0.05)
+        assert ask(b"GET / HTTP/1.1\r\nhost: x\r\n\r\n").startswith(b"HTTP/1.1 200")
+        t0 = time.monotonic()
+        assert ask(b"GET / HTTP/1.1\r\nhost: x\r\n").startswith(b"HTTP/1.1 408")
+        assert time.monotonic() - t0 < limits.head_timeout_s + 1.0
+        big = b"GET / HTTP/1.1\r\nhost: x\r\nx-big: " + b"a" * (limits.max_head_bytes * 2) + b"\r\n\r\n"
+        assert ask(big).startswith(b"HTTP/1.1 431")
+        assert refused == ["head_timeout", "head_too_large"]
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        listener.close()
