@@ -14,14 +14,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", required=True, metavar="FILE",
                         help="the service configuration (JSON; see `fre-e2t deploy-local` for examples)")
     parser.add_argument("--workers", type=int, default=2, help="worker threads for the role's crypto (default 2)")
+    parser.add_argument("--max-head-bytes", type=int, default=16 << 10, metavar="N",
+                        help="largest request line plus headers, in bytes (default 16384; more: 431)")
+    parser.add_argument("--head-timeout", type=float, default=10.0, metavar="S",
+                        help="seconds a request's line and headers may take to arrive (default 10; then 408)")
+    parser.add_argument("--body-timeout", type=float, default=30.0, metavar="S",
+                        help="seconds a user's body may take to arrive after its headers (default 30; then 408)")
+    parser.add_argument("--max-user-connections", type=int, default=1024, metavar="N",
+                        help="open connections without a client certificate (users), lowered to fit the "
+                             "file-descriptor limit (default 1024; more: 503)")
 
 
 def run(args: argparse.Namespace) -> int:
     from fre_protocol.net.round import ServiceConfig
-    from fre_protocol.net.service import serve
+    from fre_protocol.net.service import ConnectionLimits, serve
     from primitives.errors import InvalidParameterError
 
     config = ServiceConfig.load(args.config)
+    limits = ConnectionLimits(max_head_bytes=args.max_head_bytes, head_timeout_s=args.head_timeout,
+                              body_timeout_s=args.body_timeout, max_user_connections=args.max_user_connections)
     role = ROLES[args.role]
     if config.role != role:
         raise InvalidParameterError(f"config file is for {config.role!r}, not {role!r}")
@@ -32,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
         # The round document needs both servers' keys: assembled once they answer.
         threading.Thread(target=proxy.start, name="proxy-start", daemon=True).start()
         try:
-            serve(proxy, require_client_cert=False)
+            serve(proxy, require_client_cert=False, limits=limits)
         finally:
             proxy.stop()
         return 0
@@ -44,5 +55,5 @@ def run(args: argparse.Namespace) -> int:
         from fre_protocol.net.syn_service import SynService
 
         service = SynService(config, workers=args.workers)
-    serve(service, require_client_cert=True)
+    serve(service, require_client_cert=True, limits=limits)
     return 0

@@ -6,6 +6,10 @@ The run directory gets the same ``centroids.npy`` / ``release.json`` contract as
 each service's metrics in Prometheus text under ``metrics/``, and ``deployment.private.json`` with the
 wall time, each service's CPU seconds and what crossed the loopback interface. Service processes
 are started with :func:`start_service` and can be killed and restarted (the fault tests do).
+
+Everything in the run directory is the operator's (counts of users in the transcripts, metrics and
+summaries, the test seed in the configurations, keys): it is written under umask 077, so
+directories are 0700 and files 0600, the services' own files included (they inherit the umask).
 """
 
 from __future__ import annotations
@@ -19,7 +23,8 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,6 +44,24 @@ OPERATOR_PRIVATE = (
     "OPERATOR-PRIVATE: counts of users, requests and refusals of this round (not covered by the DP "
     "guarantee); never publish this file"
 )
+
+
+#: The umask of everything deploy-local writes, itself and through the services it starts.
+PRIVATE_UMASK = 0o077
+
+
+@contextmanager
+def private_files(out: Path | None = None) -> Iterator[None]:
+    """Write under :data:`PRIVATE_UMASK` (restored after); ``out``, when given, is made 0700.
+    The umask is the process's: this suits a command's main thread, as deploy-local runs."""
+    old = os.umask(PRIVATE_UMASK)
+    try:
+        if out is not None:
+            out.mkdir(parents=True, exist_ok=True)
+            out.chmod(0o700)
+        yield
+    finally:
+        os.umask(old)
 
 
 def free_port() -> int:
@@ -70,7 +93,13 @@ class Deployment:
 
 
 def write_configs(out: Path, settings: RoundSettings, *, test_seed: int | None) -> Deployment:
-    """Fresh certificates, a credential key and one configuration file per service."""
+    """Fresh certificates, a credential key and one configuration file per service (0600, in
+    0700 directories: the configurations name key files and, in test mode, the test seed)."""
+    with private_files(out):
+        return _write_configs(out, settings, test_seed=test_seed)
+
+
+def _write_configs(out: Path, settings: RoundSettings, *, test_seed: int | None) -> Deployment:
     from fre_protocol.net.certs import make_test_pki
 
     dep = Deployment(out=out, settings=settings, test_seed=test_seed)
@@ -99,19 +128,25 @@ def write_configs(out: Path, settings: RoundSettings, *, test_seed: int | None) 
     return dep
 
 
-def start_service(dep: Deployment, role: str, *, log: Path | None = None) -> subprocess.Popen[bytes]:
-    """``fre-e2t serve ROLE --config FILE`` as a child process; returns once it is ready."""
+def start_service(
+    dep: Deployment, role: str, *, log: Path | None = None, args: Sequence[str] = ()
+) -> subprocess.Popen[bytes]:
+    """``fre-e2t serve ROLE --config FILE [ARGS]`` as a child process; returns once it is ready."""
     log_path = log or dep.out / "logs" / f"{role}.log"
-    log_path.parent.mkdir(parents=True, exist_ok=True)
     command = {"S_tag": "tag", "S_syn": "syn", "proxy": "proxy"}[role]
-    with open(log_path, "ab") as fh:
+    with private_files(), open(_private_parent(log_path), "ab") as fh:  # the child inherits the umask
         proc = subprocess.Popen(  # noqa: S603 - our own interpreter and module
-            [sys.executable, "-m", "fre_protocol.cli", "serve", command, "--config", str(dep.configs[role])],
+            [sys.executable, "-m", "fre_protocol.cli", "serve", command, "--config", str(dep.configs[role]), *args],
             stdout=fh, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
     dep.processes[role] = proc
     wait_ready(dep, role, proc)
     return proc
+
+
+def _private_parent(path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path
 
 
 def operator_client(dep: Deployment) -> Any:
@@ -269,14 +304,33 @@ def deploy_local(
     yet), ``"phase1_submitted"`` and ``"phase2_sent"`` (the fault tests kill and restart
     services there, or start a thread that does it while the users send).
     """
-    from fre_protocol.net.users_client import play_users
-
     arr = np.asarray(x)
     if arr.ndim != 2 or arr.shape[1] != settings.dim:
         raise InvalidParameterError(f"embeddings must be (N, {settings.dim}), got shape {arr.shape}")
     n_users = int(arr.shape[0]) if users is None else dense_users(users, int(arr.shape[0]))[1]
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    with private_files(out):
+        return _deploy_local(
+            arr, settings, out, n_users=n_users, test_seed=test_seed, concurrency=concurrency, dropout=dropout,
+            on_phase=on_phase, deadline_s=deadline_s, users=users,
+        )
+
+
+def _deploy_local(
+    arr: npt.NDArray[Any],
+    settings: RoundSettings,
+    out: Path,
+    *,
+    n_users: int,
+    test_seed: int | None,
+    concurrency: int,
+    dropout: npt.NDArray[np.bool_] | None,
+    on_phase: Callable[[Deployment, str], None] | None,
+    deadline_s: float,
+    users: npt.ArrayLike | None,
+) -> dict[str, Any]:
+    from fre_protocol.net.users_client import play_users
+
     dep = write_configs(out, settings, test_seed=test_seed)
     lo0, t0 = loopback_bytes(), time.perf_counter()
     cpu: dict[str, float] = {}

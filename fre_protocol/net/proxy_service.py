@@ -5,7 +5,10 @@ never leaves the proxy; it talks to the servers over mutual TLS. What it does:
 
 * **admits** each user request (credential checked, at most one request of each kind per
   credential per round — the rate limit that stops anyone using S_tag as a tagging oracle —,
-  envelope framing and recipient checked) and logs it durably before answering 202 (group commit);
+  envelope framing and recipient checked) and logs it durably before answering 202 with a ticket
+  (16 random bytes in hex: row ids would count the requests, dummies included); a refused request
+  is kept as its digest and size, and a credential refused :data:`REFUSAL_BUDGET` times is
+  answered 429 without its body being read;
 * **forwards** windows (``window_count`` requests or ``window_seconds``, whichever first) of
   phase-1 requests and phase-2 shares, each window shuffled, as one batch per server; the batch is
   logged before it is sent and re-sent with the same id until the server acknowledges it, so a
@@ -24,6 +27,8 @@ import asyncio
 import hashlib
 import hmac
 import json
+import re
+import secrets
 import threading
 import time
 import uuid
@@ -46,6 +51,7 @@ from fre_protocol.net.wire import (
     MAX_USER_BODY,
     NotReadyError,
     RateLimitedError,
+    RefusalBudgetError,
     UnauthorizedError,
     decode_batch,
     encode_batch,
@@ -66,6 +72,7 @@ SCHEMA = """
 CREATE TABLE IF NOT EXISTS items (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     kind TEXT NOT NULL,
+    ticket TEXT UNIQUE,
     credential TEXT,
     digest BLOB NOT NULL,
     sender TEXT NOT NULL,
@@ -77,8 +84,10 @@ CREATE TABLE IF NOT EXISTS envelopes (id INTEGER PRIMARY KEY, envelope BLOB NOT 
 CREATE INDEX IF NOT EXISTS items_by_credential ON items (kind, credential);
 CREATE INDEX IF NOT EXISTS items_pending ON items (kind, batch_id);
 CREATE TABLE IF NOT EXISTS refused (
-    id INTEGER PRIMARY KEY AUTOINCREMENT, kind TEXT NOT NULL, body BLOB NOT NULL, status TEXT NOT NULL
+    id INTEGER PRIMARY KEY AUTOINCREMENT, kind TEXT NOT NULL, digest BLOB NOT NULL, size INTEGER NOT NULL,
+    status TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS refusals (credential TEXT PRIMARY KEY, n INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS batches (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
     batch_id TEXT NOT NULL UNIQUE,
@@ -88,6 +97,15 @@ CREATE TABLE IF NOT EXISTS batches (
     done INTEGER NOT NULL DEFAULT 0
 );
 """
+
+#: A credential's refusals kept (digest, size and status) in one round; the rest are only counted.
+REFUSALS_KEPT = 16
+#: A credential's refusals in one round; beyond them its requests are refused (429) unread.
+REFUSAL_BUDGET = 64
+#: A ticket: 16 random bytes in lowercase hex, never a row id (which would count requests).
+TICKET = re.compile(r"[0-9a-f]{32}")
+#: The message type of a refused request in the proxy's view: its digest and size, not its body.
+REFUSED_TYPE = "refused_request"
 
 #: The transcript's phase of each kind of relayed item.
 VIEW_PHASE = {PHASE1: "phase1", SUBMIT: "phase1_submit", PHASE2: "phase2"}
@@ -102,21 +120,45 @@ ROUTES = {
 
 
 def record_item(conn: Any, kind: str, credential: str | None, digest: bytes, sender: str, recipient: str,
-                envelope: bytes) -> int:
-    """One relayed envelope: its item row and, in the table of its own, its bytes; the item's id."""
+                envelope: bytes) -> tuple[int, str | None]:
+    """One relayed envelope: its item row and, in the table of its own, its bytes; the item's id
+    and, for a user's, its ticket (random: the ids count every request, dummies included)."""
+    ticket = secrets.token_hex(16) if credential is not None else None
     cur = conn.execute(
-        "INSERT INTO items (kind, credential, digest, sender, recipient) VALUES (?, ?, ?, ?, ?)",
-        (kind, credential, digest, sender, recipient),
+        "INSERT INTO items (kind, ticket, credential, digest, sender, recipient) VALUES (?, ?, ?, ?, ?, ?)",
+        (kind, ticket, credential, digest, sender, recipient),
     )
     conn.execute("INSERT INTO envelopes (id, envelope) VALUES (?, ?)", (cur.lastrowid, envelope))
-    return int(cur.lastrowid)
+    return int(cur.lastrowid), ticket
 
 
-def record_refusal(conn: Any, kind: str, body: bytes, error: Exception) -> None:
-    """A refused user request, kept for the proxy's view with its typed status."""
+def record_refusal(conn: Any, kind: str, credential: str, body: bytes, error: Exception) -> int:
+    """Count a refused user request against its credential and, for the first
+    :data:`REFUSALS_KEPT`, keep its digest, size and typed status for the proxy's view (never the
+    body: a credential could otherwise fill the disk with refused bodies); the credential's count."""
     from fre_protocol.parties.base import status_of
 
-    conn.execute("INSERT INTO refused (kind, body, status) VALUES (?, ?, ?)", (kind, body, status_of(error)))
+    n = int(conn.execute(
+        "INSERT INTO refusals (credential, n) VALUES (?, 1) ON CONFLICT (credential) DO UPDATE SET n = n + 1 RETURNING n",
+        (credential,),
+    ).fetchone()[0])
+    if n <= REFUSALS_KEPT:
+        conn.execute(
+            "INSERT INTO refused (kind, digest, size, status) VALUES (?, ?, ?, ?)",
+            (kind, hashlib.sha256(body).digest(), len(body), status_of(error)),
+        )
+    return n
+
+
+def refused_record(digest: bytes, size: int) -> bytes:
+    """The payload of a refused request in the proxy's view: its SHA-256 and size (JSON)."""
+    return json.dumps({"sha256": digest.hex(), "size": size}, separators=(",", ":")).encode()
+
+
+def check_ticket(ticket: str) -> str:
+    if not TICKET.fullmatch(ticket):
+        raise InvalidParameterError(f"ticket must be 32 lowercase hexadecimal characters, got {len(ticket)} characters")
+    return ticket
 
 
 def wait_seconds(request: Request) -> float | None:
@@ -174,10 +216,14 @@ class ProxyService(ServiceBase):
         self.live = LiveTranscript(lambda: self.state_path(TRANSCRIPT_FILE), lambda: party_header(self.ctx, party=self.role))
         self._transcribed = 0  # the last batch (seq) in it
         self._windows: dict[str, float] = {}  # when each kind's current window opened
-        # Users waiting on a phase-1 answer, by ticket: each batch of answers, once logged, is
+        # Users waiting on a phase-1 answer, by item: each batch of answers, once logged, is
         # handed to them (from the pump thread, through the event loop) in one call.
         self._waiters: dict[int, list[asyncio.Future[bytes]]] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
+        # Refusals per credential this round (the state's count, read before any other work).
+        self._refusals = {str(c): int(n) for c, n in self.state.query("SELECT credential, n FROM refusals")}  # type: ignore[call-overload]
+        if self._phase == DONE:
+            self.state.compact()  # a restart after the round: the cleared credentials' pages go
 
     # -- start-up: the round document --------------------------------------------------------------
     def start(self) -> None:
@@ -248,9 +294,19 @@ class ProxyService(ServiceBase):
             raise UnauthorizedError("a valid user credential (Authorization: Bearer) is required")
         return user
 
-    def admit(self, kind: str, user: str, body: bytes) -> list[int]:
-        """Log a user's request (its envelopes as items) in the next group commit; the item ids.
-        The same body again is idempotent (same ids); a body of the same kind beyond the round's cap c is refused."""
+    def within_budget(self, user: str) -> None:
+        """RefusalBudgetError (429) once ``user`` was refused :data:`REFUSAL_BUDGET` times this
+        round: checked before its body is read, so such a request costs no work and no write."""
+        if self._refusals.get(user, 0) >= REFUSAL_BUDGET:
+            raise RefusalBudgetError(
+                f"this credential was refused {REFUSAL_BUDGET} times in this round (the most a round allows); "
+                "its requests are no longer read"
+            )
+
+    def admit(self, kind: str, user: str, body: bytes) -> list[tuple[int, str]]:
+        """Log a user's request (its envelopes as items) in the next group commit; the items'
+        ids and tickets. The same body again is idempotent (same items); a body of the same kind
+        beyond the round's cap c is refused."""
         return self.commits.submit(self.admission(kind, user, body)).result(timeout=120)  # type: ignore[no-any-return]
 
     def admission(self, kind: str, user: str, body: bytes) -> Callable[[Any], Any]:
@@ -260,7 +316,7 @@ class ProxyService(ServiceBase):
             try:
                 envelopes = decode_batch(body, limit=2)
             except DecodeError as exc:
-                self._refuse(kind, body, exc)
+                self._refuse(kind, user, body, exc)
                 raise
             want = [Role.S_TAG, Role.S_SYN]
         else:
@@ -274,7 +330,7 @@ class ProxyService(ServiceBase):
                     f"{kind} must carry envelopes for {[r.label for r in want]}, got {[e.recipient.label for e in opened]}"
                 )
         except DecodeError as exc:
-            self._refuse(kind, body, exc)
+            self._refuse(kind, user, body, exc)
             raise
         digest = hashlib.sha256(body).digest()
         open_phase = OPEN2 if kind == PHASE2 else OPEN1
@@ -282,7 +338,7 @@ class ProxyService(ServiceBase):
         cap = self.settings.unit.cap
 
         def refused(conn: Any, error: Exception) -> Exception:
-            record_refusal(conn, kind, body, error)
+            self._refusals[user] = record_refusal(conn, kind, user, body, error)
             return error
 
         def write(conn: Any) -> Any:
@@ -290,11 +346,13 @@ class ProxyService(ServiceBase):
                 return refused(conn, ProtocolStateError(
                     f"{kind} requests are taken in {open_phase}, the round is in {self._phase}"
                 ))
-            rows = conn.execute("SELECT id, digest FROM items WHERE kind = ? AND credential = ? ORDER BY id", (kind, user)).fetchall()
-            same = [int(r[0]) for r in rows if bytes(r[1]) == digest]
+            rows = conn.execute(
+                "SELECT id, ticket, digest FROM items WHERE kind = ? AND credential = ? ORDER BY id", (kind, user)
+            ).fetchall()
+            same = [(int(r[0]), str(r[1])) for r in rows if bytes(r[2]) == digest]
             if same:
                 return same
-            if len({bytes(r[1]) for r in rows}) >= cap:
+            if len({bytes(r[2]) for r in rows}) >= cap:
                 return refused(conn, RateLimitedError(
                     f"this credential already sent its {cap} {kind} request{'s' if cap > 1 else ''} in this round "
                     f"(the round's cap c = {cap})"
@@ -306,9 +364,9 @@ class ProxyService(ServiceBase):
 
         return write
 
-    def _refuse(self, kind: str, body: bytes, error: Exception) -> None:
+    def _refuse(self, kind: str, user: str, body: bytes, error: Exception) -> None:
         with self.state.transaction() as conn:
-            record_refusal(conn, kind, body, error)
+            self._refusals[user] = record_refusal(conn, kind, user, body, error)
 
     # -- forwarding -------------------------------------------------------------------------------
     def _pump_loop(self) -> None:
@@ -418,8 +476,8 @@ class ProxyService(ServiceBase):
 
     def _hand_over(self, answered: list[tuple[bytes, int]]) -> None:
         """Give each waiting user its answer (on the event loop)."""
-        for response, ticket in answered:
-            for waiter in self._waiters.pop(ticket, ()):
+        for response, item in answered:
+            for waiter in self._waiters.pop(item, ()):
                 if not waiter.done():
                     waiter.set_result(response)
 
@@ -478,10 +536,14 @@ class ProxyService(ServiceBase):
                     )
                 transcript.result()
             self.state.put(RELEASE_KEY, release)
-            with self.timed("forget"), self.state.transaction() as conn:
-                # Who took part is the proxy's to forget once the round is out.
-                conn.execute("UPDATE items SET credential = NULL")
-                self._set_phase(DONE, conn)
+            with self.timed("forget"):
+                with self.state.transaction() as conn:
+                    # Who took part is the proxy's to forget once the round is out.
+                    conn.execute("UPDATE items SET credential = NULL")
+                    conn.execute("DELETE FROM refusals")
+                    self._set_phase(DONE, conn)
+                self._refusals.clear()
+                self.state.compact()  # and so are the pages (and WAL frames) that still held it
             return release
 
     def _timed_transcript(self) -> Path:
@@ -497,8 +559,10 @@ class ProxyService(ServiceBase):
         view = self.role
         # Items no batch holds: none in a finished round (each phase's close forwards all of them).
         rows = self._item_rows("i.batch_id IS NULL")
-        for kind, body, status in self.state.query("SELECT kind, body, status FROM refused ORDER BY id"):
-            rows.append((view, VIEW_PHASE[str(kind)], Role.USER.label, "unknown", "sealed_envelope", bytes(body), str(status)))  # type: ignore[arg-type]
+        for kind, digest, size, status in self.state.query("SELECT kind, digest, size, status FROM refused ORDER BY id"):
+            record = refused_record(bytes(digest), int(size))  # type: ignore[arg-type, call-overload]
+            # Received by the proxy and taken no further (its recipient, if any, is unknowable).
+            rows.append((view, VIEW_PHASE[str(kind)], Role.USER.label, self.role, REFUSED_TYPE, record, str(status)))
         broadcast = self.state.get(BROADCAST_KEY)
         if broadcast is not None:
             rows.append((view, "broadcast", Role.S_SYN.label, Role.USER.label, "released_tags", broadcast, "accepted"))
@@ -542,30 +606,31 @@ class ProxyService(ServiceBase):
                 rows.append((view, phase, str(recipient), Role.USER.label, message_type_name(bytes(response)), bytes(response), "accepted"))  # type: ignore[arg-type]
         return rows
 
-    async def wait_answer(self, ticket: int, user: str, wait_s: float) -> bytes | None:
-        """S_tag's answer to ``user``'s phase-1 request, waiting up to ``wait_s`` seconds (≤ 30)
-        for the batch that carries it; None if it has not come by then."""
+    async def wait_answer(self, ticket: str, user: str, wait_s: float) -> bytes | None:
+        """S_tag's answer to ``user``'s phase-1 request under ``ticket``, waiting up to ``wait_s``
+        seconds (≤ 30) for the batch that carries it; None if it has not come by then."""
         self._loop = asyncio.get_running_loop()  # before the read: see _send
-        rows = self.state.query("SELECT credential, response FROM items WHERE id = ? AND kind = ?", (ticket, PHASE1))
-        if not rows or rows[0][0] != user:
+        rows = self.state.query("SELECT id, credential, response FROM items WHERE ticket = ? AND kind = ?", (ticket, PHASE1))
+        if not rows or rows[0][1] != user:
             raise UnauthorizedError("no phase-1 request of this credential under that ticket")
-        if rows[0][1] is not None:
-            return bytes(rows[0][1])  # type: ignore[arg-type]
+        if rows[0][2] is not None:
+            return bytes(rows[0][2])  # type: ignore[arg-type]
+        item = int(rows[0][0])  # type: ignore[call-overload]
         wait_s = min(30.0, max(0.0, wait_s))
         if wait_s == 0:
             return None
         waiter: asyncio.Future[bytes] = self._loop.create_future()
-        self._waiters.setdefault(ticket, []).append(waiter)
+        self._waiters.setdefault(item, []).append(waiter)
         try:
             return await asyncio.wait_for(waiter, wait_s)
         except TimeoutError:
             return None
         finally:
-            waiting = self._waiters.get(ticket)
+            waiting = self._waiters.get(item)
             if waiting is not None and waiter in waiting:
                 waiting.remove(waiter)
                 if not waiting:
-                    del self._waiters[ticket]
+                    del self._waiters[item]
 
     # -- endpoints --------------------------------------------------------------------------------
     def update_gauges(self) -> None:
@@ -576,21 +641,24 @@ class ProxyService(ServiceBase):
         def admitting(kind: str) -> Any:
             async def handle(request: Request) -> Response:
                 user = self.credential(request)
+                self.within_budget(user)
                 wait = wait_seconds(request) if kind == PHASE1 else None  # a bad one is refused before admission
                 body = await read_body(request, MAX_USER_BODY)
-                ids = await self.commits.submit_async(self.admission(kind, user, body))
+                items = await self.commits.submit_async(self.admission(kind, user, body))
+                ticket = items[0][1]
                 if wait is not None:
                     # Long poll: the answer comes with the request's window, saving the user a request.
-                    data = await self.wait_answer(ids[0], user, wait)
+                    data = await self.wait_answer(ticket, user, wait)
                     if data is not None:
                         return octets(data)
-                return Response(b'{"ticket":%d}' % ids[0], status_code=202, media_type="application/json")
+                return Response(b'{"ticket":"%s"}' % ticket.encode(), status_code=202, media_type="application/json")
 
             return self.endpoint(kind, handle)
 
         async def answer(request: Request) -> Response:
             user = self.credential(request)
-            data = await self.wait_answer(int(request.path_params["ticket"]), user, wait_seconds(request) or 0.0)
+            ticket = check_ticket(request.path_params["ticket"])
+            data = await self.wait_answer(ticket, user, wait_seconds(request) or 0.0)
             if data is None:
                 raise NotReadyError("S_tag has not answered this request yet")
             return octets(data)
@@ -628,14 +696,16 @@ class ProxyService(ServiceBase):
             require_peer(request, ("operator",))
             counts = dict(self.state.query("SELECT kind, COUNT(*) FROM items GROUP BY kind"))
             refused = dict(self.state.query("SELECT status, COUNT(*) FROM refused GROUP BY status"))
-            return JSONResponse({"phase": self.phase, "items": counts, "refused": refused})
+            # Refusals past a credential's first REFUSALS_KEPT are counted, not kept.
+            total = int(self.state.query("SELECT COALESCE(SUM(n), 0) FROM refusals")[0][0])  # type: ignore[call-overload]
+            return JSONResponse({"phase": self.phase, "items": counts, "refused": refused, "refusals": total})
 
         # Users' requests first, in the order of how many come: a request is matched route by route.
         return [
             Route("/v1/phase2", admitting(PHASE2), methods=["POST"]),
             Route("/v1/submit", admitting(SUBMIT), methods=["POST"]),
             Route("/v1/phase1", admitting(PHASE1), methods=["POST"]),
-            Route("/v1/phase1/{ticket:int}", self.endpoint("phase1_answer", answer), methods=["GET"]),
+            Route("/v1/phase1/{ticket}", self.endpoint("phase1_answer", answer), methods=["GET"]),
             Route("/v1/round", self.endpoint("round", document), methods=["GET"]),
             Route("/v1/broadcast", self.endpoint("broadcast", broadcast), methods=["GET"]),
             Route("/v1/release", self.endpoint("release", release), methods=["GET"]),

@@ -17,6 +17,7 @@ import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -32,8 +33,10 @@ from fre_protocol.net.wire import (
     OCTETS,
     REQUEST_ID,
     ROUND_ID,
+    SlowRequestError,
     TooLargeError,
     UnauthorizedError,
+    UnavailableError,
     error_body,
     http_status,
 )
@@ -82,33 +85,214 @@ class CoalescedWrites:
         return getattr(self._transport, name)
 
 
-def _with_peer_role(base: type) -> type:
+@dataclass(frozen=True, slots=True)
+class ConnectionLimits:
+    """What one client may hold at the HTTP layer before any credential is checked: the bytes
+    and seconds of a request's head (request line and headers), and how many connections
+    without a client certificate (users) may be open at once. Connections with a certificate of
+    the deployment's CA (the servers, the operator) are never counted against the cap, so a flood
+    of anonymous connections leaves the operator's ``/healthz`` and ``/metrics`` answering."""
+
+    #: Request line plus headers; a user's request needs a few hundred bytes (a 16 KiB head is
+    #: what common front ends allow).
+    max_head_bytes: int = 16 << 10
+    #: From a connection's start (after TLS), or from the first byte of a request on a kept-alive
+    #: connection, until its head is complete (idle kept-alive connections have uvicorn's own timeout).
+    head_timeout_s: float = 10.0
+    #: From the end of a user's request head until its body is complete (a user's body is at
+    #: most 64 KiB). Certified peers are not timed: a batch between servers may be large.
+    body_timeout_s: float = 30.0
+    #: Open connections without a client certificate; further ones get 503 and are closed at once.
+    max_user_connections: int = 1024
+
+    def __post_init__(self) -> None:
+        for name, low in (("max_head_bytes", 1024), ("max_user_connections", 1)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise InvalidParameterError(f"{name} must be an integer >= {low}, got {value!r}")
+        for name in ("head_timeout_s", "body_timeout_s"):
+            t = getattr(self, name)
+            if isinstance(t, bool) or not isinstance(t, int | float) or not 0 < t <= 3600:
+                raise InvalidParameterError(f"{name} must be a number of seconds in (0, 3600], got {t!r}")
+
+    def user_connection_cap(self) -> int:
+        """:attr:`max_user_connections`, lowered to fit the process's file-descriptor limit (less
+        :data:`FD_RESERVE` for the state, the transcript, peers and the operator)."""
+        try:
+            import resource
+
+            soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+        except (ImportError, OSError, ValueError):
+            return self.max_user_connections
+        if soft == resource.RLIM_INFINITY:
+            return self.max_user_connections
+        return max(1, min(self.max_user_connections, int(soft) - FD_RESERVE))
+
+
+#: File descriptors kept out of the users' connection cap.
+FD_RESERVE = 64
+#: Seconds a refused connection is kept for its answer to leave before it is dropped.
+REFUSAL_LINGER_S = 0.5
+REASONS = {408: "Request Timeout", 431: "Request Header Fields Too Large", 503: "Service Unavailable"}
+
+
+def refusal_bytes(status: int, error: FreError) -> bytes:
+    """A whole HTTP/1.1 answer that closes the connection, with the typed JSON error body."""
+    body = json.dumps(error_body(error)).encode()
+    return (
+        f"HTTP/1.1 {status} {REASONS[status]}\r\ncontent-type: application/json\r\n"
+        f"content-length: {len(body)}\r\nconnection: close\r\n\r\n"
+    ).encode() + body
+
+
+def _with_peer_role(
+    base: type, limits: ConnectionLimits, on_refused: Callable[[str], None] | None = None
+) -> type:
     """uvicorn's HTTP/1.1 protocol ``base``, with the TLS peer's certificate role (subject CN,
     checked against our CA at the handshake) in every request's ``scope["state"]["peer_role"]``,
-    and its responses written through :class:`CoalescedWrites`."""
+    its responses written through :class:`CoalescedWrites`, and ``limits`` enforced (a refusal
+    is counted by ``on_refused(reason)``)."""
+    cap = limits.user_connection_cap()
+    h11_protocol = issubclass(base, H11Protocol)
 
     class PeerRole(base):  # type: ignore[misc, valid-type]
+        # One class per listener (see http_protocol): its users' connections.
+        users: set[Any] = set()
+
         def connection_made(self, transport: asyncio.Transport) -> None:
             super().connection_made(transport)
             from fre_protocol.net.certs import peer_role
 
             ssl_object = transport.get_extra_info("ssl_object")
             peer = ssl_object.getpeercert() if ssl_object is not None else None
-            self.app_state = {**self.app_state, "peer_role": peer_role(peer)}
+            role = peer_role(peer)
+            self.app_state = {**self.app_state, "peer_role": role}
             # Requests' cycles take the protocol's transport: flow control keeps the raw one.
             self.transport = CoalescedWrites(transport, self.loop)
+            self.awaiting_head, self.head_bytes, self.head_timer, self.body_timer = True, 0, None, None
+            if role is None:
+                if len(PeerRole.users) >= cap:
+                    self.refuse(503, UnavailableError(
+                        f"this service holds its cap of {cap} connections without a client certificate; retry later"
+                    ), "user_connection_cap")
+                    return
+                PeerRole.users.add(self)
+            self.arm_head_timer()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            PeerRole.users.discard(self)
+            self.disarm_head_timer()
+            self.disarm_body_timer()
+            super().connection_lost(exc)
+
+        # -- the head of each request: bounded in bytes and seconds -------------------------------
+        def head_pending(self) -> bool:
+            if h11_protocol:
+                import h11
+
+                return self.conn.their_state is h11.IDLE  # type: ignore[no-any-return]
+            return bool(self.awaiting_head)
+
+        def arm_head_timer(self) -> None:
+            if self.head_timer is None:
+                self.head_timer = self.loop.call_later(limits.head_timeout_s, self.head_timed_out)
+
+        def disarm_head_timer(self) -> None:
+            timer, self.head_timer = getattr(self, "head_timer", None), None
+            if timer is not None:
+                timer.cancel()
+
+        def head_timed_out(self) -> None:
+            self.head_timer = None
+            if self.head_pending() and not self.transport.is_closing():
+                self.refuse(408, SlowRequestError(
+                    f"a request's line and headers must arrive within {limits.head_timeout_s:g} s, they did not"
+                ), "head_timeout")
+
+        def data_received(self, data: bytes) -> None:
+            was_pending = self.head_pending()
+            if was_pending:
+                self.arm_head_timer()
+                self.head_bytes += len(data)
+            super().data_received(data)
+            # Checked after parsing: the parser holds at most one read beyond the limit.
+            if self.head_pending() and self.head_bytes > limits.max_head_bytes and not self.transport.is_closing():
+                self.refuse(431, head_too_large(limits), "head_too_large")
+            elif not self.head_pending():
+                self.disarm_head_timer()
+                # h11 takes a whole head that came in one read whatever its size: measured here.
+                if h11_protocol and was_pending and head_size(self.scope) > limits.max_head_bytes:
+                    self.refuse(431, head_too_large(limits), "head_too_large")
+
+        def on_headers_complete(self) -> None:  # httptools only
+            self.awaiting_head = False
+            self.disarm_head_timer()
+            if len(self.url) + head_size({"headers": self.headers}) > limits.max_head_bytes:
+                self.refuse(431, head_too_large(limits), "head_too_large")
+                # Stops the parser (uvicorn's answer to a parser error finds the connection closed).
+                raise TooLargeError("request head over the limit")
+            super().on_headers_complete()
+            if self.app_state.get("peer_role") is None:  # a user's body is timed as well
+                self.body_timer = self.loop.call_later(limits.body_timeout_s, self.body_timed_out)
+
+        def on_message_complete(self) -> None:  # httptools only
+            super().on_message_complete()
+            self.disarm_body_timer()
+            self.awaiting_head, self.head_bytes = True, 0
+
+        def disarm_body_timer(self) -> None:
+            timer, self.body_timer = getattr(self, "body_timer", None), None
+            if timer is not None:
+                timer.cancel()
+
+        def body_timed_out(self) -> None:
+            self.body_timer = None
+            if self.transport.is_closing():
+                return
+            cycle = getattr(self, "cycle", None)
+            if cycle is not None and cycle.response_started:  # answered without its body: just close
+                self.transport.close()
+                return
+            self.refuse(408, SlowRequestError(
+                f"a request's body must arrive within {limits.body_timeout_s:g} s of its headers, it did not"
+            ), "body_timeout")
+
+        def refuse(self, status: int, error: FreError, reason: str) -> None:
+            self.disarm_head_timer()
+            if on_refused is not None:
+                on_refused(reason)
+            raw = self.transport._transport if isinstance(self.transport, CoalescedWrites) else self.transport
+            self.transport.write(refusal_bytes(status, error))
+            self.transport.close()
+            # A TLS close waits for the client's close_notify, reading (and dropping) whatever it
+            # still sends: the socket is let go once the answer has had time to leave.
+            self.loop.call_later(REFUSAL_LINGER_S, raw.abort)
 
     PeerRole.__name__ = f"PeerRole{base.__name__}"
     return PeerRole
 
 
-def http_protocol() -> type:
-    """httptools' parser (C) when installed, else h11 (pure Python, several times slower)."""
+def head_size(scope: Any) -> int:
+    """Bytes of a request's target and headers as parsed (name, value, ": " and CRLF each)."""
+    target = len(scope.get("raw_path", b"")) + len(scope.get("query_string", b""))
+    return target + sum(len(n) + len(v) + 4 for n, v in scope.get("headers", ()))
+
+
+def head_too_large(limits: ConnectionLimits) -> TooLargeError:
+    return TooLargeError(f"a request's line and headers must be at most {limits.max_head_bytes} bytes, got more")
+
+
+def http_protocol(
+    limits: ConnectionLimits | None = None, on_refused: Callable[[str], None] | None = None
+) -> type:
+    """httptools' parser (C) when installed, else h11 (pure Python, several times slower),
+    with the peer's role and ``limits`` (defaults: :class:`ConnectionLimits`)."""
+    limits = limits or ConnectionLimits()
     try:
         from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
     except ImportError:
-        return _with_peer_role(H11Protocol)
-    return _with_peer_role(HttpToolsProtocol)
+        return _with_peer_role(H11Protocol, limits, on_refused)
+    return _with_peer_role(HttpToolsProtocol, limits, on_refused)
 
 
 def peer_of(request: Request) -> str | None:
@@ -137,16 +321,22 @@ def request_id(request: Request) -> str:
 
 
 async def read_body(request: Request, limit: int) -> bytes:
-    """The body, refused as soon as it exceeds ``limit`` bytes (TooLargeError: 413)."""
+    """The body, refused as soon as it exceeds ``limit`` bytes (TooLargeError: 413); a
+    connection closed before the body is whole (a user's body timeout) is SlowRequestError."""
+    from starlette.requests import ClientDisconnect
+
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise TooLargeError(f"body must be at most {limit} bytes, got content-length {declared}")
     parts, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise TooLargeError(f"body must be at most {limit} bytes, got more")
-        parts.append(chunk)
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise TooLargeError(f"body must be at most {limit} bytes, got more")
+            parts.append(chunk)
+    except ClientDisconnect:
+        raise SlowRequestError(f"the connection closed after {size} bytes of the body, before its end") from None
     return b"".join(parts)
 
 
@@ -215,6 +405,9 @@ class ServiceBase(ABC):
             return PlainTextResponse("ready")
 
         async def metrics(request: Request) -> Response:
+            # Operator-private: the counts tell how many users took part and how many requests
+            # each phase had (the proxy's), which the DP release does not cover.
+            require_peer(request, ("operator",))
             self.update_gauges()
             return PlainTextResponse(self.metrics.render(), media_type="text/plain; version=0.0.4")
 
@@ -225,7 +418,7 @@ class ServiceBase(ABC):
         base = [
             Route("/healthz", healthz),
             Route("/readyz", readyz),
-            Route("/metrics", metrics),
+            Route("/metrics", self.endpoint("metrics", metrics)),
             Route("/v1/costs", self.endpoint("costs", costs), methods=["GET"]),
         ]
         # The role's routes first: they take nearly every request (matched in order).
@@ -266,13 +459,15 @@ def tls_client_context(ca: Path, *, cert: Path | None = None, key: Path | None =
     return ctx
 
 
-def serve(service: ServiceBase, *, require_client_cert: bool) -> None:
-    """Run the service on its configured address until SIGINT/SIGTERM (uvicorn)."""
+def serve(service: ServiceBase, *, require_client_cert: bool, limits: ConnectionLimits | None = None) -> None:
+    """Run the service on its configured address until SIGINT/SIGTERM (uvicorn), with the
+    connection ``limits`` (defaults: :class:`ConnectionLimits`)."""
     import ssl
 
     import uvicorn
 
     cfg = service.config
+    limits = limits or ConnectionLimits()
     config = uvicorn.Config(
         service.app(),
         host=cfg.host,
@@ -281,7 +476,8 @@ def serve(service: ServiceBase, *, require_client_cert: bool) -> None:
         ssl_certfile=str(cfg.cert),
         ssl_ca_certs=str(cfg.ca),
         ssl_cert_reqs=ssl.CERT_REQUIRED if require_client_cert else ssl.CERT_OPTIONAL,
-        http=http_protocol(),
+        http=http_protocol(limits, lambda reason: service.rejections.inc(reason=reason)),
+        h11_max_incomplete_event_size=limits.max_head_bytes,  # the h11 fallback's own head bound
         loop="auto",  # uvloop when installed
         proxy_headers=False,  # no reverse proxy in front: forwarded-for headers mean nothing here
         server_header=False,
@@ -432,6 +628,7 @@ def call_with_retries(send: Callable[[], Any], *, what: str, deadline_s: float, 
 
 
 __all__ = [
+    "ConnectionLimits",
     "PeerClient",
     "backoff",
     "PeerError",

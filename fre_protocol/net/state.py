@@ -148,10 +148,16 @@ class ServiceState:
                     conn.execute(f"PRAGMA secure_delete = {int(secure)}")
             conn.executemany("DELETE FROM kv WHERE key = ?", [(k,) for k in delete])
             conn.executemany("INSERT OR REPLACE INTO kv (key, value) VALUES (?, ?)", list((put or {}).items()))
+        self.compact()
+        return int(n)
+
+    def compact(self) -> None:
+        """Give deleted or overwritten rows' space back: the WAL is checkpointed into the file
+        and truncated, then the file is rebuilt (VACUUM), so old versions of a row survive in
+        neither the file's free pages nor the WAL."""
         with self._lock:
             self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             self.conn.execute("VACUUM")
-        return int(n)
 
     # -- small values ---------------------------------------------------------------------------
     def get(self, key: str) -> bytes | None:

@@ -48,6 +48,18 @@ class NotReadyError(ProtocolStateError):
     """What was asked for does not exist yet (the phase has not closed; HTTP 425)."""
 
 
+class UnavailableError(ProtocolStateError):
+    """The service holds as many connections as it takes; retry later (HTTP 503)."""
+
+
+class SlowRequestError(InvalidInputError):
+    """A request whose line and headers did not arrive in time (HTTP 408)."""
+
+
+class RefusalBudgetError(RateLimitedError):
+    """A credential refused more often than a round allows: answered without any work (HTTP 429)."""
+
+
 def encode_batch(items: Sequence[bytes]) -> bytes:
     """Frame a list of byte strings (order kept)."""
     parts = [struct.pack(">I", len(items))]
@@ -88,8 +100,10 @@ def http_status(error: BaseException) -> int:
         return 502
     for cls, status in (
         (TooLargeError, 413),
+        (SlowRequestError, 408),
         (RateLimitedError, 429),
         (NotReadyError, 425),
+        (UnavailableError, 503),
         (UnauthorizedError, 403),
         (DecodeError, 400),
         (InvalidInputError, 400),
@@ -115,8 +129,11 @@ __all__ = [
     "ROUND_ID",
     "NotReadyError",
     "RateLimitedError",
+    "RefusalBudgetError",
+    "SlowRequestError",
     "TooLargeError",
     "UnauthorizedError",
+    "UnavailableError",
     "decode_batch",
     "encode_batch",
     "error_body",

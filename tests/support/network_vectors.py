@@ -17,6 +17,7 @@ reach (:data:`NOT_OVER_HTTP`).
 
 from __future__ import annotations
 
+import hashlib
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -125,6 +126,20 @@ class HttpAttacker:
                 self.statuses[phase].append(response.status_code)
 
 
+def networked_case(case: Mapping[str, Any]) -> dict[str, Any]:
+    """A failing case as the networked proxy records it: a request it refuses is kept in its view
+    by SHA-256 and size only, received by the proxy itself (issue 28, M4: refused bodies could
+    fill its disk), where the in-process proxy keeps the body with receiver "unknown"."""
+    from fre_protocol.net.proxy_service import REFUSED_TYPE, refused_record
+
+    recorded = case["recorded"]
+    if recorded["view"] != "proxy" or recorded["status"] == "accepted":
+        return dict(case)
+    body = bytes.fromhex(recorded["payload"])
+    payload = refused_record(hashlib.sha256(body).digest(), len(body)).hex()
+    return {**case, "recorded": {**recorded, "receiver": "proxy", "type": REFUSED_TYPE, "payload": payload}}
+
+
 def read_operations(run: Path) -> list[Operation]:
     """Every entry of the deployment's per-party stores, party by party, each in its order."""
     stores = stores_of(run)
@@ -169,4 +184,4 @@ def run_network(
         return Observed(operations=read_operations(out), release=release_record(Release.load(out)))
 
 
-__all__ = ["NOT_OVER_HTTP", "HttpAttacker", "over_http", "read_operations", "requests_for", "round_settings", "run_network"]
+__all__ = ["NOT_OVER_HTTP", "HttpAttacker", "networked_case", "over_http", "read_operations", "requests_for", "round_settings", "run_network"]

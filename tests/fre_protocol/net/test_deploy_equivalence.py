@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+import stat
 from pathlib import Path
 
 import numpy as np
@@ -58,6 +59,17 @@ def _check_stores(run: Path, *, seeded: bool) -> None:
     if seeded:  # the servers keep their keys for replaying a seeded run, flagged secret
         with TranscriptStore.open(stores["S_tag"]) as store:
             assert {a.name for a in store.artifacts() if a.secret} == {"secrets/voprf_sk", "secrets/S_tag_box_sk"}
+
+
+def _check_private_modes(run: Path) -> None:
+    """A deploy-local run directory is the operator's alone (transcripts, metrics, the private
+    summaries, the configurations with the test seed, logs, keys): directories 0700, files 0600."""
+    loose = []
+    for path in [run, *run.rglob("*")]:
+        mode = stat.S_IMODE(path.lstat().st_mode)
+        if mode != (0o700 if path.is_dir() else 0o600):
+            loose.append((str(path.relative_to(run)), oct(mode)))
+    assert loose == [], loose[:12]
 
 
 def test_seeded_noiseless_deployment_releases_what_the_runner_and_mechanism_release(
@@ -115,6 +127,7 @@ def test_seeded_deployment_with_noise_releases_what_the_runner_releases(tmp_path
     # Each user's DDG noise is drawn from its own seeded stream and S_tag's top-up from S_tag's,
     # whatever the batching: the noisy centroids are the runner's too, bit for bit.
     np.testing.assert_array_equal(got.centroids, ref.centroids)
+    _check_private_modes(tmp_path)
 
 
 def test_crypto_mode_deployment_keeps_no_secret_and_releases_the_same_buckets(
@@ -182,3 +195,4 @@ def test_a_user_unit_deployment_releases_what_the_runner_and_mechanism_release(
     )
     assert got.ledger.unit is not None and got.ledger.unit["cap"] == 2
     assert "per user" in got.ledger.unit["statement"]
+    _check_private_modes(out)

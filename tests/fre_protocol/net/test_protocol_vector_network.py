@@ -13,7 +13,8 @@ Failing cases go over HTTP, each request with a credential of its own. Six of th
 an identity and a non-canonical blinded element in valid envelopes, a truncated envelope, a
 replayed tag submission, and the two shares for an unreleased tag (one phase-2 request carries
 both). The tampered evaluation proof does not: it replaces S_tag's answer inside a user's TLS
-connection to the proxy (``network_vectors.NOT_OVER_HTTP``).
+connection to the proxy (``network_vectors.NOT_OVER_HTTP``). The truncated envelope is refused
+by the proxy, which records it by digest and size rather than whole (``network_vectors.networked_case``).
 
 Each deployment takes 10-20 s on two cores; the default suite runs two (dp_noise honestly,
 noiseless under the failing cases), the honest noiseless replay is heavy.
@@ -25,7 +26,14 @@ from typing import Any
 
 import known_answers
 import pytest
-from network_vectors import NOT_OVER_HTTP, HttpAttacker, over_http, requests_for, run_network
+from network_vectors import (
+    NOT_OVER_HTTP,
+    HttpAttacker,
+    networked_case,
+    over_http,
+    requests_for,
+    run_network,
+)
 from protocol_vectors import (
     RESPONSE,
     Injection,
@@ -60,13 +68,14 @@ def test_network_driver_replays_the_noiseless_vector(noiseless: dict[str, Any]) 
 def test_failing_cases_sent_over_http_are_refused_as_recorded(noiseless: dict[str, Any]) -> None:
     """Each case that can be sent over HTTP is refused by its party with the vector's status and
     recorded with the vector's payload, nothing else is refused, and the release is the honest
-    one. The proxy refuses the truncated envelope at admission (HTTP 400, recorded in its view);
+    one. The proxy refuses the truncated envelope at admission (HTTP 400, recorded in its view by
+    digest and size);
     it admits the others (202) and the servers refuse them when they open them."""
     cases = [c for c in noiseless["failing"]["cases"] if over_http(Injection.from_case(c))]
     assert sorted(c["name"] for c in noiseless["failing"]["cases"] if c not in cases) == ["tampered evaluation proof"]
     attacker = HttpAttacker(len(noiseless["inputs"]["embeddings"]), [Injection.from_case(c) for c in cases])
     attacked = run_network(noiseless["inputs"], attacker=attacker)
-    compare_rejections(cases, attacked.operations, ordering="per_view_multiset")
+    compare_rejections([networked_case(c) for c in cases], attacked.operations, ordering="per_view_multiset")
     compare_release(noiseless["failing"]["release"], attacked.release, what="release under the failing cases")
     assert attacker.statuses == {PHASE1: [202, 202, 400], PHASE1_SUBMIT: [202], PHASE2: [202]}
 

@@ -10,7 +10,12 @@ untouched. A users' run against a proxy that never answers ends within its deadl
 
 from __future__ import annotations
 
+import hashlib
+import json
+import re
+import secrets
 import socket
+import sqlite3
 import ssl
 import threading
 import time
@@ -41,6 +46,7 @@ from fre_protocol.net.deploy import (  # noqa: E402
     close_phase,
     collect,
     credentials_for,
+    gather_transcripts,
     operator_client,
     start_service,
     stop_all,
@@ -49,6 +55,7 @@ from fre_protocol.net.deploy import (  # noqa: E402
 from fre_protocol.net.proxy_service import credential_token  # noqa: E402
 from fre_protocol.net.round import RoundDocument  # noqa: E402
 from fre_protocol.net.service import tls_client_context  # noqa: E402
+from fre_protocol.net.transcript import audit_deployment  # noqa: E402
 from fre_protocol.net.users_client import play_users  # noqa: E402
 from fre_protocol.net.wire import MAX_USER_BODY, REQUEST_ID, ROUND_ID, decode_batch, encode_batch  # noqa: E402
 from mechanism.population import Population  # noqa: E402
@@ -58,6 +65,8 @@ from primitives.randomness import RandomSource  # noqa: E402
 from transcripts import TranscriptStore  # noqa: E402
 
 IDENTITY = bytes(32)  # ristretto255's identity element, canonically encoded
+#: A credential's refusals kept with their digest and size, and refused at all, in one round.
+REFUSALS_KEPT, REFUSAL_BUDGET = 16, 64
 
 
 @pytest.fixture(scope="module")
@@ -220,6 +229,82 @@ def test_a_credential_for_another_round_is_refused_with_403(dep: Deployment) -> 
     assert post_user(dep, "/v1/phase1", envelope, credential(dep, "u0")).status_code == 202  # the control
 
 
+# -- the proxy: operator endpoints, tickets, refusals (issue 28: M2, L9, M4) -------------------------
+@pytest.mark.parametrize("role", ["proxy", "S_tag", "S_syn"])
+def test_metrics_answer_the_operator_certificate_only(dep: Deployment, role: str) -> None:
+    url = dep.url(role) + "/metrics"
+    with operator_client(dep) as client:
+        assert client.get(url).status_code == 200
+    with peer_client(dep, "S_syn" if role == "S_tag" else "S_tag") as client:  # a certificate of another role
+        response = client.get(url)
+    assert response.status_code == 403 and error_of(response) == "UnauthorizedError"
+    if role == "proxy":  # a user: TLS without a certificate
+        with user_client(dep) as client:
+            response = client.get("/metrics")
+        assert response.status_code == 403 and error_of(response) == "UnauthorizedError"
+        assert "fre_" not in response.text
+
+
+def test_tickets_are_opaque_random_ids_that_answer_their_own_credential_only(dep: Deployment) -> None:
+    """Tickets are 16 random bytes in hex, not row ids: two in a row say nothing of how many
+    requests (or dummies) came between them."""
+    tickets = []
+    for i in range(3):
+        envelope, _ = blind_request(dep, genuine_blinded(f"ticket-{i}"))
+        response = post_user(dep, "/v1/phase1", envelope, credential(dep, f"ticket-{i}"))
+        assert response.status_code == 202
+        tickets.append(response.json()["ticket"])
+    assert all(isinstance(t, str) and re.fullmatch("[0-9a-f]{32}", t) for t in tickets), tickets
+    assert len(set(tickets)) == 3
+    with user_client(dep) as client:
+        own = client.get(f"/v1/phase1/{tickets[0]}", params={"wait": "20"},
+                         headers={"authorization": f"Bearer {credential(dep, 'ticket-0')}"})
+        other = client.get(f"/v1/phase1/{tickets[0]}", headers={"authorization": f"Bearer {credential(dep, 'ticket-1')}"})
+    assert own.status_code == 200 and message_type_name(own.content) == "evaluation"
+    assert other.status_code == 403 and error_of(other) == "UnauthorizedError"
+
+
+@pytest.mark.parametrize("ticket", ["9" * 40, "-1", "0", "%00", "g" * 32, "a" * 31, "A" * 32, "a" * 33])
+def test_a_malformed_ticket_is_a_400_never_a_500(dep: Deployment, ticket: str) -> None:
+    with user_client(dep) as client:
+        response = client.get(f"/v1/phase1/{ticket}", headers={"authorization": f"Bearer {credential(dep, 'asker')}"})
+    assert response.status_code == 400, response.text
+    assert error_of(response) == "InvalidParameterError" and "ticket must be" in response.json()["detail"]
+
+
+def test_an_unknown_ticket_is_refused_with_403(dep: Deployment) -> None:
+    with user_client(dep) as client:
+        response = client.get(f"/v1/phase1/{secrets.token_hex(16)}",
+                              headers={"authorization": f"Bearer {credential(dep, 'asker')}"})
+    assert response.status_code == 403 and error_of(response) == "UnauthorizedError"
+
+
+def test_refusals_keep_a_digest_at_most_16_per_credential_then_429_without_work(dep: Deployment) -> None:
+    """64 refused 60 KiB bodies of one credential leave 16 rows of digest and size (no body
+    byte in the state files); the 65th request, even a proper one, is 429 before any work;
+    another credential is not affected."""
+    from fre_protocol.net import proxy_service
+
+    token = credential(dep, "refuser")
+    marker = b"REFUSED-BODY-MARKER-"
+    body = marker * ((60 << 10) // len(marker))
+    state = dep.out / "state" / "proxy" / dep.settings.round_id / "state.sqlite"
+    statuses = [post_user(dep, "/v1/phase1", body, token).status_code for _ in range(REFUSAL_BUDGET)]
+    assert statuses == [400] * REFUSAL_BUDGET
+    with sqlite3.connect(f"file:{state}?mode=ro", uri=True) as db:
+        rows = db.execute("SELECT size, status FROM refused WHERE digest = ?", (hashlib.sha256(body).digest(),)).fetchall()
+    assert rows == [(len(body), "rejected:DecodeError")] * REFUSALS_KEPT
+    files = [p for p in state.parent.iterdir() if p.name.startswith("state.sqlite")]
+    assert files and all(marker not in p.read_bytes() for p in files)
+    budget = rejections(dep, "proxy", "RefusalBudgetError")
+    envelope, _ = blind_request(dep, genuine_blinded("refuser"))
+    response = post_user(dep, "/v1/phase1", envelope, token)
+    assert response.status_code == 429 and error_of(response) == "RefusalBudgetError"
+    assert rejections(dep, "proxy", "RefusalBudgetError") == budget + 1
+    assert post_user(dep, "/v1/phase1", envelope, credential(dep, "not-the-refuser")).status_code == 202
+    assert (proxy_service.REFUSALS_KEPT, proxy_service.REFUSAL_BUDGET) == (REFUSALS_KEPT, REFUSAL_BUDGET)
+
+
 # -- S_tag: mutual TLS and the peers' requests ------------------------------------------------------
 def test_s_tag_refuses_the_handshake_without_a_client_certificate_or_with_a_foreign_one(
     dep: Deployment, tmp_path: Path
@@ -296,15 +381,17 @@ def test_a_re_sent_batch_gets_the_logged_answer_without_a_second_evaluation(dep:
 def test_bad_requests_leave_the_other_users_round_untouched(
     live_deployment: Callable[..., Deployment], small_population: Population, reference_release: Release
 ) -> None:
-    """A body that is not an envelope is refused at the proxy (and recorded in its view); a
-    proper sealed envelope around the identity element reaches S_tag, whose view records it
-    rejected and whose answer to that user is a Rejection; the 130 users publish the undisturbed
-    release."""
+    """A body that is not an envelope is refused at the proxy (and recorded in its view by its
+    digest and size); a proper sealed envelope around the identity element reaches S_tag, whose
+    view records it rejected and whose answer to that user is a Rejection; the 130 users publish
+    the undisturbed release. Once it is out, the credentials are gone from the proxy's state
+    file and its WAL."""
     dep = live_deployment(round_settings("rejections"))
     malformed = b"\x09\x02 not an envelope"
-    assert post_user(dep, "/v1/phase1", malformed, credential(dep, "malformed")).status_code == 400
+    markers = ["malformed-credential-marker", "identity-credential-marker"]
+    assert post_user(dep, "/v1/phase1", malformed, credential(dep, markers[0])).status_code == 400
     envelope, _ = blind_request(dep, IDENTITY)
-    answer = post_user(dep, "/v1/phase1", envelope, credential(dep, "identity"), wait="20")
+    answer = post_user(dep, "/v1/phase1", envelope, credential(dep, markers[1]), wait="20")
     assert answer.status_code == 200, answer.text
     assert decode_as(answer.content, Rejection).reason == "DecodeError"
 
@@ -312,7 +399,7 @@ def test_bad_requests_leave_the_other_users_round_untouched(
     report = play_users(
         x, proxy_url=dep.url("proxy"), ca=dep.pki / "ca.pem", settings=dep.settings,
         credentials=credentials_for(dep, len(x)), test_seed=SEED, concurrency=32, deadline_s=300,
-        between_phases=lambda: close_phase(dep, 1),
+        between_phases=lambda: close_phase(dep, 1), transcript=dep.out / "transcripts" / "users.sqlite",
     )
     assert report.failures == {}
     assert report.status == {"ok": len(x)}
@@ -320,17 +407,24 @@ def test_bad_requests_leave_the_other_users_round_untouched(
     release = collect(dep)
     assert_same_release(release, reference_release)
     assert release.diagnostics["n_submissions"] == len(x)
+    stop_all(dep)
+    gather_transcripts(dep)
+    audit = audit_deployment(dep.out, embeddings=x)  # the refusal's record passes the audit
+    assert audit.passed, [(f.name, f.detail) for f in audit.findings if not f.passed]
 
     state = dep.out / "state"
     with TranscriptStore.open(state / "proxy" / dep.settings.round_id / "transcript.sqlite") as store:
         refused = list(store.entries(status="rejected"))
-    assert [(e.phase, e.sender, e.payload, e.status) for e in refused] == [
-        ("phase1", "user", malformed, "rejected:DecodeError")
+    record = {"sha256": hashlib.sha256(malformed).hexdigest(), "size": len(malformed)}
+    assert [(e.phase, e.sender, e.message_type, json.loads(e.payload), e.status) for e in refused] == [
+        ("phase1", "user", "refused_request", record, "rejected:DecodeError")
     ]
     with TranscriptStore.open(state / "S_tag" / dep.settings.round_id / "transcript.sqlite") as store:
         statuses = [e.status for e in store.entries(phase="phase1")]
     assert statuses.count("rejected:DecodeError") == 1
     assert statuses.count("accepted") == len(x)
+    files = [p for p in (state / "proxy" / dep.settings.round_id).iterdir() if p.name.startswith("state.sqlite")]
+    assert files and not [(p.name, m) for p in files for m in markers if m.encode() in p.read_bytes()]
 
 
 # -- bounded loops -----------------------------------------------------------------------------------
