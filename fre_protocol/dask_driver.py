@@ -86,6 +86,7 @@ from fre_protocol.runner import (
 from fre_protocol.streaming import (
     DEFAULT_WINDOW_CHUNKS,
     DeviceStates,
+    HeldSubmissions,
     Message,
     Roster,
     WindowContext,
@@ -592,7 +593,7 @@ def _play(
         run=run, driver=driver, parties=parties,
         coins=user_coins(run.seeds, run.n, run.params, run.cfg.chunk_size),
         grid=PublicGrid.derive(run.seeds, run.dim, run.params),
-        devices=DeviceStates(run.n, tmp), windows=chunks(run.n, window),
+        devices=DeviceStates(run.n, tmp), windows=chunks(run.n, window), held=HeldSubmissions.for_run(run, tmp, window),
     )
     dummies = wait_for("S_tag", lambda: tag.dummies(keys.syn_box_key, run.params.tau, ctx.windows))
     dummy_user = RemoteParty(tag, "S_tag", driver.recorder, target="dummy") if run.params.is_dp else None
@@ -726,9 +727,10 @@ class DaskWindows:
 
     def phase1(self, span: range, dummies: list[Message]) -> UserTally:
         """S_tag evaluates this window while the users' workers still finalize the one before;
-        that one's tag submissions go to S_syn only then (a window's dummies with its own
-        submissions). Each server's view keeps its order; only the proxy's view interleaves
-        the windows differently, and the release is the same."""
+        that one's tag submissions go to the proxy only then (a window's dummies with its own
+        submissions), which holds S_syn's part until the last window. S_tag's view keeps its
+        order; only the proxy's view interleaves the windows differently, and the release is
+        the same."""
         ctx = self.ctx
         window = _Phase1Window(self, span)
         phase1(ctx.parties, window, ctx.driver)  # type: ignore[arg-type]
@@ -743,7 +745,7 @@ class DaskWindows:
         (window, dummies), self._unsent = self._unsent, None
         subs = window.tag_submissions()
         with self.ctx.driver.meter.phase("phase1_submit"):
-            phase1_submit(self.ctx.parties, subs + dummies, self.ctx.driver)
+            phase1_submit(self.ctx.parties, subs + dummies, self.ctx.driver, deliver=self.ctx.held.add)
         return window.tally
 
     def phase2(self, plan: Phase2Plan, released: dict[bytes, int], message: bytes) -> UserTally:
