@@ -92,6 +92,7 @@ from fre_protocol.streaming import (
     WindowContext,
     dummy_schedule,
     play_windows,
+    settle_window,
     within,
 )
 from mechanism.contributions import TEXT_UNIT, PrivacyUnit
@@ -255,10 +256,13 @@ class RowBuffer(Recorder):
 #: What the driver asks of each actor, by (role, target): the methods it calls and the attributes
 #: it reads. :class:`ServerHost` refuses every other name, the servers' keys above all.
 ACTOR_CALLS: dict[tuple[str, str], frozenset[str]] = {
-    ("S_tag", "server"): frozenset({"evaluate", "receive_broadcast", "receive_shares", "aggregate"}),
+    ("S_tag", "server"): frozenset({
+        "evaluate", "receive_broadcast", "receive_shares", "settle_contributions", "aggregate",
+    }),
     ("S_tag", "dummy"): frozenset({"summary"}),
     ("S_syn", "server"): frozenset({
-        "receive_submissions", "release", "receive_shares", "accepted_contributions", "reconstruct",
+        "receive_submissions", "release", "receive_shares", "pending_contributions", "settle_contributions",
+        "accepted_contributions", "reconstruct",
     }),
 }
 ACTOR_READS: dict[tuple[str, str], frozenset[str]] = {
@@ -770,6 +774,7 @@ class DaskWindows:
                 for j in [j for j in encoded if roster.participants[roster.part_chunks[j].stop - 1] < span.stop]:
                     del encoded[j]
                 phase2(ctx.parties, plan, shares, ctx.driver, concurrent=True)
+                settle_window(ctx.parties, plan)
             pending = ahead
             ctx.release_pages()
         return roster.tally()

@@ -39,9 +39,11 @@ from a dummy (its submissions in windows drawn independently); see design §6.
 
 What differs: the proxy shuffles each window's batch on its own, so the transcripts hold the
 same messages in another order. With ``proof_batch_size > 1`` the batches are formed within a
-window, so the proofs (not the tags) differ. The servers keep running sums, so an aggregation
-over a strict subset of a tag's contributions (a validator, a share lost on one side) is refused
-rather than summed; no adversary can be placed on the network.
+window, so the proofs (not the tags) differ. The servers keep running sums, so after each window
+they settle which of its contributions both hold (:func:`settle_window`: two
+AcceptedContributions messages a tag, which the runner's transcripts do not have) and a share
+only one of them accepted is taken out; a validator's strict subset is still refused rather than
+summed, and no adversary can be placed on the network.
 """
 
 from __future__ import annotations
@@ -445,8 +447,20 @@ def _phase2(
             if covering:
                 shares += users.cover_messages(np.asarray(covering, dtype=np.int64) - span.start, share_sizes)
             phase2(ctx.parties, plan, shares, driver, concurrent=True)
+            settle_window(ctx.parties, plan)
         ctx.release_pages()
     return roster.tally()
+
+
+def settle_window(parties: Parties, plan: Phase2Plan) -> None:
+    """After a window's shares: S_syn names the contributions it accepted since the last window,
+    S_tag keeps those it accepted too and names them back, S_syn keeps those; each takes the
+    others out of its running sum. A share only one server accepted (malformed on one side) is
+    then in neither sum, as the runner's servers leave it out at the aggregation; without this a
+    running sum could not drop it and the aggregation would be refused."""
+    named = parties.s_syn.pending_contributions()
+    common = parties.s_tag.settle_contributions(named, sharing=plan.sharing, dim=plan.width)
+    parties.s_syn.settle_contributions(common, sharing=plan.sharing, dim=plan.width)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -521,5 +535,5 @@ def within(sorted_users: npt.NDArray[np.int64], span: range) -> list[int]:
 __all__ = [
     "DEFAULT_WINDOW_CHUNKS", "HELD_SHUFFLE_LABEL", "DeviceStates", "HeldSubmissions", "Players", "Roster", "WindowContext", "WindowPlayer", "dummy_schedule",
     "play_windows",
-    "run_streaming", "within",
+    "run_streaming", "settle_window", "within",
 ]

@@ -104,3 +104,68 @@ def test_noise_matches_the_ddg_sigma() -> None:
     assert abs(float(np.mean(zs))) <= 6.0 / math.sqrt(k)
     # The accountant's σ for the worst case n = ⌈τ⌉ is what the ledger reports.
     assert proto.ledger.sigma == pytest.approx(config.noise_std(math.ceil(params.tau)), rel=1e-9)
+
+
+def _faulty_share(monkeypatch: pytest.MonkeyPatch, refused_by: str) -> None:
+    """One participant (the first of participant chunk 0, in a released bucket) sends one server
+    a share one byte short, so exactly that server refuses it (DecodeError) and the other
+    accepts it. Patched wherever a driver builds shares in this process."""
+    from fre_protocol import dask_driver, streaming
+    from fre_protocol.messages import ShareSubmission, decode_as
+    from fre_protocol.parties import user
+
+    make = user.share_plaintexts
+    side = 0 if refused_by == "S_tag" else 1
+
+    def faulty(*args: object, **kwargs: object) -> list[tuple[bytes, bytes]]:
+        out = make(*args, **kwargs)  # type: ignore[arg-type]
+        if kwargs["rng"].label.endswith("phase2/0"):  # type: ignore[attr-defined]
+            pair = list(out[0])
+            msg = decode_as(pair[side], ShareSubmission)
+            pair[side] = ShareSubmission(tag=msg.tag, contribution_id=msg.contribution_id, share=msg.share[:-1]).encode()
+            out[0] = (pair[0], pair[1])
+        return out
+
+    for module in (user, streaming, dask_driver):
+        monkeypatch.setattr(module, "share_plaintexts", faulty)
+
+
+@pytest.mark.parametrize("refused_by", ["S_tag", "S_syn"])
+@pytest.mark.parametrize("driver", ["streaming", "dask"])
+def test_a_share_one_server_refuses_is_left_out_by_every_driver(
+    driver: str, refused_by: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 28 (M6): a share that one server accepts and the other refuses is summed by neither,
+    in every driver: the streaming and Dask drivers (servers keeping running sums) release the
+    runner's buckets, counts, contributors (the faulty user's bucket one short) and centroids,
+    and raise nothing. Seeded, noise off, windows of three chunks of 64 users."""
+    from fre_protocol.runner import ProtocolConfig
+    from fre_protocol.streaming import run_streaming
+
+    config, window_chunks = ProtocolConfig(chunk_size=64), 3
+    x = synthetic_population(
+        2, 160, 20, 32, 0.5, RandomSource.seeded(11, "streaming/population"), spread=0.02
+    ).embeddings
+    params, seeds = FreParams.paper(8.0), SeedPlan.from_seed(5)
+    clean = run_protocol(x, params, seeds, noise=False, config=config).release
+    _faulty_share(monkeypatch, refused_by)
+    ref = run_protocol(x, params, seeds, noise=False, config=config).release
+    # The runner leaves the share out: one bucket one contributor short, its centroid moved.
+    short = {t: n - ref.diagnostics["contributors"][t] for t, n in clean.diagnostics["contributors"].items()}
+    assert len(ref) == len(clean) >= 2 and sorted(short.values()) == [0] * (len(ref) - 1) + [1]
+    assert ref.diagnostics["rejections"] == {"rejected:DecodeError": 1}
+    if driver == "streaming":
+        got = run_streaming(x, params, seeds, noise=False, config=config, window_chunks=window_chunks).release
+    else:
+        distributed = pytest.importorskip("distributed")
+        from fre_protocol.dask_driver import run_dask
+
+        with distributed.LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None
+        ) as cluster, distributed.Client(cluster) as client:
+            got = run_dask(x, params, seeds, noise=False, config=config, window_chunks=window_chunks, client=client).release
+    assert got.ids == ref.ids
+    assert np.array_equal(got.counts, ref.counts)
+    assert np.array_equal(got.centroids, ref.centroids)
+    assert got.diagnostics["contributors"] == ref.diagnostics["contributors"]
+    assert got.diagnostics["rejections"] == ref.diagnostics["rejections"]
