@@ -106,30 +106,6 @@ def test_noise_matches_the_ddg_sigma() -> None:
     assert proto.ledger.sigma == pytest.approx(config.noise_std(math.ceil(params.tau)), rel=1e-9)
 
 
-def _faulty_share(monkeypatch: pytest.MonkeyPatch, refused_by: str) -> None:
-    """One participant (the first of participant chunk 0, in a released bucket) sends one server
-    a share one byte short, so exactly that server refuses it (DecodeError) and the other
-    accepts it. Patched wherever a driver builds shares in this process."""
-    from fre_protocol import dask_driver, streaming
-    from fre_protocol.messages import ShareSubmission, decode_as
-    from fre_protocol.parties import user
-
-    make = user.share_plaintexts
-    side = 0 if refused_by == "S_tag" else 1
-
-    def faulty(*args: object, **kwargs: object) -> list[tuple[bytes, bytes]]:
-        out = make(*args, **kwargs)  # type: ignore[arg-type]
-        if kwargs["rng"].label.endswith("phase2/0"):  # type: ignore[attr-defined]
-            pair = list(out[0])
-            msg = decode_as(pair[side], ShareSubmission)
-            pair[side] = ShareSubmission(tag=msg.tag, contribution_id=msg.contribution_id, share=msg.share[:-1]).encode()
-            out[0] = (pair[0], pair[1])
-        return out
-
-    for module in (user, streaming, dask_driver):
-        monkeypatch.setattr(module, "share_plaintexts", faulty)
-
-
 @pytest.mark.parametrize("refused_by", ["S_tag", "S_syn"])
 @pytest.mark.parametrize("driver", ["streaming", "dask"])
 def test_a_share_one_server_refuses_is_left_out_by_every_driver(
@@ -139,6 +115,8 @@ def test_a_share_one_server_refuses_is_left_out_by_every_driver(
     in every driver: the streaming and Dask drivers (servers keeping running sums) release the
     runner's buckets, counts, contributors (the faulty user's bucket one short) and centroids,
     and raise nothing. Seeded, noise off, windows of three chunks of 64 users."""
+    from share_faults import faulty_share
+
     from fre_protocol.runner import ProtocolConfig
     from fre_protocol.streaming import run_streaming
 
@@ -148,7 +126,7 @@ def test_a_share_one_server_refuses_is_left_out_by_every_driver(
     ).embeddings
     params, seeds = FreParams.paper(8.0), SeedPlan.from_seed(5)
     clean = run_protocol(x, params, seeds, noise=False, config=config).release
-    _faulty_share(monkeypatch, refused_by)
+    faulty_share(monkeypatch, refused_by)
     ref = run_protocol(x, params, seeds, noise=False, config=config).release
     # The runner leaves the share out: one bucket one contributor short, its centroid moved.
     short = {t: n - ref.diagnostics["contributors"][t] for t, n in clean.diagnostics["contributors"].items()}
