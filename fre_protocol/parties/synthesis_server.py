@@ -46,7 +46,13 @@ from fre_protocol.parties.base import (
     status_of,
 )
 from fre_protocol.parties.replay_filter import ReplayFilter
-from fre_protocol.parties.server_common import Opened, SealedInbox, ShareBook, accept_shares, settle_shares
+from fre_protocol.parties.server_common import (
+    Opened,
+    SealedInbox,
+    ShareBook,
+    accept_shares,
+    settle_shares,
+)
 from primitives.errors import DecodeError, InvalidParameterError, ProtocolStateError
 from primitives.secret import Secret
 

@@ -57,7 +57,13 @@ from fre_protocol.parties.base import (
     chunks,
     status_of,
 )
-from fre_protocol.parties.server_common import Opened, SealedInbox, ShareBook, accept_shares, settle_shares
+from fre_protocol.parties.server_common import (
+    Opened,
+    SealedInbox,
+    ShareBook,
+    accept_shares,
+    settle_shares,
+)
 from primitives.errors import DecodeError, InvalidParameterError, ProtocolStateError
 from primitives.randomness import RandomSource
 from primitives.secret import Secret

@@ -424,15 +424,15 @@ def test_window_boundaries_do_not_tell_dummy_tags_from_real_ones(client: Any, mo
     """Issue 28 (H2) on Dask (servers as actors on an in-process cluster): the test of
     ``test_streaming.py::test_window_boundaries_do_not_tell_dummy_tags_from_real_ones``, same
     population, seed and α = 0.01 (false-failure probability ≈ 0.01 for a fresh seed)."""
-    from window_spread import ALPHA, CONFIG, PARAMS, WINDOW_CHUNKS, describe, grouped_rows, spread_test, syn_view
+    import window_spread as ws
 
-    with syn_view(monkeypatch) as view:
+    with ws.syn_view(monkeypatch) as view:
         run_dask(
-            grouped_rows(), PARAMS, SeedPlan.from_seed(7), noise=False, config=CONFIG, window_chunks=WINDOW_CHUNKS,
-            client=client,
+            ws.grouped_rows(), ws.PARAMS, SeedPlan.from_seed(7), noise=False, config=ws.CONFIG,
+            window_chunks=ws.WINDOW_CHUNKS, client=client,
         )
     seen = view()
-    z, p = spread_test(seen)
+    z, p = ws.spread_test(seen)
     levels = seen.by_level()
-    assert sum(len(r) for r, _ in levels.values()) >= 30 and sum(len(d) for _, d in levels.values()) >= 150, describe(seen)
-    assert p >= ALPHA, f"Z = {z:.2f}, p = {p:.3g}\n{describe(seen)}"
+    assert sum(len(r) for r, _ in levels.values()) >= 30 and sum(len(d) for _, d in levels.values()) >= 150, ws.describe(seen)
+    assert p >= ws.ALPHA, f"Z = {z:.2f}, p = {p:.3g}\n{ws.describe(seen)}"
