@@ -168,6 +168,7 @@ class SynthesisServer:
         """Running sums: the contributions accepted since the last window settled, one
         AcceptedContributions per tag, for S_tag (:meth:`settle_contributions`)."""
         return [AcceptedContributions(tag=t, contribution_ids=tuple(ids)).encode() for t, ids in self._shares.unsettled().items()]
+
     def accepted_contributions(self) -> list[bytes]:
         """One AcceptedContributions per released tag (sorted ids; possibly empty), restricted
         to the contributions the validator passed when there is one."""

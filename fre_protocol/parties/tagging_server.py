@@ -241,6 +241,7 @@ class TaggingServer:
         )
         self._recorder.add(rows)
         return kept
+
     def aggregate(
         self,
         accepted: Sequence[bytes],
