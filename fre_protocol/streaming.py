@@ -335,9 +335,9 @@ class HeldSubmissions:
     tags are dummies whenever the input is grouped (by topic, by source): a real tag's users sit
     in one or two windows, a dummy's submissions in windows drawn independently. One shuffle of
     all of them, whose batch sizes depend only on their number, leaves S_syn the runner's view.
-    Held on disk (a sealed submission is ~100 bytes; 10^7 of them would not fit beside the rest
-    of a 4 GiB run), with one 8-byte end offset each in memory and one permutation of their
-    indices at the end. The order comes from :data:`HELD_SHUFFLE_LABEL`'s stream: uniform, as
+    Held on disk (a sealed submission is ~100 bytes, ~140 as a Python object: 1.4 GB at 10^7, a
+    third of a 4 GiB run), with one 8-byte end offset each in memory and one permutation of their
+    indices at the end (8 bytes each; drawing it takes a few times that, briefly). The order comes from :data:`HELD_SHUFFLE_LABEL`'s stream: uniform, as
     the proxy's shuffler draws it, without a list of 10^7 Python integers."""
 
     def __init__(self, path: Path, rng: RandomSource, batch: int) -> None:
