@@ -62,7 +62,8 @@ ALLOWED_TYPES: dict[str, set[str]] = {
     Role.PROXY.label: {"sealed_envelope", "refused_request", "evaluation", "batch_evaluation", "rejection", "released_tags",
                        "unknown"},
     Role.S_TAG.label: {"blind_request", "share_submission", "cover_share", "released_tags", "accepted_contributions"} | _ERROR_TYPES,
-    Role.S_SYN.label: {"tag_submission", "share_submission", "cover_share", "aggregate_share"} | _ERROR_TYPES,
+    # accepted_contributions: S_tag's answer when a windowed driver settles a window's shares
+    Role.S_SYN.label: {"tag_submission", "share_submission", "cover_share", "accepted_contributions", "aggregate_share"} | _ERROR_TYPES,
     Role.USER.label: {"evaluation", "batch_evaluation", "rejection", "released_tags", "unknown"},
 }
 FLOAT_DTYPES = ("<f4", ">f4", "<f8", ">f8")

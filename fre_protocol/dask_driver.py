@@ -86,11 +86,13 @@ from fre_protocol.runner import (
 from fre_protocol.streaming import (
     DEFAULT_WINDOW_CHUNKS,
     DeviceStates,
+    HeldSubmissions,
     Message,
     Roster,
     WindowContext,
     dummy_schedule,
     play_windows,
+    settle_window,
     within,
 )
 from mechanism.contributions import TEXT_UNIT, PrivacyUnit
@@ -251,9 +253,35 @@ class RowBuffer(Recorder):
         return out
 
 
+#: What the driver asks of each actor, by (role, target): the methods it calls and the attributes
+#: it reads. :class:`ServerHost` refuses every other name, the servers' keys above all.
+ACTOR_CALLS: dict[tuple[str, str], frozenset[str]] = {
+    ("S_tag", "server"): frozenset({
+        "evaluate", "receive_broadcast", "receive_shares", "settle_contributions", "aggregate",
+    }),
+    ("S_tag", "dummy"): frozenset({"summary"}),
+    ("S_syn", "server"): frozenset({
+        "receive_submissions", "release", "receive_shares", "pending_contributions", "settle_contributions",
+        "accepted_contributions", "reconstruct",
+    }),
+}
+ACTOR_READS: dict[tuple[str, str], frozenset[str]] = {
+    ("S_tag", "server"): frozenset({"refused", "rejections", "release_floor", "topped_up"}),
+    ("S_tag", "dummy"): frozenset({"plan"}),
+    ("S_syn", "server"): frozenset({"counts", "n_submissions", "rejections", "released"}),
+}
+
+
 class ServerHost:
     """One server on the worker that plays it (a Dask actor). Its keys are made here and stay
-    here; callers get public keys, the server's answers and the rows it recorded."""
+    here; callers get public keys, the server's answers and the rows it recorded.
+
+    :meth:`call` and :meth:`get` answer only the names in :data:`ACTOR_CALLS` and
+    :data:`ACTOR_READS` for this role. One Dask cluster is one trust domain: its workers share a
+    scheduler and can read each other's memory, so the allow-list guards against a driver's
+    mistake (a key shipped back to the client), not against a hostile worker; S_tag and S_syn
+    that must not collude belong on clusters (or services, :mod:`fre_protocol.net`) of their own.
+    """
 
     def __init__(self, role: str, spec: ServerSpec) -> None:
         plan = spec.plan()
@@ -263,6 +291,7 @@ class ServerHost:
         pool = Workers(spec.workers)
         self._driver = Driver(meter=self._meter, pool=pool, user_pool=pool, recorder=self._recorder)
         self._plan = plan
+        self._role = role
         self._targets: dict[str, Any] = {}
         if role == Role.S_TAG.label:
             voprf = tagging_key(plan.seeds, plan.comps.suite)
@@ -291,12 +320,22 @@ class ServerHost:
         return [[subs[j] for j in part] for part in schedule]
 
     def call(self, target: str, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, list[Row]]:
+        self._allowed(ACTOR_CALLS, target, method)
         with single_threaded_blas():
             out = getattr(self._targets[target], method)(*args, **kwargs)
         return out, self._recorder.take()
 
     def get(self, target: str, name: str) -> Any:
+        self._allowed(ACTOR_READS, target, name)
         return getattr(self._targets[target], name)
+
+    def _allowed(self, table: Mapping[tuple[str, str], frozenset[str]], target: str, name: str) -> None:
+        allowed = table.get((self._role, target), frozenset())
+        if name not in allowed or target not in self._targets:
+            kind = "calls" if table is ACTOR_CALLS else "reads"
+            raise ProtocolStateError(
+                f"{self._role}'s actor {kind} only {sorted(allowed)} of its {target!r}, got {name!r}"
+            )
 
     def meter(self) -> dict[str, Any]:
         return self._meter.to_dict()
@@ -312,18 +351,13 @@ class RemoteParty:
     """A server actor seen as the in-process party the runner's stages call: each method call
     waits for the actor's answer, and the rows the server recorded go to the driver's store."""
 
-    METHODS = frozenset({
-        "evaluate", "receive_broadcast", "receive_shares", "aggregate", "receive_submissions", "release",
-        "accepted_contributions", "reconstruct", "summary",
-    })
-
     def __init__(self, actor: Any, role: str, recorder: Recorder, target: str = "server") -> None:
         self._actor, self._role, self._recorder, self._target = actor, role, recorder, target
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_"):
             raise AttributeError(name)
-        if name in self.METHODS:
+        if name in ACTOR_CALLS.get((self._role, self._target), frozenset()):
             def method(*args: Any, **kwargs: Any) -> Any:
                 out, rows = wait_for(self._role, lambda: self._actor.call(self._target, name, args, kwargs))
                 self._recorder.add(rows)
@@ -563,7 +597,7 @@ def _play(
         run=run, driver=driver, parties=parties,
         coins=user_coins(run.seeds, run.n, run.params, run.cfg.chunk_size),
         grid=PublicGrid.derive(run.seeds, run.dim, run.params),
-        devices=DeviceStates(run.n, tmp), windows=chunks(run.n, window),
+        devices=DeviceStates(run.n, tmp), windows=chunks(run.n, window), held=HeldSubmissions.for_run(run, tmp, window),
     )
     dummies = wait_for("S_tag", lambda: tag.dummies(keys.syn_box_key, run.params.tau, ctx.windows))
     dummy_user = RemoteParty(tag, "S_tag", driver.recorder, target="dummy") if run.params.is_dp else None
@@ -697,9 +731,10 @@ class DaskWindows:
 
     def phase1(self, span: range, dummies: list[Message]) -> UserTally:
         """S_tag evaluates this window while the users' workers still finalize the one before;
-        that one's tag submissions go to S_syn only then (a window's dummies with its own
-        submissions). Each server's view keeps its order; only the proxy's view interleaves
-        the windows differently, and the release is the same."""
+        that one's tag submissions go to the proxy only then (a window's dummies with its own
+        submissions), which holds S_syn's part until the last window. S_tag's view keeps its
+        order; only the proxy's view interleaves the windows differently, and the release is
+        the same."""
         ctx = self.ctx
         window = _Phase1Window(self, span)
         phase1(ctx.parties, window, ctx.driver)  # type: ignore[arg-type]
@@ -714,7 +749,7 @@ class DaskWindows:
         (window, dummies), self._unsent = self._unsent, None
         subs = window.tag_submissions()
         with self.ctx.driver.meter.phase("phase1_submit"):
-            phase1_submit(self.ctx.parties, subs + dummies, self.ctx.driver)
+            phase1_submit(self.ctx.parties, subs + dummies, self.ctx.driver, deliver=self.ctx.held.add)
         return window.tally
 
     def phase2(self, plan: Phase2Plan, released: dict[bytes, int], message: bytes) -> UserTally:
@@ -739,6 +774,7 @@ class DaskWindows:
                 for j in [j for j in encoded if roster.participants[roster.part_chunks[j].stop - 1] < span.stop]:
                     del encoded[j]
                 phase2(ctx.parties, plan, shares, ctx.driver, concurrent=True)
+                settle_window(ctx.parties, plan)
             pending = ahead
             ctx.release_pages()
         return roster.tally()
@@ -833,6 +869,8 @@ __all__ = [
     "S_SYN_RESOURCE",
     "S_TAG_RESOURCE",
     "USERS_RESOURCE",
+    "ACTOR_CALLS",
+    "ACTOR_READS",
     "DaskWindows",
     "TASK_KINDS",
     "Encoded",

@@ -928,12 +928,16 @@ def dummy_user_for(run: ServerPlan | RunPlan, syn_box_key: bytes, driver: Driver
     )
 
 
-def phase1_submit(parties: Parties, submissions: list[tuple[int, Role, bytes]], driver: Driver) -> None:
+def phase1_submit(
+    parties: Parties, submissions: list[tuple[int, Role, bytes]], driver: Driver,
+    deliver: Callable[[list[bytes]], None] | None = None,
+) -> None:
     """Step 2, submission: the sealed tags (users' with their coin, and dummies) through the
-    proxy to S_syn."""
+    proxy to S_syn (``deliver``: where the proxy puts S_syn's batch instead, e.g. a windowed
+    run's :class:`~fre_protocol.streaming.HeldSubmissions`)."""
     for role, delivery in parties.proxy.forward(PHASE1_SUBMIT, submissions).items():
         if role is Role.S_SYN:
-            parties.s_syn.receive_submissions(delivery.ciphertexts)
+            (deliver or parties.s_syn.receive_submissions)(delivery.ciphertexts)
         else:
             _refuse(parties, driver.recorder, role, PHASE1_SUBMIT, delivery)
 

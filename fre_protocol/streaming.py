@@ -29,13 +29,21 @@ plays the same windows with the users' chunks as Dask tasks and the servers as D
 with :mod:`fre_protocol.user_processes`, whose players run those tasks in local worker processes
 while the servers stay in this one.
 
-What differs: the proxy shuffles each window's batch on its own, so transcripts hold the same
-messages in another order; S_tag's dummy submissions are spread over the windows (a random
-window each, from the dummy user's own stream) and shuffled with that window's submissions,
-instead of with all of them. With ``proof_batch_size > 1`` the batches are formed within a
-window, so the proofs (not the tags) differ. The servers keep running sums, so an aggregation
-over a strict subset of a tag's contributions (a validator, a share lost on one side) is refused
-rather than summed; no adversary can be placed on the network.
+Phase 1's tag submissions reach S_syn as in the runner, in one uniformly random order with all
+of S_tag's dummies: the proxy takes each window's submissions (and the window's share of the
+dummies, a random window each from the dummy user's own stream) as they come, holds S_syn's part
+(:class:`HeldSubmissions`, spooled to disk) and, after the last window, hands it over shuffled as
+a whole, in batches of one window's size. Which window a submission came from is then lost, so
+rows grouped by topic in the input cannot mark a real tag (its users in one or two windows) apart
+from a dummy (its submissions in windows drawn independently); see design §6.
+
+What differs: the proxy shuffles each window's batch on its own, so the transcripts hold the
+same messages in another order. With ``proof_batch_size > 1`` the batches are formed within a
+window, so the proofs (not the tags) differ. The servers keep running sums, so after each window
+they settle which of its contributions both hold (:func:`settle_window`: two
+AcceptedContributions messages a tag, which the runner's transcripts do not have) and a share
+only one of them accepted is taken out; a validator's strict subset is still refused rather than
+summed, and no adversary can be placed on the network.
 """
 
 from __future__ import annotations
@@ -91,9 +99,13 @@ from mechanism.params import FreParams
 from mechanism.release import Release
 from mechanism.seeds import SeedPlan
 from primitives.errors import InvalidParameterError
+from primitives.randomness import RandomSource
 
 #: Chunks of users per window by default (16 × 1024 users: a few tens of MB of messages).
 DEFAULT_WINDOW_CHUNKS = 16
+#: The proxy's stream for the one shuffle of every held tag submission (its own label, so that no
+#: other stream's draws move).
+HELD_SHUFFLE_LABEL = "proxy/phase1-held"
 
 Message = tuple[int, Role, bytes]
 
@@ -183,6 +195,7 @@ class WindowContext:
     grid: PublicGrid
     devices: DeviceStates
     windows: list[range]
+    held: HeldSubmissions
 
     def release_pages(self) -> None:
         """After a window: the pages of the input rows it read and of the device states it
@@ -199,7 +212,7 @@ def _play(
         run=run, driver=driver, parties=parties,
         coins=user_coins(run.seeds, run.n, run.params, run.cfg.chunk_size),
         grid=PublicGrid.derive(run.seeds, run.dim, run.params),
-        devices=DeviceStates(run.n, tmp), windows=chunks(run.n, window),
+        devices=DeviceStates(run.n, tmp), windows=chunks(run.n, window), held=HeldSubmissions.for_run(run, tmp, window),
     )
     dummy_user = make_dummy_user(run, parties, driver)
     with driver.meter.phase("phase1_submit"):
@@ -213,9 +226,10 @@ def _play(
 
 class WindowPlayer(Protocol):
     """How a driver plays the users' side of one window (phase 1) and of phase 2; the servers'
-    side is the runner's stages on ``ctx.parties``, wherever those servers run. A player may
-    hand a window's tag submissions (with that window's dummies) to S_syn during a later window
-    and report them there; :meth:`phase1_done` sends and reports what it still holds."""
+    side is the runner's stages on ``ctx.parties``, wherever those servers run. A window's tag
+    submissions (with that window's dummies) go through the proxy into ``ctx.held``, not to
+    S_syn; a player may send them during a later window and report them there, and
+    :meth:`phase1_done` sends and reports what it still holds."""
 
     def phase1(self, span: range, dummies: list[Message]) -> UserTally: ...
 
@@ -232,14 +246,16 @@ def play_windows(
     ctx: WindowContext, store: Any, users: WindowPlayer, dummies: list[list[Message]], dummy_user: Any
 ) -> tuple[Release, dict[str, Any]]:
     """The streaming run's skeleton, for any driver: phase 1 window by window (each window's
-    submissions with its share of S_tag's dummies), the broadcast, phase 2, the aggregation and
-    the release."""
+    submissions with its share of S_tag's dummies, held by the proxy), all of them to S_syn in
+    one shuffle, the broadcast, phase 2, the aggregation and the release."""
     run, driver, parties = ctx.run, ctx.driver, ctx.parties
     tally = UserTally()
     for k, span in enumerate(ctx.windows):
         tally += users.phase1(span, dummies[k])
         ctx.release_pages()
     tally += users.phase1_done()
+    with driver.meter.phase("phase1_submit"):
+        ctx.held.deliver(parties.s_syn.receive_submissions)
     released, message = broadcast(parties, driver)
     plan = plan_phase2(run, released)
     tally += users.phase2(plan, released, message)
@@ -311,9 +327,59 @@ class Ahead:
         self.close()
 
 
+class HeldSubmissions:
+    """S_syn's part of every window's tag submissions, held by the proxy until the last window and
+    then delivered in one uniformly random order, in batches of ``batch`` (design §6).
+
+    Delivered window by window, each with its share of the dummies, the batches told S_syn which
+    tags are dummies whenever the input is grouped (by topic, by source): a real tag's users sit
+    in one or two windows, a dummy's submissions in windows drawn independently. One shuffle of
+    all of them, whose batch sizes depend only on their number, leaves S_syn the runner's view.
+    Held on disk (a sealed submission is ~100 bytes, ~140 as a Python object: 1.4 GB at 10^7, a
+    third of a 4 GiB run), with one 8-byte end offset each in memory and one permutation of their
+    indices at the end (8 bytes each; drawing it takes a few times that, briefly). The order comes from :data:`HELD_SHUFFLE_LABEL`'s stream: uniform, as
+    the proxy's shuffler draws it, without a list of 10^7 Python integers."""
+
+    def __init__(self, path: Path, rng: RandomSource, batch: int) -> None:
+        self._path, self._rng, self._batch = path, rng, batch
+        self._file = path.open("wb")
+        self._ends: list[npt.NDArray[np.int64]] = []
+        self._size = 0
+
+    @classmethod
+    def for_run(cls, run: RunPlan, directory: Path, batch: int) -> HeldSubmissions:
+        return cls(directory / "phase1-held.bin", run.seeds.secret(HELD_SHUFFLE_LABEL), batch)
+
+    def add(self, ciphertexts: Sequence[bytes]) -> None:
+        """Hold one batch the proxy forwarded for S_syn."""
+        if not ciphertexts:
+            return
+        lengths = np.fromiter((len(c) for c in ciphertexts), dtype=np.int64, count=len(ciphertexts))
+        self._file.write(b"".join(ciphertexts))
+        self._ends.append(self._size + np.cumsum(lengths))
+        self._size += int(lengths.sum())
+
+    def deliver(self, receive: Callable[[list[bytes]], None]) -> int:
+        """Everything held, shuffled as a whole, to ``receive`` in batches; returns how many."""
+        self._file.close()
+        ends = np.concatenate(self._ends) if self._ends else np.zeros(0, dtype=np.int64)
+        self._ends = []
+        starts = np.concatenate([[0], ends[:-1]]).astype(np.int64)
+        order = self._rng.permutation(len(ends))
+        if len(ends):
+            raw = np.memmap(self._path, dtype=np.uint8, mode="r")
+            for lo in range(0, len(order), self._batch):
+                picked = order[lo : lo + self._batch]
+                receive([raw[s:e].tobytes() for s, e in zip(starts[picked].tolist(), ends[picked].tolist(), strict=True)])
+            del raw
+        self._path.unlink(missing_ok=True)
+        return len(ends)
+
+
 def dummy_schedule(seeds: SeedPlan, count: int, windows: list[range]) -> list[list[int]]:
     """The window each dummy submission is sent in: drawn by the dummy user, each window with
-    probability proportional to its users, so no window's share of dummies stands out."""
+    probability proportional to its users, so no window's share of dummies stands out to the
+    proxy (S_syn gets every window's at once, :class:`HeldSubmissions`)."""
     sizes = np.array([len(w) for w in windows], dtype=np.float64)
     bounds = np.cumsum(sizes) / sizes.sum()
     draws = seeds.secret("S_tag/dummy").child("schedule").uniform(count)
@@ -338,7 +404,7 @@ def _phase1_window(ctx: WindowContext, users: UserPopulation, span: range, dummi
     driver, parties = ctx.driver, ctx.parties
     phase1(parties, users, driver)
     with driver.meter.phase("phase1_submit"):
-        phase1_submit(parties, users.tag_submissions() + dummies, driver)
+        phase1_submit(parties, users.tag_submissions() + dummies, driver, deliver=ctx.held.add)
     ctx.devices.save(span, users)
     return users.tally()
 
@@ -381,8 +447,20 @@ def _phase2(
             if covering:
                 shares += users.cover_messages(np.asarray(covering, dtype=np.int64) - span.start, share_sizes)
             phase2(ctx.parties, plan, shares, driver, concurrent=True)
+            settle_window(ctx.parties, plan)
         ctx.release_pages()
     return roster.tally()
+
+
+def settle_window(parties: Parties, plan: Phase2Plan) -> None:
+    """After a window's shares: S_syn names the contributions it accepted since the last window,
+    S_tag keeps those it accepted too and names them back, S_syn keeps those; each takes the
+    others out of its running sum. A share only one server accepted (malformed on one side) is
+    then in neither sum, as the runner's servers leave it out at the aggregation; without this a
+    running sum could not drop it and the aggregation would be refused."""
+    named = parties.s_syn.pending_contributions()
+    common = parties.s_tag.settle_contributions(named, sharing=plan.sharing, dim=plan.width)
+    parties.s_syn.settle_contributions(common, sharing=plan.sharing, dim=plan.width)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -455,7 +533,7 @@ def within(sorted_users: npt.NDArray[np.int64], span: range) -> list[int]:
 
 
 __all__ = [
-    "DEFAULT_WINDOW_CHUNKS", "DeviceStates", "Players", "Roster", "WindowContext", "WindowPlayer", "dummy_schedule",
+    "DEFAULT_WINDOW_CHUNKS", "HELD_SHUFFLE_LABEL", "DeviceStates", "HeldSubmissions", "Players", "Roster", "WindowContext", "WindowPlayer", "dummy_schedule",
     "play_windows",
-    "run_streaming", "within",
+    "run_streaming", "settle_window", "within",
 ]

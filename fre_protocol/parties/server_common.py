@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,12 +20,15 @@ import numpy.typing as npt
 
 from fre_protocol.messages import (
     CONTRIBUTION_ID_BYTES,
+    AcceptedContributions,
     CoverShare,
     Message,
     ShareSubmission,
     decode,
+    decode_as,
+    message_type_name,
 )
-from fre_protocol.parties.base import Channel, Meter, Workers, chunks
+from fre_protocol.parties.base import PHASE2, Channel, Meter, Row, Workers, chunks, status_of
 from fre_protocol.parties.replay_filter import ReplayFilter
 from primitives.errors import DecodeError, ProtocolStateError
 
@@ -102,7 +105,10 @@ class ShareBook:
     be summed (what a validator or a dropped share on the other server needs). ``False`` keeps a
     running sum per tag and the ids it covers: the memory is one share per released tag, not one
     per user, and the sum over the whole set is exact (modular addition does not depend on the
-    order). A request for a strict subset then cannot be answered and is refused.
+    order). A request for a strict subset then cannot be answered and is refused, so a windowed
+    driver makes both servers agree after each window (:meth:`settle`): the shares added since
+    are kept as received (a few bytes a coordinate) until then, and those the other server does
+    not hold are taken out of the sum and out of the ids.
     """
 
     def __init__(self, *, keep_contributions: bool = True) -> None:
@@ -113,20 +119,24 @@ class ShareBook:
         self._shares: dict[bytes, dict[bytes, npt.NDArray[np.uint64]]] = {}
         self._totals: dict[bytes, npt.NDArray[np.uint64]] = {}
         self._pending: dict[bytes, list[npt.NDArray[np.uint64]]] = {}
+        # Running sums only: the shares (as received) added since the last settle, and the ids
+        # taken out of the sum because the other server did not hold them.
+        self._unsettled: dict[bytes, dict[bytes, bytes]] = {}
+        self._dropped: dict[bytes, set[bytes]] = {}
 
     def ids(self, tag: bytes) -> set[bytes]:
         """The contribution ids held for ``tag``, as a new set (built once per tag, when its
         aggregate is asked for)."""
         held = self._ids.get(tag)
-        return set(held.entries()) if held is not None else set()
+        return set(held.entries()) - self._dropped.get(tag, set()) if held is not None else set()
 
     def has(self, tag: bytes, contribution_id: bytes) -> bool:
         held = self._ids.get(tag)
-        return held is not None and contribution_id in held
+        return held is not None and contribution_id in held and contribution_id not in self._dropped.get(tag, ())
 
     def count(self, tag: bytes) -> int:
         held = self._ids.get(tag)
-        return len(held) if held is not None else 0
+        return len(held) - len(self._dropped.get(tag, ())) if held is not None else 0
 
     def add(self, tag: bytes, contribution_id: bytes, share: npt.NDArray[np.uint64]) -> None:
         """Keep one share; a contribution id already held for the tag is a ProtocolStateError."""
@@ -134,23 +144,28 @@ class ShareBook:
             raise ProtocolStateError("duplicate contribution id for this tag")
 
     def add_many(
-        self, tag: bytes, contribution_ids: Sequence[bytes], shares: Sequence[npt.NDArray[np.uint64]]
+        self, tag: bytes, contribution_ids: Sequence[bytes], shares: Sequence[npt.NDArray[np.uint64]],
+        received: Sequence[bytes] | None = None,
     ) -> npt.NDArray[np.bool_]:
         """Keep the shares whose id is new for ``tag`` (the first copy, in order, within the
-        batch); True where a share was kept."""
+        batch); True where a share was kept. ``received``: each share as it came (kept until
+        :meth:`settle` under running sums)."""
         if any(len(c) != CONTRIBUTION_ID_BYTES for c in contribution_ids):
             raise ProtocolStateError(f"a contribution id is {CONTRIBUTION_ID_BYTES} bytes")
         fresh = self._ids.setdefault(tag, ReplayFilter(CONTRIBUTION_ID_BYTES)).add_many(contribution_ids)
-        for cid, share, keep in zip(contribution_ids, shares, fresh.tolist(), strict=True):
+        raw = received if received is not None else [None] * len(contribution_ids)
+        for cid, share, data, keep in zip(contribution_ids, shares, raw, fresh.tolist(), strict=True):
             if not keep:
                 continue
             if self.keep_contributions:
                 self._shares.setdefault(tag, {})[cid] = share
             else:
                 self._pending.setdefault(tag, []).append(share)
+                if data is not None:
+                    self._unsettled.setdefault(tag, {})[cid] = data
         return fresh
 
-    def settle(self, sharing: Any) -> None:
+    def fold(self, sharing: Any) -> None:
         """Fold the shares added since the last call into the running sums (one reduction per
         tag and batch, not one per share)."""
         for tag, shares in self._pending.items():
@@ -159,18 +174,47 @@ class ShareBook:
             self._totals[tag] = part if old is None else sharing.aggregate(np.stack([old, part]))
         self._pending.clear()
 
+    def unsettled(self) -> dict[bytes, list[bytes]]:
+        """Running sums: the ids added since the last :meth:`settle`, sorted, per tag."""
+        return {tag: sorted(held) for tag, held in sorted(self._unsettled.items()) if held}
+
+    def settle(self, common: Mapping[bytes, Collection[bytes]], *, sharing: Any, dim: int) -> dict[bytes, list[bytes]]:
+        """Running sums: of the ids added since the last call, keep those in ``common`` (per tag)
+        and take the others out of the sum and the ids (their shares as received are decoded
+        again and subtracted). Returns the kept ids per tag, sorted."""
+        self.fold(sharing)
+        kept: dict[bytes, list[bytes]] = {}
+        for tag, held in self._unsettled.items():
+            mine = common.get(tag, ())
+            kept[tag] = sorted(c for c in held if c in mine)
+            gone = [held[c] for c in held if c not in mine]
+            if gone:
+                self._dropped.setdefault(tag, set()).update(c for c in held if c not in mine)
+                part = sharing.aggregate(np.stack([sharing.decode_share(g, dim) for g in gone]))
+                self._totals[tag] = sharing.aggregate(np.stack([self._totals[tag], _negated(part, sharing)]))
+        self._unsettled.clear()
+        return kept
+
     def total(self, tag: bytes, ids: Sequence[bytes], *, sharing: Any) -> npt.NDArray[np.uint64]:
         """The sum of the shares of ``ids`` (all held for ``tag``)."""
         if self.keep_contributions:
             mine = self._shares[tag]
             return np.asarray(sharing.aggregate(np.stack([mine[c] for c in ids])), dtype=np.uint64)
-        if sorted(set(ids)) != (self._ids[tag].entries() if tag in self._ids else []):
+        if set(ids) != self.ids(tag):
             raise ProtocolStateError(
                 "this server keeps one running sum per tag: it can sum all of a tag's "
                 f"{self.count(tag)} contributions, not a subset of {len(ids)}"
             )
-        self.settle(sharing)
+        self.fold(sharing)
         return self._totals[tag].copy()
+
+
+def _negated(values: npt.NDArray[np.uint64], sharing: Any) -> npt.NDArray[np.uint64]:
+    """``−values`` in the sharing's ring (Z_m; m = 2^64 wraps by itself)."""
+    m = int(sharing.modulus)
+    if m == 1 << 64:
+        return np.uint64(0) - values
+    return (np.uint64(m) - values) % np.uint64(m)
 
 
 def accept_shares(
@@ -190,7 +234,7 @@ def accept_shares(
     t0 = time.perf_counter()
     # Decode first (a bad share must not claim its id), then keep the new ids of each tag in one
     # batch: the first copy of an id, in arrival order, wins.
-    decoded: dict[bytes, list[tuple[Opened, bytes, npt.NDArray[np.uint64]]]] = {}
+    decoded: dict[bytes, list[tuple[Opened, ShareSubmission, npt.NDArray[np.uint64]]]] = {}
     for o in opened:
         if o.error is not None or o.is_cover:
             continue
@@ -199,19 +243,42 @@ def accept_shares(
         try:
             if msg.tag not in released:
                 raise ProtocolStateError("share for a tag that was not released (unknown tag)")
-            decoded.setdefault(msg.tag, []).append((o, msg.contribution_id, sharing.decode_share(msg.share, dim)))
+            decoded.setdefault(msg.tag, []).append((o, msg, sharing.decode_share(msg.share, dim)))
         except (DecodeError, ProtocolStateError) as exc:
             o.error = exc
     n_ok = 0
     for tag, items in decoded.items():
-        fresh = book.add_many(tag, [cid for _, cid, _ in items], [share for _, _, share in items])
+        fresh = book.add_many(
+            tag, [m.contribution_id for _, m, _ in items], [share for _, _, share in items], [m.share for _, m, _ in items]
+        )
         for (o, _, _), first in zip(items, fresh.tolist(), strict=True):
             if first:
                 n_ok += 1
             else:
                 o.error = ProtocolStateError("duplicate contribution id for this tag")
-    book.settle(sharing)
+    book.fold(sharing)
     meter.add(f"{name}.decode_share", time.perf_counter() - t0, max(n_ok, 1))
 
 
-__all__ = ["Opened", "SealedInbox", "ShareBook", "accept_shares"]
+def settle_shares(
+    book: ShareBook, named: Sequence[bytes], *, sharing: Any, dim: int, view: str, sender: str
+) -> tuple[list[bytes], list[Row]]:
+    """A server keeping running sums settles the contributions added since the last window: of
+    its own, it keeps those the other server names (``named``: AcceptedContributions, one per
+    tag) and takes the rest out of its sum. Returns the kept ones (AcceptedContributions per tag)
+    and the rows of its view (a malformed message is refused, typed, and names nothing)."""
+    common: dict[bytes, set[bytes]] = {}
+    rows: list[Row] = []
+    for data in named:
+        error: Exception | None = None
+        try:
+            msg = decode_as(data, AcceptedContributions)
+            common[msg.tag] = set(msg.contribution_ids)
+        except DecodeError as exc:
+            error = exc
+        rows.append((view, PHASE2, sender, view, message_type_name(data), data, status_of(error)))
+    kept = book.settle(common, sharing=sharing, dim=dim)
+    return [AcceptedContributions(tag=t, contribution_ids=tuple(ids)).encode() for t, ids in kept.items()], rows
+
+
+__all__ = ["Opened", "SealedInbox", "ShareBook", "accept_shares", "settle_shares"]

@@ -46,7 +46,13 @@ from fre_protocol.parties.base import (
     status_of,
 )
 from fre_protocol.parties.replay_filter import ReplayFilter
-from fre_protocol.parties.server_common import Opened, SealedInbox, ShareBook, accept_shares
+from fre_protocol.parties.server_common import (
+    Opened,
+    SealedInbox,
+    ShareBook,
+    accept_shares,
+    settle_shares,
+)
 from primitives.errors import DecodeError, InvalidParameterError, ProtocolStateError
 from primitives.secret import Secret
 
@@ -146,6 +152,22 @@ class SynthesisServer:
         opened = self._inbox.open_all(ciphertexts, (ShareSubmission, CoverShare))
         accept_shares(opened, self.released, self._shares, sharing=sharing, dim=dim, meter=self._meter, name="S_syn")
         self._record(PHASE2, opened)
+
+    def settle_contributions(self, named: Sequence[bytes], *, sharing: Any, dim: int) -> list[bytes]:
+        """Running sums, after each window: keep the contributions since the last window that
+        S_tag names too (AcceptedContributions per tag), take the others out of the sum, and
+        name the kept ones back. Both servers then hold the same contributions, as the runner's
+        servers sum over the common ones at the aggregation."""
+        kept, rows = settle_shares(
+            self._shares, named, sharing=sharing, dim=dim, view=VIEW, sender=Role.S_TAG.label
+        )
+        self._recorder.add(rows)
+        return kept
+
+    def pending_contributions(self) -> list[bytes]:
+        """Running sums: the contributions accepted since the last window settled, one
+        AcceptedContributions per tag, for S_tag (:meth:`settle_contributions`)."""
+        return [AcceptedContributions(tag=t, contribution_ids=tuple(ids)).encode() for t, ids in self._shares.unsettled().items()]
 
     def accepted_contributions(self) -> list[bytes]:
         """One AcceptedContributions per released tag (sorted ids; possibly empty), restricted

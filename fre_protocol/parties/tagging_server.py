@@ -57,7 +57,13 @@ from fre_protocol.parties.base import (
     chunks,
     status_of,
 )
-from fre_protocol.parties.server_common import Opened, SealedInbox, ShareBook, accept_shares
+from fre_protocol.parties.server_common import (
+    Opened,
+    SealedInbox,
+    ShareBook,
+    accept_shares,
+    settle_shares,
+)
 from primitives.errors import DecodeError, InvalidParameterError, ProtocolStateError
 from primitives.randomness import RandomSource
 from primitives.secret import Secret
@@ -224,6 +230,17 @@ class TaggingServer:
         opened = self._inbox.open_all(ciphertexts, (ShareSubmission, CoverShare))
         accept_shares(opened, self.released, self._shares, sharing=sharing, dim=dim, meter=self._meter, name="S_tag")
         self._record(PHASE2, opened)
+
+    def settle_contributions(self, named: Sequence[bytes], *, sharing: Any, dim: int) -> list[bytes]:
+        """Running sums, after each window: keep the contributions since the last window that
+        S_syn names too (AcceptedContributions per tag), take the others out of the sum, and
+        name the kept ones back. Both servers then hold the same contributions, as the runner's
+        servers sum over the common ones at the aggregation."""
+        kept, rows = settle_shares(
+            self._shares, named, sharing=sharing, dim=dim, view=VIEW, sender=Role.S_SYN.label
+        )
+        self._recorder.add(rows)
+        return kept
 
     def aggregate(
         self,

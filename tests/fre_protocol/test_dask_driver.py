@@ -378,3 +378,61 @@ def test_windows_overlap_and_the_release_is_the_same(
 def _nth(items: list[str], item: str, k: int) -> int:
     """Index of the k-th (from 0) occurrence of ``item``."""
     return [j for j, e in enumerate(items) if e == item][k]
+
+
+def _host(role: str, seeds: SeedPlan) -> ServerHost:
+    from fre_protocol.dask_driver import ServerSpec
+    from fre_protocol.runner import plan_run
+
+    run = plan_run(np.zeros((4, 8)), FreParams.paper(8.0), seeds, config=CONFIG)
+    spec = ServerSpec(
+        params=run.params, seeds=run.seeds, cfg=run.cfg, components=run.comps.header(), floor=run.floor,
+        dummy=run.dummy, workers=1,
+    )
+    return ServerHost(role, spec)
+
+
+@pytest.mark.parametrize("name", ["_sk", "_box_sk", "_inbox", "_shares", "_rng", "__dict__", "not_there"])
+def test_the_actor_refuses_what_the_driver_does_not_ask_for(name: str) -> None:
+    """Issue 28 (L12): the actor's generic getter and call answer only the allow-listed names of
+    their role; S_tag's VOPRF and sealing keys (``_sk``, ``_box_sk``) and any other attribute
+    are refused with a typed error that names the attribute and not its value."""
+    from primitives.errors import ProtocolStateError as Refused
+
+    host = _host("S_tag", SeedPlan.fresh())
+    secret = host._keys["voprf"][0].reveal()
+    with pytest.raises(Refused, match="S_tag") as caught:
+        host.get("server", name)
+    assert secret.hex() not in str(caught.value) and repr(secret) not in str(caught.value)
+    with pytest.raises(Refused, match="S_tag"):
+        host.call("server", name, (), {})
+    syn = _host("S_syn", SeedPlan.fresh())
+    with pytest.raises(Refused, match="S_syn"):
+        syn.get("server", name)
+
+
+def test_the_actor_answers_what_the_driver_asks_for() -> None:
+    host = _host("S_tag", SeedPlan.fresh())
+    assert host.get("server", "release_floor") >= 1 and host.get("server", "refused") == {}
+    with pytest.raises(ProtocolStateError, match="evaluate"):
+        host.get("server", "evaluate")  # a method is called, not handed out
+    syn = _host("S_syn", SeedPlan.fresh())
+    assert syn.get("server", "counts") == {} and syn.get("server", "n_submissions") == 0
+
+
+def test_window_boundaries_do_not_tell_dummy_tags_from_real_ones(client: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 28 (H2) on Dask (servers as actors on an in-process cluster): the test of
+    ``test_streaming.py::test_window_boundaries_do_not_tell_dummy_tags_from_real_ones``, same
+    population, seed and α = 0.01 (false-failure probability ≈ 0.01 for a fresh seed)."""
+    import window_spread as ws
+
+    with ws.syn_view(monkeypatch) as view:
+        run_dask(
+            ws.grouped_rows(), ws.PARAMS, SeedPlan.from_seed(7), noise=False, config=ws.CONFIG,
+            window_chunks=ws.WINDOW_CHUNKS, client=client,
+        )
+    seen = view()
+    z, p = ws.spread_test(seen)
+    levels = seen.by_level()
+    assert sum(len(r) for r, _ in levels.values()) >= 30 and sum(len(d) for _, d in levels.values()) >= 150, ws.describe(seen)
+    assert p >= ws.ALPHA, f"Z = {z:.2f}, p = {p:.3g}\n{ws.describe(seen)}"

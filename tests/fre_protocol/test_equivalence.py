@@ -104,3 +104,46 @@ def test_noise_matches_the_ddg_sigma() -> None:
     assert abs(float(np.mean(zs))) <= 6.0 / math.sqrt(k)
     # The accountant's σ for the worst case n = ⌈τ⌉ is what the ledger reports.
     assert proto.ledger.sigma == pytest.approx(config.noise_std(math.ceil(params.tau)), rel=1e-9)
+
+
+@pytest.mark.parametrize("refused_by", ["S_tag", "S_syn"])
+@pytest.mark.parametrize("driver", ["streaming", "dask"])
+def test_a_share_one_server_refuses_is_left_out_by_every_driver(
+    driver: str, refused_by: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 28 (M6): a share that one server accepts and the other refuses is summed by neither,
+    in every driver: the streaming and Dask drivers (servers keeping running sums) release the
+    runner's buckets, counts, contributors (the faulty user's bucket one short) and centroids,
+    and raise nothing. Seeded, noise off, windows of three chunks of 64 users."""
+    from share_faults import faulty_share
+
+    from fre_protocol.runner import ProtocolConfig
+    from fre_protocol.streaming import run_streaming
+
+    config, window_chunks = ProtocolConfig(chunk_size=64), 3
+    x = synthetic_population(
+        2, 160, 20, 32, 0.5, RandomSource.seeded(11, "streaming/population"), spread=0.02
+    ).embeddings
+    params, seeds = FreParams.paper(8.0), SeedPlan.from_seed(5)
+    clean = run_protocol(x, params, seeds, noise=False, config=config).release
+    faulty_share(monkeypatch, refused_by)
+    ref = run_protocol(x, params, seeds, noise=False, config=config).release
+    # The runner leaves the share out: one bucket one contributor short, its centroid moved.
+    short = {t: n - ref.diagnostics["contributors"][t] for t, n in clean.diagnostics["contributors"].items()}
+    assert len(ref) == len(clean) >= 2 and sorted(short.values()) == [0] * (len(ref) - 1) + [1]
+    assert ref.diagnostics["rejections"] == {"rejected:DecodeError": 1}
+    if driver == "streaming":
+        got = run_streaming(x, params, seeds, noise=False, config=config, window_chunks=window_chunks).release
+    else:
+        distributed = pytest.importorskip("distributed")
+        from fre_protocol.dask_driver import run_dask
+
+        with distributed.LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None
+        ) as cluster, distributed.Client(cluster) as client:
+            got = run_dask(x, params, seeds, noise=False, config=config, window_chunks=window_chunks, client=client).release
+    assert got.ids == ref.ids
+    assert np.array_equal(got.counts, ref.counts)
+    assert np.array_equal(got.centroids, ref.centroids)
+    assert got.diagnostics["contributors"] == ref.diagnostics["contributors"]
+    assert got.diagnostics["rejections"] == ref.diagnostics["rejections"]
