@@ -10,7 +10,7 @@ HELP = "write a test CA and TLS certificates for S_tag, S_syn, the proxy and the
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--out", metavar="DIR", required=True, help="folder for the PEM files (empty or absent)")
+    parser.add_argument("--out", metavar="DIR", required=True, help="directory for the PEM files (empty or absent)")
     parser.add_argument("--host", metavar="H", action="append", default=None,
                         help="a DNS name or IP address every certificate is valid for; repeat for "
                              "several (default: localhost and 127.0.0.1)")
