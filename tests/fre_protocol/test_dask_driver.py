@@ -292,7 +292,7 @@ def test_a_server_killed_mid_call_stops_the_run_with_no_release(
         assert store.state == "aborted:ProtocolStateError"
 
 
-def test_simulate_engine_dask(x: np.ndarray, client: Any, tmp_path: Any, reference: Release, capsys: pytest.CaptureFixture[str]) -> None:
+def test_simulate_driver_dask(x: np.ndarray, client: Any, tmp_path: Any, reference: Release, capsys: pytest.CaptureFixture[str]) -> None:
     """``fre-e2t simulate --driver dask --scheduler ADDRESS``: the runner's buckets and counts
     (chunks of 1024 users draw the DDG rounding from other streams than the reference's chunks
     of 64, so centroids agree to the rounding only)."""
