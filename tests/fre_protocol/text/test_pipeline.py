@@ -225,7 +225,7 @@ def test_cli_synthesize(runs, pool_file, text_cache_dir, tmp_path, capsys) -> No
     with pytest.raises(SystemExit):
         parser.parse_args(["--corpus", "healthtweets", "--out", str(out)])  # --epsilon is required
     defaults = parser.parse_args(["--corpus", "healthtweets", "--epsilon", "8", "--out", "x"])
-    assert (defaults.inverter, defaults.budget) == ("guided", None)
+    assert (defaults.inverter, defaults.search_budget) == ("guided", None)
     assert cmd._options(parser.parse_args(
         ["--corpus", "healthtweets", "--epsilon", "8", "--out", "x", "--search-budget", "rounds=3,beam=2"]
     )).budget == "rounds=3,beam=2"
