@@ -118,7 +118,7 @@ def test_a_sizes_only_transcript_records_every_message_without_its_bytes(x: np.n
     report = audit_run(tmp_path / "sizes")
     assert report.passed, report.failures
     assert "release:centroids" not in {f.name for f in report.findings}  # nothing to recompute from
-    assert any("--transcript sizes" in note for note in report.summary["notes"])
+    assert any("--transcript-mode sizes" in note for note in report.summary["notes"])
     with pytest.raises(InvalidParameterError, match="transcript must be one of"):
         run_streaming(x, params, seeds, transcript="payloads", **kw)  # type: ignore[arg-type]
 
