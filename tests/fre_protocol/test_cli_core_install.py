@@ -45,6 +45,8 @@ def test_the_blocker_hides_the_text_extra(work: Path) -> None:
 
 
 EMBEDDINGS_ONLY = {
+    "account": ["account", "--epsilon", "8", "--json"],
+    "certs": ["certs", "--out", "pki"],
     "mechanism": ["mechanism", "--embeddings", "x.npy", "--epsilon", "inf", "--seed", "1", "--out", "mech"],
     "simulate+audit": ["simulate", "--embeddings", "x.npy", "--epsilon", "inf", "--seed", "1", "--out", "sim"],
     "costs": ["costs", "--num-users", "50", "--dim", "8", "--epsilon", "inf", "--batched-run", "0", "--no-cover-run"],
