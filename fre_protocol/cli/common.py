@@ -300,17 +300,17 @@ def add_deprecated_alias(
     to write instead (default: ``new``)."""
     if act is None:
         target = parser._option_string_actions[new]
-        negated = isinstance(target, argparse.BooleanOptionalAction) or target.nargs == 0
-        kwargs = {"nargs": 0} if negated else {
+        takes_no_value = isinstance(target, argparse.BooleanOptionalAction) or target.nargs == 0  # --no-progress
+        kwargs = {"nargs": 0} if takes_no_value else {
             "nargs": target.nargs, "type": target.type, "choices": target.choices, "metavar": target.metavar,
         }
 
         def act(p: argparse.ArgumentParser, ns: argparse.Namespace, values: Any) -> None:
             target(p, ns, values, new)
 
-        kwargs["dest"] = target.dest
-    kwargs.setdefault("dest", argparse.SUPPRESS)
-    parser.add_argument(old, action=_DeprecatedAlias, use=use or new, act=act, default=argparse.SUPPRESS, **kwargs)
+    # The alias sets nothing itself (no dest, no default): ``act`` does, as the new spelling would.
+    parser.add_argument(old, action=_DeprecatedAlias, use=use or new, act=act, dest=argparse.SUPPRESS,
+                        default=argparse.SUPPRESS, **kwargs)
 
 
 def add_progress_flag(parser: argparse.ArgumentParser | argparse._ArgumentGroup, *, default: bool,
