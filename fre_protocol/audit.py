@@ -368,7 +368,7 @@ def public_fields_finding(recorded: Mapping[str, Any]) -> AuditFinding:
 
 
 def check_sizes_only(store: TranscriptStore) -> list[AuditFinding]:
-    """A transcript recorded with sizes only (``simulate --transcript sizes``): every entry is
+    """A transcript recorded with sizes only (``simulate --transcript-mode sizes``): every entry is
     size-only, and the recorded release's fields are public. Nothing can be recomputed."""
     with_payload = sum(1 for e in store.entries() if e.payload_recorded)
     findings = [
@@ -423,7 +423,7 @@ def _audit(
     notes: list[str] = []
     if header.extra.get("transcript") == "sizes":
         notes.append(
-            "the transcript records each message's size, not its bytes (--transcript sizes): the content "
+            "the transcript records each message's size, not its bytes (--transcript-mode sizes): the content "
             "scans and the release's recomputation from S_syn's view cannot run"
         )
         findings += check_sizes_only(store)

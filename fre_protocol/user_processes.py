@@ -1,5 +1,5 @@
 """The users' side of the streaming windows in local worker processes:
-``run_streaming(..., players=in_worker_processes(k))``, ``fre-e2t simulate --user-processes k``.
+``run_streaming(..., players=in_worker_processes(k))``, ``fre-e2t simulate --driver streaming-processes --processes k``.
 
 The in-process streaming driver plays the users' devices on threads of the process that also
 plays the servers and the proxy, so both sides share one GIL: the two cores are busy ~1.55 of 2.

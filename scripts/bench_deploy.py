@@ -1,7 +1,7 @@
 """Benchmark: one round through ``deploy-local`` beside the in-process runner, same population,
 same machine, same run.
 
-    .venv/bin/python scripts/bench_deploy.py --users 100000 --dim 768 --out runs/bench-deploy
+    .venv/bin/python scripts/bench_deploy.py --num-users 100000 --dim 768 --out runs/bench-deploy
 
 The in-process runner runs twice: for the release alone, and writing what deploy-local writes
 (``centroids.npy``, ``release.json`` and a transcript of every party's view with each message's
@@ -124,8 +124,11 @@ def merged_meter(meters: list[dict]) -> object:
 
 
 def main() -> int:
+    from fre_protocol.cli.common import add_deprecated_alias
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--users", type=int, default=100_000)
+    parser.add_argument("--num-users", type=int, default=100_000)
+    add_deprecated_alias(parser, "--users", "--num-users")
     parser.add_argument("--dim", type=int, default=768)
     parser.add_argument("--epsilon", type=float, default=8.0)
     parser.add_argument("--concurrency", type=int, default=64)
@@ -144,9 +147,9 @@ def main() -> int:
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    x = population(args.users, args.dim, 7)
+    x = population(args.num_users, args.dim, 7)
     params = FreParams.paper(args.epsilon)
-    report: dict = {"n_users": args.users, "dim": args.dim, "epsilon": args.epsilon, "cpus": os.cpu_count()}
+    report: dict = {"n_users": args.num_users, "dim": args.dim, "epsilon": args.epsilon, "cpus": os.cpu_count()}
 
     inproc = None
     if not args.skip_in_process:
@@ -164,7 +167,7 @@ def main() -> int:
 
     seeds = SeedPlan.fresh()
     settings = RoundSettings(
-        round_id=f"bench-{args.users}", params=params, public_seed=seeds.public_seed, rng_mode="crypto",
+        round_id=f"bench-{args.num_users}", params=params, public_seed=seeds.public_seed, rng_mode="crypto",
         dim=args.dim, protocol=ProtocolConfig(), window_count=args.window, window_seconds=0.5,
     )
     sampler = CpuSampler()
@@ -185,9 +188,9 @@ def main() -> int:
     report["deploy_local"] = {**summary, "total_seconds": time.perf_counter() - t0}
     release = Release.load(out / "deploy")
     meter = merged_meter([summary["users"]["meter"], *summary["servers"].values()])
-    info = {**release.info, "n_users": args.users, **release.diagnostics}
+    info = {**release.info, "n_users": args.num_users, **release.diagnostics}
     deployed = {**summarize(meter, info, workers=2), "epsilon": args.epsilon}
-    n = args.users
+    n = args.num_users
     lo = summary["loopback_bytes"]
     wire = {
         "loopback_bytes_per_user": None if lo is None else lo / n,

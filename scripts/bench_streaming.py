@@ -1,16 +1,16 @@
 """Benchmark and scaling report: wall time and peak RSS of ``fre-e2t simulate`` by driver,
 engine and population size, a fit of the per-user cost, and projections to larger N.
 
-    .venv/bin/python scripts/bench_streaming.py --users 10000 100000 --driver streaming runner \\
+    .venv/bin/python scripts/bench_streaming.py --num-users 10000 100000 --driver streaming runner \\
         --out runs/bench-streaming
-    .venv/bin/python scripts/bench_streaming.py --users 10000 100000 \\
-        --driver streaming dask1 dask2 --out runs/bench-scaling -- --transcript sizes   # the scaling report
-    .venv/bin/python scripts/bench_streaming.py --users 1000000 --driver streaming \\
-        --out runs/bench-1m -- --transcript sizes                    # one more size, on its own
-    .venv/bin/python scripts/bench_streaming.py --users --merge runs/bench-scaling/bench.json \\
+    .venv/bin/python scripts/bench_streaming.py --num-users 10000 100000 \\
+        --driver streaming dask1 dask2 --out runs/bench-scaling -- --transcript-mode sizes   # the scaling report
+    .venv/bin/python scripts/bench_streaming.py --num-users 1000000 --driver streaming \\
+        --out runs/bench-1m -- --transcript-mode sizes               # one more size, on its own
+    .venv/bin/python scripts/bench_streaming.py --num-users --merge runs/bench-scaling/bench.json \\
         runs/bench-1m/bench.json --out runs/bench-report             # both in one table and fit
 
-Arguments after ``--`` go to every ``fre-e2t simulate`` (``--transcript sizes`` keeps the transcript
+Arguments after ``--`` go to every ``fre-e2t simulate`` (``--transcript-mode sizes`` keeps the transcript
 to a few hundred bytes a user: a full one takes ~10 kB a user on disk and its writing time;
 ``--progress`` shows its progress bars). Each run's output is passed through as it comes.
 ``--merge`` tables and fits the runs of earlier reports beside this one's.
@@ -20,8 +20,8 @@ plus 5% rare users; d = 768 by default) as ``.npy`` shards of at most 50,000 row
 ``fre-e2t simulate --embeddings SHARDS --seed 1 --epsilon 8`` once per driver in a fresh process
 and reads that process's own peak RSS (``wait4``: the largest single process) and, with psutil, the
 largest sum over the process and its descendants sampled every 0.2 s (for ``daskK``,
-``--engine dask --dask-workers K`` on a local cluster, and for ``streaming-pK``, ``--driver streaming
---user-processes K``, that sum counts the worker processes). With two or more sizes
+``--driver dask --processes K`` on a local cluster, and for ``streaming-pK``, ``--driver
+streaming-processes --processes K``, that sum counts the worker processes). With two or more sizes
 per driver it fits ``wall = a + b·N`` and ``RSS = m0 + m1·N`` by least squares and projects
 N = 10^7 and 10^8: on the measured configuration, and on k workers under the stated assumption
 that the per-user part b divides across workers while a stays serial (an optimistic bound: the
@@ -64,7 +64,7 @@ def write_shards(n: int, dim: int, seed: int, directory: Path) -> None:
     free = shutil.disk_usage(directory.parent).free
     if free < need:
         raise SystemExit(
-            f"--users {n} at --dim {dim} needs {need / 2**30:.1f} GiB for its shards in {directory.parent}, "
+            f"--num-users {n} at --dim {dim} needs {need / 2**30:.1f} GiB for its shards in {directory.parent}, "
             f"got {free / 2**30:.1f} GiB free"
         )
     partial = directory.with_name(directory.name + ".partial")
@@ -93,9 +93,9 @@ MEMORY_FIT_FROM = 100_000
 
 def driver_flags(driver: str) -> list[str]:
     if driver.startswith("dask"):
-        return ["--engine", "dask", "--dask-workers", driver.removeprefix("dask")]
+        return ["--driver", "dask", "--processes", driver.removeprefix("dask")]
     if driver.startswith("streaming-p"):
-        return ["--driver", "streaming", "--user-processes", driver.removeprefix("streaming-p")]
+        return ["--driver", "streaming-processes", "--processes", driver.removeprefix("streaming-p")]
     return ["--driver", driver]
 
 
@@ -178,8 +178,13 @@ def measure(driver: str, shards: Path, out: Path, epsilon: str, extra: list[str]
 
 
 def main() -> int:
+    sys.path.insert(0, str(ROOT))
+    from fre_protocol.cli.common import add_deprecated_alias
+
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--users", type=int, nargs="*", default=[10_000, 100_000], help="sizes to run (none: only --merge)")
+    parser.add_argument("--num-users", type=int, nargs="*", default=[10_000, 100_000],
+                        help="sizes to run (none: only --merge)")
+    add_deprecated_alias(parser, "--users", "--num-users")
     parser.add_argument("--driver", nargs="+", choices=DRIVERS, default=["streaming", "runner"])
     parser.add_argument("--dim", type=int, default=768)
     parser.add_argument("--epsilon", default="8")
@@ -191,7 +196,7 @@ def main() -> int:
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     rows = [{**r, "from": str(path)} for path in args.merge for r in json.loads(path.read_text())["runs"]]
-    for n in args.users:
+    for n in args.num_users:
         shards = args.out / f"population-{n}"
         if not shards.is_dir():
             write_shards(n, args.dim, args.seed, shards)

@@ -79,7 +79,7 @@ def test_shards_appear_only_when_complete(bench: ModuleType, tmp_path: Path, mon
 
 def test_shards_are_refused_without_the_disk_space(bench: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(bench.shutil, "disk_usage", lambda _: type("Usage", (), {"free": 2**30})())
-    with pytest.raises(SystemExit, match=r"--users 10000000 at --dim 768 needs 28\.6 GiB .* got 1\.0 GiB free"):
+    with pytest.raises(SystemExit, match=r"--num-users 10000000 at --dim 768 needs 28\.6 GiB .* got 1\.0 GiB free"):
         bench.write_shards(10_000_000, 768, 1, tmp_path / "population-10000000")
     assert list(tmp_path.iterdir()) == []
 

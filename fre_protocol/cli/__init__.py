@@ -12,6 +12,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 
+from fre_protocol.cli.common import CliParser
 from fre_protocol.gc_policy import relax_for_rounds
 from primitives.errors import FreError
 
@@ -35,11 +36,12 @@ COMMANDS: dict[str, str] = {
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = CliParser(
         prog="fre-e2t",
-        description="Differentially private text synthesis with the Fre-E2T two-server protocol.",
+        description="Differentially private text synthesis with the Fre-E2T two-server protocol. "
+        "The flags every command shares are listed in docs/cli.md.",
     )
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=CliParser)
     for name, module_name in COMMANDS.items():
         module = importlib.import_module(module_name)
         command_parser = sub.add_parser(name, help=module.HELP, description=module.HELP)

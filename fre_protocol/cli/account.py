@@ -70,7 +70,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="sampling rates tried by --optimise-v (default: only --p-sample)",
     )
     g.add_argument("--cap", type=positive_int, metavar="C",
-                   help="also show the guarantee per user when each user contributes to at most C buckets")
+                   help="also show the guarantee per user when each user contributes to at most C buckets "
+                   "(default: per contribution only)")
     g.add_argument("--protocol", action="store_true",
                    help="the two-server protocol's ledger (S_syn's histogram view, DDG noise) instead of the mechanism's")
     g.add_argument("--dim", type=positive_int, default=384,

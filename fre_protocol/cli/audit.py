@@ -19,11 +19,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--embeddings", metavar="X.npy",
-        help="the run's embeddings: enables the exact search for raw embeddings and bucket indices",
+        help="the run's embeddings: enables the exact search for raw embeddings and bucket indices "
+        "(default: none; that search is skipped)",
     )
     parser.add_argument(
         "--user-ids", metavar="FILE",
-        help="text file, one user identifier per line, that must not appear in any server/proxy view",
+        help="text file, one user identifier per line, that must not appear in any server/proxy view "
+        "(default: none; that check is skipped)",
     )
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
 

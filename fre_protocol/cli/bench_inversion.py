@@ -18,6 +18,7 @@ from importlib import metadata
 from typing import Any
 
 from fre_protocol.cli.common import (
+    add_progress_flag,
     non_negative_int,
     positive_int,
     prepare_out_dir,
@@ -36,7 +37,7 @@ def _names(text: str) -> tuple[str, ...]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--out", required=True, metavar="DIR", help="output folder (bench.json, bench.md)")
+    parser.add_argument("--out", required=True, metavar="DIR", help="output directory (bench.json, bench.md)")
     parser.add_argument("--singles", type=positive_int, default=20, metavar="N",
                         help="held-out public sentences to invert (default 20)")
     parser.add_argument("--centroids", type=non_negative_int, default=10, metavar="N",
@@ -58,10 +59,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--embedder", metavar="NAME_OR_DIR",
                         help="sentence-transformers model folder or name (default: packaged all-MiniLM-L6-v2)")
     parser.add_argument("--cache-dir", metavar="D", help="embedding cache (default: $FRE_E2T_CACHE or ~/.cache/fre-e2t)")
-    parser.add_argument("--vec2text-dir", metavar="DIR", help="local vec2text weights (gtr-t5-base embedder only)")
+    parser.add_argument("--vec2text-dir", metavar="DIR",
+                        help="local vec2text weights (gtr-t5-base embedder only) (default: none; vec2text is then "
+                        "listed as unavailable)")
     parser.add_argument("--no-fluency", action="store_true",
                         help="skip the fluency score (saves loading SmolLM2, ~30-40 s)")
-    parser.add_argument("--quiet", action="store_true", help="no progress bars")
+    add_progress_flag(parser, default=True, quiet_alias=True)
 
 
 def config_from_args(args: argparse.Namespace) -> Any:
@@ -78,7 +81,7 @@ def config_from_args(args: argparse.Namespace) -> Any:
     return BenchConfig(
         singles=args.singles, centroids=args.centroids, seed=args.seed, inverters=args.inverters,
         budgets=budgets, pool_max=args.pool_max or None, candidates=args.candidates,
-        vec2text_dir=args.vec2text_dir, fluency=not args.no_fluency, progress=not args.quiet,
+        vec2text_dir=args.vec2text_dir, fluency=not args.no_fluency, progress=args.progress,
     )
 
 
@@ -111,11 +114,14 @@ def command_line(args: argparse.Namespace, config: Any) -> str:
         if value is not None:
             parts += [flag, str(value)]
     parts += ["--no-fluency"] if args.no_fluency else []
-    parts += ["--quiet"] if args.quiet else []
+    parts += [] if args.progress else ["--no-progress"]
     return " ".join(shlex.quote(p) for p in parts)
 
 
 def run(args: argparse.Namespace) -> int:
+    from fre_protocol.text.carriers import require_text_extra
+
+    require_text_extra("the inversion benchmark", also=("sacrebleu",))
     from fre_protocol.text.embedder import SentenceTransformerEmbedder
     from fre_protocol.text.inversion_bench import markdown, run_bench
 

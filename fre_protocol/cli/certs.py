@@ -10,7 +10,7 @@ HELP = "write a test CA and TLS certificates for S_tag, S_syn, the proxy and the
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--out", metavar="DIR", required=True, help="folder for the PEM files (empty or absent)")
+    parser.add_argument("--out", metavar="DIR", required=True, help="directory for the PEM files (empty or absent)")
     parser.add_argument("--host", metavar="H", action="append", default=None,
                         help="a DNS name or IP address the serving certificates (S_tag, S_syn, proxy) are "
                              "valid for (the operator's, a client's, names none); repeat for "

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
+import sys
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -18,6 +21,7 @@ from primitives.errors import InvalidParameterError
 # The output writers (fre_protocol.outputs) and the embeddings reader (fre_protocol.inputs) are
 # used by the library too; named here for the sub-commands that import them from this module.
 __all__ = [
+    "CliParser", "HelpFormatter", "add_deprecated_alias", "add_progress_flag",
     "add_param_flags", "add_unit_flags", "load_embeddings", "parse_cap", "privacy_unit", "non_negative_int", "params_from_args", "parse_epsilon",
     "positive_int", "prepare_out_dir", "write_json_atomic", "write_npy_atomic",
 ]
@@ -70,7 +74,9 @@ def add_param_flags(parser: argparse.ArgumentParser, *, defaults: FreParams | No
     g.add_argument(
         "--edge-multiplier", type=float, default=d.edge_multiplier, help="m_L in L = m_L·2r/√k"
     )
-    g.add_argument("--rounding", choices=["exact", "paper"], default=d.rounding)
+    g.add_argument("--rounding", choices=["exact", "paper"], default=d.rounding,
+                   help="the analytic Gaussian's noise multiplier: 'exact' uses m* as computed, 'paper' "
+                   "rounds it up to two decimals as the paper does (Algorithm 3)")
     g.add_argument(
         "--clip", type=float, default=d.clip, metavar="C",
         help="L2 clip C of each embedding (1 = unit norm): caps the sensitivity at Δ = min(u·r, 2C)",
@@ -81,8 +87,8 @@ def add_pool_flags(group: argparse._ArgumentGroup) -> None:
     """The public pool's flags (retrieval's index and the guided search's seeds)."""
     group.add_argument("--pool-file", action="append", default=[], metavar="FILE",
                        help="extra PUBLIC texts for the pool (.txt/.jsonl/.csv; repeatable); refused when it is "
-                            "the private input or shares more than 1%% of its texts with it")
-    group.add_argument("--pool-field", metavar="NAME", help="field/column of --pool-file")
+                            "the private input or shares more than 1%% of its texts with it (default: none)")
+    group.add_argument("--pool-field", metavar="NAME", help="field/column of --pool-file (default: text)")
     group.add_argument("--pool-sources", default="news,wordnet",
                        help="built-in public pool sources, comma separated, or 'none' (default: news,wordnet)")
     group.add_argument("--pool-max", type=int, default=24000,
@@ -182,24 +188,136 @@ def privacy_unit(
 
 
 def add_users_flags(parser: argparse.ArgumentParser) -> None:
-    """``--users FILE`` (whose each embedding row is) with the unit flags of :func:`add_unit_flags`."""
+    """``--user-labels FILE`` (whose each embedding row is) with the unit flags of :func:`add_unit_flags`."""
     parser.add_argument(
-        "--users", metavar="FILE",
+        "--user-labels", metavar="FILE",
         help="whose each embedding row is, in row order: a .npy array or a .txt of one label per line, or a "
         ".jsonl/.csv with --user-field naming the column (default: every row is its own user)",
     )
-    add_unit_flags(parser, user_field_help="the column of a .jsonl/.csv --users file naming each row's user")
+    add_deprecated_alias(parser, "--users", "--user-labels")
+    add_unit_flags(parser, user_field_help="the column of a .jsonl/.csv --user-labels file naming each row's user "
+                   "(default: none; a .npy/.txt file has no columns)")
 
 
 def users_and_unit(
     args: argparse.Namespace, rows: int, seeds: SeedPlan, *, log: Callable[[str], None] = print
 ) -> tuple[list[str] | None, PrivacyUnit]:
-    """The per-row user labels of ``--users`` (None without it) and the unit of privacy they make
+    """The per-row user labels of ``--user-labels`` (None without it) and the unit of privacy they make
     with ``--user-field``/``--cap`` (:func:`privacy_unit`)."""
     users = None
-    if args.users is not None:
-        users = load_user_labels(args.users, rows, field=args.user_field)
+    if args.user_labels is not None:
+        users = load_user_labels(args.user_labels, rows, field=args.user_field)
         args.user_field = args.user_field or "user"  # a .npy/.txt names no column: its labels are the users
     elif args.user_field is not None:
-        raise InvalidParameterError("--user-field names a column of the --users file; give --users")
+        raise InvalidParameterError("--user-field names a column of the --user-labels file; give --user-labels")
     return users, privacy_unit(args, users, seeds, log=log)
+
+
+# -- one vocabulary of flags (docs/cli.md) -------------------------------------------------------------
+class HelpFormatter(argparse.HelpFormatter):
+    """Appends each option's default to its help, unless the help already states one.
+
+    Plain switches (off unless given) and required options have no default to show; an option
+    whose default is None must say in its help what its absence means (tests/fre_protocol/test_cli_flags.py).
+    """
+
+    STATES_DEFAULT = re.compile(r"[(;] ?default\b|default:", re.IGNORECASE)  # "(default 2)", "; default 0"
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help
+        if not text or text == argparse.SUPPRESS or self.STATES_DEFAULT.search(text):
+            return text
+        shown = default_text(action)
+        return text if shown is None else f"{text} (default: {shown.replace('%', '%%')})"
+
+
+def default_text(action: argparse.Action) -> str | None:
+    """How ``--help`` writes the default of ``action``; None where it has none to show."""
+    value = action.default
+    if action.required or value is None or value is argparse.SUPPRESS:
+        return None
+    if isinstance(action, argparse.BooleanOptionalAction):
+        return "on" if value else "off"
+    if action.nargs == 0:  # a plain switch
+        return None
+    if isinstance(value, (list, tuple)):
+        return ",".join(str(v) for v in value) if value else None
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+class CliParser(argparse.ArgumentParser):
+    """The command's parser: help with defaults, and hooks (``settle``) that run after parsing,
+    for flags whose old spellings combine into one new choice (``simulate --driver``)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        super().__init__(*args, **kwargs)
+        self.settle: list[Callable[[argparse.ArgumentParser, argparse.Namespace], None]] = []
+
+    def parse_known_args(  # type: ignore[override]  # one signature for argparse's overloads
+        self, args: Any = None, namespace: Any = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        parsed, rest = super().parse_known_args(args, namespace)
+        for hook in self.settle:
+            hook(self, parsed)
+        return parsed, rest
+
+
+def deprecation_note(prog: str, old: str, use: str) -> None:
+    """The one line an old spelling prints (``prog``: ``fre-e2t CMD``) before it acts as the new one."""
+    print(f"{prog}: {old} is deprecated; use {use}", file=sys.stderr)
+
+
+class _DeprecatedAlias(argparse.Action):
+    def __init__(self, option_strings: list[str], dest: str, *, use: str | Callable[[Any], str],
+                 act: Callable[[argparse.ArgumentParser, argparse.Namespace, Any], None], **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, help=argparse.SUPPRESS, **kwargs)
+        self.use, self.act = use, act
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        use = self.use(values) if callable(self.use) else self.use
+        deprecation_note(parser.prog, option_string or self.option_strings[0], use)
+        self.act(parser, namespace, values)
+
+
+def add_deprecated_alias(
+    parser: argparse.ArgumentParser | argparse._ArgumentGroup,
+    old: str,
+    new: str,
+    *,
+    act: Callable[[argparse.ArgumentParser, argparse.Namespace, Any], None] | None = None,
+    use: str | Callable[[Any], str] | None = None,
+    **kwargs: Any,
+) -> None:
+    """A hidden ``old`` spelling, kept for one release: it prints one deprecation line to stderr
+    (``fre-e2t CMD: OLD is deprecated; use NEW``), then acts exactly as the option ``new`` (an
+    option string already added, e.g. ``--user-labels`` or ``--no-progress``) given the same
+    values. ``act`` (with ``kwargs`` for nargs, choices, ...) replaces that for an old flag that
+    maps onto a new choice, and ``use`` (a string, or a function of the values) then says what
+    to write instead (default: ``new``)."""
+    if act is None:
+        target = parser._option_string_actions[new]
+        takes_no_value = isinstance(target, argparse.BooleanOptionalAction) or target.nargs == 0  # --no-progress
+        kwargs = {"nargs": 0} if takes_no_value else {
+            "nargs": target.nargs, "type": target.type, "choices": target.choices, "metavar": target.metavar,
+        }
+
+        def act(p: argparse.ArgumentParser, ns: argparse.Namespace, values: Any) -> None:
+            target(p, ns, values, new)
+
+    # The alias sets nothing itself (no dest, no default): ``act`` does, as the new spelling would.
+    parser.add_argument(old, action=_DeprecatedAlias, use=use or new, act=act, dest=argparse.SUPPRESS,
+                        default=argparse.SUPPRESS, **kwargs)
+
+
+def add_progress_flag(parser: argparse.ArgumentParser | argparse._ArgumentGroup, *, default: bool,
+                      quiet_alias: bool = False) -> None:
+    """``--progress/--no-progress``, the one progress switch of every command; ``quiet_alias``
+    keeps the old ``--quiet`` (= ``--no-progress``) of the text commands for one release."""
+    parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=default,
+                        help="show progress bars")
+    if quiet_alias:
+        add_deprecated_alias(parser, "--quiet", "--no-progress")

@@ -6,29 +6,38 @@ from __future__ import annotations
 import argparse
 import sys
 
-from fre_protocol.cli.common import non_negative_int, parse_epsilon, positive_int
+from fre_protocol.cli.common import (
+    add_deprecated_alias,
+    add_progress_flag,
+    non_negative_int,
+    parse_epsilon,
+    positive_int,
+)
 
 HELP = "per-operation cost table of the protocol on a synthetic population (paper App. B.1)"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--n", type=positive_int, default=100_000, help="number of users (default 100000)")
+    parser.add_argument("--num-users", type=positive_int, default=100_000, metavar="N",
+                        help="number of users of the synthetic population (default 100000)")
+    add_deprecated_alias(parser, "--n", "--num-users")
     parser.add_argument("--dim", type=positive_int, default=768, help="embedding dimension (default 768)")
-    parser.add_argument("--epsilon", type=parse_epsilon, default=8.0, help="paper setting: 4, 8, 16 or inf")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the synthetic population and the run")
+    parser.add_argument("--epsilon", type=parse_epsilon, default=8.0, help="total ε; the paper's settings are 4, 8, 16 or inf")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the synthetic population and the run (seeded test mode)")
     parser.add_argument("--workers", type=positive_int, default=2, help="server worker threads (default 2)")
     parser.add_argument("--user-workers", type=positive_int, default=1,
                         help="threads playing the users' devices (default 1: each device's time is "
                              "measured without another device's work beside it)")
     parser.add_argument("--out", metavar="DIR", default=None,
-                        help="write costs.json and costs.md (and the run's transcript) here")
-    parser.add_argument("--no-transcript", action="store_true", help="do not record the transcript")
+                        help="output directory for costs.json and costs.md (and the run's transcript) "
+                        "(default: none; the table is printed and the run's files are discarded)")
+    parser.add_argument("--no-transcript", action="store_true", help="do not record the transcript (its writing time is then not measured)")
     parser.add_argument("--batched-run", type=non_negative_int, default=1024, metavar="B",
                         help="also run the same population with one DLEQ proof per B elements and "
                              "show it beside the default per-user proofs (0 or 1: skip; default 1024)")
     parser.add_argument("--no-cover-run", action="store_true",
                         help="skip the third run of the same population without phase-2 cover traffic")
-    parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=False)
+    add_progress_flag(parser, default=False)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -40,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="fre-e2t-costs-") as tmp:
         run_dir = args.out if args.out else tmp
         costs = measure(
-            args.n, args.dim, seed=args.seed, epsilon=args.epsilon, workers=args.workers,
+            args.num_users, args.dim, seed=args.seed, epsilon=args.epsilon, workers=args.workers,
             out_dir=run_dir, progress=args.progress, batched_run=args.batched_run,
             record=not args.no_transcript, user_workers=args.user_workers, no_cover_run=not args.no_cover_run,
         )

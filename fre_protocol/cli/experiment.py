@@ -7,7 +7,14 @@ import shlex
 import sys
 from typing import Any
 
-from fre_protocol.cli.common import add_param_flags, parse_epsilon, positive_int, prepare_out_dir
+from fre_protocol.cli.common import (
+    add_deprecated_alias,
+    add_param_flags,
+    add_progress_flag,
+    parse_epsilon,
+    positive_int,
+    prepare_out_dir,
+)
 from fre_protocol.experiments import EXPERIMENTS
 from fre_protocol.text.corpora import BUILTIN_CORPORA
 from primitives.errors import InvalidParameterError
@@ -41,14 +48,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("name", metavar="NAME", type=_names,
                         help=f"one of {', '.join(EXPERIMENTS)}, several separated by commas, or all")
     parser.add_argument("--out", required=True, metavar="DIR",
-                        help="output folder (NAME.json/.md/.png; an interrupted run resumes from it)")
+                        help="output directory (NAME.json/.md/.png; an interrupted run resumes from it)")
     src = parser.add_argument_group("private data (an evaluation: the figures read it)")
     one = src.add_mutually_exclusive_group()
     one.add_argument("--corpus", choices=list(BUILTIN_CORPORA), help="a built-in corpus (default: healthtweets)")
-    one.add_argument("--input", metavar="FILE", help="a .txt (one text per line), .jsonl or .csv file")
-    one.add_argument("--embeddings", metavar="X.npy", help="embeddings only: centroid-level rows, no text")
-    src.add_argument("--field", metavar="NAME", help="JSONL field / CSV column of --input")
-    src.add_argument("--limit", type=positive_int, metavar="N", help="an evenly spaced subset of N texts")
+    one.add_argument("--input", metavar="FILE",
+                     help="a .txt (one text per line), .jsonl or .csv file (default: the built-in corpus)")
+    one.add_argument("--embeddings", metavar="X.npy",
+                     help="embeddings only: centroid-level rows, no text; runs on the core install "
+                     "(default: texts, embedded with --embedder)")
+    src.add_argument("--field", metavar="NAME", help="JSONL field / CSV column of --input (default: text)")
+    src.add_argument("--limit", type=positive_int, metavar="N", help="an evenly spaced subset of N texts (default: all)")
     run = parser.add_argument_group("run")
     run.add_argument("--epsilons", type=_list(parse_epsilon, "numbers or inf"), metavar="E,E,...",
                      help="total ε values (default 4,8,16,inf; --quick: 8,inf)")
@@ -57,23 +67,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     run.add_argument("--quick", action="store_true",
                      help="small sizes for CI: 2,000 texts, t = 50, k = 4, one seed, two centroids inverted per release")
     run.add_argument("--inverter", choices=["guided", "retrieval"], help="text-level inverter (default: guided)")
-    run.add_argument("--budget", metavar="SPEC", help="guided search budget (default: default; --quick: small)")
+    run.add_argument("--search-budget", metavar="SPEC",
+                     help="the guided inverter's search budget (default: default; --quick: small)")
+    add_deprecated_alias(run, "--budget", "--search-budget")
     run.add_argument("--max-centroids", type=positive_int, metavar="N",
                      help="invert only the N centroids with the largest counts per release (default: all; --quick: 2)")
     run.add_argument("--pool-max", type=positive_int, metavar="N",
                      help="public-pool texts the inverter indexes (default: 24000; --quick: 1000)")
     run.add_argument("--embedder", metavar="NAME_OR_DIR", help="sentence-transformers model (default: all-MiniLM-L6-v2)")
     run.add_argument("--second-embedder", metavar="DIR",
-                     help="embedders experiment: a second sentence-transformers model (a local folder)")
+                     help="embedders experiment: a second sentence-transformers model (a local folder) "
+                     "(default: none; that experiment then records that no second model was given)")
     run.add_argument("--cache-dir", metavar="D", help="embedding cache (default: $FRE_E2T_CACHE or ~/.cache/fre-e2t)")
-    run.add_argument("--workers", type=positive_int, default=2, help="worker threads of the protocol's servers")
+    run.add_argument("--workers", type=positive_int, default=2, help="worker threads of the protocol's servers (default: 2)")
     run.add_argument("--restart", action="store_true", help="discard the checkpoints in --out and start afresh")
-    run.add_argument("--quiet", action="store_true", help="no progress bars")
+    add_progress_flag(run, default=True, quiet_alias=True)
     add_param_flags(parser)
     # Only flags the user gives override the experiments' defaults (MiniLM settings per ε).
     for action in parser._actions:
         if action.dest in _PARAM_DESTS:
             action.default = None
+            action.help = f"{action.help} (default: the experiment's own setting for the default embedder)"
             if action.dest == "epsilon":
                 action.help = argparse.SUPPRESS
 
@@ -94,9 +108,9 @@ def config_from_args(args: argparse.Namespace) -> Any:
     return ExperimentConfig(
         out_dir=Path(args.out), corpus=corpus, input=args.input, text_field=args.field, embeddings=args.embeddings,
         limit=args.limit, epsilons=args.epsilons, seeds=args.seeds, quick=args.quick, params=params,
-        inverter=args.inverter, budget=args.budget, max_centroids=args.max_centroids, pool_max=args.pool_max, embedder=args.embedder,
+        inverter=args.inverter, budget=args.search_budget, max_centroids=args.max_centroids, pool_max=args.pool_max, embedder=args.embedder,
         second_embedder=args.second_embedder, cache_dir=args.cache_dir, workers=args.workers,
-        progress=not args.quiet,
+        progress=args.progress,
         command="fre-e2t experiment " + " ".join(shlex.quote(a) for a in sys.argv[2:]) if sys.argv[1:2] == ["experiment"]
         else None,
     )
@@ -107,6 +121,10 @@ def run(args: argparse.Namespace) -> int:
     from fre_protocol.experiments.report import INDEX_FILE, run_experiments
     from fre_protocol.experiments.store import ROWS_SUFFIX
 
+    if args.embeddings is None:  # a text run; on --embeddings, the core install is enough
+        from fre_protocol.text.carriers import require_text_extra
+
+        require_text_extra("an experiment on texts (without --embeddings)", also=("sklearn", "sacrebleu"))
     config = config_from_args(args)
     out = prepare_out_dir(args.out)
     if args.restart:

@@ -2,8 +2,8 @@
 
 Reads an (m, d) ``.npy`` array (DP centroids, or any vectors in the embedder's space), inverts
 each row with the named inverter and writes one JSON object per row (per text with
-``--texts-per-row N``) to a JSONL file, written atomically. Each text is re-embedded with the same
-embedder, so the file says how close it came (cosine and L2 to the row as given).
+``--texts-per-row N``) to ``DIR/texts.jsonl`` (:data:`OUT_FILE`, in ``--out DIR``), written
+atomically. Each text is re-embedded with the same embedder, so the file says how close it came (cosine and L2 to the row as given).
 
 Inversion is post-processing: it reads only the vectors, a public text pool and public models.
 Nothing heavy is imported at module level.
@@ -20,7 +20,16 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from fre_protocol.cli.common import add_pool_flags, load_embeddings, pool_sources, positive_int
+from fre_protocol.cli.common import (
+    add_deprecated_alias,
+    add_pool_flags,
+    add_progress_flag,
+    deprecation_note,
+    load_embeddings,
+    pool_sources,
+    positive_int,
+    prepare_out_dir,
+)
 from fre_protocol.outputs import write_jsonl_atomic
 from fre_protocol.text.inverters import DEFAULT_INVERTER, INVERTERS  # light: no model import
 from primitives.errors import InvalidInputError, InvalidParameterError
@@ -28,6 +37,7 @@ from primitives.errors import InvalidInputError, InvalidParameterError
 HELP = "invert embeddings (e.g. DP centroids) into texts: one JSON line per row with its cosine"
 
 CHUNK_ROWS = 16  # rows per inverter call: the progress bar advances by this much
+OUT_FILE = "texts.jsonl"  # what --out DIR holds
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -39,9 +49,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
              "ranks unit-norm pool texts by L2 to the row, which is the cosine ranking). An "
              "all-zero row is refused (no direction, cosine undefined)",
     )
-    io.add_argument("--out", required=True, metavar="FILE.jsonl",
-                    help="output file (written atomically); its folder must exist")
-    io.add_argument("--quiet", action="store_true", help="no progress bars")
+    io.add_argument("--out", required=True, metavar="DIR",
+                    help=f"output directory, created if absent: the texts go to DIR/{OUT_FILE} (written atomically)")
+    add_progress_flag(io, default=True, quiet_alias=True)
 
     inv = parser.add_argument_group("inversion (post-processing, no privacy cost)")
     inv.add_argument("--inverter", choices=INVERTERS, default=DEFAULT_INVERTER,
@@ -51,30 +61,31 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                      help="sentence-transformers model folder or name (default: packaged all-MiniLM-L6-v2); "
                           "must be the model that made the embeddings")
     inv.add_argument("--cache-dir", metavar="D", help="embedding cache (default: $FRE_E2T_CACHE or ~/.cache/fre-e2t)")
-    inv.add_argument("--budget", metavar="SPEC",
-                     help="guided only: search budget, a preset (small, default, large) or "
-                          "key=value pairs (rounds, beam, top_k, max_tokens, samples, keywords, fluency)")
+    inv.add_argument("--search-budget", metavar="SPEC",
+                     help="guided only: the inverter's search budget, a preset (small, default, large) or "
+                          "key=value pairs (rounds, beam, top_k, max_tokens, samples, keywords, fluency) "
+                          "(default: the preset default)")
+    add_deprecated_alias(inv, "--budget", "--search-budget")
     inv.add_argument("--seed", type=int, metavar="S",
                      help="seeded TEST mode: the guided search's sampling is reproducible from S "
                           "(default: cryptographic randomness)")
     inv.add_argument("--texts-per-row", type=positive_int, default=1, metavar="N",
-                     help="N texts per row, best first (one JSON line each, with its rank)")
+                     help="N texts per row, best first (one JSON line each, with its rank) (default: 1)")
     add_pool_flags(inv)
-    inv.add_argument("--vec2text-dir", metavar="DIR", help="local vec2text weights (DIR/inversion, DIR/corrector)")
+    inv.add_argument("--vec2text-dir", metavar="DIR",
+                     help="local vec2text weights (DIR/inversion, DIR/corrector) (default: none; --inverter vec2text needs it)")
     inv.add_argument("--vec2text-steps", type=int, default=20, help="vec2text correction steps")
     inv.add_argument("--vec2text-beam", type=int, default=0, help="vec2text sequence beam width")
 
 
-def check_out_file(path: str) -> Path:
-    """``--out`` must name a file in an existing folder (never a folder itself)."""
+def out_file(path: str) -> Path:
+    """``--out DIR``'s :data:`OUT_FILE`. An ``--out FILE.jsonl`` (the spelling of the last release)
+    is still written as such, with a deprecation note, when its folder exists."""
     out = Path(path)
-    if out.is_dir():
-        raise InvalidParameterError(f"--out must be a file path (FILE.jsonl), got the directory {path!r}")
-    if not out.parent.is_dir():
-        raise InvalidParameterError(
-            f"--out {path!r}: its folder {str(out.parent)!r} does not exist (create it first)"
-        )
-    return out
+    if out.suffix == ".jsonl" and not out.is_dir() and out.parent.is_dir():
+        deprecation_note("fre-e2t invert", "--out FILE.jsonl", f"--out DIR (the texts go to DIR/{OUT_FILE})")
+        return out
+    return prepare_out_dir(out) / OUT_FILE
 
 
 def check_rows(x: npt.NDArray[np.floating], dim: int) -> None:
@@ -159,15 +170,16 @@ def invert_rows(
 
 
 def run(args: argparse.Namespace) -> int:
+    from fre_protocol.text.carriers import require_text_extra
     from fre_protocol.text.embedder import SentenceTransformerEmbedder
     from fre_protocol.text.inverters import build_inverter
     from primitives.randomness import RandomSource
 
-    if args.budget is not None and args.inverter != "guided":
+    require_text_extra("inversion")
+    if args.search_budget is not None and args.inverter != "guided":
         raise InvalidParameterError(
-            f"--budget applies to --inverter guided only, got --inverter {args.inverter}"
+            f"--search-budget applies to --inverter guided only, got --inverter {args.inverter}"
         )
-    out = check_out_file(args.out)
     x = load_embeddings(args.embeddings)
     if args.seed is not None:
         print("note: --seed runs in seeded TEST mode (the search is reproducible); not for deployment",
@@ -177,12 +189,13 @@ def run(args: argparse.Namespace) -> int:
         rng = RandomSource.cryptographic("invert")
     embedder = SentenceTransformerEmbedder(args.embedder, cache_dir=args.cache_dir)
     check_rows(x, embedder.dim)
+    out = out_file(args.out)
     inverter = build_inverter(
-        args.inverter, embedder, pool=pool_options(args), budget=args.budget, rng=rng,
+        args.inverter, embedder, pool=pool_options(args), budget=args.search_budget, rng=rng,
         vec2text_dir=args.vec2text_dir, vec2text_steps=args.vec2text_steps,
         vec2text_beam=args.vec2text_beam,
     )
-    inversions = invert_rows(inverter, x, num_texts=args.texts_per_row, progress=not args.quiet)
+    inversions = invert_rows(inverter, x, num_texts=args.texts_per_row, progress=args.progress)
     rows = records(x, inversions, embedder, texts_per_row=args.texts_per_row)
     write_jsonl_atomic(out, rows)
     cos = np.array([r["cosine"] for r in rows if r.get("rank", 1) == 1])

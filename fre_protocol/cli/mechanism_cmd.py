@@ -5,7 +5,7 @@ recorded test mode (public randomness, coins and noise all reproducible from S);
 public seed is drawn fresh and recorded, and coins and noise are cryptographic. ``--demo`` runs on
 a built-in synthetic population instead of a file.
 
-``--users FILE`` says whose each row is (a .txt with one label per line, or the ``--user-field``
+``--user-labels FILE`` says whose each row is (a .txt with one label per line, or the ``--user-field``
 of a .jsonl/.csv); each user then contributes to at most ``--cap`` c buckets and the output states
 the per-user guarantee. Without it every row is treated as a separate user, and the output says so.
 """
@@ -23,6 +23,7 @@ import numpy as np
 
 from fre_protocol.cli.common import (
     add_param_flags,
+    add_progress_flag,
     add_users_flags,
     load_embeddings,
     non_negative_int,
@@ -50,12 +51,12 @@ DEMO_DIM = 384
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument(
-        "--embeddings", metavar="X.npy", help="(N, d) float array, one row per user"
+        "--embeddings", metavar="X.npy", help="(N, d) float array, one row per user (or --demo)"
     )
     source.add_argument(
         "--demo",
         action="store_true",
-        help=f"built-in synthetic population ({sum(DEMO_CLUSTER_SIZES) + DEMO_RARE} points, "
+        help=f"instead of --embeddings: the built-in synthetic population ({sum(DEMO_CLUSTER_SIZES) + DEMO_RARE} points, "
         f"d = {DEMO_DIM}, {len(DEMO_CLUSTER_SIZES)} planted clusters, the rest isolated)",
     )
     add_param_flags(parser)
@@ -72,8 +73,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="on",
         help="'off' keeps sampling and threshold but adds no Gaussian noise (testing only: not DP)",
     )
-    parser.add_argument("--out", required=True, metavar="DIR", help="output directory")
-    parser.add_argument("--progress", action="store_true", help="show progress bars")
+    parser.add_argument("--out", required=True, metavar="DIR",
+                        help="output directory (centroids.npy, release.json, diagnostics.private.json)")
+    add_progress_flag(parser, default=False)
     add_users_flags(parser)
 
 

@@ -2,10 +2,14 @@
 
 Writes the same ``DIR/centroids.npy`` + ``DIR/release.json`` contract as ``fre-e2t mechanism``,
 plus ``DIR/transcript.sqlite`` (every message in the receiver's and the proxy's view; with
-``--transcript sizes`` each message's size instead of its bytes) and, with ``--jsonl``, its JSONL
+``--transcript-mode sizes`` each message's size instead of its bytes) and, with ``--jsonl``, its JSONL
 export.
 
-Each embedding row is one user unless ``--users FILE`` names every row's author; each author then
+``--driver`` picks how the parties are played: ``runner`` (every user at once), ``streaming``
+(windows of users, threads), ``streaming-processes`` (the same, users' devices in ``--processes``
+worker processes), ``dask`` (the streaming run on a Dask cluster) or ``auto``.
+
+Each embedding row is one user unless ``--user-labels FILE`` names every row's author; each author then
 contributes to at most ``--cap`` buckets, and the run's summary states whom the guarantee protects.
 """
 
@@ -15,11 +19,14 @@ import argparse
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from fre_protocol.cli.common import (
+    add_deprecated_alias,
     add_param_flags,
+    add_progress_flag,
     add_users_flags,
     non_negative_int,
     params_from_args,
@@ -31,6 +38,9 @@ from fre_protocol.cli.common import (
 #: From this many users ``--driver auto`` streams: the runner holds about 10 kB a user at
 #: d = 768 (0.7 GiB at 50,000), the streaming driver's memory stays near its window's.
 STREAMING_FROM = 50_000
+DRIVERS = ("auto", "runner", "streaming", "streaming-processes", "dask")
+#: --processes when not given (streaming-processes: user processes; dask: local cluster workers).
+DEFAULT_PROCESSES = 2
 
 HELP = "run the two-server, two-phase protocol (all parties simulated) and record every party's view"
 
@@ -51,7 +61,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--embeddings", metavar="X.npy|DIR",
         help="(N, d) float array, one row per user, memory-mapped; or a directory of .npy shards (rows in file-name order)",
     )
-    source.add_argument("--demo", action="store_true", help="the built-in synthetic population of `fre-e2t mechanism --demo`")
+    source.add_argument("--demo", action="store_true",
+                        help="instead of --embeddings: the built-in synthetic population of `fre-e2t mechanism --demo`")
     add_param_flags(parser)
     add_users_flags(parser)
     parser.add_argument(
@@ -59,13 +70,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="seeded test mode: public randomness, coins, keys and noise reproducible from this "
         "integer (secrets are then recorded in the transcript); default: fresh and cryptographic",
     )
-    parser.add_argument("--out", required=True, metavar="DIR", help="output directory")
+    parser.add_argument("--out", required=True, metavar="DIR",
+                        help="output directory (centroids.npy, release.json, transcript.sqlite, diagnostics.private.json)")
     parser.add_argument(
         "--noise", choices=["on", "off"], default="on",
         help="'off' runs every step but adds no DDG noise (testing only: not DP)",
     )
     parser.add_argument("--dropout", type=_fraction, default=0.0, metavar="FRACTION",
-                        help="fraction of users that go offline between the two phases")
+                        help="fraction of users that go offline between the two phases (default: 0)")
     parser.add_argument("--dropout-policy", choices=["withhold", "topup"], default="withhold",
                         help="a released tag left with fewer than ⌈τ⌉ contributors: withhold its "
                         "centroid, or let S_tag top up the missing noise")
@@ -73,36 +85,72 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="every user online in phase 2 sends two messages of the same sizes, its "
                         "shares or cover, so the proxy cannot tell who is in a released bucket (default on)")
     parser.add_argument("--proof-batch", type=positive_int, default=1, metavar="B",
-                        help="blinded elements per DLEQ proof (1: per-user proofs, the default)")
+                        help="blinded elements per DLEQ proof (default 1: per-user proofs)")
     parser.add_argument("--modulus-bits", type=positive_int, default=24, metavar="b",
                         help="shares live in Z_{2^b} (default 24)")
     parser.add_argument(
-        "--driver", choices=["auto", "runner", "streaming"], default="auto",
+        "--driver", choices=DRIVERS, default="auto",
         help="'runner' holds every user at once; 'streaming' plays windows of users, so memory does not "
-        f"grow with N (same release in seeded mode); 'auto' (default) streams from {STREAMING_FROM:,} users",
+        "grow with N (same release in seeded mode); 'streaming-processes' plays the users' devices in "
+        "--processes local worker processes instead of threads (same release); 'dask' plays the streaming "
+        "run on a Dask cluster: users' chunks as tasks, each server as an actor on its own worker (needs "
+        f"the dask extra); 'auto' (default) is runner below {STREAMING_FROM:,} users, streaming from there",
     )
-    parser.add_argument(
-        "--engine", choices=["inprocess", "dask"], default="inprocess",
-        help="'dask' plays the streaming run on a Dask cluster: users' chunks as tasks, each server as an "
-        "actor on its own worker (needs the dask extra)",
-    )
+    parser.add_argument("--processes", type=positive_int, default=None, metavar="K",
+                        help="worker processes of --driver streaming-processes (the users' devices) or dask "
+                        f"(the local cluster started for the run) (default: {DEFAULT_PROCESSES})")
     parser.add_argument("--scheduler", metavar="ADDRESS", default=None,
-                        help="dask: the scheduler to use (default: a local cluster started for the run)")
-    parser.add_argument("--dask-workers", type=positive_int, default=2, metavar="K",
-                        help="dask: worker processes of the local cluster (default 2)")
+                        help="--driver dask: the scheduler to use (default: a local cluster of --processes workers "
+                        "started for the run)")
     parser.add_argument("--window-chunks", type=positive_int, default=None, metavar="W",
-                        help="streaming: chunks of 1024 users per window (default 16)")
+                        help="streaming drivers: chunks of 1024 users per window (default 16)")
     parser.add_argument("--workers", type=positive_int, default=2, help="worker threads (default 2)")
-    parser.add_argument("--user-processes", type=non_negative_int, default=0, metavar="K",
-                        help="streaming driver: play the users' devices in K local worker processes instead "
-                             "of threads of this one (default 0: threads; same release)")
     parser.add_argument("--jsonl", action="store_true", help="also export the transcript as DIR/transcript.jsonl")
-    parser.add_argument("--transcript", choices=["full", "sizes"], default="full",
-                        help="what the transcript keeps of each message: its bytes (default) or, for paper-scale "
+    parser.add_argument("--transcript-mode", choices=["full", "sizes"], default="full",
+                        help="what the transcript keeps of each message: its bytes (full) or, for paper-scale "
                         "runs, only its sender, receiver, type and size (~10 kB a user less on disk; the audit "
                         "then checks counts and sizes but cannot re-read payloads)")
-    parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=False,
-                        help="show progress bars")
+    add_progress_flag(parser, default=False)
+    add_old_driver_flags(parser)
+
+
+def add_old_driver_flags(parser: argparse.ArgumentParser) -> None:
+    """``--engine``, ``--user-processes`` and ``--dask-workers``, kept for one release: together
+    they made what ``--driver``/``--processes`` now say, so they are settled after parsing."""
+
+    def keep(dest: str) -> Any:
+        return lambda _parser, namespace, value: setattr(namespace, dest, value)
+
+    add_deprecated_alias(
+        parser, "--engine", "--driver", choices=["inprocess", "dask"], act=keep("old_engine"),
+        use=lambda v: "--driver dask" if v == "dask" else "--driver runner, streaming or auto (each runs in this process)",
+    )
+    add_deprecated_alias(parser, "--user-processes", "--driver", type=non_negative_int, act=keep("old_user_processes"),
+                         use="--driver streaming-processes --processes K")
+    add_deprecated_alias(parser, "--dask-workers", "--processes", type=positive_int, act=keep("old_dask_workers"))
+    add_deprecated_alias(parser, "--transcript", "--transcript-mode")
+    parser.settle.append(settle_old_driver_flags)  # type: ignore[attr-defined]
+
+
+def settle_old_driver_flags(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """The old combinations as the new choices: ``--engine dask`` = ``--driver dask`` (with
+    ``--dask-workers K`` = ``--processes K``); ``--user-processes K`` (K > 0) = ``--driver
+    streaming-processes --processes K``; ``--engine inprocess`` and ``--user-processes 0`` were the
+    defaults. What the old flags refused together is still refused."""
+    engine = vars(args).pop("old_engine", None)
+    user_processes = vars(args).pop("old_user_processes", None)
+    dask_workers = vars(args).pop("old_dask_workers", None)
+    if engine == "dask":
+        if args.driver not in ("auto", "streaming", "dask") or user_processes:
+            parser.error(f"--engine dask plays the streaming driver on Dask, got --driver {args.driver}"
+                         + (f" --user-processes {user_processes}" if user_processes else ""))
+        args.driver = "dask"
+    if user_processes:
+        if args.driver not in ("auto", "streaming", "streaming-processes"):
+            parser.error(f"--user-processes plays the streaming driver's users in worker processes, got --driver {args.driver}")
+        args.driver, args.processes = "streaming-processes", user_processes
+    if dask_workers is not None and args.driver == "dask":  # ignored by the other drivers, as before
+        args.processes = dask_workers
 
 
 def run(args: argparse.Namespace) -> int:
@@ -134,34 +182,34 @@ def run(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     common = {
         "noise": args.noise == "on", "out_dir": out_dir, "dropout": args.dropout, "progress": args.progress,
-        "workers": args.workers, "config": config, "transcript": args.transcript,
+        "workers": args.workers, "config": config, "transcript": args.transcript_mode,
     }
     driver = args.driver
     if driver == "auto":
-        driver = "streaming" if x.shape[0] >= STREAMING_FROM or args.engine == "dask" else "runner"
-    if args.user_processes and (args.engine == "dask" or driver != "streaming"):
+        driver = "streaming" if x.shape[0] >= STREAMING_FROM else "runner"
+    if args.processes is not None and driver not in ("streaming-processes", "dask"):
         raise InvalidParameterError(
-            "--user-processes plays the in-process streaming driver's users in worker processes, got "
-            f"--engine {args.engine} --driver {driver}"
+            f"--processes applies to --driver streaming-processes or dask, got --driver {args.driver}"
+            + (f" (= {driver} at {x.shape[0]:,} users)" if args.driver == "auto" else "")
         )
-    if args.engine == "dask":
-        if driver != "streaming":
-            raise InvalidParameterError(f"--engine dask plays the streaming driver, got --driver {driver}")
+    processes = args.processes or DEFAULT_PROCESSES
+    if driver == "dask":
         from fre_protocol.dask_driver import run_dask
 
         window = args.window_chunks or DEFAULT_WINDOW_CHUNKS
         result = run_dask(
-            x, params, seeds, window_chunks=window, scheduler=args.scheduler, dask_workers=args.dask_workers,
+            x, params, seeds, window_chunks=window, scheduler=args.scheduler, dask_workers=processes,
             users=users, unit=unit, **common,  # type: ignore[arg-type]
         )
         driver = "streaming (dask)"
-    elif driver == "streaming":
+    elif driver in ("streaming", "streaming-processes"):
         window = args.window_chunks or DEFAULT_WINDOW_CHUNKS
         players = None
-        if args.user_processes:
+        if driver == "streaming-processes":
             from fre_protocol.user_processes import in_worker_processes
 
-            players = in_worker_processes(args.user_processes)
+            players = in_worker_processes(processes)
+            driver = f"streaming ({processes} user processes)"
         result = run_streaming(
             x, params, seeds, window_chunks=window, users=users, unit=unit, players=players, **common,
         )
@@ -209,7 +257,7 @@ def run(args: argparse.Namespace) -> int:
     lines.append(f"  seeds: {seeds.rng_mode} (public seed {seeds.public_seed.hex()[:16]}…)")
     lines.append(
         f"  wrote {out_dir / 'centroids.npy'}, {out_dir / 'release.json'} (publishable) and "
-        f"{result.transcript_path}" + (" (sizes only)" if args.transcript == "sizes" else "")
+        f"{result.transcript_path}" + (" (sizes only)" if args.transcript_mode == "sizes" else "")
         + f", {out_dir / DIAGNOSTICS_FILE} (operator-private)"
         + (" (+ transcript.jsonl)" if args.jsonl else "") + f" ({elapsed:.1f} s)"
     )

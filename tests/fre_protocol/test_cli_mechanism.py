@@ -178,7 +178,7 @@ def test_users_file_bounds_contributions_like_the_library(
     users = [f"person-{i % 200}" for i in range(n)]
     (tmp_path / "users.txt").write_text("\n".join(users) + "\n", encoding="utf-8")
     rc, out, err = _run(capsys, "--embeddings", str(embeddings), "--threshold", "50", "--seed", "7",
-                        "--users", str(tmp_path / "users.txt"), "--cap", "2", "--out", str(tmp_path / "run"))
+                        "--user-labels", str(tmp_path / "users.txt"), "--cap", "2", "--out", str(tmp_path / "run"))
     assert rc == 0, err
     saved = Release.load(tmp_path / "run")
     unit = PrivacyUnit(kind="user", cap=2, user_field="user")
@@ -195,7 +195,7 @@ def test_cap_auto_records_what_it_spent(capsys: pytest.CaptureFixture[str], embe
     rows = "\n".join(json.dumps({"author": f"a{i % 50}"}) for i in range(n))
     (tmp_path / "users.jsonl").write_text(rows + "\n", encoding="utf-8")
     rc, _, err = _run(capsys, "--embeddings", str(embeddings), "--threshold", "50", "--seed", "7",
-                      "--users", str(tmp_path / "users.jsonl"), "--user-field", "author", "--cap", "auto",
+                      "--user-labels", str(tmp_path / "users.jsonl"), "--user-field", "author", "--cap", "auto",
                       "--cap-epsilon", "1", "--out", str(tmp_path / "run"))
     assert rc == 0, err
     assert "--cap auto: c = " in err
@@ -208,8 +208,8 @@ def test_cap_auto_records_what_it_spent(capsys: pytest.CaptureFixture[str], embe
     ("extra", "message"),
     [
         (["--cap", "2"], "--cap bounds what one user contributes: it needs --user-field"),
-        (["--user-field", "author"], "--user-field names a column of the --users file"),
-        (["--users", "USERS_SHORT"], "one label per embedding row"),
+        (["--user-field", "author"], "--user-field names a column of the --user-labels file"),
+        (["--user-labels", "USERS_SHORT"], "one label per embedding row"),
         (["--cap-epsilon", "1", "--cap", "2"], "apply to --cap auto only"),
     ],
 )

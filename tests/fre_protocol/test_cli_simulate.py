@@ -92,7 +92,7 @@ def test_simulate_rejects_bad_flags(x_path: Path, tmp_path: Path) -> None:
 
 def test_costs_command_small(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code = main(
-        ["costs", "--n", "400", "--dim", "32", "--epsilon", "inf", "--batched-run", "8", "--out", str(tmp_path)]
+        ["costs", "--num-users", "400", "--dim", "32", "--epsilon", "inf", "--batched-run", "8", "--out", str(tmp_path)]
     )
     assert code == 0
     table = capsys.readouterr().out
@@ -120,8 +120,8 @@ def test_costs_command_small(tmp_path: Path, capsys: pytest.CaptureFixture[str])
 
 
 def test_simulate_groups_rows_by_user_and_states_the_unit(x_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """--users FILE --cap C: the runner's user-level release, and a summary saying whom it protects;
-    the streaming driver releases the same; --cap without --users is refused."""
+    """--user-labels FILE --cap C: the runner's user-level release, and a summary saying whom it
+    protects; the streaming driver releases the same; --cap without --user-labels is refused."""
     from mechanism.contributions import PrivacyUnit
 
     x = np.load(x_path)
@@ -130,7 +130,7 @@ def test_simulate_groups_rows_by_user_and_states_the_unit(x_path: Path, tmp_path
     users.write_text("\n".join(labels) + "\n", encoding="utf-8")
     out = tmp_path / "run"
     argv = ["simulate", "--embeddings", str(x_path), "--epsilon", "inf", "--threshold", "20", "--seed", "5",
-            "--noise", "off", "--users", str(users)]
+            "--noise", "off", "--user-labels", str(users)]
     assert main([*argv, "--cap", "2", "--out", str(out)]) == 0
     printed = capsys.readouterr().out
     assert f"{x.shape[0]} texts of {-(-x.shape[0] // 3)} users (c = 2), " in printed and "runner driver" in printed
@@ -142,7 +142,7 @@ def test_simulate_groups_rows_by_user_and_states_the_unit(x_path: Path, tmp_path
     assert len(release) >= 1 and release.ids == expected.ids and np.array_equal(release.centroids, expected.centroids)
     assert json.loads((out / "release.json").read_text())["ledger"]["unit"]["cap"] == 2
 
-    no_users = [a for a in argv if a not in ("--users", str(users))]
+    no_users = [a for a in argv if a not in ("--user-labels", str(users))]
     assert main([*no_users, "--cap", "2", "--out", str(tmp_path / "no-users")]) == 2
     assert "--cap bounds what one user contributes" in capsys.readouterr().err
     assert main([*argv, "--cap", "2", "--driver", "streaming", "--out", str(tmp_path / "streamed")]) == 0

@@ -292,8 +292,8 @@ def test_a_server_killed_mid_call_stops_the_run_with_no_release(
         assert store.state == "aborted:ProtocolStateError"
 
 
-def test_simulate_engine_dask(x: np.ndarray, client: Any, tmp_path: Any, reference: Release, capsys: pytest.CaptureFixture[str]) -> None:
-    """``fre-e2t simulate --engine dask --scheduler ADDRESS``: the runner's buckets and counts
+def test_simulate_driver_dask(x: np.ndarray, client: Any, tmp_path: Any, reference: Release, capsys: pytest.CaptureFixture[str]) -> None:
+    """``fre-e2t simulate --driver dask --scheduler ADDRESS``: the runner's buckets and counts
     (chunks of 1024 users draw the DDG rounding from other streams than the reference's chunks
     of 64, so centroids agree to the rounding only)."""
     from fre_protocol.cli import main
@@ -302,7 +302,7 @@ def test_simulate_engine_dask(x: np.ndarray, client: Any, tmp_path: Any, referen
     out = tmp_path / "run"
     code = main([
         "simulate", "--embeddings", str(tmp_path / "x.npy"), "--epsilon", "8", "--seed", "5", "--noise", "off",
-        "--out", str(out), "--engine", "dask", "--scheduler", client.scheduler.address, "--window-chunks", "1",
+        "--out", str(out), "--driver", "dask", "--scheduler", client.scheduler.address, "--window-chunks", "1",
     ])
     assert code == 0
     printed = capsys.readouterr().out

@@ -124,7 +124,7 @@ def test_a_sizes_only_transcript_records_every_message_without_its_bytes(x: np.n
     report = audit_run(tmp_path / "sizes")
     assert report.passed, report.failures
     assert "release:centroids" not in {f.name for f in report.findings}  # nothing to recompute from
-    assert any("--transcript sizes" in note for note in report.summary["notes"])
+    assert any("--transcript-mode sizes" in note for note in report.summary["notes"])
     with pytest.raises(InvalidParameterError, match="transcript must be one of"):
         run_streaming(x, params, seeds, transcript="payloads", **kw)  # type: ignore[arg-type]
 
@@ -260,14 +260,14 @@ def test_worker_processes_must_be_a_positive_count(bad: Any) -> None:
         UserProcesses(bad)
 
 
-def test_simulate_refuses_user_processes_outside_the_streaming_driver(tmp_path: Path) -> None:
+def test_simulate_refuses_processes_outside_the_drivers_that_have_them(tmp_path: Path) -> None:
     from fre_protocol.cli import main
 
     x = synthetic_population(1, 40, 0, 8, 0.5, RandomSource.seeded(1, "p"), spread=0.02).embeddings
     np.save(tmp_path / "x.npy", x)
     code = main([
         "simulate", "--embeddings", str(tmp_path / "x.npy"), "--seed", "1", "--out", str(tmp_path / "run"),
-        "--driver", "runner", "--user-processes", "2",
+        "--driver", "runner", "--processes", "2",
     ])
     assert code == 2
     assert not (tmp_path / "run" / "release.json").exists()

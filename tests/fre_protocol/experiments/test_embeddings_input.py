@@ -23,7 +23,7 @@ def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     np.save(folder / "x.npy", population.embeddings)
     argv = ["experiment", "utility,baselines,naturalness,ablation-t", "--embeddings", str(folder / "x.npy"),
             "--out", str(folder / "out"), "--epsilons", "8,inf", "--seeds", "1", "--threshold", "100",
-            "--k", "10", "--radius", "0.5", "--quiet"]
+            "--k", "10", "--radius", "0.5", "--no-progress"]
     assert main(argv) == 0
     return folder / "out"
 

@@ -26,7 +26,7 @@ def quick_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
         pytest.skip(f"needs the text extra and its data carriers ({missing})")
     out = tmp_path_factory.mktemp("experiments")
     cache = tmp_path_factory.mktemp("experiments-cache")
-    assert main(["experiment", "all", "--quick", "--out", str(out), "--cache-dir", str(cache), "--quiet"]) == 0
+    assert main(["experiment", "all", "--quick", "--out", str(out), "--cache-dir", str(cache), "--no-progress"]) == 0
     return out
 
 
@@ -100,5 +100,5 @@ def test_a_second_call_resumes_without_recomputing(quick_run: Path, monkeypatch:
                          (mechanism.ldp_embedding, "run_ldp_embedding"), (mechanism.ldp_oue, "run_ldp_oue")):
         monkeypatch.setattr(module, name, refuse)
     before = _load(quick_run, "baselines")["rows"]
-    assert main(["experiment", "baselines", "--quick", "--out", str(quick_run), "--quiet"]) == 0
+    assert main(["experiment", "baselines", "--quick", "--out", str(quick_run), "--no-progress"]) == 0
     assert _load(quick_run, "baselines")["rows"] == before

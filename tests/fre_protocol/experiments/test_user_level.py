@@ -28,7 +28,7 @@ def test_author_subset_keeps_whole_prolific_authors() -> None:
 def test_quick_run_at_a_fixed_per_user_budget(tmp_path: Path) -> None:
     out = tmp_path / "out"
     argv = ["experiment", "user-level", "--quick", "--limit", "300", "--threshold", "10", "--epsilons", "inf", "--out", str(out),
-            "--cache-dir", str(tmp_path / "cache"), "--quiet"]
+            "--cache-dir", str(tmp_path / "cache"), "--no-progress"]
     assert main(argv) == 0
     document = json.loads((out / "user-level.json").read_text(encoding="utf-8"))
     rows = document["rows"]

@@ -175,7 +175,7 @@ def test_a_user_unit_deployment_releases_what_the_runner_and_mechanism_release(
     assert cli.main([
         "deploy-local", "--embeddings", str(tmp_path / "x.npy"), "--epsilon", "inf", "--threshold", "20",
         "--seed", str(SEED), "--noise", "off", "--window", "64", "--window-seconds", "0.1", "--round-id", "user-level",
-        "--users", str(tmp_path / "authors.txt"), "--cap", "2", "--out", str(out),
+        "--user-labels", str(tmp_path / "authors.txt"), "--cap", "2", "--out", str(out),
     ]) == 0
     printed = capsys.readouterr().out
     n_users = len(set(users.tolist()))

