@@ -59,7 +59,9 @@ SERVER_VIEWS = (Role.S_TAG.label, Role.S_SYN.label, Role.PROXY.label)
 _ERROR_TYPES = {"sealed_payload", "unknown"}
 ALLOWED_TYPES: dict[str, set[str]] = {
     Role.PROXY.label: {"sealed_envelope", "evaluation", "batch_evaluation", "rejection", "released_tags", "unknown"},
-    Role.S_TAG.label: {"blind_request", "share_submission", "cover_share", "released_tags", "accepted_contributions"} | _ERROR_TYPES,
+    Role.S_TAG.label: {
+        "blind_request", "share_submission", "cover_share", "released_tags", "released_tokens", "accepted_contributions",
+    } | _ERROR_TYPES,
     Role.S_SYN.label: {"tag_submission", "share_submission", "cover_share", "aggregate_share"} | _ERROR_TYPES,
     Role.USER.label: {"evaluation", "batch_evaluation", "rejection", "released_tags", "unknown"},
 }

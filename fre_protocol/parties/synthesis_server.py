@@ -1,9 +1,10 @@
 """The synthesis server S_syn (design §6; paper §6.1-6.2, Algorithm 2 lines 7-10 and 16-19).
 
 Phase 1: it opens the sealed tag submissions (users' and the dummy user's, indistinguishable),
-counts them per tag, keeps the tags whose count reaches the release floor ⌈τ⌉ and broadcasts them
-with their counts. Phase 2: it keeps one share of each participating user's encoding per released
-tag, tells S_tag which contributions it accepted, receives S_tag's aggregate share over the common
+counts them per tag (one count per distinct token hash), keeps the tags whose count reaches the
+release floor ⌈τ⌉ and broadcasts them with their counts; S_tag alone gets each released tag's
+token hashes (design §6.8). Phase 2: it keeps one share of each participating user's encoding per
+released tag (only with an unspent token of that tag), tells S_tag which contributions it accepted, receives S_tag's aggregate share over the common
 contributions, reconstructs the modular sum, decodes it (DDG) and divides by the number of
 contributors: a DP centroid per released tag.
 """
@@ -21,10 +22,13 @@ import numpy.typing as npt
 
 from fre_protocol.messages import (
     NONCE_BYTES,
+    TAG_BYTES,
+    TOKEN_HASH_BYTES,
     AcceptedContributions,
     AggregateShare,
     CoverShare,
     ReleasedTags,
+    ReleasedTokens,
     Role,
     ShareSubmission,
     TagSubmission,
@@ -46,7 +50,13 @@ from fre_protocol.parties.base import (
     status_of,
 )
 from fre_protocol.parties.replay_filter import ReplayFilter
-from fre_protocol.parties.server_common import Opened, SealedInbox, ShareBook, accept_shares
+from fre_protocol.parties.server_common import (
+    Opened,
+    SealedInbox,
+    ShareBook,
+    TokenBook,
+    accept_shares,
+)
 from primitives.errors import DecodeError, InvalidParameterError, ProtocolStateError
 from primitives.secret import Secret
 
@@ -102,6 +112,12 @@ class SynthesisServer:
         self._nonces = ReplayFilter(NONCE_BYTES)
         # Counted as they arrive: memory per distinct tag, not per submission.
         self.counts: Counter[bytes] = Counter()
+        # (tag, token hash) of every counted submission (design §6.8): a tag's count is the
+        # number of its distinct token hashes, and only these tokens open phase 2. One compact
+        # filter checked a batch at a time, not a set per tag.
+        self._submitted = ReplayFilter(TAG_BYTES + TOKEN_HASH_BYTES)
+        self._released_hashes: dict[bytes, list[bytes]] = {}
+        self._tokens = TokenBook()
         self._n_submissions = 0
         self.released: dict[bytes, int] = {}
         self._shares = ShareBook(keep_contributions=keep_contributions)
@@ -109,17 +125,23 @@ class SynthesisServer:
 
     # -- phase 1 ---------------------------------------------------------------------------------
     def receive_submissions(self, ciphertexts: Sequence[bytes]) -> None:
-        """Open and keep tag submissions; a repeated nonce is a duplicate (rejected)."""
+        """Open and keep tag submissions; a repeated nonce is a duplicate, and so is a token
+        hash already counted for the tag (both rejected: one submission, one count, one token)."""
         opened = self._inbox.open_all(ciphertexts, TagSubmission)
         t0 = time.perf_counter()
         n = 0
         good = [o for o in opened if o.error is None]
         fresh = self._nonces.add_many([o.message.nonce for o in good])  # type: ignore[union-attr]
         for o, first in zip(good, fresh.tolist(), strict=True):
+            if not first:
+                o.error = ProtocolStateError("duplicate tag submission (nonce already seen)")
+        good = [o for o in good if o.error is None]
+        new = self._submitted.add_many([o.message.tag + o.message.token_hash for o in good])  # type: ignore[union-attr]
+        for o, first in zip(good, new.tolist(), strict=True):
             msg = o.message
             assert isinstance(msg, TagSubmission)
             if not first:
-                o.error = ProtocolStateError("duplicate tag submission (nonce already seen)")
+                o.error = ProtocolStateError("duplicate tag submission (token hash already counted for this tag)")
                 continue
             self.counts[msg.tag] += 1
             n += 1
@@ -135,7 +157,24 @@ class SynthesisServer:
         released = sorted(tag for tag, c in counts.items() if c >= floor)
         self._meter.add("S_syn.threshold", time.perf_counter() - t1, len(counts))
         self.released = {tag: counts[tag] for tag in released}
+        # Entries are sorted by tag, then hash: each released tag's hashes come out sorted.
+        hashes: dict[bytes, list[bytes]] = {tag: [] for tag in released}
+        for entry in self._submitted.entries():
+            held = hashes.get(entry[:TAG_BYTES])
+            if held is not None:
+                held.append(entry[TAG_BYTES:])
+        self._released_hashes = hashes
+        for tag in released:
+            self._tokens.allow(tag, hashes[tag])
         return ReleasedTags(tags=tuple(released), counts=tuple(counts[t] for t in released)).encode()
+
+    def released_tokens(self) -> list[bytes]:
+        """For S_tag, over the servers' own channel: one ReleasedTokens per released tag (sorted),
+        the token hashes of its counted submissions. Never published (design §6.8)."""
+        return [
+            ReleasedTokens(tag=tag, token_hashes=tuple(self._released_hashes[tag])).encode()
+            for tag in sorted(self.released)
+        ]
 
     @property
     def n_submissions(self) -> int:
@@ -144,7 +183,10 @@ class SynthesisServer:
     # -- phase 2 ---------------------------------------------------------------------------------
     def receive_shares(self, ciphertexts: Sequence[bytes], *, sharing: Any, dim: int) -> None:
         opened = self._inbox.open_all(ciphertexts, (ShareSubmission, CoverShare))
-        accept_shares(opened, self.released, self._shares, sharing=sharing, dim=dim, meter=self._meter, name="S_syn")
+        accept_shares(
+            opened, self.released, self._shares, sharing=sharing, dim=dim, meter=self._meter, name="S_syn",
+            tokens=self._tokens,
+        )
         self._record(PHASE2, opened)
 
     def accepted_contributions(self) -> list[bytes]:

@@ -227,10 +227,12 @@ def test_cover_shares_carry_a_token_field_and_match_real_shares_in_size() -> Non
 # -- calibration for dishonest contributors ---------------------------------------------------------
 def _sigma(f: float, params: FreParams = EPS8, dim: int = 384) -> float:
     cfg = ProtocolConfig(dishonest_fraction=f)
-    return float(ddg_config_for(params, dim, cfg, n_modulus=release_threshold(params)).sigma_int)
+    ddg = ddg_config_for(params, dim, cfg, n_modulus=release_threshold(params))
+    return float(ddg.gamma * ddg.sigma_int)
 
 
 def test_dishonest_fraction_raises_the_users_sigma_monotonically() -> None:
+    """Per user, in embedding units (γ·σ_int): γ moves with σ to keep the modulus filled."""
     sigmas = [_sigma(f) for f in (0.0, 0.1, 0.25, 0.5)]
     assert all(a < b for a, b in zip(sigmas, sigmas[1:], strict=False)), sigmas
 
@@ -259,7 +261,9 @@ def test_the_accountant_at_the_honest_count_meets_the_target(f: float) -> None:
     assert term.detail["n_honest"] == honest
     assert term.detail["release_floor"] == floor
     assert term.detail["sigma_int"] == pytest.approx(ddg.sigma_int)
-    assert term.detail["sigma_int_at_f0"] == pytest.approx(_sigma(0.0))
+    zero = ddg_config_for(params, 384, ProtocolConfig(), n_modulus=floor)
+    assert term.detail["sigma_user_at_f0"] == pytest.approx(zero.gamma * zero.sigma_int, rel=1e-3)
+    assert term.detail["sigma_user"] > term.detail["sigma_user_at_f0"]
     assert ledger.term("centroid_ddg").detail["n"] == honest
 
 
