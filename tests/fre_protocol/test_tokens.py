@@ -285,3 +285,70 @@ def test_f_zero_leaves_the_ledger_as_it_was() -> None:
 def test_dishonest_fraction_out_of_range_is_refused(bad: Any) -> None:
     with pytest.raises(InvalidParameterError, match=r"dishonest_fraction must be a number in \[0, 1\)"):
         ProtocolConfig(dishonest_fraction=bad)
+
+
+# -- the servers' token bookkeeping, one party at a time ------------------------------------------
+def _syn_with_released(comps: Any, tags: dict[bytes, int]) -> tuple[Any, Any, list[bytes]]:
+    """S_syn after phase 1 (floor 3) with ``tags`` submitted, and the tokens the users drew."""
+    from fre_protocol.messages import TagSubmission, token_hash
+    from fre_protocol.parties import Meter, Recorder, SynthesisServer, Workers
+
+    box = comps.channel.generate_keypair(rng=RandomSource.seeded(1, "syn"))
+    server = SynthesisServer(
+        box_key=box, channel=comps.channel, workers=Workers(1), meter=Meter(), recorder=Recorder(), release_floor=3,
+    )
+    rng = RandomSource.seeded(3, "tokens")
+    tokens, plains = [], []
+    for tag, count in tags.items():
+        for _ in range(count):
+            token = rng.random_bytes(TOKEN_BYTES)
+            tokens.append(token)
+            plains.append(TagSubmission(tag=tag, nonce=rng.random_bytes(16), token_hash=token_hash(token)).encode())
+    # the last submission again under a fresh nonce: same (tag, token hash), refused, not counted
+    again = TagSubmission(tag=list(tags)[-1], nonce=b"\x99" * 16, token_hash=token_hash(tokens[-1])).encode()
+    server.receive_submissions(comps.channel.seal_many(box[1], plains + [again]))
+    return server, box, tokens
+
+
+def test_s_syn_counts_one_submission_per_token_hash_and_hands_s_tag_the_released_sets() -> None:
+    from fre_protocol.messages import ReleasedTags, ReleasedTokens, decode_as, token_hash
+
+    comps = build_components(workers=1)
+    a, b = b"a" * 32, b"b" * 32
+    server, _, tokens = _syn_with_released(comps, {a: 3, b: 3})
+    assert server.rejections == {"rejected:ProtocolStateError": 1}
+    broadcast = decode_as(server.release(), ReleasedTags)
+    assert broadcast.counts == (3, 3)
+    sets = [decode_as(m, ReleasedTokens) for m in server.released_tokens()]
+    assert [s.tag for s in sets] == [a, b]
+    assert sets[0].token_hashes == tuple(sorted(token_hash(t) for t in tokens[:3]))
+    assert sets[1].token_hashes == tuple(sorted(token_hash(t) for t in tokens[3:]))
+
+
+def test_s_tag_refuses_token_sets_it_cannot_use(tmp_path: Path) -> None:
+    """A set for a tag that was not released, a second set for a tag, a set whose length is not
+    the released count: each refused (typed, recorded in S_tag's view)."""
+    from fre_protocol.messages import ReleasedTags, ReleasedTokens
+    from fre_protocol.parties import Meter, Recorder, TaggingServer, Workers
+    from fre_protocol.runner import tagging_key
+    from transcripts import TranscriptHeader, TranscriptStore
+
+    comps = build_components(workers=1)
+    a, b = b"a" * 32, b"b" * 32
+    with TranscriptStore.create(tmp_path / "t.sqlite", TranscriptHeader(rng_mode="seeded")) as store:
+        server = TaggingServer(
+            suite=comps.suite, voprf_key=tagging_key(SEEDS, comps.suite),
+            box_key=comps.channel.generate_keypair(rng=RandomSource.seeded(1, "tag")), channel=comps.channel,
+            rng=RandomSource.seeded(2), workers=Workers(1), meter=Meter(), recorder=Recorder(store, flush_every=1),
+            release_floor=2,
+        )
+        server.receive_broadcast(ReleasedTags(tags=(a,), counts=(2,)).encode())
+        good = ReleasedTokens(tag=a, token_hashes=(b"\x01" * 32, b"\x02" * 32)).encode()
+        server.receive_tokens([
+            ReleasedTokens(tag=b, token_hashes=(b"\x01" * 32, b"\x02" * 32)).encode(),  # not released
+            ReleasedTokens(tag=a, token_hashes=(b"\x01" * 32,)).encode(),  # one hash for a count of 2
+            good,
+            good,  # a second set for the tag
+        ])
+        statuses = [e.status for e in store.entries(view="S_tag", message_type="released_tokens")]
+    assert statuses == ["rejected:ProtocolStateError"] * 2 + ["accepted", "rejected:ProtocolStateError"]
