@@ -37,7 +37,6 @@ PROOF_BYTES = 64  # DLEQ proof: two scalars (RFC 9497 §2.2)
 # the broadcast of released tags carry half the bytes.
 TAG_BYTES = 32
 CONTRIBUTION_ID_BYTES = 16  # random per-contribution nonce chosen by the user
-NONCE_BYTES = 16
 # A contribution token t: 32 random bytes a user draws per submitted slot in phase 1 (design
 # §6.8). Its hash goes into the sealed tag submission, t itself into both phase-2 shares.
 TOKEN_BYTES = 32
@@ -317,34 +316,29 @@ class BatchEvaluation(Message):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TagSubmission(Message):
-    """User (or S_tag's dummy user) → S_syn, sealed: one tag, a fresh nonce and the hash H(t)
-    of the contribution token the user will show in phase 2 (design §6.8).
+    """User (or S_tag's dummy user) → S_syn, sealed: one tag and the hash H(t) of the
+    contribution token the user will show in phase 2 (design §6.8).
 
-    The nonce lets S_syn drop a message the network delivered twice; it is fresh per submission
-    and linked to nothing else. The dummy user's submissions carry random token hashes, so real
-    and dummy submissions have one size and format.
+    H(t) is fresh per submission, so it also lets S_syn drop a message the network delivered
+    twice (it took the place of the random nonce a submission carried before tokens). The dummy
+    user's submissions carry random token hashes, so real and dummy submissions have one size and
+    format.
     """
 
     TYPE: ClassVar[MessageType] = MessageType.TAG_SUBMISSION
     tag: bytes
-    nonce: bytes
     token_hash: bytes
 
     def __post_init__(self) -> None:
         _check_bytes("tag", self.tag, TAG_BYTES)
-        _check_bytes("nonce", self.nonce, NONCE_BYTES)
         _check_bytes("token_hash", self.token_hash, TOKEN_HASH_BYTES)
 
     def _body(self) -> bytes:
-        return self.tag + self.nonce + self.token_hash
+        return self.tag + self.token_hash
 
     @classmethod
     def _read(cls, reader: _Reader) -> TagSubmission:
-        return cls(
-            tag=reader.take(TAG_BYTES, "tag"),
-            nonce=reader.take(NONCE_BYTES, "nonce"),
-            token_hash=reader.take(TOKEN_HASH_BYTES, "token_hash"),
-        )
+        return cls(tag=reader.take(TAG_BYTES, "tag"), token_hash=reader.take(TOKEN_HASH_BYTES, "token_hash"))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -689,7 +683,6 @@ __all__ = [
     "MAX_PROOF_BATCH",
     "MESSAGE_CLASSES",
     "CoverShare",
-    "NONCE_BYTES",
     "PROOF_BYTES",
     "TAG_BYTES",
     "TOKEN_BYTES",

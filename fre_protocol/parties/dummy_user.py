@@ -55,9 +55,7 @@ class DummyUser:
 
         self.plan = self.generator.dummy_plan(tau, self._rng.child("plan"))
         tags = dummy_submissions(self.plan, self._rng.child("tags"), tag_size=TAG_BYTES)
-        nonce_rng = self._rng.child("nonces")
-        nonces = nonce_rng.random_bytes(16 * len(tags))
-        # A stream of its own: the plan, tags, nonces and seals draw what they drew before.
+        # A stream of its own: the plan, tags and seals draw what they drew before.
         hashes = self._rng.child("token_hashes").random_bytes(TOKEN_HASH_BYTES * len(tags))
         width = TOKEN_HASH_BYTES
         channel, key = self._channel, self._key
@@ -70,9 +68,7 @@ class DummyUser:
             # seeded run then reproduces every envelope, whatever the worker count).
             seals = channel.prepare_seals(key, len(span), seal_rng.child(f"chunk/{index}"))
             plains = [
-                TagSubmission(
-                    tag=tags[j], nonce=nonces[16 * j : 16 * j + 16], token_hash=hashes[width * j : width * (j + 1)]
-                ).encode()
+                TagSubmission(tag=tags[j], token_hash=hashes[width * j : width * (j + 1)]).encode()
                 for j in span
             ]
             out = [

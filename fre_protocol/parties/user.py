@@ -440,22 +440,19 @@ class UserPopulation:
 
         def work(job: tuple[int, range]) -> list[tuple[int, Role, bytes]]:
             index, span = job
-            # Nonces are drawn for every user of the chunk and taken by user index, so a user's
-            # nonce is its own draw: it does not shift when another user fails phase 1.
-            nonces = self._rng.child(f"submit/{self._first_chunk + index}").random_bytes(16 * len(span))
             users = [i for i in span if is_sender[i]]
             t0 = _clock()
-            # Tokens likewise, from a stream of their own (the nonces and seals draw what they
-            # drew before); a cryptographic source outside seeded test mode.
+            # Tokens are drawn for every user of the chunk, from a stream of their own, and taken
+            # by user index, so a user's token is its own draw: it does not shift when another
+            # user fails phase 1. A cryptographic source outside seeded test mode.
             tokens = self._rng.child(f"token/{self._first_chunk + index}").random_bytes(TOKEN_BYTES * len(span))
             plains = []
             for i in users:
                 tag = self.tags[i]
                 assert tag is not None
-                at = 16 * (i - span.start)
                 token = tokens[TOKEN_BYTES * (i - span.start) : TOKEN_BYTES * (i - span.start + 1)]
                 self.tokens[i] = token
-                plains.append(TagSubmission(tag=tag, nonce=nonces[at : at + 16], token_hash=token_hash(token)).encode())
+                plains.append(TagSubmission(tag=tag, token_hash=token_hash(token)).encode())
             sealed = _seal_prepared(channel, self._take_seals("tag_submission", users), plains)
             out = [
                 (i, Role.USER, SealedEnvelope(recipient=Role.S_SYN, ciphertext=c).encode())

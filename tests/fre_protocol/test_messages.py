@@ -67,7 +67,7 @@ BY_CLASS: dict[type[Message], st.SearchStrategy[Message]] = {
     BlindRequest: st.builds(BlindRequest, blinded_element=fixed(ELEMENT_BYTES)),
     Evaluation: st.builds(Evaluation, evaluated_element=fixed(ELEMENT_BYTES), proof=fixed(PROOF_BYTES)),
     BatchEvaluation: batch_evaluations(),
-    TagSubmission: st.builds(TagSubmission, tag=fixed(TAG_BYTES), nonce=fixed(16), token_hash=fixed(32)),
+    TagSubmission: st.builds(TagSubmission, tag=fixed(TAG_BYTES), token_hash=fixed(32)),
     ReleasedTags: released(),
     ShareSubmission: st.builds(
         ShareSubmission,
@@ -134,7 +134,7 @@ def test_unknown_type_and_expected_type() -> None:
         decode(b"\x7f" + b"\x00" * 10)
     with pytest.raises(DecodeError, match="empty"):
         decode(b"")
-    tag = TagSubmission(tag=b"t" * TAG_BYTES, nonce=b"n" * 16, token_hash=b"h" * 32).encode()
+    tag = TagSubmission(tag=b"t" * TAG_BYTES, token_hash=b"h" * 32).encode()
     with pytest.raises(DecodeError, match="must be ShareSubmission"):
         decode(tag, ShareSubmission)
     assert set(MESSAGE_CLASSES) == set(MessageType)
@@ -160,10 +160,10 @@ def test_non_canonical_orderings_rejected() -> None:
     [
         (lambda: BlindRequest(blinded_element=b"x" * 31), "32 bytes"),
         (lambda: Evaluation(evaluated_element=b"x" * 32, proof=b"p" * 63), "proof must be 64"),
-        (lambda: TagSubmission(tag=b"t" * 63, nonce=b"n" * 16, token_hash=b"h" * 32), "tag must be 32 bytes, got 63"),
-        (lambda: TagSubmission(tag="t" * TAG_BYTES, nonce=b"n" * 16, token_hash=b"h" * 32), "must be bytes"),
+        (lambda: TagSubmission(tag=b"t" * 63, token_hash=b"h" * 32), "tag must be 32 bytes, got 63"),
+        (lambda: TagSubmission(tag="t" * TAG_BYTES, token_hash=b"h" * 32), "must be bytes"),
         (
-            lambda: TagSubmission(tag=b"t" * TAG_BYTES, nonce=b"n" * 16, token_hash=b"h" * 31),
+            lambda: TagSubmission(tag=b"t" * TAG_BYTES, token_hash=b"h" * 31),
             "token_hash must be 32 bytes, got 31",
         ),
         (
@@ -207,8 +207,8 @@ def test_validation_names_the_field(factory, match) -> None:  # type: ignore[no-
 def test_known_answer_encodings() -> None:
     """Byte layouts fixed by the spec of this module (type byte, raw fixed fields, u32 BE)."""
     assert BlindRequest(blinded_element=bytes(range(32))).encode() == b"\x01" + bytes(range(32))
-    sub = TagSubmission(tag=b"\xaa" * 32, nonce=b"\x01" * 16, token_hash=b"\x02" * 32).encode()
-    assert sub == b"\x04" + b"\xaa" * 32 + b"\x01" * 16 + b"\x02" * 32 and len(sub) == 81
+    sub = TagSubmission(tag=b"\xaa" * 32, token_hash=b"\x02" * 32).encode()
+    assert sub == b"\x04" + b"\xaa" * 32 + b"\x02" * 32 and len(sub) == 65
     share = ShareSubmission(tag=b"\xaa" * 32, contribution_id=b"\x01" * 16, token=b"\x03" * 32, share=b"xy").encode()
     assert share == b"\x06" + b"\xaa" * 32 + b"\x01" * 16 + b"\x03" * 32 + b"\x00\x00\x00\x02xy"
     tokens = ReleasedTokens(tag=b"\xaa" * 32, token_hashes=(b"\x04" * 32,)).encode()

@@ -119,7 +119,7 @@ class Phase1Injector(NetworkAdversary):
             _, plain = k.open(first)
             return items + [
                 (9006, Role.USER, first),  # replay of a user's envelope
-                (9007, Role.USER, k.seal(Role.S_SYN, plain)),  # the same submission resealed (same nonce)
+                (9007, Role.USER, k.seal(Role.S_SYN, plain)),  # the same submission resealed (same token hash)
                 (9008, Role.USER, k.seal(Role.S_TAG, plain)),  # a tag submission to the wrong server, wrong phase
             ]
         return items
@@ -136,7 +136,7 @@ def test_bad_phase1_messages_are_rejected_and_change_nothing(pop, honest, tmp_pa
     # message, its share or cover)
     assert tag_view["accepted"] == pop.n + 1 + len(honest) + pop.n + len(honest)
     syn = _statuses(result, "S_syn")
-    assert syn["rejected:ProtocolStateError"] == 2  # replay + duplicate nonce
+    assert syn["rejected:ProtocolStateError"] == 2  # replay + duplicate token hash
     assert _statuses(result, "proxy")["rejected:DecodeError"] == 1
     assert result.release.diagnostics["rejections"] == {"rejected:DecodeError": 4, "rejected:ProtocolStateError": 3}
     # the injected requests got Rejection answers, routed to their connections only

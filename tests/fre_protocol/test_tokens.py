@@ -303,9 +303,9 @@ def _syn_with_released(comps: Any, tags: dict[bytes, int]) -> tuple[Any, Any, li
         for _ in range(count):
             token = rng.random_bytes(TOKEN_BYTES)
             tokens.append(token)
-            plains.append(TagSubmission(tag=tag, nonce=rng.random_bytes(16), token_hash=token_hash(token)).encode())
-    # the last submission again under a fresh nonce: same (tag, token hash), refused, not counted
-    again = TagSubmission(tag=list(tags)[-1], nonce=b"\x99" * 16, token_hash=token_hash(tokens[-1])).encode()
+            plains.append(TagSubmission(tag=tag, token_hash=token_hash(token)).encode())
+    # the last token hash again, under the other tag: refused, not counted (one token, one count)
+    again = TagSubmission(tag=list(tags)[0], token_hash=token_hash(tokens[-1])).encode()
     server.receive_submissions(comps.channel.seal_many(box[1], plains + [again]))
     return server, box, tokens
 
