@@ -162,6 +162,9 @@ def test_simulate_passes_the_dishonest_fraction_to_the_run(x_path: Path, tmp_pat
     assert release.ledger.term("dishonest_contributors").detail["dishonest_fraction"] == 0.2
     with TranscriptStore.open(out / "transcript.sqlite") as store:
         assert store.header.extra["config"]["dishonest_fraction"] == 0.2
+    # its ledger term is public (parameters only): the audit passes the run
+    assert main(["audit", str(out)]) == 0
+    capsys.readouterr()
     with pytest.raises(SystemExit) as exc:
         main(["simulate", "--embeddings", str(x_path), "--out", str(tmp_path / "bad"), "--dishonest-fraction", "1.5"])
     assert exc.value.code == 2 and "expected a fraction in [0, 1)" in capsys.readouterr().err
