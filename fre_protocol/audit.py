@@ -61,7 +61,11 @@ ALLOWED_TYPES: dict[str, set[str]] = {
     # refused_request: a request the proxy refused, recorded by its digest and size only.
     Role.PROXY.label: {"sealed_envelope", "refused_request", "evaluation", "batch_evaluation", "rejection", "released_tags",
                        "unknown"},
-    Role.S_TAG.label: {"blind_request", "share_submission", "cover_share", "released_tags", "accepted_contributions"} | _ERROR_TYPES,
+    # released_tokens: S_syn's token hashes per released tag; accepted_contributions: S_syn's
+    # aggregation request, or its settling of a window's shares under a windowed driver.
+    Role.S_TAG.label: {
+        "blind_request", "share_submission", "cover_share", "released_tags", "released_tokens", "accepted_contributions",
+    } | _ERROR_TYPES,
     # accepted_contributions: S_tag's answer when a windowed driver settles a window's shares
     Role.S_SYN.label: {"tag_submission", "share_submission", "cover_share", "accepted_contributions", "aggregate_share"} | _ERROR_TYPES,
     Role.USER.label: {"evaluation", "batch_evaluation", "rejection", "released_tags", "unknown"},

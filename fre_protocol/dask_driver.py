@@ -49,7 +49,7 @@ import numpy.typing as npt
 
 from fre_protocol.components import Components, build_components
 from fre_protocol.inputs import EmbeddingShards, take_rows
-from fre_protocol.messages import TAG_BYTES, Role
+from fre_protocol.messages import TAG_BYTES, TOKEN_BYTES, Role
 from fre_protocol.parties.base import Meter, Recorder, Row, Workers, chunks, size_only
 from fre_protocol.parties.proxy import AnonymizingProxy
 from fre_protocol.parties.user import (
@@ -257,12 +257,12 @@ class RowBuffer(Recorder):
 #: it reads. :class:`ServerHost` refuses every other name, the servers' keys above all.
 ACTOR_CALLS: dict[tuple[str, str], frozenset[str]] = {
     ("S_tag", "server"): frozenset({
-        "evaluate", "receive_broadcast", "receive_shares", "settle_contributions", "aggregate",
+        "evaluate", "receive_broadcast", "receive_tokens", "receive_shares", "settle_contributions", "aggregate",
     }),
     ("S_tag", "dummy"): frozenset({"summary"}),
     ("S_syn", "server"): frozenset({
-        "receive_submissions", "release", "receive_shares", "pending_contributions", "settle_contributions",
-        "accepted_contributions", "reconstruct",
+        "receive_submissions", "release", "released_tokens", "receive_shares", "pending_contributions",
+        "settle_contributions", "accepted_contributions", "reconstruct",
     }),
 }
 ACTOR_READS: dict[tuple[str, str], frozenset[str]] = {
@@ -432,6 +432,7 @@ class ChunkResult:
     has_tag: npt.NDArray[np.bool_] | None = None
     submitted: npt.NDArray[np.bool_] | None = None
     tally: UserTally | None = None
+    tokens: bytes = b""  # each device's contribution token (zeros where it submitted none)
 
 
 #: Devices between the two phase-1 tasks, by (worker, run, chunk): several workers may share a
@@ -499,6 +500,7 @@ def users_submit(chunk: UserChunk, grid: PublicGrid, evaluations: list[tuple[int
         messages=_shift(subs, chunk.offset), rows=devices.recorder.take(), meter=devices.meter.to_dict(),
         tags=tags, has_tag=np.array([t is not None for t in users.tags], dtype=bool),
         submitted=users.submitted.copy(), tally=users.tally(),
+        tokens=b"".join(t if t is not None else bytes(TOKEN_BYTES) for t in users.tokens),
     )
 
 
@@ -514,7 +516,7 @@ class Encoded:
 
 def users_encode(
     x: npt.NDArray[np.floating[Any]], who: npt.NDArray[np.int64], tags: list[bytes | None], plan: Phase2Plan,
-    noise: bool, users_seed: bytes, j: int,
+    noise: bool, users_seed: bytes, j: int, tokens: list[bytes | None],
 ) -> Encoded:
     """Phase 2: the j-th chunk of participants DDG-encodes, shares and draws contribution ids
     from its own stream ``phase2/<j>`` (as every driver does)."""
@@ -522,7 +524,7 @@ def users_encode(
     with single_threaded_blas():
         plains = share_plaintexts(
             x, tags, encoder=plan.encoder, sharing=plan.sharing, noise=noise,
-            rng=_users_stream(users_seed).child(f"phase2/{j}"), meter=meter,
+            rng=_users_stream(users_seed).child(f"phase2/{j}"), meter=meter, tokens=tokens,
         )
     return Encoded(plains=dict(zip(who.tolist(), plains, strict=True)), first=int(who[0]), meter=meter.to_dict())
 
@@ -533,6 +535,7 @@ class SealJob:
 
     tags: list[bytes | None]
     submitted: npt.NDArray[np.bool_]
+    tokens: list[bytes | None]
     participants: list[int]
     cover: list[int]
     broadcast: bytes | None
@@ -546,7 +549,7 @@ def users_seal(
     covers, with key material prepared from the chunk's stream."""
     devices = chunk.devices([b""] * len(chunk.coins))
     users = devices.users
-    users.restore(job.tags, job.submitted, released)
+    users.restore(job.tags, job.submitted, released, tokens=job.tokens)
     if job.broadcast is not None:
         users.receive_broadcast(job.broadcast)  # recorded once: every device hears the same
     plains: dict[int, tuple[bytes, bytes]] = {}
@@ -794,7 +797,7 @@ class DaskWindows:
             who = roster.participants[part.start : part.stop]
             encoded[j] = self._submit(
                 users_encode, take_rows(run.x, run.slots.rows_of(who)), who, ctx.devices.tag_list(who), plan, run.noise,
-                self.users_seed, j, key=f"fre-encode-{j}",
+                self.users_seed, j, ctx.devices.token_list(who), key=f"fre-encode-{j}",
             )
         futures = []
         for cspan in chunks(span.stop - span.start, size):
@@ -805,6 +808,7 @@ class DaskWindows:
             idx = np.arange(lo, hi)
             job = SealJob(
                 tags=ctx.devices.tag_list(idx), submitted=ctx.devices.submitted[lo:hi].copy(),
+                tokens=ctx.devices.token_list(idx),
                 participants=mine, cover=within(roster.cover, range(lo, hi)),
                 broadcast=message if c == 0 else None,
             )
@@ -859,6 +863,7 @@ class _Phase1Window:
             devices.tags[lo:hi] = np.frombuffer(r.tags, dtype=np.uint8).reshape(hi - lo, TAG_BYTES)
             devices.has_tag[lo:hi] = r.has_tag
             devices.submitted[lo:hi] = r.submitted
+            devices.tokens[lo:hi] = np.frombuffer(r.tokens, dtype=np.uint8).reshape(hi - lo, TOKEN_BYTES)
             self.tally += r.tally
             out.extend(r.messages)
         self.blinded = self.submitted = []

@@ -18,6 +18,7 @@ own those checks), so a message can be well-formed and still be rejected by its 
 
 from __future__ import annotations
 
+import hashlib
 import struct
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
@@ -36,7 +37,11 @@ PROOF_BYTES = 64  # DLEQ proof: two scalars (RFC 9497 §2.2)
 # the broadcast of released tags carry half the bytes.
 TAG_BYTES = 32
 CONTRIBUTION_ID_BYTES = 16  # random per-contribution nonce chosen by the user
-NONCE_BYTES = 16
+# A contribution token t: 32 random bytes a user draws per submitted slot in phase 1 (design
+# §6.8). Its hash goes into the sealed tag submission, t itself into both phase-2 shares.
+TOKEN_BYTES = 32
+TOKEN_HASH_BYTES = 32
+_TOKEN_DOMAIN = b"fre-e2t/contribution-token/v1\x00"
 MAX_BATCH = 1 << 20  # sanity bound on list lengths read from the wire
 # MAX_PROOF_BATCH (2^16 - 1): the most elements one DLEQ proof covers (RFC 9497 §2.2.1 writes
 # each composite index with I2OSP(i, 2)); a BatchEvaluation carries one proof's batch.
@@ -48,6 +53,14 @@ def tag_of(prf_output: bytes) -> bytes:
     if len(prf_output) < TAG_BYTES:
         raise InvalidInputError(f"prf_output must be at least {TAG_BYTES} bytes, got {len(prf_output)}")
     return bytes(prf_output[:TAG_BYTES])
+
+
+def token_hash(token: bytes) -> bytes:
+    """H(t): SHA-256 of the token under this protocol's own domain label (design §6.8)."""
+    if not isinstance(token, bytes) or len(token) != TOKEN_BYTES:
+        got = len(token) if isinstance(token, bytes) else type(token).__name__
+        raise InvalidInputError(f"token must be {TOKEN_BYTES} bytes, got {got}")
+    return hashlib.sha256(_TOKEN_DOMAIN + token).digest()
 
 
 class MessageType(IntEnum):
@@ -64,6 +77,7 @@ class MessageType(IntEnum):
     SEALED_ENVELOPE = 0x09
     REJECTION = 0x0A
     COVER_SHARE = 0x0B
+    RELEASED_TOKENS = 0x0C
 
 
 class Role(IntEnum):
@@ -302,26 +316,29 @@ class BatchEvaluation(Message):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TagSubmission(Message):
-    """User (or S_tag's dummy user) → S_syn, sealed: one tag and a fresh nonce.
+    """User (or S_tag's dummy user) → S_syn, sealed: one tag and the hash H(t) of the
+    contribution token the user will show in phase 2 (design §6.8).
 
-    The nonce lets S_syn drop a message the network delivered twice; it is fresh per submission
-    and linked to nothing else.
+    H(t) is fresh per submission, so it also lets S_syn drop a message the network delivered
+    twice (it took the place of the random nonce a submission carried before tokens). The dummy
+    user's submissions carry random token hashes, so real and dummy submissions have one size and
+    format.
     """
 
     TYPE: ClassVar[MessageType] = MessageType.TAG_SUBMISSION
     tag: bytes
-    nonce: bytes
+    token_hash: bytes
 
     def __post_init__(self) -> None:
         _check_bytes("tag", self.tag, TAG_BYTES)
-        _check_bytes("nonce", self.nonce, NONCE_BYTES)
+        _check_bytes("token_hash", self.token_hash, TOKEN_HASH_BYTES)
 
     def _body(self) -> bytes:
-        return self.tag + self.nonce
+        return self.tag + self.token_hash
 
     @classmethod
     def _read(cls, reader: _Reader) -> TagSubmission:
-        return cls(tag=reader.take(TAG_BYTES, "tag"), nonce=reader.take(NONCE_BYTES, "nonce"))
+        return cls(tag=reader.take(TAG_BYTES, "tag"), token_hash=reader.take(TOKEN_HASH_BYTES, "token_hash"))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -362,31 +379,63 @@ class ReleasedTags(Message):
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ShareSubmission(Message):
     """User → S_tag or S_syn, sealed: one additive share of the user's DDG-encoded embedding,
-    tagged with h_i and a contribution id common to the user's two shares (so both servers can
-    sum over exactly the same set of users)."""
+    tagged with h_i, a contribution id common to the user's two shares (so both servers can
+    sum over exactly the same set of users) and the contribution token t whose hash the user's
+    phase-1 submission of h_i carried (design §6.8: a server counts a share only with an unused
+    token of an accepted submission of its tag)."""
 
     TYPE: ClassVar[MessageType] = MessageType.SHARE_SUBMISSION
     tag: bytes
     contribution_id: bytes
+    token: bytes
     share: bytes
 
     def __post_init__(self) -> None:
         _check_bytes("tag", self.tag, TAG_BYTES)
         _check_bytes("contribution_id", self.contribution_id, CONTRIBUTION_ID_BYTES)
+        _check_bytes("token", self.token, TOKEN_BYTES)
         _check_bytes("share", self.share)
         if not self.share:
             raise InvalidInputError("share must be non-empty")
 
     def _body(self) -> bytes:
-        return self.tag + self.contribution_id + _var(self.share)
+        return self.tag + self.contribution_id + self.token + _var(self.share)
 
     @classmethod
     def _read(cls, reader: _Reader) -> ShareSubmission:
         return cls(
             tag=reader.take(TAG_BYTES, "tag"),
             contribution_id=reader.take(CONTRIBUTION_ID_BYTES, "contribution_id"),
+            token=reader.take(TOKEN_BYTES, "token"),
             share=reader.var("share"),
         )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReleasedTokens(Message):
+    """S_syn → S_tag (server to server): for one released tag, the token hashes of the phase-1
+    submissions S_syn counted for it, sorted. S_tag accepts a share of that tag only with a
+    token hashing into this set, once (design §6.8). It reveals n_h random values, and n_h is
+    the released count; it is never published."""
+
+    TYPE: ClassVar[MessageType] = MessageType.RELEASED_TOKENS
+    tag: bytes
+    token_hashes: tuple[bytes, ...]
+
+    def __post_init__(self) -> None:
+        _check_bytes("tag", self.tag, TAG_BYTES)
+        _check_sorted_unique("token_hashes", self.token_hashes, TOKEN_HASH_BYTES)
+
+    def _body(self) -> bytes:
+        return self.tag + _u32(len(self.token_hashes)) + b"".join(self.token_hashes)
+
+    @classmethod
+    def _read(cls, reader: _Reader) -> ReleasedTokens:
+        tag = reader.take(TAG_BYTES, "tag")
+        n = reader.count("token hashes")
+        raw = reader.take(n * TOKEN_HASH_BYTES, "token_hashes")
+        hashes = tuple(raw[i : i + TOKEN_HASH_BYTES] for i in range(0, len(raw), TOKEN_HASH_BYTES))
+        return cls(tag=tag, token_hashes=hashes)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -528,14 +577,17 @@ class Rejection(Message):
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CoverShare(Message):
     """User → S_tag or S_syn, sealed: phase-2 cover traffic from a user with no contribution
-    (its tag was not released, or it did not submit one). It encodes to exactly the length of a
-    :class:`ShareSubmission` whose share is ``len(padding) − TAG_BYTES − CONTRIBUTION_ID_BYTES``
-    bytes, so sealed it looks the same to the proxy; the server opens it and discards it."""
+    (its tag was not released, or it did not submit one). It carries a random token field where
+    a share carries its token, and encodes to exactly the length of a :class:`ShareSubmission`
+    whose share is ``len(padding) − TAG_BYTES − CONTRIBUTION_ID_BYTES`` bytes, so sealed it
+    looks the same to the proxy; the server opens it and discards it."""
 
     TYPE: ClassVar[MessageType] = MessageType.COVER_SHARE
+    token: bytes
     padding: bytes
 
     def __post_init__(self) -> None:
+        _check_bytes("token", self.token, TOKEN_BYTES)
         _check_bytes("padding", self.padding)
         if len(self.padding) <= TAG_BYTES + CONTRIBUTION_ID_BYTES:
             raise InvalidInputError(
@@ -543,16 +595,17 @@ class CoverShare(Message):
             )
 
     @classmethod
-    def matching(cls, share_bytes: int) -> CoverShare:
-        """The cover message as long as a ShareSubmission carrying a ``share_bytes`` share."""
-        return cls(padding=bytes(TAG_BYTES + CONTRIBUTION_ID_BYTES + share_bytes))
+    def matching(cls, share_bytes: int, *, token: bytes = bytes(TOKEN_BYTES)) -> CoverShare:
+        """The cover message as long as a ShareSubmission carrying a ``share_bytes`` share (users
+        pass a fresh random ``token``; the default zeros serve size computations)."""
+        return cls(token=token, padding=bytes(TAG_BYTES + CONTRIBUTION_ID_BYTES + share_bytes))
 
     def _body(self) -> bytes:
-        return _var(self.padding)
+        return self.token + _var(self.padding)
 
     @classmethod
     def _read(cls, reader: _Reader) -> CoverShare:
-        return cls(padding=reader.var("padding"))
+        return cls(token=reader.take(TOKEN_BYTES, "token"), padding=reader.var("padding"))
 
 
 MESSAGE_CLASSES: dict[MessageType, type[Message]] = {
@@ -569,6 +622,7 @@ MESSAGE_CLASSES: dict[MessageType, type[Message]] = {
         SealedEnvelope,
         Rejection,
         CoverShare,
+        ReleasedTokens,
     )
 }
 
@@ -629,10 +683,13 @@ __all__ = [
     "MAX_PROOF_BATCH",
     "MESSAGE_CLASSES",
     "CoverShare",
-    "NONCE_BYTES",
     "PROOF_BYTES",
     "TAG_BYTES",
+    "TOKEN_BYTES",
+    "TOKEN_HASH_BYTES",
     "tag_of",
+    "token_hash",
+    "ReleasedTokens",
     "AcceptedContributions",
     "AggregateShare",
     "BatchEvaluation",

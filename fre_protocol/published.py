@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from fre_protocol.runner import DROPOUTS_TERM
+from fre_protocol.runner import DISHONEST_TERM, DROPOUTS_TERM
 from mechanism.accounting import DUMMY_PADDING, HISTOGRAM_RELEASE
 from mechanism.ledger import CENTROID_GAUSSIAN, HEAVY_HITTERS, SENSITIVITY_FAILURE
 from mechanism.release import PUBLIC_INFO_KEYS
@@ -28,11 +28,11 @@ RELEASE_KEYS = frozenset({"buckets", "ledger", "params", "seeds", "noise", "info
 BUCKET_KEYS = frozenset({"id", "count"})
 #: Public seeds: the public seed always, the test seed only in (explicit, recorded) test mode.
 SEED_KEYS = frozenset({"public_seed", "rng_mode", "test_seed"})
-#: Ledger terms a run may state: the accountant's terms (the DDG's is named by primitives.ddg)
-#: and the dropout record.
+#: Ledger terms a run may state: the accountant's terms (the DDG's is named by primitives.ddg),
+#: the dropout record and the dishonest-fraction calibration (public parameters only).
 LEDGER_TERMS = frozenset({
     HEAVY_HITTERS, DUMMY_PADDING, HISTOGRAM_RELEASE, SENSITIVITY_FAILURE,
-    CENTROID_GAUSSIAN, "centroid_ddg", DROPOUTS_TERM,
+    CENTROID_GAUSSIAN, "centroid_ddg", DROPOUTS_TERM, DISHONEST_TERM,
 })
 #: Top-level keys of ``ledger.json`` besides the flat quantities (which are all numbers).
 LEDGER_KEYS = frozenset({"composition", "aggregation", "params", "terms", "source", "unit"})

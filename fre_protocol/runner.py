@@ -137,6 +137,11 @@ class ProtocolConfig:
     ``cover_traffic``: every user online in phase 2 sends two sealed messages of the same sizes,
     its shares or cover, so the proxy cannot tell who sits in a released bucket (on by default;
     off saves the non-participants' uploads and the servers' opening of them).
+
+    ``dishonest_fraction``: the fraction f in [0, 1) of a released aggregate's ⌈τ⌉ contributors
+    that may add no noise (Sybils, malicious users; design §4.4). The users' σ_int is calibrated
+    so that max(1, ⌊(1 − f)·⌈τ⌉⌋) honest users' noise alone meets the DDG term; 0 (default)
+    is the honest-noise assumption, every number as before.
     """
 
     proof_batch_size: int = 1
@@ -149,6 +154,7 @@ class ProtocolConfig:
     dropout_policy: str = WITHHOLD
     cover_traffic: bool = True
     chunk_size: int = 1024
+    dishonest_fraction: float = 0.0
 
     def __post_init__(self) -> None:
         size = self.proof_batch_size
@@ -182,6 +188,7 @@ class ProtocolConfig:
             raise InvalidParameterError(f"cover_traffic must be a bool, got {self.cover_traffic!r}")
         if isinstance(self.chunk_size, bool) or not isinstance(self.chunk_size, int) or self.chunk_size < 1:
             raise InvalidParameterError(f"chunk_size must be an integer >= 1, got {self.chunk_size!r}")
+        check_dishonest_fraction(self.dishonest_fraction)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -194,6 +201,22 @@ class ProtocolResult:
     release: Release
     transcript_path: Path | None
     costs: dict[str, Any] = field(default_factory=dict)
+
+
+def check_dishonest_fraction(value: object) -> float:
+    """f, the fraction of dishonest contributors the users' noise is sized for: a number in [0, 1)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not (math.isfinite(value) and 0 <= value < 1):
+        raise InvalidParameterError(f"dishonest_fraction must be a number in [0, 1), got {value!r}")
+    return float(value)
+
+
+def honest_contributors(floor: int, dishonest_fraction: float) -> int:
+    """The honest users whose noise the DDG term counts on: max(1, ⌊(1 − f)·⌈τ⌉⌋) (design §4.4)."""
+    f = check_dishonest_fraction(dishonest_fraction)
+    if f == 0:
+        return floor
+    # A tiny slack, as release_floor's: (1 − 0.1)·50 is 44.99999… in floating point.
+    return max(1, math.floor((1.0 - f) * floor + 1e-9))
 
 
 # -- keys -----------------------------------------------------------------------------------------
@@ -276,7 +299,8 @@ def ddg_config_for(
     params: FreParams, dim: int, config: ProtocolConfig, *, n_modulus: int
 ) -> Any:
     """The DDG configuration: σ_int calibrated (RDP, design §4.4) to :func:`aggregation_budget`
-    at the worst case of ⌈τ⌉ contributors; the modulus
+    at the worst case of ⌈τ⌉ contributors, of whom only :func:`honest_contributors` add noise
+    (all of them at the default f = 0); the modulus
     holds ``modulus_stddevs`` standard deviations of an aggregate of ``n_modulus`` users."""
     from primitives.ddg import DDGConfig, calibrate_ddg, padded_dimension
 
@@ -309,7 +333,7 @@ def ddg_config_for(
         delta=delta_agg,
         sensitivity=params.sensitivity,
         dim=dim,
-        n=floor,
+        n=honest_contributors(floor, config.dishonest_fraction),
         clip=clip,
         modulus_bits=config.modulus_bits,
         n_modulus=n_mod,
@@ -317,8 +341,11 @@ def ddg_config_for(
     )
 
 
-def aggregation_term(params: FreParams, ddg_config: Any, dummy: tuple[float, float]) -> LedgerTerm:
-    """The DDG term of the ledger (primitives.ddg's plain dict wrapped as a LedgerTerm)."""
+def aggregation_term(
+    params: FreParams, ddg_config: Any, dummy: tuple[float, float], *, dishonest_fraction: float = 0.0
+) -> LedgerTerm:
+    """The DDG term of the ledger (primitives.ddg's plain dict wrapped as a LedgerTerm), computed
+    at the honest contributors' count (⌈τ⌉ at f = 0)."""
     if not params.is_dp:
         return LedgerTerm(
             name="centroid_ddg",
@@ -333,7 +360,7 @@ def aggregation_term(params: FreParams, ddg_config: Any, dummy: tuple[float, flo
     term = ddg_ledger_term(
         ddg_config,
         delta=delta_agg,
-        n=release_threshold(params),
+        n=honest_contributors(release_threshold(params), dishonest_fraction),
         sensitivity=params.sensitivity,
         epsilon=eps_agg,
     )
@@ -347,19 +374,28 @@ def aggregation_term(params: FreParams, ddg_config: Any, dummy: tuple[float, flo
 
 
 def build_ledger(
-    params: FreParams, ddg_config: Any, dummy: tuple[float, float], extra: tuple[LedgerTerm, ...] = ()
+    params: FreParams,
+    ddg_config: Any,
+    dummy: tuple[float, float],
+    extra: tuple[LedgerTerm, ...] = (),
+    *,
+    dishonest_fraction: float = 0.0,
 ) -> PrivacyLedger:
     """protocol_ledger with the dummies' (2ε0, 2δ0) and the DDG term; ``extra`` zero-cost terms
-    record what happened (dropouts) without changing the totals."""
+    record what happened (dropouts) without changing the totals. With ``dishonest_fraction``
+    f > 0 the DDG term is computed at the honest count and a zero-cost term states f and what
+    it costs in σ (at f = 0 the ledger is exactly what it was before f existed)."""
     eps0, delta0 = dummy
     if params.is_dp:
         ledger = protocol_ledger(
             params,
             dummy_epsilon=2 * eps0,
             dummy_delta=2 * delta0,
-            aggregation=aggregation_term(params, ddg_config, dummy),
+            aggregation=aggregation_term(params, ddg_config, dummy, dishonest_fraction=dishonest_fraction),
             strict=True,
         )
+        if check_dishonest_fraction(dishonest_fraction) > 0:
+            extra = (dishonest_term(params, ddg_config, dummy, dishonest_fraction), *extra)
     else:
         ledger = protocol_ledger(
             params, dummy_epsilon=math.inf, dummy_delta=0.0, aggregation=aggregation_term(params, ddg_config, dummy)
@@ -367,6 +403,44 @@ def build_ledger(
     if extra:
         ledger = dataclasses.replace(ledger, terms=tuple(ledger.terms) + tuple(extra))
     return ledger
+
+
+DISHONEST_TERM = "dishonest_contributors"
+
+
+def dishonest_term(params: FreParams, ddg_config: Any, dummy: tuple[float, float], f: float) -> LedgerTerm:
+    """A zero-cost term: the DDG noise is sized for a fraction f of dishonest contributors, and
+    the σ that costs against f = 0 (recalibrated at ⌈τ⌉ with everything else equal)."""
+    from primitives.ddg import calibrate_sigma_int, clipped_sensitivity
+
+    floor = release_threshold(params)
+    honest = honest_contributors(floor, f)
+    eps_agg, delta_agg = aggregation_budget(params, dummy)
+    at_zero = calibrate_sigma_int(
+        epsilon=eps_agg, delta=delta_agg, sensitivity=clipped_sensitivity(params.sensitivity, ddg_config.clip),
+        gamma=ddg_config.gamma, padded_dim=ddg_config.padded_dim, n=floor, beta=ddg_config.beta,
+    )
+    return LedgerTerm(
+        name=DISHONEST_TERM,
+        epsilon=0.0,
+        delta=0.0,
+        source=(
+            "design §4.4: the users' DDG noise is calibrated so that the honest ⌊(1 − f)·⌈τ⌉⌋ of the "
+            "release floor's contributors meet the DDG term; up to f·⌈τ⌉ of them may add no noise"
+        ),
+        detail={
+            "dishonest_fraction": float(f),
+            "release_floor": floor,
+            "n_honest": honest,
+            "gamma": float(ddg_config.gamma),
+            "sigma_int": float(ddg_config.sigma_int),
+            "sigma_int_at_f0": float(at_zero),
+            # Per user, in embedding units (γ·σ_int): what f costs each device's noise.
+            "sigma_user": float(ddg_config.gamma * ddg_config.sigma_int),
+            "sigma_user_at_f0": float(ddg_config.gamma * at_zero),
+            "sigma_ratio": float(ddg_config.sigma_int) / float(at_zero),
+        },
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -953,6 +1027,8 @@ def broadcast(
         if users is not None:
             users.receive_broadcast(message)
         parties.s_tag.receive_broadcast(message)
+        # Server to server, not through the proxy: each released tag's token hashes (design §6.8).
+        parties.s_tag.receive_tokens(parties.s_syn.released_tokens())
     return dict(parties.s_syn.released), message
 
 
@@ -1050,7 +1126,13 @@ def assemble_release(
     and the figures the cost table reads."""
     tags = sorted(result.centroids)
     outcome = DropoutOutcome.of(result, parties.s_tag, run.cfg.dropout_policy)
-    ledger = with_unit(build_ledger(run.params, plan.ddg_config, run.dummy, (outcome.ledger_term(),)), run.slots.unit)
+    ledger = with_unit(
+        build_ledger(
+            run.params, plan.ddg_config, run.dummy, (outcome.ledger_term(),),
+            dishonest_fraction=run.cfg.dishonest_fraction,
+        ),
+        run.slots.unit,
+    )
     centroids = (
         np.stack([result.centroids[t] for t in tags]) if tags else np.zeros((0, run.dim), dtype=np.float64)
     )
@@ -1174,6 +1256,7 @@ def store_artifacts(
 
 
 __all__ = [
+    "DISHONEST_TERM",
     "DROPOUTS_TERM",
     "Driver",
     "Parties",
@@ -1192,7 +1275,10 @@ __all__ = [
     "assemble_release",
     "box_key",
     "broadcast",
+    "check_dishonest_fraction",
     "check_unit",
+    "dishonest_term",
+    "honest_contributors",
     "build_ledger",
     "ddg_config_for",
     "dummy_parameters",

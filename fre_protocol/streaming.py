@@ -60,7 +60,7 @@ import numpy as np
 import numpy.typing as npt
 
 from fre_protocol.inputs import EmbeddingShards, release_pages, take_rows
-from fre_protocol.messages import TAG_BYTES, Role
+from fre_protocol.messages import TAG_BYTES, TOKEN_BYTES, Role
 from fre_protocol.parties.base import chunks
 from fre_protocol.parties.user import (
     PHASE1_SEALS,
@@ -163,6 +163,8 @@ class DeviceStates:
         self.tags = np.lib.format.open_memmap(directory / "tags.npy", mode="w+", dtype=np.uint8, shape=(n, TAG_BYTES))
         self.has_tag = np.zeros(n, dtype=bool)
         self.submitted = np.zeros(n, dtype=bool)
+        # Each submitter's contribution token (design §6.8), kept on its device between phases.
+        self.tokens = np.lib.format.open_memmap(directory / "tokens.npy", mode="w+", dtype=np.uint8, shape=(n, TOKEN_BYTES))
 
     def save(self, span: range, users: UserPopulation) -> None:
         for j, tag in enumerate(users.tags):
@@ -170,6 +172,17 @@ class DeviceStates:
                 self.tags[span.start + j] = np.frombuffer(tag, dtype=np.uint8)
                 self.has_tag[span.start + j] = True
         self.submitted[span.start : span.stop] = users.submitted
+        self.save_tokens(span.start, users.tokens)
+
+    def save_tokens(self, start: int, tokens: Sequence[bytes | None]) -> None:
+        for j, token in enumerate(tokens):
+            if token is not None:
+                self.tokens[start + j] = np.frombuffer(token, dtype=np.uint8)
+
+    def token_list(self, users: npt.NDArray[np.int64]) -> list[bytes | None]:
+        """The users' contribution tokens (None for a user that submitted no tag)."""
+        raw = np.ascontiguousarray(self.tokens[users]).tobytes()
+        return [raw[TOKEN_BYTES * j : TOKEN_BYTES * (j + 1)] if self.submitted[i] else None for j, i in enumerate(users)]
 
     def tag_list(self, users: npt.NDArray[np.int64]) -> list[bytes | None]:
         raw = np.ascontiguousarray(self.tags[users]).tobytes()
@@ -436,6 +449,7 @@ def _phase2(
                 plains = share_plaintexts(
                     take_rows(run.x, run.slots.rows_of(who)), ctx.devices.tag_list(who), encoder=plan.encoder, sharing=plan.sharing,
                     noise=run.noise, rng=users_rng.child(f"phase2/{j}"), meter=driver.meter,
+                    tokens=ctx.devices.token_list(who),
                 )
                 return list(zip(who.tolist(), plains, strict=True))
 
@@ -522,7 +536,10 @@ def _phase2_population(ctx: WindowContext, span: range, released: dict[bytes, in
         meter=driver.meter, recorder=driver.recorder, chunk_size=run.cfg.chunk_size,
         cover_traffic=run.cfg.cover_traffic, first_chunk=span.start // run.cfg.chunk_size,
     )
-    users.restore(ctx.devices.tag_list(idx), ctx.devices.submitted[span.start : span.stop], released)
+    users.restore(
+        ctx.devices.tag_list(idx), ctx.devices.submitted[span.start : span.stop], released,
+        tokens=ctx.devices.token_list(idx),
+    )
     return users
 
 

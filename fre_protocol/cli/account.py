@@ -76,6 +76,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="the two-server protocol's ledger (S_syn's histogram view, DDG noise) instead of the mechanism's")
     g.add_argument("--dim", type=positive_int, default=384,
                    help="embedding dimension the protocol's DDG noise is calibrated for (default 384)")
+    g.add_argument("--dishonest-fraction", type=float, default=0.0, metavar="F",
+                   help="with --protocol: size the users' DDG noise so that the honest (1 - F) of the "
+                   "release floor's contributors meet the DDG term (design §4.4; default 0)")
 
 
 def _num(value: float) -> str:
@@ -158,15 +161,16 @@ def render_ledger(ledger: PrivacyLedger, params: FreParams, *, lemma1: str) -> s
     return "\n".join(lines)
 
 
-def protocol_ledger_of(params: FreParams, dim: int) -> PrivacyLedger:
-    """The ledger the two-server protocol states with the default configuration, before any
-    dropout: the DDG calibrated at the release floor (what the runner does with no released count)."""
+def protocol_ledger_of(params: FreParams, dim: int, dishonest_fraction: float = 0.0) -> PrivacyLedger:
+    """The ledger the two-server protocol states with the default configuration (but for the
+    dishonest fraction f), before any dropout: the DDG calibrated at the release floor (what the
+    runner does with no released count)."""
     from fre_protocol.runner import ProtocolConfig, build_ledger, ddg_config_for, dummy_parameters
     from mechanism.fre_e2t import release_threshold
 
-    config = ProtocolConfig()
+    config = ProtocolConfig(dishonest_fraction=dishonest_fraction)
     ddg = ddg_config_for(params, dim, config, n_modulus=release_threshold(params))
-    return build_ledger(params, ddg, dummy_parameters(params, config))
+    return build_ledger(params, ddg, dummy_parameters(params, config), dishonest_fraction=dishonest_fraction)
 
 
 def per_user(ledger: PrivacyLedger, cap: int) -> dict[str, Any]:
@@ -181,8 +185,10 @@ def run(args: argparse.Namespace) -> int:
     optimisation: dict[str, Any] | None = None
     if args.protocol and (args.optimise_v or lemma1 != "closed"):
         raise InvalidParameterError("--protocol accounts the protocol's own ledger: drop --optimise-v and --lemma1")
+    if args.dishonest_fraction and not args.protocol:
+        raise InvalidParameterError("--dishonest-fraction sizes the protocol's DDG noise: add --protocol")
     if args.protocol:
-        ledger = protocol_ledger_of(params, args.dim)
+        ledger = protocol_ledger_of(params, args.dim, args.dishonest_fraction)
     elif args.optimise_v:
         if not params.is_dp:
             raise InvalidParameterError("--optimise-v needs a finite --epsilon, got inf")

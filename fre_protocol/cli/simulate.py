@@ -88,6 +88,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="blinded elements per DLEQ proof (default 1: per-user proofs)")
     parser.add_argument("--modulus-bits", type=positive_int, default=24, metavar="b",
                         help="shares live in Z_{2^b} (default 24)")
+    parser.add_argument("--dishonest-fraction", type=_fraction, default=0.0, metavar="F",
+                        help="size the users' DDG noise so that the honest (1 - F) of the release floor's "
+                        "contributors meet the DDG term (design §4.4; default 0: every contributor honest)")
     parser.add_argument(
         "--driver", choices=DRIVERS, default="auto",
         help="'runner' holds every user at once; 'streaming' plays windows of users, so memory does not "
@@ -169,6 +172,7 @@ def run(args: argparse.Namespace) -> int:
         modulus_bits=args.modulus_bits,
         dropout_policy=args.dropout_policy,
         cover_traffic=args.cover_traffic,
+        dishonest_fraction=args.dishonest_fraction,
     )
     if args.demo:
         from fre_protocol.cli.mechanism_cmd import DEMO_SEED, demo_population

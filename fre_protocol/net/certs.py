@@ -41,11 +41,12 @@ __all__ = [
 ROLES = ("S_tag", "S_syn", "proxy", "operator")
 
 _SERVER, _CLIENT = ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH
-#: What each role's certificate may do in TLS: S_tag only serves (nobody's client); S_syn serves
-#: the proxy and calls S_tag; the proxy serves users and calls both servers; the operator's tools
-#: only call. A role not named here (a test's own) gets both.
+#: What each role's certificate may do in TLS: S_tag serves the proxy and S_syn and calls S_syn
+#: (for the released tags' contribution-token hashes); S_syn serves the proxy and S_tag and calls
+#: S_tag; the proxy serves users and calls both servers; the operator's tools only call. A role
+#: not named here (a test's own) gets both.
 ROLE_USAGES: dict[str, tuple[x509.ObjectIdentifier, ...]] = {
-    "S_tag": (_SERVER,),
+    "S_tag": (_SERVER, _CLIENT),
     "S_syn": (_SERVER, _CLIENT),
     "proxy": (_SERVER, _CLIENT),
     "operator": (_CLIENT,),

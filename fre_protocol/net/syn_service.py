@@ -5,6 +5,8 @@ Endpoints (``/v1/...``; round id and idempotency key on every request):
 * ``POST /v1/submissions`` (proxy): a shuffled batch of sealed tag submissions (users' and the
   dummy user's, indistinguishable);
 * ``POST /v1/release`` (proxy, once): count, threshold at ⌈τ⌉ → the broadcast of released tags;
+* ``POST /v1/tokens`` (S_tag, after the release): each released tag's token hashes
+  (ReleasedTokens, design §6.8), over the servers' mutual-TLS channel, never published;
 * ``POST /v1/phase2`` (proxy): a batch of sealed shares (or cover messages);
 * ``POST /v1/aggregate`` (proxy or operator, once): S_syn sends S_tag its accepted contributions,
   logs S_tag's aggregate shares, reconstructs, decodes and publishes the release; then it writes
@@ -37,6 +39,7 @@ from mechanism.release import Release, ReleasedBucket
 from primitives.errors import ProtocolStateError
 
 SUBMISSIONS, RELEASE, PHASE2, AGGREGATES, AGGREGATE = "submissions", "release", "phase2", "aggregates", "aggregate"
+TOKENS = "tokens"
 RELEASE_KEY, DIAGNOSTICS_KEY = "release", "diagnostics"
 NOT_YET = "the release of tags"
 
@@ -84,6 +87,8 @@ class SynService(LoggedServer):
         if kind == PHASE2:
             return self.receive_shares(body, before=NOT_YET)
         p2 = self.phase2_plan(kind, before=NOT_YET)
+        if kind == TOKENS:
+            return encode_batch(party.released_tokens())
         if kind == AGGREGATES:
             self.result = party.reconstruct(
                 decode_batch(body), sharing=p2.sharing, encoder=p2.encoder, policy=self.settings.protocol.dropout_policy
@@ -126,7 +131,11 @@ class SynService(LoggedServer):
             below_floor_contributors={t.hex(): c for t, c in sorted(below.items())},
         )
         ledger = with_unit(
-            build_ledger(params, p2.ddg_config, self.ctx.dummy, (outcome.ledger_term(),)), self.ctx.settings.unit
+            build_ledger(
+                params, p2.ddg_config, self.ctx.dummy, (outcome.ledger_term(),),
+                dishonest_fraction=self.settings.protocol.dishonest_fraction,
+            ),
+            self.ctx.settings.unit,
         )
         dim = self.settings.dim
         centroids = np.stack([result.centroids[t] for t in tags]) if tags else np.zeros((0, dim))
@@ -198,6 +207,7 @@ class SynService(LoggedServer):
             Route("/v1/submissions", self.handler(SUBMISSIONS, proxy), methods=["POST"]),
             Route("/v1/release", self.handler(RELEASE, proxy), methods=["POST"]),
             Route("/v1/phase2", self.handler(PHASE2, proxy), methods=["POST"]),
+            Route("/v1/tokens", self.handler(TOKENS, (Role.S_TAG.label,)), methods=["POST"]),
             Route("/v1/aggregate", self.handler(AGGREGATE, proxy + ("operator",)), methods=["POST"]),
         ]
 

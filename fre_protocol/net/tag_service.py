@@ -6,7 +6,9 @@ Endpoints (``/v1/...``, each request carries the round id and an idempotency key
   position (RFC 9497 VOPRF with DLEQ proofs);
 * ``POST /v1/dummies`` (proxy, once): the dummy user's sealed tag submissions (TSDLap padding),
   which the proxy shuffles in with the users' submissions before S_syn sees any;
-* ``POST /v1/broadcast`` (proxy): the released tags with counts, as S_syn broadcast them;
+* ``POST /v1/broadcast`` (proxy): the released tags with counts, as S_syn broadcast them; before
+  answering, S_tag fetches each released tag's token hashes from S_syn (``POST /v1/tokens`` on
+  S_syn, mutual TLS; design §6.8) and logs them, so no share reaches it before they do;
 * ``POST /v1/phase2`` (proxy): a batch of sealed shares (or cover messages);
 * ``POST /v1/aggregate`` (S_syn, once): S_syn's accepted contributions → S_tag's aggregate shares,
   answered once per tag and only over at least the release floor; then S_tag writes its
@@ -26,6 +28,7 @@ from starlette.routing import Route
 from fre_protocol.messages import Role
 from fre_protocol.net.logged import LoggedServer
 from fre_protocol.net.round import RoundDocument
+from fre_protocol.net.service import PeerClient
 from fre_protocol.net.wire import decode_batch, encode_batch
 from fre_protocol.parties.base import Meter, Recorder
 from fre_protocol.parties.dummy_user import DummyUser
@@ -34,6 +37,7 @@ from fre_protocol.runner import Phase2Plan, box_key, tagging_key
 from primitives.errors import ProtocolStateError
 
 PHASE1, DUMMIES, BROADCAST, PHASE2, AGGREGATE = "phase1", "dummies", "broadcast", "phase2", "aggregate"
+TOKENS = "tokens"
 NOT_YET = "the broadcast of released tags"
 DUMMY_PLAN = "dummy_plan"
 
@@ -46,6 +50,7 @@ class TagService(LoggedServer):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self.phase2: Phase2Plan | None = None
         super().__init__(*args, **kwargs)
+        self.peers = PeerClient(self.config)
 
     def make_keys(self) -> dict[str, bytes]:
         voprf_sk, voprf_pk = tagging_key(self.ctx.seeds, self.ctx.comps.suite)
@@ -80,6 +85,9 @@ class TagService(LoggedServer):
         if kind == PHASE2:
             return self.receive_shares(body, before=NOT_YET)
         p2 = self.phase2_plan(kind, before=NOT_YET)
+        if kind == TOKENS:
+            party.receive_tokens(decode_batch(body))
+            return b""
         if kind == AGGREGATE:
             return encode_batch(party.aggregate(decode_batch(body), sharing=p2.sharing, noise=self.ctx.user_noise(p2)))
         raise ProtocolStateError(f"unknown request kind {kind!r}")
@@ -100,6 +108,15 @@ class TagService(LoggedServer):
         self.state.put(DUMMY_PLAN, json.dumps(dummy.summary()).encode())
         return encode_batch(envelopes)
 
+    def _fetch_tokens(self) -> None:
+        """S_syn's ReleasedTokens for the released tags, logged as a request of their own right
+        after the broadcast (a restart replays them in that order; a repeated broadcast fetches
+        them only if they are not logged yet). Fixed request ids: S_syn answers a retry from
+        its log."""
+        rid = self.settings.round_id
+        answer = self.peers.post(Role.S_SYN.label, "/v1/tokens", b"", request_id=f"{rid}/tokens")
+        super().accept(f"{rid}/tokens", TOKENS, answer)
+
     def syn_box_key(self) -> bytes:
         """S_syn's sealing key, from the round document S_tag checked."""
         return self.round_document().syn_box_key
@@ -116,6 +133,8 @@ class TagService(LoggedServer):
 
     def accept(self, rid: str, kind: str, body: bytes) -> bytes:
         out = super().accept(rid, kind, body)
+        if kind == BROADCAST and TOKENS not in self.logged_kinds():
+            self._fetch_tokens()
         if kind == AGGREGATE:
             with self.lock:
                 if self.party is not None and self.keys:

@@ -5,7 +5,8 @@ For each count level c ∈ {1, …, ⌈τ⌉−1} it draws Z_c ~ TSDLap(ε0, δ0
 (the size and distribution of a real VOPRF output) and submits each of them c times, sealed to
 S_syn through the proxy like any user's submission. A dummy tag ends at count c < τ, so dummies
 never change the released set; one user moves at most two level counts by one, so the padded
-histogram S_syn sees is (2ε0, 2δ0)-DP.
+histogram S_syn sees is (2ε0, 2δ0)-DP. Each dummy submission carries a random token hash, as a
+user's carries H(t) (design §6.8): the same size and format, and no token behind it.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from fre_protocol.messages import TAG_BYTES, Role, SealedEnvelope, TagSubmission
+from fre_protocol.messages import TAG_BYTES, TOKEN_HASH_BYTES, Role, SealedEnvelope, TagSubmission
 from fre_protocol.parties.base import Channel, Meter, Workers, chunks
 from primitives.randomness import RandomSource
 
@@ -54,8 +55,9 @@ class DummyUser:
 
         self.plan = self.generator.dummy_plan(tau, self._rng.child("plan"))
         tags = dummy_submissions(self.plan, self._rng.child("tags"), tag_size=TAG_BYTES)
-        nonce_rng = self._rng.child("nonces")
-        nonces = nonce_rng.random_bytes(16 * len(tags))
+        # A stream of its own: the plan, tags and seals draw what they drew before.
+        hashes = self._rng.child("token_hashes").random_bytes(TOKEN_HASH_BYTES * len(tags))
+        width = TOKEN_HASH_BYTES
         channel, key = self._channel, self._key
         seal_rng = self._rng.child("seals")
 
@@ -65,7 +67,10 @@ class DummyUser:
             # Seals from the dummy user's own source, per fixed-size chunk, like the users' (a
             # seeded run then reproduces every envelope, whatever the worker count).
             seals = channel.prepare_seals(key, len(span), seal_rng.child(f"chunk/{index}"))
-            plains = [TagSubmission(tag=tags[j], nonce=nonces[16 * j : 16 * j + 16]).encode() for j in span]
+            plains = [
+                TagSubmission(tag=tags[j], token_hash=hashes[width * j : width * (j + 1)]).encode()
+                for j in span
+            ]
             out = [
                 (DUMMY_CONNECTION, Role.DUMMY_USER, SealedEnvelope(recipient=Role.S_SYN, ciphertext=c).encode())
                 for c in (channel.seal_prepared(seal, p) for seal, p in zip(seals, plains, strict=True))

@@ -35,6 +35,11 @@ class ReplayFilter:
     def __contains__(self, entry: bytes) -> bool:
         return not self._unseen(self._array([entry]))[0]
 
+    def contains_many(self, entries: Sequence[bytes]) -> npt.NDArray[np.bool_]:
+        """True where an entry is already held (a batch of membership tests; nothing is added)."""
+        arr = self._array(entries)
+        return ~self._unseen(arr) if arr.shape[0] else np.zeros(0, dtype=bool)
+
     def add(self, entry: bytes) -> bool:
         """Remember ``entry``; False when it was already there (a replay)."""
         return bool(self.add_many([entry])[0])

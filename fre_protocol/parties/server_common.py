@@ -20,6 +20,7 @@ import numpy.typing as npt
 
 from fre_protocol.messages import (
     CONTRIBUTION_ID_BYTES,
+    TOKEN_HASH_BYTES,
     AcceptedContributions,
     CoverShare,
     Message,
@@ -27,10 +28,16 @@ from fre_protocol.messages import (
     decode,
     decode_as,
     message_type_name,
+    token_hash,
 )
 from fre_protocol.parties.base import PHASE2, Channel, Meter, Row, Workers, chunks, status_of
 from fre_protocol.parties.replay_filter import ReplayFilter
-from primitives.errors import DecodeError, ProtocolStateError
+from primitives.errors import DecodeError, ProtocolStateError, VerificationError
+
+#: Why a share without a valid token is refused (the token itself is never in a message).
+NO_TOKEN = "share's token is not one of its tag's accepted phase-1 submissions"
+#: Why a second share with one token is refused.
+SPENT_TOKEN = "share's token was already used (one contribution per phase-1 submission)"
 
 
 @dataclass(slots=True)
@@ -217,6 +224,46 @@ def _negated(values: npt.NDArray[np.uint64], sharing: Any) -> npt.NDArray[np.uin
     return (np.uint64(m) - values) % np.uint64(m)
 
 
+class TokenBook:
+    """A server's contribution tokens (design §6.8): per released tag, the hashes H(t) of the
+    phase-1 submissions S_syn counted for it, and the tokens already spent by a share.
+
+    A share counts only with a token whose hash is in its own tag's set and that no share before
+    it used; a token is spent by the first well-formed share that shows it, whatever its
+    contribution id. So one phase-1 submission buys at most one phase-2 contribution, at each
+    server."""
+
+    def __init__(self) -> None:
+        self._allowed: dict[bytes, ReplayFilter] = {}
+        self._spent = ReplayFilter(TOKEN_HASH_BYTES)
+
+    def allow(self, tag: bytes, hashes: Sequence[bytes]) -> None:
+        """The token hashes of ``tag``'s accepted submissions (once per tag)."""
+        if tag in self._allowed:
+            raise ProtocolStateError("token hashes for this tag were already received")
+        held = ReplayFilter(TOKEN_HASH_BYTES)
+        held.add_many(list(hashes))
+        self._allowed[tag] = held
+
+    def known(self, tag: bytes) -> bool:
+        return tag in self._allowed
+
+    def count(self, tag: bytes) -> int:
+        held = self._allowed.get(tag)
+        return len(held) if held is not None else 0
+
+    def valid(self, tag: bytes, hashes: Sequence[bytes]) -> npt.NDArray[np.bool_]:
+        """True where a hash is one of ``tag``'s accepted submissions (spent or not)."""
+        held = self._allowed.get(tag)
+        if held is None:
+            return np.zeros(len(hashes), dtype=bool)
+        return held.contains_many(list(hashes))
+
+    def spend(self, hashes: Sequence[bytes]) -> npt.NDArray[np.bool_]:
+        """Spend a batch of tokens (by hash); True where one was unspent (the first copy wins)."""
+        return self._spent.add_many(list(hashes))
+
+
 def accept_shares(
     opened: Sequence[Opened],
     released: dict[bytes, int],
@@ -226,15 +273,19 @@ def accept_shares(
     dim: int,
     meter: Meter,
     name: str,
+    tokens: TokenBook,
 ) -> None:
-    """Keep each opened ShareSubmission whose tag is released and whose contribution id is new,
-    after decoding the share (the sharing checks length and range: DecodeError); cover messages
-    carry nothing and are skipped. Rejections are written into ``Opened.error``; nothing already
-    stored is touched by a bad message."""
+    """Keep each opened ShareSubmission whose tag is released, whose token is an unspent one of
+    the tag's accepted phase-1 submissions (``tokens``; else VerificationError, or
+    ProtocolStateError when spent) and whose contribution id is new, after decoding the share
+    (the sharing checks length and range: DecodeError); cover messages carry nothing and are
+    skipped. Rejections are written into ``Opened.error``; nothing already stored is touched by
+    a bad message."""
     t0 = time.perf_counter()
     # Decode first (a bad share must not claim its id), then keep the new ids of each tag in one
     # batch: the first copy of an id, in arrival order, wins.
     decoded: dict[bytes, list[tuple[Opened, ShareSubmission, npt.NDArray[np.uint64]]]] = {}
+    checked: list[tuple[Opened, bytes, bytes, npt.NDArray[np.uint64]]] = []
     for o in opened:
         if o.error is not None or o.is_cover:
             continue
@@ -243,9 +294,30 @@ def accept_shares(
         try:
             if msg.tag not in released:
                 raise ProtocolStateError("share for a tag that was not released (unknown tag)")
-            decoded.setdefault(msg.tag, []).append((o, msg, sharing.decode_share(msg.share, dim)))
+            share = sharing.decode_share(msg.share, dim)
+            checked.append((o, msg.tag, token_hash(msg.token), share))
         except (DecodeError, ProtocolStateError) as exc:
             o.error = exc
+    # Tokens: of the share's own tag, then unspent (in arrival order: the first copy spends it).
+    hashes = [h for _, _, h, _ in checked]
+    valid = np.zeros(len(checked), dtype=bool)
+    by_tag: dict[bytes, list[int]] = {}
+    for j, (_, tag, _, _) in enumerate(checked):
+        by_tag.setdefault(tag, []).append(j)
+    for tag, at in by_tag.items():
+        valid[at] = tokens.valid(tag, [hashes[j] for j in at])
+    good = np.flatnonzero(valid).tolist()
+    unspent = tokens.spend([hashes[j] for j in good]).tolist()
+    spendable = dict(zip(good, unspent, strict=True))
+    for j, (o, tag, _, share) in enumerate(checked):
+        if not valid[j]:
+            o.error = VerificationError(NO_TOKEN)
+        elif not spendable[j]:
+            o.error = ProtocolStateError(SPENT_TOKEN)
+        else:
+            msg = o.message
+            assert isinstance(msg, ShareSubmission)
+            decoded.setdefault(tag, []).append((o, msg, share))
     n_ok = 0
     for tag, items in decoded.items():
         fresh = book.add_many(
@@ -281,4 +353,4 @@ def settle_shares(
     return [AcceptedContributions(tag=t, contribution_ids=tuple(ids)).encode() for t, ids in kept.items()], rows
 
 
-__all__ = ["Opened", "SealedInbox", "ShareBook", "accept_shares", "settle_shares"]
+__all__ = ["NO_TOKEN", "SPENT_TOKEN", "Opened", "SealedInbox", "ShareBook", "TokenBook", "accept_shares", "settle_shares"]

@@ -1,9 +1,10 @@
 """The synthesis server S_syn (design §6; paper §6.1-6.2, Algorithm 2 lines 7-10 and 16-19).
 
 Phase 1: it opens the sealed tag submissions (users' and the dummy user's, indistinguishable),
-counts them per tag, keeps the tags whose count reaches the release floor ⌈τ⌉ and broadcasts them
-with their counts. Phase 2: it keeps one share of each participating user's encoding per released
-tag, tells S_tag which contributions it accepted, receives S_tag's aggregate share over the common
+counts them per tag (one count per distinct token hash), keeps the tags whose count reaches the
+release floor ⌈τ⌉ and broadcasts them with their counts; S_tag alone gets each released tag's
+token hashes (design §6.8). Phase 2: it keeps one share of each participating user's encoding per
+released tag (only with an unspent token of that tag), tells S_tag which contributions it accepted, receives S_tag's aggregate share over the common
 contributions, reconstructs the modular sum, decodes it (DDG) and divides by the number of
 contributors: a DP centroid per released tag.
 """
@@ -20,11 +21,13 @@ import numpy as np
 import numpy.typing as npt
 
 from fre_protocol.messages import (
-    NONCE_BYTES,
+    TAG_BYTES,
+    TOKEN_HASH_BYTES,
     AcceptedContributions,
     AggregateShare,
     CoverShare,
     ReleasedTags,
+    ReleasedTokens,
     Role,
     ShareSubmission,
     TagSubmission,
@@ -50,6 +53,7 @@ from fre_protocol.parties.server_common import (
     Opened,
     SealedInbox,
     ShareBook,
+    TokenBook,
     accept_shares,
     settle_shares,
 )
@@ -105,9 +109,16 @@ class SynthesisServer:
         self.release_floor = release_floor
         self._validator = validator
         self._inbox = SealedInbox(name="S_syn", channel=channel, private_key=self._box_sk, workers=workers, meter=meter)
-        self._nonces = ReplayFilter(NONCE_BYTES)
+        # Token hashes already counted (design §6.8): fresh per submission, so a repeated one is a
+        # message delivered twice or a token submitted twice, refused either way.
+        self._token_hashes = ReplayFilter(TOKEN_HASH_BYTES)
         # Counted as they arrive: memory per distinct tag, not per submission.
         self.counts: Counter[bytes] = Counter()
+        # Each batch's counted tags and token hashes (32 bytes each, concatenated): grouped by
+        # tag once, at the release, for the tags released.
+        self._pairs: list[tuple[bytes, bytes]] = []
+        self._released_hashes: dict[bytes, list[bytes]] = {}
+        self._tokens = TokenBook()
         self._n_submissions = 0
         self.released: dict[bytes, int] = {}
         self._shares = ShareBook(keep_contributions=keep_contributions)
@@ -115,20 +126,22 @@ class SynthesisServer:
 
     # -- phase 1 ---------------------------------------------------------------------------------
     def receive_submissions(self, ciphertexts: Sequence[bytes]) -> None:
-        """Open and keep tag submissions; a repeated nonce is a duplicate (rejected)."""
+        """Open and keep tag submissions; a token hash already counted is a duplicate (rejected:
+        one submission, one count, one token)."""
         opened = self._inbox.open_all(ciphertexts, TagSubmission)
         t0 = time.perf_counter()
-        n = 0
         good = [o for o in opened if o.error is None]
-        fresh = self._nonces.add_many([o.message.nonce for o in good])  # type: ignore[union-attr]
-        for o, first in zip(good, fresh.tolist(), strict=True):
-            msg = o.message
-            assert isinstance(msg, TagSubmission)
-            if not first:
-                o.error = ProtocolStateError("duplicate tag submission (nonce already seen)")
-                continue
-            self.counts[msg.tag] += 1
-            n += 1
+        fresh = self._token_hashes.add_many([o.message.token_hash for o in good]).tolist()  # type: ignore[union-attr]
+        if not all(fresh):
+            for o, first in zip(good, fresh, strict=True):
+                if not first:
+                    o.error = ProtocolStateError("duplicate tag submission (token hash already counted)")
+        kept: list[TagSubmission] = [o.message for o, first in zip(good, fresh, strict=True) if first]  # type: ignore[misc]
+        tags = [m.tag for m in kept]
+        self.counts.update(tags)  # one C loop, not an increment per submission
+        n = len(kept)
+        if n:
+            self._pairs.append((b"".join(tags), b"".join(m.token_hash for m in kept)))
         self._n_submissions += n
         self._meter.add("S_syn.count", time.perf_counter() - t0, n)
         self._record(PHASE1_SUBMIT, opened)
@@ -141,7 +154,35 @@ class SynthesisServer:
         released = sorted(tag for tag, c in counts.items() if c >= floor)
         self._meter.add("S_syn.threshold", time.perf_counter() - t1, len(counts))
         self.released = {tag: counts[tag] for tag in released}
+        self._released_hashes = self._hashes_of(released)
+        for tag in released:
+            self._tokens.allow(tag, self._released_hashes[tag])
         return ReleasedTags(tags=tuple(released), counts=tuple(counts[t] for t in released)).encode()
+
+    def _hashes_of(self, tags: Sequence[bytes]) -> dict[bytes, list[bytes]]:
+        """Each of ``tags``' token hashes, sorted (once, at the release: a pass over the counted
+        pairs)."""
+        out: dict[bytes, list[bytes]] = {tag: [] for tag in tags}
+        if not tags or not self._pairs:
+            return out
+        wanted, t, h = set(tags), TAG_BYTES, TOKEN_HASH_BYTES
+        mine = [
+            (raw_tags[k * t : (k + 1) * t], raw_hashes[k * h : (k + 1) * h])
+            for raw_tags, raw_hashes in self._pairs
+            for k in range(len(raw_tags) // t)
+            if raw_tags[k * t : (k + 1) * t] in wanted
+        ]
+        for tag, token_hash in sorted(mine):
+            out[tag].append(token_hash)
+        return out
+
+    def released_tokens(self) -> list[bytes]:
+        """For S_tag, over the servers' own channel: one ReleasedTokens per released tag (sorted),
+        the token hashes of its counted submissions. Never published (design §6.8)."""
+        return [
+            ReleasedTokens(tag=tag, token_hashes=tuple(self._released_hashes[tag])).encode()
+            for tag in sorted(self.released)
+        ]
 
     @property
     def n_submissions(self) -> int:
@@ -150,7 +191,10 @@ class SynthesisServer:
     # -- phase 2 ---------------------------------------------------------------------------------
     def receive_shares(self, ciphertexts: Sequence[bytes], *, sharing: Any, dim: int) -> None:
         opened = self._inbox.open_all(ciphertexts, (ShareSubmission, CoverShare))
-        accept_shares(opened, self.released, self._shares, sharing=sharing, dim=dim, meter=self._meter, name="S_syn")
+        accept_shares(
+            opened, self.released, self._shares, sharing=sharing, dim=dim, meter=self._meter, name="S_syn",
+            tokens=self._tokens,
+        )
         self._record(PHASE2, opened)
 
     def settle_contributions(self, named: Sequence[bytes], *, sharing: Any, dim: int) -> list[bytes]:

@@ -14,7 +14,8 @@ calibrated for — unless the ``topup`` dropout policy is on, in which case it a
 users' discrete Gaussian noise itself before sending.
 
 It never sees a tag submission (sealed to S_syn) and so learns only released tags, which are
-public anyway.
+public anyway, and, from S_syn, each released tag's set of token hashes (design §6.8): it keeps a
+share only when the share's token hashes into its tag's set and was not used before.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from fre_protocol.messages import (
     Evaluation,
     Rejection,
     ReleasedTags,
+    ReleasedTokens,
     Role,
     ShareSubmission,
     decode_as,
@@ -61,6 +63,7 @@ from fre_protocol.parties.server_common import (
     Opened,
     SealedInbox,
     ShareBook,
+    TokenBook,
     accept_shares,
     settle_shares,
 )
@@ -129,6 +132,7 @@ class TaggingServer:
         self._inbox = SealedInbox(name="S_tag", channel=channel, private_key=self._box_sk, workers=workers, meter=meter)
         self.released: dict[bytes, int] = {}
         self._shares = ShareBook(keep_contributions=keep_contributions)
+        self._tokens = TokenBook()
         self.rejections: dict[str, int] = {}
         # Tags whose one aggregation request has been answered (or refused): never a second.
         self._requested: set[bytes] = set()
@@ -224,11 +228,39 @@ class TaggingServer:
             [(VIEW, BROADCAST, Role.S_SYN.label, VIEW, message_type_name(data), data, status_of(error))]
         )
 
+    def receive_tokens(self, messages: Sequence[bytes]) -> None:
+        """S_syn's ReleasedTokens, one per released tag, after the broadcast (design §6.8).
+        Refused (typed, recorded in S_tag's view): one for a tag that was not released, a second
+        one for a tag, and one whose count of token hashes differs from the tag's broadcast
+        count (S_syn counts one submission per token hash)."""
+        rows: list[Row] = []
+        for data in messages:
+            error: Exception | None = None
+            try:
+                msg = decode_as(data, ReleasedTokens)
+                if msg.tag not in self.released:
+                    raise ProtocolStateError("token hashes for a tag that was not released")
+                if len(msg.token_hashes) != self.released[msg.tag]:
+                    raise ProtocolStateError(
+                        f"token hashes must number the tag's released count {self.released[msg.tag]}, "
+                        f"got {len(msg.token_hashes)}"
+                    )
+                self._tokens.allow(msg.tag, msg.token_hashes)
+            except (DecodeError, ProtocolStateError) as exc:
+                error = exc
+                self.rejections[status_of(exc)] = self.rejections.get(status_of(exc), 0) + 1
+            rows.append((VIEW, BROADCAST, Role.S_SYN.label, VIEW, message_type_name(data), data, status_of(error)))
+        self._recorder.add(rows)
+
     # -- phase 2 ---------------------------------------------------------------------------------
     def receive_shares(self, ciphertexts: Sequence[bytes], *, sharing: Any, dim: int) -> None:
-        """Validate and keep each share: released tag, fresh contribution id, well-formed share."""
+        """Validate and keep each share: released tag, unspent token of one of the tag's
+        accepted submissions (as S_syn listed them), fresh contribution id, well-formed share."""
         opened = self._inbox.open_all(ciphertexts, (ShareSubmission, CoverShare))
-        accept_shares(opened, self.released, self._shares, sharing=sharing, dim=dim, meter=self._meter, name="S_tag")
+        accept_shares(
+            opened, self.released, self._shares, sharing=sharing, dim=dim, meter=self._meter, name="S_tag",
+            tokens=self._tokens,
+        )
         self._record(PHASE2, opened)
 
     def settle_contributions(self, named: Sequence[bytes], *, sharing: Any, dim: int) -> list[bytes]:

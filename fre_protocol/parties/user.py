@@ -17,6 +17,11 @@ payload — is online work, metered per step. The cost table reports both.
 Chunks have a fixed size, and in seeded test mode each chunk draws from its own labelled child
 stream, so results do not depend on the number of worker threads.
 
+Contribution tokens (design §6.8): with its coin, a user draws a fresh 32-byte token t for its
+slot, puts H(t) in its sealed tag submission and t in both of its phase-2 shares; the servers
+count a share only with an unspent token of its tag's accepted submissions. Cover messages carry
+a fresh random token field of the same size.
+
 A user that receives a malformed or unverifiable evaluation (or none at all) aborts: it submits
 no tag and sends no shares, and records the rejection in its own view. Nothing else is affected.
 """
@@ -32,6 +37,7 @@ import numpy as np
 import numpy.typing as npt
 
 from fre_protocol.messages import (
+    TOKEN_BYTES,
     BatchEvaluation,
     BlindRequest,
     CoverShare,
@@ -45,6 +51,7 @@ from fre_protocol.messages import (
     decode,
     message_type_name,
     tag_of,
+    token_hash,
 )
 from fre_protocol.parties.base import (
     BROADCAST,
@@ -195,6 +202,8 @@ class UserPopulation:
         self._seals: dict[str, list[Any]] = {}
         self.blinded: list[bytes | None] = [None] * n
         self.tags: list[bytes | None] = [None] * n
+        # Each submitting user's contribution token t (design §6.8): only H(t) leaves in phase 1.
+        self.tokens: list[bytes | None] = [None] * n
         self.status: list[str] = ["no_response"] * n
         self.submitted = np.zeros(n, dtype=bool)
         self.released: dict[bytes, int] = {}
@@ -431,17 +440,19 @@ class UserPopulation:
 
         def work(job: tuple[int, range]) -> list[tuple[int, Role, bytes]]:
             index, span = job
-            # Nonces are drawn for every user of the chunk and taken by user index, so a user's
-            # nonce is its own draw: it does not shift when another user fails phase 1.
-            nonces = self._rng.child(f"submit/{self._first_chunk + index}").random_bytes(16 * len(span))
             users = [i for i in span if is_sender[i]]
             t0 = _clock()
+            # Tokens are drawn for every user of the chunk, from a stream of their own, and taken
+            # by user index, so a user's token is its own draw: it does not shift when another
+            # user fails phase 1. A cryptographic source outside seeded test mode.
+            tokens = self._rng.child(f"token/{self._first_chunk + index}").random_bytes(TOKEN_BYTES * len(span))
             plains = []
             for i in users:
                 tag = self.tags[i]
                 assert tag is not None
-                at = 16 * (i - span.start)
-                plains.append(TagSubmission(tag=tag, nonce=nonces[at : at + 16]).encode())
+                token = tokens[TOKEN_BYTES * (i - span.start) : TOKEN_BYTES * (i - span.start + 1)]
+                self.tokens[i] = token
+                plains.append(TagSubmission(tag=tag, token_hash=token_hash(token)).encode())
             sealed = _seal_prepared(channel, self._take_seals("tag_submission", users), plains)
             out = [
                 (i, Role.USER, SealedEnvelope(recipient=Role.S_SYN, ciphertext=c).encode())
@@ -504,7 +515,7 @@ class UserPopulation:
             users = parts_idx[span.start : span.stop].tolist()
             plains = share_plaintexts(
                 self.x[users], [self.tags[i] for i in users], encoder=encoder, sharing=sharing, noise=noise,
-                rng=self._rng.child(f"phase2/{index}"), meter=self._meter,
+                rng=self._rng.child(f"phase2/{index}"), meter=self._meter, tokens=[self.tokens[i] for i in users],
             )
             return self.sealed_shares(users, plains)
 
@@ -526,12 +537,21 @@ class UserPopulation:
         return self._seal_pairs(list(users), lambda span: plains[span.start : span.stop], "shares")
 
 
-    def restore(self, tags: Sequence[bytes | None], submitted: npt.NDArray[np.bool_], released: dict[bytes, int]) -> None:
-        """Phase 1's outcome on each device (its tag, whether it submitted it) and the broadcast,
-        for a population that plays phase 2 only (a streaming driver's window)."""
-        if len(tags) != self.n or submitted.shape != (self.n,):
-            raise ProtocolStateError(f"restore needs one tag and one flag per user ({self.n})")
+    def restore(
+        self,
+        tags: Sequence[bytes | None],
+        submitted: npt.NDArray[np.bool_],
+        released: dict[bytes, int],
+        *,
+        tokens: Sequence[bytes | None],
+    ) -> None:
+        """Phase 1's outcome on each device (its tag, whether it submitted it, its contribution
+        token) and the broadcast, for a population that plays phase 2 only (a streaming
+        driver's window)."""
+        if len(tags) != self.n or submitted.shape != (self.n,) or len(tokens) != self.n:
+            raise ProtocolStateError(f"restore needs one tag, one flag and one token per user ({self.n})")
         self.tags = list(tags)
+        self.tokens = list(tokens)
         self.submitted = np.asarray(submitted, dtype=bool)
         self.released = released
 
@@ -546,10 +566,22 @@ class UserPopulation:
 
     def cover_messages(self, users: npt.NDArray[np.int64], share_sizes: tuple[int, int]) -> list[tuple[int, Role, bytes]]:
         """Two sealed CoverShares per user, as long as its two shares would be (the proxy sees
-        the same count and sizes from every user; the servers open and discard them)."""
-        to_tag = CoverShare.matching(share_sizes[0]).encode()
-        to_syn = CoverShare.matching(share_sizes[1]).encode()
-        return self._seal_pairs(users.tolist(), lambda span: [(to_tag, to_syn)] * len(span), "cover")
+        the same count and sizes from every user; the servers open and discard them). Each
+        carries a fresh random token field, drawn per chunk of users from its own stream."""
+        idx = users.tolist()
+        draws: dict[int, bytes] = {}
+        for i in idx:
+            c = i // self._chunk
+            if c not in draws:
+                draws[c] = self._rng.child(f"cover_token/{self._first_chunk + c}").random_bytes(2 * TOKEN_BYTES * self._chunk)
+        pairs = []
+        for i in idx:
+            raw, at = draws[i // self._chunk], 2 * TOKEN_BYTES * (i % self._chunk)
+            pairs.append((
+                CoverShare.matching(share_sizes[0], token=raw[at : at + TOKEN_BYTES]).encode(),
+                CoverShare.matching(share_sizes[1], token=raw[at + TOKEN_BYTES : at + 2 * TOKEN_BYTES]).encode(),
+            ))
+        return self._seal_pairs(idx, lambda span: pairs[span.start : span.stop], "cover")
 
     def _seal_pairs(
         self, users: list[int], pairs: Callable[[range], Sequence[tuple[bytes, bytes]]], what: str
@@ -586,11 +618,15 @@ def share_plaintexts(
     noise: bool,
     rng: RandomSource,
     meter: Meter,
+    tokens: Sequence[bytes | None],
 ) -> list[tuple[bytes, bytes]]:
     """One chunk of participants' two ShareSubmissions (to S_tag, to S_syn): DDG-encode each row
-    of ``x``, split it into two shares, draw a contribution id (Algorithm 2, l. 11-15). All of it
+    of ``x``, split it into two shares, draw a contribution id (Algorithm 2, l. 11-15); both
+    carry the participant's contribution token from phase 1 (``tokens``, design §6.8). All of it
     from the chunk's own stream ``rng``, in this order, so any driver that forms the same chunk
     draws the same encodings, shares and ids."""
+    if len(tokens) != len(tags):
+        raise ProtocolStateError(f"share_plaintexts needs one token per participant ({len(tags)}), got {len(tokens)}")
     n, dim = len(tags), int(encoder.config.dim)
     t0 = _clock()
     values = encoder.encode(np.asarray(x, dtype=np.float64).reshape(n, dim), rng, noise=noise)
@@ -599,12 +635,14 @@ def share_plaintexts(
     cids = rng.random_bytes(16 * n)
     t2 = _clock()
     out = []
-    for j, tag in enumerate(tags):
+    for j, (tag, token) in enumerate(zip(tags, tokens, strict=True)):
         assert tag is not None
+        if token is None:
+            raise ProtocolStateError("a participant must hold the contribution token of its phase-1 submission")
         cid = cids[16 * j : 16 * j + 16]
         out.append((
-            ShareSubmission(tag=tag, contribution_id=cid, share=sharing.encode_share(first, j)).encode(),
-            ShareSubmission(tag=tag, contribution_id=cid, share=sharing.encode_share(second, j)).encode(),
+            ShareSubmission(tag=tag, contribution_id=cid, token=token, share=sharing.encode_share(first, j)).encode(),
+            ShareSubmission(tag=tag, contribution_id=cid, token=token, share=sharing.encode_share(second, j)).encode(),
         ))
     meter.add("user.ddg_encode", t1 - t0, n)
     meter.add("user.share", t2 - t1, n)

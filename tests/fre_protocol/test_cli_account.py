@@ -254,3 +254,23 @@ def test_the_command_line_collects_cycles_at_the_round_thresholds(capsys: pytest
         assert rc == 0 and gc.get_threshold() == ROUND_THRESHOLDS
     finally:
         gc.set_threshold(*before)
+
+
+def test_protocol_ledger_with_a_dishonest_fraction(capsys: pytest.CaptureFixture[str]) -> None:
+    """--dishonest-fraction F sizes the protocol's DDG noise for ⌊(1 − F)·⌈τ⌉⌋ honest users and
+    states it in its own zero-cost term; out of [0, 1), or without --protocol, a one-line error."""
+    rc, out, _ = _run(capsys, *PAPER_EPS4, "--protocol", "--dim", "16", "--dishonest-fraction", "0.25", "--json")
+    assert rc == 0
+    terms = {t["name"]: t for t in json.loads(out)["terms"]}
+    detail = terms["dishonest_contributors"]["detail"]
+    assert detail["dishonest_fraction"] == 0.25 and detail["release_floor"] == 30 and detail["n_honest"] == 22
+    assert detail["sigma_int"] > detail["sigma_int_at_f0"]
+    assert terms["centroid_ddg"]["detail"]["n"] == 22
+    rc, out, _ = _run(capsys, *PAPER_EPS4, "--protocol", "--dim", "16", "--json")
+    assert "dishonest_contributors" not in {t["name"] for t in json.loads(out)["terms"]}
+    for argv, needle in (
+        (["--protocol", "--dishonest-fraction", "1"], "dishonest_fraction must be a number in [0, 1), got 1.0"),
+        (["--dishonest-fraction", "0.1"], "add --protocol"),
+    ):
+        rc, out, err = _run(capsys, *PAPER_EPS4, *argv)
+        assert rc == 2 and out == "" and needle in err and len(err.strip().splitlines()) == 1

@@ -148,3 +148,23 @@ def test_simulate_groups_rows_by_user_and_states_the_unit(x_path: Path, tmp_path
     assert main([*argv, "--cap", "2", "--driver", "streaming", "--out", str(tmp_path / "streamed")]) == 0
     streamed = Release.load(tmp_path / "streamed")
     assert streamed.ids == release.ids and streamed.counts.tolist() == release.counts.tolist()
+
+
+def test_simulate_passes_the_dishonest_fraction_to_the_run(x_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--dishonest-fraction reaches ProtocolConfig: the transcript header's configuration and the
+    release's ledger state it."""
+    out = tmp_path / "run"
+    code = main(["simulate", "--embeddings", str(x_path), "--epsilon", "8", "--seed", "31", "--out", str(out),
+                 "--dishonest-fraction", "0.2"])
+    assert code == 0
+    capsys.readouterr()
+    release = Release.load(out)
+    assert release.ledger.term("dishonest_contributors").detail["dishonest_fraction"] == 0.2
+    with TranscriptStore.open(out / "transcript.sqlite") as store:
+        assert store.header.extra["config"]["dishonest_fraction"] == 0.2
+    # its ledger term is public (parameters only): the audit passes the run
+    assert main(["audit", str(out)]) == 0
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exc:
+        main(["simulate", "--embeddings", str(x_path), "--out", str(tmp_path / "bad"), "--dishonest-fraction", "1.5"])
+    assert exc.value.code == 2 and "expected a fraction in [0, 1)" in capsys.readouterr().err

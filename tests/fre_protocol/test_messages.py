@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -23,12 +25,14 @@ from fre_protocol.messages import (
     MessageType,
     Rejection,
     ReleasedTags,
+    ReleasedTokens,
     Role,
     SealedEnvelope,
     ShareSubmission,
     TagSubmission,
     decode,
     message_type_name,
+    token_hash,
 )
 from primitives.errors import DecodeError, InvalidInputError
 
@@ -63,12 +67,13 @@ BY_CLASS: dict[type[Message], st.SearchStrategy[Message]] = {
     BlindRequest: st.builds(BlindRequest, blinded_element=fixed(ELEMENT_BYTES)),
     Evaluation: st.builds(Evaluation, evaluated_element=fixed(ELEMENT_BYTES), proof=fixed(PROOF_BYTES)),
     BatchEvaluation: batch_evaluations(),
-    TagSubmission: st.builds(TagSubmission, tag=fixed(TAG_BYTES), nonce=fixed(16)),
+    TagSubmission: st.builds(TagSubmission, tag=fixed(TAG_BYTES), token_hash=fixed(32)),
     ReleasedTags: released(),
     ShareSubmission: st.builds(
         ShareSubmission,
         tag=fixed(TAG_BYTES),
         contribution_id=fixed(CONTRIBUTION_ID_BYTES),
+        token=fixed(32),
         share=st.binary(min_size=1, max_size=300),
     ),
     AcceptedContributions: st.builds(
@@ -86,7 +91,8 @@ BY_CLASS: dict[type[Message], st.SearchStrategy[Message]] = {
         ciphertext=st.binary(min_size=1, max_size=200),
     ),
     Rejection: st.builds(Rejection, reason=st.sampled_from(["DecodeError", "VerificationError", "X1"])),
-    CoverShare: st.integers(1, 300).map(CoverShare.matching),
+    CoverShare: st.builds(lambda n, t: CoverShare.matching(n, token=t), st.integers(1, 300), fixed(32)),
+    ReleasedTokens: st.builds(ReleasedTokens, tag=fixed(TAG_BYTES), token_hashes=sorted_unique(32)),
 }
 MESSAGES: st.SearchStrategy[Message] = st.one_of(*BY_CLASS.values())
 
@@ -151,7 +157,7 @@ def test_unknown_type_and_expected_type() -> None:
         decode(b"\x7f" + b"\x00" * 10)
     with pytest.raises(DecodeError, match="empty"):
         decode(b"")
-    tag = TagSubmission(tag=b"t" * TAG_BYTES, nonce=b"n" * 16).encode()
+    tag = TagSubmission(tag=b"t" * TAG_BYTES, token_hash=b"h" * 32).encode()
     with pytest.raises(DecodeError, match="must be ShareSubmission"):
         decode(tag, ShareSubmission)
     assert set(MESSAGE_CLASSES) == set(MessageType)
@@ -177,9 +183,24 @@ def test_non_canonical_orderings_rejected() -> None:
     [
         (lambda: BlindRequest(blinded_element=b"x" * 31), "32 bytes"),
         (lambda: Evaluation(evaluated_element=b"x" * 32, proof=b"p" * 63), "proof must be 64"),
-        (lambda: TagSubmission(tag=b"t" * 63, nonce=b"n" * 16), "tag must be 32 bytes, got 63"),
-        (lambda: TagSubmission(tag="t" * TAG_BYTES, nonce=b"n" * 16), "must be bytes"),
-        (lambda: ShareSubmission(tag=b"t" * TAG_BYTES, contribution_id=b"c" * 16, share=b""), "non-empty"),
+        (lambda: TagSubmission(tag=b"t" * 63, token_hash=b"h" * 32), "tag must be 32 bytes, got 63"),
+        (lambda: TagSubmission(tag="t" * TAG_BYTES, token_hash=b"h" * 32), "must be bytes"),
+        (
+            lambda: TagSubmission(tag=b"t" * TAG_BYTES, token_hash=b"h" * 31),
+            "token_hash must be 32 bytes, got 31",
+        ),
+        (
+            lambda: ShareSubmission(tag=b"t" * TAG_BYTES, contribution_id=b"c" * 16, token=b"k" * 32, share=b""),
+            "non-empty",
+        ),
+        (
+            lambda: ShareSubmission(tag=b"t" * TAG_BYTES, contribution_id=b"c" * 16, token=b"k" * 16, share=b"s"),
+            "token must be 32 bytes, got 16",
+        ),
+        (
+            lambda: ReleasedTokens(tag=b"t" * TAG_BYTES, token_hashes=(b"b" * 32, b"a" * 32)),
+            "strictly increasing",
+        ),
         (
             lambda: AggregateShare(tag=b"t" * TAG_BYTES, contribution_ids=(), values=b"v" * 7),
             "multiple of 8",
@@ -209,8 +230,13 @@ def test_validation_names_the_field(factory, match) -> None:  # type: ignore[no-
 def test_known_answer_encodings() -> None:
     """Byte layouts fixed by the spec of this module (type byte, raw fixed fields, u32 BE)."""
     assert BlindRequest(blinded_element=bytes(range(32))).encode() == b"\x01" + bytes(range(32))
-    sub = TagSubmission(tag=b"\xaa" * 32, nonce=b"\x01" * 16).encode()
-    assert sub == b"\x04" + b"\xaa" * 32 + b"\x01" * 16 and len(sub) == 49
+    sub = TagSubmission(tag=b"\xaa" * 32, token_hash=b"\x02" * 32).encode()
+    assert sub == b"\x04" + b"\xaa" * 32 + b"\x02" * 32 and len(sub) == 65
+    share = ShareSubmission(tag=b"\xaa" * 32, contribution_id=b"\x01" * 16, token=b"\x03" * 32, share=b"xy").encode()
+    assert share == b"\x06" + b"\xaa" * 32 + b"\x01" * 16 + b"\x03" * 32 + b"\x00\x00\x00\x02xy"
+    tokens = ReleasedTokens(tag=b"\xaa" * 32, token_hashes=(b"\x04" * 32,)).encode()
+    assert tokens == b"\x0c" + b"\xaa" * 32 + b"\x00\x00\x00\x01" + b"\x04" * 32
+    assert token_hash(b"\x00" * 32) == hashlib.sha256(b"fre-e2t/contribution-token/v1\x00" + b"\x00" * 32).digest()
     env = SealedEnvelope(recipient=Role.S_SYN, ciphertext=b"abc").encode()
     assert env == b"\x09\x03\x00\x00\x00\x03abc"
     rel = ReleasedTags(tags=(b"\x00" * 32,), counts=(258,)).encode()
@@ -330,10 +356,17 @@ def test_every_message_type_is_fuzzed() -> None:
     assert set(BY_CLASS) == set(MESSAGE_CLASSES.values())
 
 
-@given(share=st.binary(min_size=1, max_size=300), tag=fixed(TAG_BYTES), cid=fixed(CONTRIBUTION_ID_BYTES))
-def test_cover_share_is_exactly_as_long_as_a_share_submission(share: bytes, tag: bytes, cid: bytes) -> None:
-    real = ShareSubmission(tag=tag, contribution_id=cid, share=share).encode()
-    cover = CoverShare.matching(len(share)).encode()
-    assert len(cover) == len(real) and decode(cover) == CoverShare.matching(len(share))
+@given(
+    share=st.binary(min_size=1, max_size=300), tag=fixed(TAG_BYTES), cid=fixed(CONTRIBUTION_ID_BYTES),
+    token=fixed(32), cover_token=fixed(32),
+)
+def test_cover_share_is_exactly_as_long_as_a_share_submission(
+    share: bytes, tag: bytes, cid: bytes, token: bytes, cover_token: bytes
+) -> None:
+    real = ShareSubmission(tag=tag, contribution_id=cid, token=token, share=share).encode()
+    cover = CoverShare.matching(len(share), token=cover_token)
+    assert len(cover.encode()) == len(real) and decode(cover.encode()) == cover
     with pytest.raises(InvalidInputError, match="padding"):
-        CoverShare(padding=bytes(TAG_BYTES + CONTRIBUTION_ID_BYTES))
+        CoverShare(token=cover_token, padding=bytes(TAG_BYTES + CONTRIBUTION_ID_BYTES))
+    with pytest.raises(InvalidInputError, match="token must be 32 bytes"):
+        CoverShare(token=b"", padding=bytes(TAG_BYTES + CONTRIBUTION_ID_BYTES + 1))

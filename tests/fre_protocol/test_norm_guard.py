@@ -56,7 +56,7 @@ class OffsetShare(NetworkAdversary):
                 if isinstance(msg, ShareSubmission):
                     self.victim = conn
                     share = bytes(b ^ 0x80 for b in msg.share[:3]) + msg.share[3:]
-                    bad = ShareSubmission(tag=msg.tag, contribution_id=msg.contribution_id, share=share)
+                    bad = ShareSubmission(tag=msg.tag, contribution_id=msg.contribution_id, token=msg.token, share=share)
                     data = SealedEnvelope(
                         recipient=Role.S_SYN, ciphertext=self.channel.seal(self.key[1], bad.encode())
                     ).encode()

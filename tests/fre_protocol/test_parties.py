@@ -110,7 +110,7 @@ def test_tagging_server_evaluates_valid_and_rejects_bad_elements(comps, store, b
     bad = [
         BlindRequest(blinded_element=bytes(32)).encode(),  # the identity
         BlindRequest(blinded_element=b"\xff" * 32).encode(),  # not a canonical encoding
-        TagSubmission(tag=b"t" * TAG_BYTES, nonce=b"n" * 16).encode(),  # wrong message type
+        TagSubmission(tag=b"t" * TAG_BYTES, token_hash=b"h" * 32).encode(),  # wrong message type
     ]
     ciphertexts = [channel.seal(box[1], p) for p in plain + bad] + [b"not sealed to S_tag" * 4]
     ciphertexts.append(ciphertexts[0])  # a replay of the first request
@@ -187,9 +187,9 @@ def test_synthesis_server_counts_thresholds_and_drops_duplicates(comps, store) -
     server = SynthesisServer(box_key=box, channel=channel, workers=Workers(2), meter=Meter(), recorder=Recorder(store, flush_every=1), release_floor=3)
     tags = {b"a" * TAG_BYTES: 5, b"b" * TAG_BYTES: 3, b"c" * TAG_BYTES: 2, b"d" * TAG_BYTES: 1}
     rng = RandomSource.seeded(9)
-    plains = [TagSubmission(tag=t, nonce=rng.random_bytes(16)).encode() for t, c in tags.items() for _ in range(c)]
+    plains = [TagSubmission(tag=t, token_hash=rng.random_bytes(32)).encode() for t, c in tags.items() for _ in range(c)]
     sealed = channel.seal_many(box[1], plains)
-    # a replayed ciphertext, and the same submission resealed (same nonce): both rejected
+    # a replayed ciphertext, and the same submission resealed (same token hash): both rejected
     sealed += [sealed[0], channel.seal(box[1], plains[-1])]
     server.receive_submissions(sealed)
     released = decode(server.release())
@@ -224,7 +224,7 @@ def test_dummy_user_pads_every_level_below_the_floor(comps) -> None:  # type: ig
     # same envelope size as a real user's tag submission: indistinguishable by length
     real = SealedEnvelope(
         recipient=Role.S_SYN,
-        ciphertext=comps.channel.seal(box[1], TagSubmission(tag=b"x" * TAG_BYTES, nonce=b"n" * 16).encode()),
+        ciphertext=comps.channel.seal(box[1], TagSubmission(tag=b"x" * TAG_BYTES, token_hash=b"h" * 32).encode()),
     ).encode()
     assert {len(env) for _, _, env in subs} == {len(real)}
     assert dummy.summary()["dummy_submissions"] == len(subs)

@@ -72,6 +72,8 @@ def test_the_failing_cases_cover_each_kind_of_refusal(noiseless: dict[str, Any])
         ("S_syn", "phase1_submit", "rejected:ProtocolStateError"),  # replay
         ("S_syn", "phase2", "rejected:ProtocolStateError"),  # share for an unreleased tag
         ("S_tag", "phase2", "rejected:ProtocolStateError"),
+        ("S_syn", "phase2", "rejected:VerificationError"),  # a share whose token no submission committed to
+        ("S_tag", "phase2", "rejected:VerificationError"),
     }
     for case in noiseless["failing"]["cases"]:
         assert case["recorded"]["view"] == case["party"] and case["recorded"]["status"] == case["status"]

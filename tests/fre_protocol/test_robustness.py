@@ -119,7 +119,7 @@ class Phase1Injector(NetworkAdversary):
             _, plain = k.open(first)
             return items + [
                 (9006, Role.USER, first),  # replay of a user's envelope
-                (9007, Role.USER, k.seal(Role.S_SYN, plain)),  # the same submission resealed (same nonce)
+                (9007, Role.USER, k.seal(Role.S_SYN, plain)),  # the same submission resealed (same token hash)
                 (9008, Role.USER, k.seal(Role.S_TAG, plain)),  # a tag submission to the wrong server, wrong phase
             ]
         return items
@@ -131,11 +131,12 @@ def test_bad_phase1_messages_are_rejected_and_change_nothing(pop, honest, tmp_pa
     tag_view = _statuses(result, "S_tag")
     assert tag_view["rejected:DecodeError"] == 4  # identity, non-canonical, unopenable, truncated
     assert tag_view["rejected:ProtocolStateError"] == 1  # a tag submission in the wrong phase
-    # every genuine message still accepted: requests, broadcast, shares, accepted-contribution lists
-    # (phase 2: every user sends S_tag one message, its share or cover)
-    assert tag_view["accepted"] == pop.n + 1 + pop.n + len(honest)
+    # every genuine message still accepted: requests, broadcast, S_syn's token hashes (one message
+    # per released tag), shares, accepted-contribution lists (phase 2: every user sends S_tag one
+    # message, its share or cover)
+    assert tag_view["accepted"] == pop.n + 1 + len(honest) + pop.n + len(honest)
     syn = _statuses(result, "S_syn")
-    assert syn["rejected:ProtocolStateError"] == 2  # replay + duplicate nonce
+    assert syn["rejected:ProtocolStateError"] == 2  # replay + duplicate token hash
     assert _statuses(result, "proxy")["rejected:DecodeError"] == 1
     assert result.release.diagnostics["rejections"] == {"rejected:DecodeError": 4, "rejected:ProtocolStateError": 3}
     # the injected requests got Rejection answers, routed to their connections only
@@ -174,15 +175,15 @@ class Phase2Tamperer(NetworkAdversary):
                 kind = next(kinds)
                 self.victims[conn] = kind
                 if kind == "short":
-                    bad = ShareSubmission(tag=msg.tag, contribution_id=msg.contribution_id, share=msg.share[:-3])
+                    bad = ShareSubmission(tag=msg.tag, contribution_id=msg.contribution_id, token=msg.token, share=msg.share[:-3])
                     out.append((conn, role, k.seal(recipient, bad.encode())))
                     continue
                 if kind == "range":
                     word = b"\xff\xff\xff"  # 2^24 - 1 >= 2^22
-                    bad = ShareSubmission(tag=msg.tag, contribution_id=msg.contribution_id, share=word + msg.share[3:])
+                    bad = ShareSubmission(tag=msg.tag, contribution_id=msg.contribution_id, token=msg.token, share=word + msg.share[3:])
                     out.append((conn, role, k.seal(recipient, bad.encode())))
                     continue
-                forged = ShareSubmission(tag=msg.tag, contribution_id=msg.contribution_id, share=bytes(len(msg.share)))
+                forged = ShareSubmission(tag=msg.tag, contribution_id=msg.contribution_id, token=msg.token, share=bytes(len(msg.share)))
                 self.copies = {"genuine": msg, "forged": forged}
                 if self.duplicate == "forged":
                     out.append((conn, role, k.seal(recipient, forged.encode())))
@@ -192,7 +193,7 @@ class Phase2Tamperer(NetworkAdversary):
                     # the victim's (its cap), and this case is about what S_syn does with it
                     extra.append((9102, role, k.seal(recipient, forged.encode())))
             out.append((conn, role, env))
-        unknown = ShareSubmission(tag=b"\x42" * TAG_BYTES, contribution_id=b"\x01" * 16, share=bytes(48))
+        unknown = ShareSubmission(tag=b"\x42" * TAG_BYTES, contribution_id=b"\x01" * 16, token=b"\x02" * 32, share=bytes(48))
         extra.append((9100, Role.USER, k.seal(Role.S_SYN, unknown.encode())))
         extra.append((9101, Role.USER, k.seal(Role.S_TAG, unknown.encode())))
         return out + extra  # the proxy shuffles after this: the two copies arrive in either order

@@ -90,7 +90,12 @@ def test_every_message_is_recorded_in_receiver_and_proxy_views(pop: Population, 
         assert summary["S_tag"]["accepted_contributions"]["count"] == release.info["n_released_tags"]
         # sizes are the encoded sizes
         assert summary["S_tag"]["blind_request"]["bytes"] == 33 * n
-        assert summary["S_syn"]["tag_submission"]["bytes"] == (1 + 32 + 16) * subs  # type, tag, nonce
+        # type, tag, token hash (which took the place of the nonce)
+        assert summary["S_syn"]["tag_submission"]["bytes"] == (1 + 32 + 32) * subs
+        # S_syn handed S_tag each released tag's token hashes, and nobody else
+        released = release.info["n_released_tags"]
+        assert summary["S_tag"]["released_tokens"]["count"] == released
+        assert summary["S_tag"]["released_tokens"]["bytes"] == released * (1 + 32 + 4) + 32 * subs_released(release)
         assert {e.status for e in store.entries()} == {"accepted"}
         assert all(e.payload_recorded for e in store.entries())  # seeded mode keeps every payload
         # seeded mode keeps the secrets as artifacts; the release and ledger are recorded
@@ -100,6 +105,11 @@ def test_every_message_is_recorded_in_receiver_and_proxy_views(pop: Population, 
     loaded = Release.load(out)
     assert loaded.ids == release.ids and np.array_equal(loaded.centroids, release.centroids)
     assert loaded.info["path"] == "protocol"
+
+
+def subs_released(release: Release) -> int:
+    """Submissions counted for the released tags: one token hash each."""
+    return int(sum(release.counts)) if len(release) == release.info["n_released_tags"] else -1
 
 
 def test_no_secrets_outside_seeded_mode(pop: Population, tmp_path: Path) -> None:
@@ -135,8 +145,10 @@ def test_user_upload_fits_the_budget_at_d_768() -> None:
     result = run_protocol(pop.embeddings, INF, SeedPlan.from_seed(8), noise=True)
     costs = result.costs
     assert result.release.diagnostics["n_participants"] >= 100
-    # 87 (blind) + 103 (tag) + 139 (seed share) + 3179 (1024 × 3-byte words) bytes, 32-byte tags
-    assert costs["upload_bytes"] == 87 + 103 + 139 + (1 + 32 + 16 + 4 + 1024 * 3 + 48 + 6)
+    # 87 (blind) + 119 (tag, token hash) + 171 (seed share) + 3211 (1024 × 3-byte words) bytes,
+    # 32-byte tags; each share carries the 32-byte contribution token (design §6.8)
+    assert costs["upload_bytes"] == 87 + 119 + 171 + (1 + 32 + 16 + 32 + 4 + 1024 * 3 + 48 + 6)
+    assert costs["upload_bytes"] == 3588
     assert costs["upload_bytes"] <= 4500
     assert costs["download_bytes_evaluation"] == 97
     for key in ("voprf_eval_us", "tag_count_us", "share_accumulate_us", "reconstruct_us", "user_online_ms"):
@@ -189,7 +201,7 @@ def test_dp_run_records_dummies_and_its_ledger(tmp_path: Path) -> None:
         assert senders == {"user": info["n_real_submissions"], "dummy_user": dummies["dummy_submissions"]}
         assert {e.sender for e in store.entries(view="S_syn")} == {"proxy", "S_tag"}
         sizes = {e.size for e in store.entries(view="S_syn", message_type="tag_submission")}
-        assert sizes == {1 + 32 + 16}  # real and dummy submissions: type, tag, nonce
+        assert sizes == {1 + 32 + 32}  # real and dummy submissions: type, tag, token hash
     # the audit of a DP run passes, and fails once the ledger total no longer composes its terms
     from fre_protocol.audit import audit_run
 

@@ -12,8 +12,8 @@ ROOT = Path(__file__).resolve().parents[1] / "vectors"
 
 #: sha256 of each vector file, as recorded in its README.
 SHA256 = {
-    "protocol/dp_noise.json": "ce2383988962bdd10cc5a7edbe7ac02188cd5b49deebd27929b2963af9a3af87",
-    "protocol/noiseless.json": "3ff46cb626499f9a333556e5113c2fe298f26e4e4ec287c4e70e0029d49939b4",
+    "protocol/dp_noise.json": "82cdab5ea81d5273e13694955bef63ab40884c1fec6b52f8e73478759f1e65af",
+    "protocol/noiseless.json": "6e5581a871eb55dd4d619ff19920160dc894902803c962f3819b32092a71e984",
     "rfc9380/expand_message_xmd_sha512.json": "c015dbd315369b331c762bad0b180536632fbb2bd58cdf42ffdd1135d0c89db4",
     "rfc9496/ristretto255.json": "dca1409417a264533ac5378aa39f1274194c3e33380d53832dcaeb83a62745f5",
     "rfc9497/ristretto255-sha512.json": "c7ae504cbb9c4b3b6775c63438e9e86e5cc1a5a4ccaafee656b2e073a3f12e33",

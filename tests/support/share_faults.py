@@ -21,7 +21,9 @@ def faulty_share(monkeypatch: pytest.MonkeyPatch, refused_by: str) -> None:
         if kwargs["rng"].label.endswith("phase2/0"):  # type: ignore[attr-defined]
             pair = list(out[0])
             msg = decode_as(pair[side], ShareSubmission)
-            pair[side] = ShareSubmission(tag=msg.tag, contribution_id=msg.contribution_id, share=msg.share[:-1]).encode()
+            pair[side] = ShareSubmission(
+                tag=msg.tag, contribution_id=msg.contribution_id, token=msg.token, share=msg.share[:-1]
+            ).encode()
             out[0] = (pair[0], pair[1])
         return out
 

@@ -188,7 +188,9 @@ def test_leaf_fields(pki: CertPaths) -> None:
 
 def test_each_role_has_only_the_usages_it_needs() -> None:
     server, client = ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH
-    assert ROLE_USAGES == {"S_tag": (server,), "S_syn": (server, client), "proxy": (server, client), "operator": (client,)}
+    assert ROLE_USAGES == {
+        "S_tag": (server, client), "S_syn": (server, client), "proxy": (server, client), "operator": (client,),
+    }
 
 
 def test_hosts_may_be_given_per_role(tmp_path: Path) -> None:

@@ -9,12 +9,13 @@ draws do not depend on the batching (S_tag's proof nonce is keyed by the element
 the dummy user seals from its own seeded source), so the evaluations, the dummy envelopes and
 the release are byte-identical to the vector's.
 
-Failing cases go over HTTP, each request with a credential of its own. Six of the seven apply:
+Failing cases go over HTTP, each request with a credential of its own. Eight of the nine apply:
 an identity and a non-canonical blinded element in valid envelopes, a truncated envelope, a
-replayed tag submission, and the two shares for an unreleased tag (one phase-2 request carries
-both). The tampered evaluation proof does not: it replaces S_tag's answer inside a user's TLS
-connection to the proxy (``network_vectors.NOT_OVER_HTTP``). The truncated envelope is refused
-by the proxy, which records it by digest and size rather than whole (``network_vectors.networked_case``).
+replayed tag submission, the two shares for an unreleased tag and the two shares whose token no
+phase-1 submission committed to (one phase-2 request carries each pair). The tampered evaluation
+proof does not: it replaces S_tag's answer inside a user's TLS connection to the proxy
+(``network_vectors.NOT_OVER_HTTP``). The truncated envelope is refused by the proxy, which records
+it by digest and size rather than whole (``network_vectors.networked_case``).
 
 Each deployment takes 10-20 s on two cores; the default suite runs two (dp_noise honestly,
 noiseless under the failing cases), the honest noiseless replay is heavy.
@@ -77,14 +78,14 @@ def test_failing_cases_sent_over_http_are_refused_as_recorded(noiseless: dict[st
     attacked = run_network(noiseless["inputs"], attacker=attacker)
     compare_rejections([networked_case(c) for c in cases], attacked.operations, ordering="per_view_multiset")
     compare_release(noiseless["failing"]["release"], attacked.release, what="release under the failing cases")
-    assert attacker.statuses == {PHASE1: [202, 202, 400], PHASE1_SUBMIT: [202], PHASE2: [202]}
+    assert attacker.statuses == {PHASE1: [202, 202, 400], PHASE1_SUBMIT: [202], PHASE2: [202, 202]}
 
 
 def test_injections_map_to_http_requests_or_say_why_not(noiseless: dict[str, Any]) -> None:
     injections = [Injection.from_case(c) for c in noiseless["failing"]["cases"]]
     sendable = [i for i in injections if over_http(i)]
     requests = requests_for(sendable)
-    assert {phase: len(r) for phase, r in requests.items()} == {PHASE1: 3, PHASE1_SUBMIT: 1, PHASE2: 1}
+    assert {phase: len(r) for phase, r in requests.items()} == {PHASE1: 3, PHASE1_SUBMIT: 1, PHASE2: 2}
     (tampered,) = [i for i in injections if i.hook == RESPONSE]
     with pytest.raises(ValueError, match="cannot be sent over HTTP: replaces S_tag's answer"):
         requests_for([tampered])

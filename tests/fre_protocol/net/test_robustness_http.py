@@ -235,8 +235,7 @@ def test_metrics_answer_the_operator_certificate_only(dep: Deployment, role: str
     url = dep.url(role) + "/metrics"
     with operator_client(dep) as client:
         assert client.get(url).status_code == 200
-    # A client certificate of another role (S_tag's is server-only and would fail the handshake).
-    with peer_client(dep, "proxy" if role == "S_syn" else "S_syn") as client:
+    with peer_client(dep, "proxy" if role == "S_syn" else "S_syn") as client:  # a certificate of another role
         response = client.get(url)
     assert response.status_code == 403 and error_of(response) == "UnauthorizedError"
     if role == "proxy":  # a user: TLS without a certificate

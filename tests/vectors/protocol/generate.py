@@ -151,7 +151,13 @@ def failing_cases(inputs: dict[str, Any], pop: Population, honest: Observed) -> 
         for o in honest.operations
         if o.view == "S_syn" and o.message_type == "share_submission" and o.payload is not None
     )
-    unreleased = ShareSubmission(tag=b"\x42" * 32, contribution_id=b"\x01" * 16, share=bytes(len(share.share))).encode()
+    unreleased = ShareSubmission(
+        tag=b"\x42" * 32, contribution_id=b"\x01" * 16, token=b"\x02" * 32, share=bytes(len(share.share))
+    ).encode()
+    # A share for a released tag whose token no phase-1 submission committed to (design §6.8).
+    tokenless = ShareSubmission(
+        tag=share.tag, contribution_id=b"\x03" * 16, token=b"\x04" * 32, share=bytes(len(share.share))
+    ).encode()
     plan += [
         ("replayed tag submission", FORWARD, PHASE1_SUBMIT, INJECTED + 4, replayed,
          "S_syn", "rejected:ProtocolStateError", None),
@@ -159,6 +165,10 @@ def failing_cases(inputs: dict[str, Any], pop: Population, honest: Observed) -> 
          "S_syn", "rejected:ProtocolStateError", unreleased),
         ("share for an unreleased tag at S_tag", FORWARD, PHASE2, INJECTED + 6, sealed(Role.S_TAG, unreleased),
          "S_tag", "rejected:ProtocolStateError", unreleased),
+        ("share without a phase-1 token at S_syn", FORWARD, PHASE2, INJECTED + 7, sealed(Role.S_SYN, tokenless),
+         "S_syn", "rejected:VerificationError", tokenless),
+        ("share without a phase-1 token at S_tag", FORWARD, PHASE2, INJECTED + 8, sealed(Role.S_TAG, tokenless),
+         "S_tag", "rejected:VerificationError", tokenless),
     ]
     attacked = run_in_process(inputs, injections(plan))
     rejected = [(seq, o) for seq, o in enumerate(attacked.operations) if o.status != "accepted"]
@@ -222,7 +232,7 @@ def main() -> None:
     files = {
         "noiseless.json": vector(
             "eps = inf, noise off: 50 users in d = 8 (three clusters of 15, five rare points), "
-            "threshold 10; three buckets released. Failing cases: seven messages injected at the "
+            "threshold 10; three buckets released. Failing cases: nine messages injected at the "
             "proxy that a party must refuse.",
             inputs_for(noiseless_pop, FreParams(epsilon=math.inf, p_sample=1.0, threshold=10), seed=1, noise=False),
             noiseless_pop, with_failing=True,
