@@ -106,16 +106,44 @@ def test_every_output_file_is_written(runs, protocol: str) -> None:  # type: ign
     assert set(result.timings) >= {"setup", "embed", "release", "invert", "evaluate", "total"}
 
 
-def test_protocol_releases_what_the_mechanism_releases(runs) -> None:  # type: ignore[no-untyped-def]
-    """Same public seed, same coins, no noise: same clusters and counts (design §6 equivalence);
-    the protocol's ids are VOPRF tags, so counts are compared as multisets."""
-    central, distributed = runs["central"][1].release, runs["distributed"][1].release
-    assert sorted(central.counts.tolist()) == sorted(distributed.counts.tolist())
-    order_c = np.argsort(central.counts, kind="stable")
-    order_d = np.argsort(distributed.counts, kind="stable")
-    if len(set(central.counts.tolist())) == len(central):  # unambiguous matching by count
-        gap = np.abs(central.centroids[order_c] - distributed.centroids[order_d]).max()
-        assert gap < 1e-2  # DDG quantization only
+@pytest.fixture(scope="module")
+def releases_at_t2(corpus, pool_file, minilm, tmp_path_factory):  # type: ignore[no-untyped-def]
+    """The seeded non-DP release of both paths at t = 2: several buckets clear it (t = 5, the
+    other tests' threshold, releases a single one, which leaves nothing to match)."""
+    params = minilm_params(math.inf, threshold=2)
+    return {
+        protocol: run_synthesis(corpus, params, SeedPlan.from_seed(3),
+                                options(pool_file, protocol=protocol, texts_per_centroid=1),
+                                tmp_path_factory.mktemp(f"t2-{protocol}"), embedder=minilm, log=lambda m: None).release
+        for protocol in ("central", "distributed")
+    }
+
+
+def test_protocol_releases_what_the_mechanism_releases(releases_at_t2) -> None:  # type: ignore[no-untyped-def]
+    """Same public seed, same coins, no noise: the same buckets, counts and centroids (design §6
+    equivalence). The protocol's ids are VOPRF tags of the mechanism's bucket ids under S_tag's
+    seeded key, so every released bucket is matched by its tag (no tie between equal counts can
+    make the match ambiguous), and every centroid is compared, each within the DDG quantization
+    bound of its count."""
+    from fre_protocol.components import build_components
+    from fre_protocol.messages import tag_of
+    from fre_protocol.runner import tagging_key
+    from primitives.ddg import DDGConfig, DDGEncoder
+
+    central, distributed = releases_at_t2["central"], releases_at_t2["distributed"]
+    assert len(central) >= 3  # several buckets to match
+    suite = build_components().suite
+    sk, _ = tagging_key(SeedPlan.from_seed(3), suite)
+    tags = [tag_of(suite.evaluate(sk, bytes.fromhex(bucket_id))).hex() for bucket_id in central.ids]
+    assert sorted(tags) == sorted(distributed.ids)  # the same buckets, none missing, none extra
+    by_tag = {tag: (count, centroid) for tag, count, centroid in
+              zip(distributed.ids, distributed.counts.tolist(), distributed.centroids, strict=True)}
+    encoder = DDGEncoder(DDGConfig.from_dict(distributed.info["ddg"]))
+    for tag, count, centroid in zip(tags, central.counts.tolist(), central.centroids, strict=True):
+        got_count, got_centroid = by_tag[tag]
+        assert got_count == count, tag[:8]
+        err = float(np.linalg.norm(got_centroid - centroid))
+        assert err <= encoder.quantization_bound(count) / count + 1e-9, (tag[:8], count, err)
 
 
 def test_dp_run_releasing_nothing_still_writes_the_ledger(corpus, pool_file, minilm, tmp_path) -> None:  # type: ignore[no-untyped-def]
