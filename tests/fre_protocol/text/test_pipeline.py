@@ -363,9 +363,25 @@ def test_user_level_run_states_its_unit_and_neighbouring_users_publish_the_same_
     assert base.summary["unit"] == ledger["unit"] and base.summary["n_users"] == 150
     assert "What one user is: author" in (tmp_path / "a" / "report.html").read_text(encoding="utf-8")
     over_users = base.evaluation["users"]  # type: ignore[index]
-    assert over_users["n_users"] == 150 and 0.0 <= over_users["text"]["delta_star_at_r"] <= 1.0
+    assert over_users["n_users"] == 150
 
     x = minilm.embed(list(corpus.texts))
+    # δ*(r) over users, recounted by brute force (float64): a text is frequent with t other users
+    # within r; δ* is the share of the users holding an infrequent text who have one with a
+    # synthetic text within r. No distance lies within 1e-6 of r (else float32 could flip it).
+    synthetic = [json.loads(line)["text"] for line in (tmp_path / "a" / "synthetic.jsonl").read_text(encoding="utf-8").splitlines()]
+    xd, sd = x.astype(np.float64), minilm.embed(synthetic).astype(np.float64)
+    near = np.linalg.norm(xd[:, None, :] - xd[None, :, :], axis=2)
+    to_out = np.linalg.norm(xd[:, None, :] - sd[None, :, :], axis=2).min(axis=1)
+    assert np.abs(near - params.radius).min() > 1e-6 and np.abs(to_out - params.radius).min() > 1e-6
+    others = [len({users[j] for j in np.flatnonzero(near[i] <= params.radius)} - {users[i]}) for i in range(len(users))]
+    exposed = {}
+    for u in set(users):
+        rare = [i for i, v in enumerate(users) if v == u and others[i] < params.threshold]
+        if rare:
+            exposed[u] = any(to_out[i] <= params.radius for i in rare)
+    assert len(exposed) == 150 and 0 < sum(exposed.values())  # the value checked is not a trivial 0
+    assert over_users["text"]["delta_star_at_r"] == pytest.approx(sum(exposed.values()) / len(exposed), abs=1e-12)
     keys = [encode_bucket(b).hex() for b in PublicGrid.derive(seeds, x.shape[1], params).bucket_indices(x)]
     sizes: dict[str, int] = {}
     for key in keys:
