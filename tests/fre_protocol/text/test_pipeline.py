@@ -80,7 +80,7 @@ def runs(corpus, pool_file, minilm, tmp_path_factory):  # type: ignore[no-untype
 
 
 @pytest.mark.parametrize("protocol", ["central", "distributed"])
-def test_every_output_file_is_written(runs, protocol: str) -> None:  # type: ignore[no-untyped-def]
+def test_every_output_file_is_written(runs, minilm, protocol: str) -> None:  # type: ignore[no-untyped-def]
     d, result = runs[protocol]
     for name in FILES:
         assert (d / name).is_file(), name
@@ -90,10 +90,14 @@ def test_every_output_file_is_written(runs, protocol: str) -> None:  # type: ign
     rows = [json.loads(line) for line in (d / "synthetic.jsonl").read_text(encoding="utf-8").splitlines()]
     assert len(rows) == 2 * m  # texts_per_centroid = 2
     ids = {b.id: b.count for b in result.release.buckets}
-    for row in rows:
+    at = {b.id: k for k, b in enumerate(result.release.buckets)}
+    # Each text's distance to its bucket's centroid, recomputed from the text's embedding.
+    emb = minilm.embed([row["text"] for row in rows]).astype(np.float64)
+    for row, e in zip(rows, emb, strict=True):
         assert row["text"] in PUBLIC  # retrieval answers from the public pool only
         assert ids[row["bucket_id"]] == row["bucket_count"]
-        assert row["distance_to_centroid"] >= 0
+        want = float(np.linalg.norm(e - result.release.centroids[at[row["bucket_id"]]]))
+        assert row["distance_to_centroid"] == pytest.approx(want, abs=1e-6)
     assert np.load(d / "centroids.npy").shape == (m, 384)
     ledger = json.loads((d / "ledger.json").read_text(encoding="utf-8"))
     assert ledger["epsilon"] == "inf" and ledger["delta"] == 0.0
