@@ -207,8 +207,15 @@ def test_default_guided_inversion_keeps_its_retrieval_seed(corpus, pool_file, mi
     assert "pool_index" in result.timings  # the pool (its retrieval index) is embedded before the release
     rows = [json.loads(line) for line in (tmp_path / "synthetic.jsonl").read_text(encoding="utf-8").splitlines()]
     assert len(rows) == len(result.release) >= 1
-    for row in rows:
-        assert row["seed"] in PUBLIC and 0 <= row["seed_distance"] and row["distance_to_centroid"] >= 0
+    # The seed's and the text's distances to their centroid, recomputed from their embeddings.
+    at = {b.id: k for k, b in enumerate(result.release.buckets)}
+    seeds_emb = minilm.embed([row["seed"] for row in rows]).astype(np.float64)
+    texts_emb = minilm.embed([row["text"] for row in rows]).astype(np.float64)
+    for row, seed_e, text_e in zip(rows, seeds_emb, texts_emb, strict=True):
+        centroid = result.release.centroids[at[row["bucket_id"]]]
+        assert row["seed"] in PUBLIC
+        assert row["seed_distance"] == pytest.approx(float(np.linalg.norm(seed_e - centroid)), abs=1e-6)
+        assert row["distance_to_centroid"] == pytest.approx(float(np.linalg.norm(text_e - centroid)), abs=1e-6)
     assert all(f.passed for f in check_published(tmp_path))
     page = (tmp_path / "report.html").read_text(encoding="utf-8")
     assert "retrieval seed" in page
