@@ -174,10 +174,14 @@ class MidTrafficKiller(KillThread):
         """The kill came while users were sending ``phase``'s requests: after ``after`` of the
         ``total`` were in, before the last; and between the round's steps bounding that phase."""
         kill = self.join()
+        print(f"kill of {self.role} in {self.phase}: {self.admitted_at_kill} requests in before it, "
+              f"{self.admitted_after_kill} after, {self.served_at_kill} batches logged by it")
         assert self.admitted_at_kill is not None and self.after <= self.admitted_at_kill < total, (
             f"the kill came after {self.phase}'s traffic ({self.admitted_at_kill} of {total} in)"
         )
-        if self.admitted_after_kill is not None:
+        if self.phase == "phase2" and self.admitted_after_kill is not None:
+            # Phase 1's requests are admitted before S_tag answers them: all may be in by the time
+            # a server is down while users still wait for answers, so this reading binds phase 2 only.
             assert self.admitted_after_kill < total, f"{self.phase}'s traffic was over when {self.role} died"
         assert self.served_at_kill is not None and self.served_at_kill >= self.served
         if self.phase == "phase1":
@@ -345,8 +349,10 @@ def test_kill_of_S_syn_mid_phase2_traffic_with_noise_and_dummies_publishes_the_u
     ref = run_protocol(pop.embeddings, params, SeedPlan.from_seed(SEED), noise=True).release
     assert len(ref) >= 2 and ref.diagnostics["n_submissions"] > len(pop.embeddings)  # dummies in play
     killer = MidTrafficKiller("S_syn", phase="phase2", after=30, served=1)
+    # Two users at a time stretch phase 2's traffic (about 0.1 s at 16) so that the kill lands
+    # inside it, on a loaded machine too.
     got, happened = run_with_faults(tmp_path, pop, deployments, killer=killer, params=params, noise=True,
-                                    concurrency=4)
+                                    concurrency=2)
     assert_nothing_lost_or_doubled(tmp_path, got, ref, happened.status, len(pop.embeddings))
     assert got.ledger.sigma == pytest.approx(ref.ledger.sigma, rel=1e-12)
     killer.assert_mid_traffic(2 * len(pop.embeddings), happened.steps)
