@@ -6,7 +6,9 @@ against an indexed pool: the default pool size (24k texts) and a large one (100k
 (all-MiniLM-L6-v2) and 768-d (gtr-t5-base), 64 centroids per call, top-1 and top-5.
 
 Timing run: ``.venv/bin/pytest tests/bench/test_inversion.py --benchmark-enable --benchmark-only``.
-The normal suite runs each case once as a smoke test and still checks the target.
+The normal suite runs each case once as a smoke test of the answers (each centroid's nearest
+pool texts, against a brute-force search); the speed target is asserted in timing runs only
+(a shared machine's load says nothing about the code).
 """
 
 from __future__ import annotations
@@ -51,9 +53,17 @@ def test_retrieval_inversion_per_centroid(benchmark, n_pool: int, dim: int, top:
     out = benchmark(inv.invert, centroids, num_texts=top)
     elapsed = time.perf_counter() - t0
     assert len(out) == CENTROIDS and all(len(o.texts) == top for o in out)
+    # What was timed answers right: each centroid's nearest pool texts, nearest first, against a
+    # direct search (differences, not the code's norm expansion) on every 16th centroid.
+    pool = inv.index()
+    for j in range(0, CENTROIDS, 16):
+        diff = pool - centroids[j].astype(np.float32)
+        want = np.argsort(np.einsum("ij,ij->i", diff, diff, dtype=np.float64), kind="stable")[:top]
+        assert list(out[j].texts) == [f"public sentence {i}" for i in want], j
     rounds = max(1, benchmark.stats.stats.rounds if benchmark.stats else 1)
     per_centroid = elapsed / rounds / CENTROIDS
     benchmark.extra_info.update(
         per_centroid_ms=1000 * per_centroid, pool=n_pool, dim=dim, cores=_cores(), centroids=CENTROIDS
     )
-    assert per_centroid <= TARGET_S_PER_CENTROID, f"{1000 * per_centroid:.1f} ms per centroid"
+    if not benchmark.disabled:  # a timing run (make bench): the design target
+        assert per_centroid <= TARGET_S_PER_CENTROID, f"{1000 * per_centroid:.1f} ms per centroid"

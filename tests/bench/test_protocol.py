@@ -23,6 +23,7 @@ from fre_protocol.cost_measurement import measure
 from fre_protocol.costs import TARGETS, cost_table, write_reports
 from fre_protocol.parties.synthesis_server import decode_many
 from fre_protocol.runner import ProtocolConfig, run_protocol
+from mechanism.fre_e2t import run_mechanism
 from mechanism.params import FreParams
 from mechanism.population import synthetic_population
 from mechanism.seeds import SeedPlan
@@ -46,6 +47,12 @@ def test_protocol_run(benchmark: Any, n: int) -> None:
     benchmark.extra_info.update(
         {k: result.costs[k] for k in ("voprf_eval_us", "user_online_ms", "upload_bytes", "download_bytes")}
     )
+    # What was timed is a correct run: the mechanism's buckets and counts (ids are VOPRF tags,
+    # so counts compared as multisets), every clustered user counted.
+    mech = run_mechanism(pop.embeddings, INF, SeedPlan.from_seed(1), noise=False)
+    assert len(mech) >= clusters
+    assert sorted(result.release.counts.tolist()) == sorted(mech.counts.tolist())
+    assert result.release.diagnostics["n_submissions"] == n  # ε = ∞: no sampling, no dummies
 
 
 @pytest.mark.benchmark(group="protocol-voprf")
@@ -55,14 +62,24 @@ def test_voprf_evaluation_per_element(benchmark: Any, batch: int) -> None:
     suite = build_components(workers=2).suite
     rng = RandomSource.seeded(2, "bench/voprf")
     sk, _ = suite.derive_key_pair(rng.random_bytes(32), b"bench")
-    elements = [suite.blind(rng.random_bytes(160), rng=rng)[1] for _ in range(512)]
+    inputs = [rng.random_bytes(160) for _ in range(512)]
+    blinds, elements = zip(*(suite.blind(x, rng=rng) for x in inputs), strict=True)
+    pk = suite.derive_key_pair(RandomSource.seeded(2, "bench/voprf").random_bytes(32), b"bench")[1]
 
-    def evaluate() -> None:
-        for lo in range(0, len(elements), batch):
-            suite.blind_evaluate(sk, elements[lo : lo + batch], rng=rng)
+    def evaluate() -> list[tuple[list[bytes], Any]]:
+        return [suite.blind_evaluate(sk, list(elements[lo : lo + batch]), rng=rng)
+                for lo in range(0, len(elements), batch)]
 
-    benchmark.pedantic(evaluate, rounds=2, iterations=1)
+    answers = benchmark.pedantic(evaluate, rounds=2, iterations=1)
     benchmark.extra_info["elements"] = len(elements)
+    # What was timed is a correct evaluation: each batch's proof verifies and unblinds to the
+    # unblinded PRF of its inputs (checked on the first and last batch).
+    for k in (0, len(answers) - 1):
+        lo = k * batch
+        evaluated, proof = answers[k]
+        got = suite.finalize(inputs[lo : lo + batch], list(blinds[lo : lo + batch]), evaluated,
+                             blinded_elements=list(elements[lo : lo + batch]), pk=pk, proof=proof)
+        assert got == [suite.evaluate(sk, x) for x in inputs[lo : lo + batch]]
 
 
 @pytest.mark.benchmark(group="protocol-server-ops")

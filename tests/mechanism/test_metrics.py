@@ -244,10 +244,19 @@ def test_empirical_ssp_hand_example() -> None:
         empirical_ssp(outputs, rare, 1.0, [-0.1])
 
 
-def test_empirical_ssp_is_monotone_in_psi() -> None:
+def test_empirical_ssp_is_monotone_in_psi_and_counts_the_covered_points() -> None:
+    """Blocked over 33 rows, δ*(ψ·r) is the fraction of rare points with an output within ψ·r,
+    recounted here by brute force in float64 (no pair lies within 1e-6 of a boundary); it grows
+    with ψ, through several values (from none of the 400 points to over a quarter)."""
     outputs, rare = _points(20, 8, 41), _points(400, 8, 42)
-    vals = [d for _, d in empirical_ssp(outputs, rare, 0.5, block=33)]
-    assert vals == sorted(vals) and 0.0 <= vals[0] and vals[-1] <= 1.0
+    got = empirical_ssp(outputs, rare, 0.5, block=33)
+    diff = rare.astype(np.float64)[:, None, :] - outputs.astype(np.float64)[None, :, :]
+    dist = np.linalg.norm(diff, axis=2).min(axis=1)
+    for psi, _ in got:
+        assert np.abs(dist - psi * 0.5).min() > 1e-6
+    assert got == [(psi, pytest.approx(np.count_nonzero(dist <= psi * 0.5) / 400, abs=1e-12)) for psi, _ in got]
+    vals = [d for _, d in got]
+    assert vals == sorted(vals) and vals[0] == 0.0 and vals[-1] > 0.25 and len(set(vals)) >= 5
 
 
 # -- radius transfer (paper §7.3) -------------------------------------------------------------------

@@ -1,8 +1,10 @@
-"""A chi-square tail probability without scipy, shared by the statistical tests."""
+"""A chi-square tail probability and a normal quantile without scipy, shared by the statistical
+tests."""
 
 from __future__ import annotations
 
 import math
+import statistics
 
 
 def _log_gamma_prefix(a: float, x: float) -> float:
@@ -43,3 +45,8 @@ def chi2_sf(stat: float, dof: int) -> float:
         if abs(step - 1.0) < 1e-15:
             break
     return math.exp(_log_gamma_prefix(a, x)) * h
+
+
+def z_two_sided(alpha: float) -> float:
+    """The critical value of a two-sided z-test at level ``alpha``: ``P[|N(0, 1)| > z] = alpha``."""
+    return statistics.NormalDist().inv_cdf(1.0 - alpha / 2.0)

@@ -80,7 +80,7 @@ def runs(corpus, pool_file, minilm, tmp_path_factory):  # type: ignore[no-untype
 
 
 @pytest.mark.parametrize("protocol", ["central", "distributed"])
-def test_every_output_file_is_written(runs, protocol: str) -> None:  # type: ignore[no-untyped-def]
+def test_every_output_file_is_written(runs, minilm, protocol: str) -> None:  # type: ignore[no-untyped-def]
     d, result = runs[protocol]
     for name in FILES:
         assert (d / name).is_file(), name
@@ -90,10 +90,14 @@ def test_every_output_file_is_written(runs, protocol: str) -> None:  # type: ign
     rows = [json.loads(line) for line in (d / "synthetic.jsonl").read_text(encoding="utf-8").splitlines()]
     assert len(rows) == 2 * m  # texts_per_centroid = 2
     ids = {b.id: b.count for b in result.release.buckets}
-    for row in rows:
+    at = {b.id: k for k, b in enumerate(result.release.buckets)}
+    # Each text's distance to its bucket's centroid, recomputed from the text's embedding.
+    emb = minilm.embed([row["text"] for row in rows]).astype(np.float64)
+    for row, e in zip(rows, emb, strict=True):
         assert row["text"] in PUBLIC  # retrieval answers from the public pool only
         assert ids[row["bucket_id"]] == row["bucket_count"]
-        assert row["distance_to_centroid"] >= 0
+        want = float(np.linalg.norm(e - result.release.centroids[at[row["bucket_id"]]]))
+        assert row["distance_to_centroid"] == pytest.approx(want, abs=1e-6)
     assert np.load(d / "centroids.npy").shape == (m, 384)
     ledger = json.loads((d / "ledger.json").read_text(encoding="utf-8"))
     assert ledger["epsilon"] == "inf" and ledger["delta"] == 0.0
@@ -106,16 +110,44 @@ def test_every_output_file_is_written(runs, protocol: str) -> None:  # type: ign
     assert set(result.timings) >= {"setup", "embed", "release", "invert", "evaluate", "total"}
 
 
-def test_protocol_releases_what_the_mechanism_releases(runs) -> None:  # type: ignore[no-untyped-def]
-    """Same public seed, same coins, no noise: same clusters and counts (design §6 equivalence);
-    the protocol's ids are VOPRF tags, so counts are compared as multisets."""
-    central, distributed = runs["central"][1].release, runs["distributed"][1].release
-    assert sorted(central.counts.tolist()) == sorted(distributed.counts.tolist())
-    order_c = np.argsort(central.counts, kind="stable")
-    order_d = np.argsort(distributed.counts, kind="stable")
-    if len(set(central.counts.tolist())) == len(central):  # unambiguous matching by count
-        gap = np.abs(central.centroids[order_c] - distributed.centroids[order_d]).max()
-        assert gap < 1e-2  # DDG quantization only
+@pytest.fixture(scope="module")
+def releases_at_t2(corpus, pool_file, minilm, tmp_path_factory):  # type: ignore[no-untyped-def]
+    """The seeded non-DP release of both paths at t = 2: several buckets clear it (t = 5, the
+    other tests' threshold, releases a single one, which leaves nothing to match)."""
+    params = minilm_params(math.inf, threshold=2)
+    return {
+        protocol: run_synthesis(corpus, params, SeedPlan.from_seed(3),
+                                options(pool_file, protocol=protocol, texts_per_centroid=1),
+                                tmp_path_factory.mktemp(f"t2-{protocol}"), embedder=minilm, log=lambda m: None).release
+        for protocol in ("central", "distributed")
+    }
+
+
+def test_protocol_releases_what_the_mechanism_releases(releases_at_t2) -> None:  # type: ignore[no-untyped-def]
+    """Same public seed, same coins, no noise: the same buckets, counts and centroids (design §6
+    equivalence). The protocol's ids are VOPRF tags of the mechanism's bucket ids under S_tag's
+    seeded key, so every released bucket is matched by its tag (no tie between equal counts can
+    make the match ambiguous), and every centroid is compared, each within the DDG quantization
+    bound of its count."""
+    from fre_protocol.components import build_components
+    from fre_protocol.messages import tag_of
+    from fre_protocol.runner import tagging_key
+    from primitives.ddg import DDGConfig, DDGEncoder
+
+    central, distributed = releases_at_t2["central"], releases_at_t2["distributed"]
+    assert len(central) >= 3  # several buckets to match
+    suite = build_components().suite
+    sk, _ = tagging_key(SeedPlan.from_seed(3), suite)
+    tags = [tag_of(suite.evaluate(sk, bytes.fromhex(bucket_id))).hex() for bucket_id in central.ids]
+    assert sorted(tags) == sorted(distributed.ids)  # the same buckets, none missing, none extra
+    by_tag = {tag: (count, centroid) for tag, count, centroid in
+              zip(distributed.ids, distributed.counts.tolist(), distributed.centroids, strict=True)}
+    encoder = DDGEncoder(DDGConfig.from_dict(distributed.info["ddg"]))
+    for tag, count, centroid in zip(tags, central.counts.tolist(), central.centroids, strict=True):
+        got_count, got_centroid = by_tag[tag]
+        assert got_count == count, tag[:8]
+        err = float(np.linalg.norm(got_centroid - centroid))
+        assert err <= encoder.quantization_bound(count) / count + 1e-9, (tag[:8], count, err)
 
 
 def test_dp_run_releasing_nothing_still_writes_the_ledger(corpus, pool_file, minilm, tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -175,8 +207,15 @@ def test_default_guided_inversion_keeps_its_retrieval_seed(corpus, pool_file, mi
     assert "pool_index" in result.timings  # the pool (its retrieval index) is embedded before the release
     rows = [json.loads(line) for line in (tmp_path / "synthetic.jsonl").read_text(encoding="utf-8").splitlines()]
     assert len(rows) == len(result.release) >= 1
-    for row in rows:
-        assert row["seed"] in PUBLIC and 0 <= row["seed_distance"] and row["distance_to_centroid"] >= 0
+    # The seed's and the text's distances to their centroid, recomputed from their embeddings.
+    at = {b.id: k for k, b in enumerate(result.release.buckets)}
+    seeds_emb = minilm.embed([row["seed"] for row in rows]).astype(np.float64)
+    texts_emb = minilm.embed([row["text"] for row in rows]).astype(np.float64)
+    for row, seed_e, text_e in zip(rows, seeds_emb, texts_emb, strict=True):
+        centroid = result.release.centroids[at[row["bucket_id"]]]
+        assert row["seed"] in PUBLIC
+        assert row["seed_distance"] == pytest.approx(float(np.linalg.norm(seed_e - centroid)), abs=1e-6)
+        assert row["distance_to_centroid"] == pytest.approx(float(np.linalg.norm(text_e - centroid)), abs=1e-6)
     assert all(f.passed for f in check_published(tmp_path))
     page = (tmp_path / "report.html").read_text(encoding="utf-8")
     assert "retrieval seed" in page
@@ -335,9 +374,25 @@ def test_user_level_run_states_its_unit_and_neighbouring_users_publish_the_same_
     assert base.summary["unit"] == ledger["unit"] and base.summary["n_users"] == 150
     assert "What one user is: author" in (tmp_path / "a" / "report.html").read_text(encoding="utf-8")
     over_users = base.evaluation["users"]  # type: ignore[index]
-    assert over_users["n_users"] == 150 and 0.0 <= over_users["text"]["delta_star_at_r"] <= 1.0
+    assert over_users["n_users"] == 150
 
     x = minilm.embed(list(corpus.texts))
+    # δ*(r) over users, recounted by brute force (float64): a text is frequent with t other users
+    # within r; δ* is the share of the users holding an infrequent text who have one with a
+    # synthetic text within r. No distance lies within 1e-6 of r (else float32 could flip it).
+    synthetic = [json.loads(line)["text"] for line in (tmp_path / "a" / "synthetic.jsonl").read_text(encoding="utf-8").splitlines()]
+    xd, sd = x.astype(np.float64), minilm.embed(synthetic).astype(np.float64)
+    near = np.linalg.norm(xd[:, None, :] - xd[None, :, :], axis=2)
+    to_out = np.linalg.norm(xd[:, None, :] - sd[None, :, :], axis=2).min(axis=1)
+    assert np.abs(near - params.radius).min() > 1e-6 and np.abs(to_out - params.radius).min() > 1e-6
+    others = [len({users[j] for j in np.flatnonzero(near[i] <= params.radius)} - {users[i]}) for i in range(len(users))]
+    exposed = {}
+    for u in set(users):
+        rare = [i for i, v in enumerate(users) if v == u and others[i] < params.threshold]
+        if rare:
+            exposed[u] = any(to_out[i] <= params.radius for i in rare)
+    assert len(exposed) == 150 and 0 < sum(exposed.values())  # the value checked is not a trivial 0
+    assert over_users["text"]["delta_star_at_r"] == pytest.approx(sum(exposed.values()) / len(exposed), abs=1e-12)
     keys = [encode_bucket(b).hex() for b in PublicGrid.derive(seeds, x.shape[1], params).bucket_indices(x)]
     sizes: dict[str, int] = {}
     for key in keys:
