@@ -4,7 +4,8 @@ absent.
 Tiers (Makefile: ``test-fast``, ``test-integration``, ``test-text``; ``test`` runs all three):
 a test is ``text`` when it lives with the text pipeline or the experiments (they load models and
 corpora), ``integration`` when it runs services, a Dask cluster or worker processes (by path here,
-or marked by hand), and fast otherwise.
+or marked by hand), and fast otherwise. ``@pytest.mark.fast`` keeps a test in the fast tier
+whatever its path: one end-to-end equivalence test per driver stays there.
 """
 
 from __future__ import annotations
@@ -45,6 +46,8 @@ def _tier_of(item: pytest.Item) -> str | None:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         tier = _tier_of(item)
+        if item.get_closest_marker("fast") is not None:
+            continue
         if tier is not None and item.get_closest_marker(tier) is None:
             item.add_marker(getattr(pytest.mark, tier))
     _skip_gpu_tests_without_cuda(items)

@@ -84,6 +84,7 @@ def test_same_release_as_the_runner_without_noise(x: np.ndarray, client: Any, re
     _same_release(reference, _dask(x, client))
 
 
+@pytest.mark.fast  # the Dask driver's one equivalence test in the fast tier
 def test_same_noisy_release_as_streaming_and_the_runner(x: np.ndarray, client: Any) -> None:
     params, seeds = FreParams.paper(8.0), SeedPlan.from_seed(6)
     ref = run_streaming(x, params, seeds, noise=True, config=CONFIG, window_chunks=WINDOW_CHUNKS).release

@@ -216,6 +216,7 @@ def _run_users_in(x: np.ndarray, out: Path, processes: int) -> Release:
     ).release
 
 
+@pytest.mark.integration  # worker processes
 def test_same_release_and_messages_as_threads(x: np.ndarray, tmp_path: Path) -> None:
     threads = _run_users_in(x, tmp_path / "threads", 0)
     processes = _run_users_in(x, tmp_path / "processes", 2)
@@ -224,6 +225,7 @@ def test_same_release_and_messages_as_threads(x: np.ndarray, tmp_path: Path) -> 
     assert _messages(tmp_path / "processes" / "transcript.sqlite") == _messages(tmp_path / "threads" / "transcript.sqlite")
 
 
+@pytest.mark.integration  # worker processes
 def test_a_killed_worker_process_stops_the_run_with_no_release(
     x: np.ndarray, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -273,6 +275,7 @@ def test_simulate_refuses_processes_outside_the_drivers_that_have_them(tmp_path:
     assert not (tmp_path / "run" / "release.json").exists()
 
 
+@pytest.mark.integration  # worker processes
 def test_worker_processes_collect_cycles_at_the_round_thresholds() -> None:
     """The users' workers run with the collector policy of fre_protocol.gc_policy, not CPython's
     default (which would spend ~5% of a round's CPU on collections that find nothing)."""

@@ -72,6 +72,7 @@ def _check_private_modes(run: Path) -> None:
     assert loose == [], loose[:12]
 
 
+@pytest.mark.fast  # the services driver's one equivalence test in the fast tier
 def test_seeded_noiseless_deployment_releases_what_the_runner_and_mechanism_release(
     tmp_path: Path, small_population: Population, reference_release: Release
 ) -> None:
