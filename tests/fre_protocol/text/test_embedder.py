@@ -101,3 +101,33 @@ def test_absent_model_name_fails_with_a_clear_message(tmp_path: Path) -> None:
     emb = SentenceTransformerEmbedder("no-such-org/no-such-model-xyz", cache_dir=tmp_path, device="cpu")
     with pytest.raises(InvalidParameterError, match="could not be loaded offline"):
         emb.embed(["x"])
+
+
+# -- precision -------------------------------------------------------------------------------------
+def test_precision_is_checked(monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(InvalidParameterError, match=r"precision must be one of \['auto', 'fp32', 'bf16'\], got 'fp16'"):
+        SentenceTransformerEmbedder(precision="fp16", cache=False)
+    monkeypatch.setenv("FRE_E2T_EMBEDDER_PRECISION", "half")
+    with pytest.raises(InvalidParameterError, match="FRE_E2T_EMBEDDER_PRECISION must be one of"):
+        SentenceTransformerEmbedder(cache=False)
+
+
+@pytest.mark.text
+def test_precision_keys_the_cache_and_fp32_keeps_the_old_key(tmp_path: Path) -> None:
+    """bfloat16 and float32 embeddings never share a cache; float32's key is the one caches were
+    written under before the precision existed."""
+    fp32 = SentenceTransformerEmbedder(cache_dir=tmp_path, device="cpu", precision="fp32")
+    bf16 = SentenceTransformerEmbedder(cache_dir=tmp_path, device="cpu", precision="bf16")
+    assert fp32.cache is not None and bf16.cache is not None and fp32.cache.dir != bf16.cache.dir
+    assert fp32.cache.model_key == f"{DEFAULT_MODEL_ID}|normalize=True|max_seq_length=None"
+    assert bf16.cache.model_key.endswith("|precision=bf16")
+
+
+@pytest.mark.text
+def test_bfloat16_embeddings_agree_with_float32(minilm: SentenceTransformerEmbedder) -> None:
+    """The faster precision is the same model: every row's cosine with float32's is >= 0.999
+    (measured >= 0.9999 on 1,000 tweets, scripts/bench_embedding.py)."""
+    texts = TEXTS + [f"{t} ({i})" for i, t in enumerate(TEXTS * 8)]
+    fp32 = SentenceTransformerEmbedder(device="cpu", precision="fp32", cache=False).embed(texts)
+    bf16 = SentenceTransformerEmbedder(device="cpu", precision="bf16", cache=False).embed(texts)
+    assert float((fp32 * bf16).sum(axis=1).min()) >= 0.999
