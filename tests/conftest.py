@@ -27,6 +27,13 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 
 ROOT = Path(__file__).resolve().parent
+
+
+@pytest.fixture(scope="session")
+def text_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One embedding cache for the whole test run: the text tests and the experiments embed each
+    text once."""
+    return tmp_path_factory.mktemp("fre-e2t-cache")
 TEXT_DIRS = ("fre_protocol/text", "fre_protocol/experiments")
 INTEGRATION_PATHS = ("fre_protocol/net", "fre_protocol/test_dask_driver.py")
 

