@@ -17,7 +17,9 @@ Precision: on a CPU with bfloat16 matrix units (Intel AMX) the model runs under 
 autocast, about twice the texts per second of float32 with the same model (cosine between the two
 ≥ 0.9999 on tweets: ``scripts/bench_embedding.py``); elsewhere, and on a GPU, it runs in float32.
 ``precision="fp32"`` or ``"bf16"`` (or ``$FRE_E2T_EMBEDDER_PRECISION``) forces one. The precision
-is part of the cache key, so embeddings of the two never mix.
+is part of the cache key, so embeddings of the two never mix. Under bfloat16 a text's embedding
+also depends, at the ~1e-3 level, on the padding of the batch it is embedded in; a cached text
+keeps the embedding it was first given.
 
 torch and sentence-transformers are imported inside functions only: importing this module is
 cheap and works without the text extra installed.
