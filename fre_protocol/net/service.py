@@ -145,6 +145,128 @@ def refusal_bytes(status: int, error: FreError) -> bytes:
     ).encode() + body
 
 
+class _PeerRoleLimits:
+    """What :func:`_with_peer_role` adds to one of uvicorn's HTTP/1.1 protocols: the TLS peer's
+    certificate role in every request's state, responses through :class:`CoalescedWrites`, and
+    the listener's :class:`ConnectionLimits` (each refusal counted by ``on_refused(reason)``)."""
+
+    # Set per listener by _with_peer_role (one class each, see http_protocol).
+    limits: ConnectionLimits
+    cap: int
+    h11_protocol: bool
+    users: set[Any]  # the listener's connections without a client certificate
+    on_refused: Callable[[str], None] | None
+
+    def connection_made(self, transport: asyncio.Transport) -> None:
+        super().connection_made(transport)
+        from fre_protocol.net.certs import peer_role
+
+        ssl_object = transport.get_extra_info("ssl_object")
+        peer = ssl_object.getpeercert() if ssl_object is not None else None
+        role = peer_role(peer)
+        self.app_state = {**self.app_state, "peer_role": role}
+        # Requests' cycles take the protocol's transport: flow control keeps the raw one.
+        self.transport = CoalescedWrites(transport, self.loop)
+        self.awaiting_head, self.head_bytes, self.head_timer, self.body_timer = True, 0, None, None
+        if role is None:
+            if len(type(self).users) >= self.cap:
+                self.refuse(503, UnavailableError(
+                    f"this service holds its cap of {self.cap} connections without a client certificate; retry later"
+                ), "user_connection_cap")
+                return
+            type(self).users.add(self)
+        self.arm_head_timer()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        type(self).users.discard(self)
+        self.disarm_head_timer()
+        self.disarm_body_timer()
+        super().connection_lost(exc)
+
+    # -- the head of each request: bounded in bytes and seconds -------------------------------
+    def head_pending(self) -> bool:
+        if self.h11_protocol:
+            import h11
+
+            return self.conn.their_state is h11.IDLE  # type: ignore[no-any-return]
+        return bool(self.awaiting_head)
+
+    def arm_head_timer(self) -> None:
+        if self.head_timer is None:
+            self.head_timer = self.loop.call_later(self.limits.head_timeout_s, self.head_timed_out)
+
+    def disarm_head_timer(self) -> None:
+        timer, self.head_timer = getattr(self, "head_timer", None), None
+        if timer is not None:
+            timer.cancel()
+
+    def head_timed_out(self) -> None:
+        self.head_timer = None
+        if self.head_pending() and not self.transport.is_closing():
+            self.refuse(408, SlowRequestError(
+                f"a request's line and headers must arrive within {self.limits.head_timeout_s:g} s, they did not"
+            ), "head_timeout")
+
+    def data_received(self, data: bytes) -> None:
+        was_pending = self.head_pending()
+        if was_pending:
+            self.arm_head_timer()
+            self.head_bytes += len(data)
+        super().data_received(data)
+        # Checked after parsing: the parser holds at most one read beyond the limit.
+        if self.head_pending() and self.head_bytes > self.limits.max_head_bytes and not self.transport.is_closing():
+            self.refuse(431, head_too_large(self.limits), "head_too_large")
+        elif not self.head_pending():
+            self.disarm_head_timer()
+            # h11 takes a whole head that came in one read whatever its size: measured here.
+            if self.h11_protocol and was_pending and head_size(self.scope) > self.limits.max_head_bytes:
+                self.refuse(431, head_too_large(self.limits), "head_too_large")
+
+    def on_headers_complete(self) -> None:  # httptools only
+        self.awaiting_head = False
+        self.disarm_head_timer()
+        if len(self.url) + head_size({"headers": self.headers}) > self.limits.max_head_bytes:
+            self.refuse(431, head_too_large(self.limits), "head_too_large")
+            # Stops the parser (uvicorn's answer to a parser error finds the connection closed).
+            raise TooLargeError("request head over the limit")
+        super().on_headers_complete()
+        if self.app_state.get("peer_role") is None:  # a user's body is timed as well
+            self.body_timer = self.loop.call_later(self.limits.body_timeout_s, self.body_timed_out)
+
+    def on_message_complete(self) -> None:  # httptools only
+        super().on_message_complete()
+        self.disarm_body_timer()
+        self.awaiting_head, self.head_bytes = True, 0
+
+    def disarm_body_timer(self) -> None:
+        timer, self.body_timer = getattr(self, "body_timer", None), None
+        if timer is not None:
+            timer.cancel()
+
+    def body_timed_out(self) -> None:
+        self.body_timer = None
+        if self.transport.is_closing():
+            return
+        cycle = getattr(self, "cycle", None)
+        if cycle is not None and cycle.response_started:  # answered without its body: just close
+            self.transport.close()
+            return
+        self.refuse(408, SlowRequestError(
+            f"a request's body must arrive within {self.limits.body_timeout_s:g} s of its headers, it did not"
+        ), "body_timeout")
+
+    def refuse(self, status: int, error: FreError, reason: str) -> None:
+        self.disarm_head_timer()
+        if self.on_refused is not None:
+            self.on_refused(reason)
+        raw = self.transport._transport if isinstance(self.transport, CoalescedWrites) else self.transport
+        self.transport.write(refusal_bytes(status, error))
+        self.transport.close()
+        # A TLS close waits for the client's close_notify, reading (and dropping) whatever it
+        # still sends: the socket is let go once the answer has had time to leave.
+        self.loop.call_later(REFUSAL_LINGER_S, raw.abort)
+
+
 def _with_peer_role(
     base: type, limits: ConnectionLimits, on_refused: Callable[[str], None] | None = None
 ) -> type:
@@ -152,124 +274,11 @@ def _with_peer_role(
     checked against our CA at the handshake) in every request's ``scope["state"]["peer_role"]``,
     its responses written through :class:`CoalescedWrites`, and ``limits`` enforced (a refusal
     is counted by ``on_refused(reason)``)."""
-    cap = limits.user_connection_cap()
-    h11_protocol = issubclass(base, H11Protocol)
-
-    class PeerRole(base):  # type: ignore[misc, valid-type]
-        # One class per listener (see http_protocol): its users' connections.
-        users: set[Any] = set()
-
-        def connection_made(self, transport: asyncio.Transport) -> None:
-            super().connection_made(transport)
-            from fre_protocol.net.certs import peer_role
-
-            ssl_object = transport.get_extra_info("ssl_object")
-            peer = ssl_object.getpeercert() if ssl_object is not None else None
-            role = peer_role(peer)
-            self.app_state = {**self.app_state, "peer_role": role}
-            # Requests' cycles take the protocol's transport: flow control keeps the raw one.
-            self.transport = CoalescedWrites(transport, self.loop)
-            self.awaiting_head, self.head_bytes, self.head_timer, self.body_timer = True, 0, None, None
-            if role is None:
-                if len(PeerRole.users) >= cap:
-                    self.refuse(503, UnavailableError(
-                        f"this service holds its cap of {cap} connections without a client certificate; retry later"
-                    ), "user_connection_cap")
-                    return
-                PeerRole.users.add(self)
-            self.arm_head_timer()
-
-        def connection_lost(self, exc: Exception | None) -> None:
-            PeerRole.users.discard(self)
-            self.disarm_head_timer()
-            self.disarm_body_timer()
-            super().connection_lost(exc)
-
-        # -- the head of each request: bounded in bytes and seconds -------------------------------
-        def head_pending(self) -> bool:
-            if h11_protocol:
-                import h11
-
-                return self.conn.their_state is h11.IDLE  # type: ignore[no-any-return]
-            return bool(self.awaiting_head)
-
-        def arm_head_timer(self) -> None:
-            if self.head_timer is None:
-                self.head_timer = self.loop.call_later(limits.head_timeout_s, self.head_timed_out)
-
-        def disarm_head_timer(self) -> None:
-            timer, self.head_timer = getattr(self, "head_timer", None), None
-            if timer is not None:
-                timer.cancel()
-
-        def head_timed_out(self) -> None:
-            self.head_timer = None
-            if self.head_pending() and not self.transport.is_closing():
-                self.refuse(408, SlowRequestError(
-                    f"a request's line and headers must arrive within {limits.head_timeout_s:g} s, they did not"
-                ), "head_timeout")
-
-        def data_received(self, data: bytes) -> None:
-            was_pending = self.head_pending()
-            if was_pending:
-                self.arm_head_timer()
-                self.head_bytes += len(data)
-            super().data_received(data)
-            # Checked after parsing: the parser holds at most one read beyond the limit.
-            if self.head_pending() and self.head_bytes > limits.max_head_bytes and not self.transport.is_closing():
-                self.refuse(431, head_too_large(limits), "head_too_large")
-            elif not self.head_pending():
-                self.disarm_head_timer()
-                # h11 takes a whole head that came in one read whatever its size: measured here.
-                if h11_protocol and was_pending and head_size(self.scope) > limits.max_head_bytes:
-                    self.refuse(431, head_too_large(limits), "head_too_large")
-
-        def on_headers_complete(self) -> None:  # httptools only
-            self.awaiting_head = False
-            self.disarm_head_timer()
-            if len(self.url) + head_size({"headers": self.headers}) > limits.max_head_bytes:
-                self.refuse(431, head_too_large(limits), "head_too_large")
-                # Stops the parser (uvicorn's answer to a parser error finds the connection closed).
-                raise TooLargeError("request head over the limit")
-            super().on_headers_complete()
-            if self.app_state.get("peer_role") is None:  # a user's body is timed as well
-                self.body_timer = self.loop.call_later(limits.body_timeout_s, self.body_timed_out)
-
-        def on_message_complete(self) -> None:  # httptools only
-            super().on_message_complete()
-            self.disarm_body_timer()
-            self.awaiting_head, self.head_bytes = True, 0
-
-        def disarm_body_timer(self) -> None:
-            timer, self.body_timer = getattr(self, "body_timer", None), None
-            if timer is not None:
-                timer.cancel()
-
-        def body_timed_out(self) -> None:
-            self.body_timer = None
-            if self.transport.is_closing():
-                return
-            cycle = getattr(self, "cycle", None)
-            if cycle is not None and cycle.response_started:  # answered without its body: just close
-                self.transport.close()
-                return
-            self.refuse(408, SlowRequestError(
-                f"a request's body must arrive within {limits.body_timeout_s:g} s of its headers, it did not"
-            ), "body_timeout")
-
-        def refuse(self, status: int, error: FreError, reason: str) -> None:
-            self.disarm_head_timer()
-            if on_refused is not None:
-                on_refused(reason)
-            raw = self.transport._transport if isinstance(self.transport, CoalescedWrites) else self.transport
-            self.transport.write(refusal_bytes(status, error))
-            self.transport.close()
-            # A TLS close waits for the client's close_notify, reading (and dropping) whatever it
-            # still sends: the socket is let go once the answer has had time to leave.
-            self.loop.call_later(REFUSAL_LINGER_S, raw.abort)
-
-    PeerRole.__name__ = f"PeerRole{base.__name__}"
-    return PeerRole
+    settings = {
+        "limits": limits, "cap": limits.user_connection_cap(), "h11_protocol": issubclass(base, H11Protocol),
+        "users": set(), "on_refused": staticmethod(on_refused) if on_refused is not None else None,
+    }
+    return type(f"PeerRole{base.__name__}", (_PeerRoleLimits, base), settings)
 
 
 def head_size(scope: Any) -> int:
