@@ -156,38 +156,15 @@ def settle_old_driver_flags(parser: argparse.ArgumentParser, args: argparse.Name
         args.processes = dask_workers
 
 
-def run(args: argparse.Namespace) -> int:
-    from fre_protocol.inputs import open_embeddings
-    from fre_protocol.runner import ProtocolConfig, run_protocol
+def play(
+    args: argparse.Namespace, x: Any, params: Any, seeds: Any, *, users: Any, unit: Any, common: dict[str, Any]
+) -> tuple[Any, str]:
+    """Run the protocol with the driver ``args`` chose (``auto`` by the population's size); the
+    result and the driver's name for the summary."""
+    from fre_protocol.runner import run_protocol
     from fre_protocol.streaming import DEFAULT_WINDOW_CHUNKS, run_streaming
-    from mechanism.run_files import DIAGNOSTICS_FILE, TRANSCRIPT_JSONL_FILE
-    from mechanism.seeds import SeedPlan
     from primitives.errors import InvalidParameterError
 
-    params = params_from_args(args)
-    seeds = SeedPlan.fresh() if args.seed is None else SeedPlan.from_seed(args.seed)
-    out_dir = prepare_out_dir(args.out)
-    config = ProtocolConfig(
-        proof_batch_size=args.proof_batch,
-        modulus_bits=args.modulus_bits,
-        dropout_policy=args.dropout_policy,
-        cover_traffic=args.cover_traffic,
-        dishonest_fraction=args.dishonest_fraction,
-    )
-    if args.demo:
-        from fre_protocol.cli.mechanism_cmd import DEMO_SEED, demo_population
-
-        x = demo_population(params.radius).embeddings
-        source = f"demo population (seed {DEMO_SEED!r})"
-    else:
-        x = open_embeddings(args.embeddings)
-        source = Path(args.embeddings).name
-    users, unit = users_and_unit(args, int(x.shape[0]), seeds, log=lambda m: print(m, file=sys.stderr))
-    started = time.perf_counter()
-    common = {
-        "noise": args.noise == "on", "out_dir": out_dir, "dropout": args.dropout, "progress": args.progress,
-        "workers": args.workers, "config": config, "transcript": args.transcript_mode,
-    }
     driver = args.driver
     if driver == "auto":
         driver = "streaming" if x.shape[0] >= STREAMING_FROM else "runner"
@@ -219,6 +196,40 @@ def run(args: argparse.Namespace) -> int:
         )
     else:
         result = run_protocol(x, params, seeds, users=users, unit=unit, **common)  # type: ignore[arg-type]
+    return result, driver
+
+
+def run(args: argparse.Namespace) -> int:
+    from fre_protocol.inputs import open_embeddings
+    from fre_protocol.runner import ProtocolConfig
+    from mechanism.run_files import DIAGNOSTICS_FILE, TRANSCRIPT_JSONL_FILE
+    from mechanism.seeds import SeedPlan
+
+    params = params_from_args(args)
+    seeds = SeedPlan.fresh() if args.seed is None else SeedPlan.from_seed(args.seed)
+    out_dir = prepare_out_dir(args.out)
+    config = ProtocolConfig(
+        proof_batch_size=args.proof_batch,
+        modulus_bits=args.modulus_bits,
+        dropout_policy=args.dropout_policy,
+        cover_traffic=args.cover_traffic,
+        dishonest_fraction=args.dishonest_fraction,
+    )
+    if args.demo:
+        from fre_protocol.cli.mechanism_cmd import DEMO_SEED, demo_population
+
+        x = demo_population(params.radius).embeddings
+        source = f"demo population (seed {DEMO_SEED!r})"
+    else:
+        x = open_embeddings(args.embeddings)
+        source = Path(args.embeddings).name
+    users, unit = users_and_unit(args, int(x.shape[0]), seeds, log=lambda m: print(m, file=sys.stderr))
+    started = time.perf_counter()
+    common = {
+        "noise": args.noise == "on", "out_dir": out_dir, "dropout": args.dropout, "progress": args.progress,
+        "workers": args.workers, "config": config, "transcript": args.transcript_mode,
+    }
+    result, driver = play(args, x, params, seeds, users=users, unit=unit, common=common)
     release = result.release
     if args.jsonl and result.transcript_path is not None:
         from transcripts import TranscriptStore
