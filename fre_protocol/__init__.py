@@ -1,4 +1,4 @@
-"""The two-server, two-phase Fre-E2T protocol: parties, messages, runner, text pipeline, CLI.
+"""The two-server, two-phase Fre-E2T protocol: roles, messages, drivers, text pipeline, CLI.
 
 Threat model (docs/threat-model.md): honest-but-curious, non-colluding servers; neighbours
 differ by one user. Per party:
@@ -27,9 +27,11 @@ from typing import Any
 
 # The public protocol API, resolved on first use so that `import fre_protocol` stays light.
 _LAZY = {
-    "run_protocol": "fre_protocol.runner",
-    "ProtocolResult": "fre_protocol.runner",
-    "ProtocolConfig": "fre_protocol.runner",
+    "run_protocol": "fre_protocol.drivers.inprocess",
+    "ProtocolResult": "fre_protocol.drivers.local",
+    "ProtocolConfig": "fre_protocol.roles.config",
+    "RoundSpec": "fre_protocol.roles.config",
+    "RunOptions": "fre_protocol.roles.config",
     "audit_run": "fre_protocol.audit",
 }
 
@@ -42,4 +44,4 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'fre_protocol' has no attribute {name!r}")
 
 
-__all__ = ["ProtocolConfig", "ProtocolResult", "audit_run", "run_protocol"]
+__all__ = ["ProtocolConfig", "ProtocolResult", "RoundSpec", "RunOptions", "audit_run", "run_protocol"]

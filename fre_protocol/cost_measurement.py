@@ -10,12 +10,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from fre_protocol.runner import (
-    MAX_BATCH_RESPONSE_BYTES,
-    ProtocolConfig,
-    batch_response_bytes,
-    run_protocol,
-)
+from fre_protocol.drivers.inprocess import run_protocol
+from fre_protocol.roles.config import ProtocolConfig, RoundSpec, RunOptions
+from fre_protocol.roles.round import MAX_BATCH_RESPONSE_BYTES, batch_response_bytes
 from mechanism.params import FreParams
 from mechanism.population import synthetic_population
 from mechanism.seeds import SeedPlan
@@ -62,11 +59,7 @@ def measure(
         ), n_clusters
 
     def one_run(pop: Any, batch: int, record_dir: str | Path | None, cover: bool = True) -> dict[str, Any]:
-        result = run_protocol(
-            pop.embeddings, params, SeedPlan.from_seed(seed), noise=True, out_dir=record_dir,
-            progress=progress, workers=workers,
-            config=ProtocolConfig(proof_batch_size=batch, user_workers=user_workers, cover_traffic=cover),
-        )
+        result = run_protocol(pop.embeddings, RoundSpec(params=params, seeds=SeedPlan.from_seed(seed), noise=True, workers=workers, config=ProtocolConfig(proof_batch_size=batch, user_workers=user_workers, cover_traffic=cover)), RunOptions(out_dir=record_dir, progress=progress))
         costs = dict(result.costs)
         costs["epsilon"] = epsilon
         costs["released_buckets"] = len(result.release)

@@ -1,6 +1,6 @@
 """The per-operation cost table of a protocol run, beside the paper's figures (App. B.1, design §9).
 
-:func:`summarize` turns a run's :class:`~fre_protocol.parties.base.Meter` into per-operation
+:func:`summarize` turns a run's :class:`~fre_protocol.roles.base.Meter` into per-operation
 figures; :func:`cost_table` lays them out beside the paper's numbers and our targets;
 :func:`fre_protocol.cost_measurement.measure` runs the protocol on a synthetic population (N
 users, d dimensions) twice, with the two proof layouts side by side: one DLEQ proof per user (the default: a user's download and
@@ -28,7 +28,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from fre_protocol.parties.base import Meter
+from fre_protocol.roles.base import Meter
 from primitives.jsonsafe import json_safe
 
 #: The paper's figures (App. B.1; AMD EPYC 9554, 124 cores) and our 2-core targets (design §9).

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from fre_protocol.runner import DISHONEST_TERM, DROPOUTS_TERM
+from fre_protocol.roles.ledger import DISHONEST_TERM, DROPOUTS_TERM
 from mechanism.accounting import DUMMY_PADDING, HISTOGRAM_RELEASE
 from mechanism.ledger import CENTROID_GAUSSIAN, HEAVY_HITTERS, SENSITIVITY_FAILURE
 from mechanism.release import PUBLIC_INFO_KEYS

@@ -25,7 +25,7 @@ import numpy as np
 import numpy.typing as npt
 
 from fre_protocol.inputs import EmbeddingShards, release_pages, take_rows
-from fre_protocol.parties.base import chunks
+from fre_protocol.roles.base import chunks
 from mechanism.contributions import TEXT_UNIT, PrivacyUnit, bound_contributions
 from mechanism.grid import PublicGrid, encode_buckets
 from mechanism.seeds import SeedPlan

@@ -29,6 +29,8 @@ from pathlib import Path
 
 import numpy as np
 
+from fre_protocol.roles.config import RoundSpec, RunOptions
+
 
 def population(n: int, dim: int, seed: int) -> np.ndarray:
     """Clusters of ~1,000 users that clear the threshold, plus 5% rare users."""
@@ -64,7 +66,7 @@ class CpuSampler:
             self._thread.join()
 
     def _read(self) -> dict[str, float]:
-        from fre_protocol.net.deploy import cpu_seconds, own_cpu_seconds
+        from fre_protocol.drivers.net.deploy import cpu_seconds, own_cpu_seconds
 
         out = {"users": own_cpu_seconds()}
         for role, pid in self.pids.items():
@@ -110,7 +112,7 @@ def phase_seconds(metrics_dir: Path) -> dict[str, dict[str, float]]:
 
 
 def merged_meter(meters: list[dict]) -> object:
-    from fre_protocol.parties.base import Meter
+    from fre_protocol.roles.base import Meter
 
     meter = Meter()
     for m in meters:
@@ -138,9 +140,10 @@ def main() -> int:
     args = parser.parse_args()
 
     from fre_protocol.costs import cost_table, summarize
-    from fre_protocol.net.deploy import deploy_local
-    from fre_protocol.net.round import RoundSettings
-    from fre_protocol.runner import ProtocolConfig, run_protocol
+    from fre_protocol.drivers.inprocess import run_protocol
+    from fre_protocol.drivers.net.deploy import deploy_local
+    from fre_protocol.drivers.net.round import RoundSettings
+    from fre_protocol.roles.config import ProtocolConfig
     from mechanism.params import FreParams
     from mechanism.release import Release
     from mechanism.seeds import SeedPlan
@@ -157,7 +160,7 @@ def main() -> int:
         # release.json and a transcript of every party's view with each message's bytes).
         for key, out_dir in (("in_process", None), ("in_process_files", out / "in-process")):
             t0 = time.perf_counter()
-            result = run_protocol(x, params, SeedPlan.fresh(), noise=True, workers=2, progress=False, out_dir=out_dir)
+            result = run_protocol(x, RoundSpec(params=params, seeds=SeedPlan.fresh(), noise=True, workers=2), RunOptions(progress=False, out_dir=out_dir))
             report[key] = {"wall_seconds": time.perf_counter() - t0, "released": len(result.release)}
             print(f"{key}: {report[key]['wall_seconds']:.1f} s", file=sys.stderr)
             if out_dir is None:

@@ -165,7 +165,8 @@ def protocol_ledger_of(params: FreParams, dim: int, dishonest_fraction: float = 
     """The ledger the two-server protocol states with the default configuration (but for the
     dishonest fraction f), before any dropout: the DDG calibrated at the release floor (what the
     runner does with no released count)."""
-    from fre_protocol.runner import ProtocolConfig, build_ledger, ddg_config_for, dummy_parameters
+    from fre_protocol.roles.config import ProtocolConfig
+    from fre_protocol.roles.ledger import build_ledger, ddg_config_for, dummy_parameters
     from mechanism.fre_e2t import release_threshold
 
     config = ProtocolConfig(dishonest_fraction=dishonest_fraction)

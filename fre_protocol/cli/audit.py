@@ -44,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
     run_dir = Path(args.run)
     if (run_dir / TRANSCRIPTS_DIR).is_dir() and not (run_dir / TRANSCRIPT_FILE).exists():
         # A deployment: one store per party.
-        from fre_protocol.net.transcript import audit_deployment
+        from fre_protocol.drivers.net.transcript import audit_deployment
 
         report = audit_deployment(run_dir, embeddings=x, user_ids=user_ids)
     else:

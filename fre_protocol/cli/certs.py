@@ -22,7 +22,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from fre_protocol.net.certs import make_test_pki
+    from fre_protocol.drivers.net.certs import make_test_pki
 
     hosts = tuple(args.host) if args.host else ("localhost", "127.0.0.1")
     paths = make_test_pki(Path(args.out), hosts=hosts, valid_days=args.days, overwrite=args.force)

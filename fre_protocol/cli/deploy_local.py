@@ -42,8 +42,8 @@ def settings_from_args(args: argparse.Namespace, dim: int, unit: object = None) 
     """The round's public settings; ``unit`` (a PrivacyUnit) defaults to one text per user."""
     import secrets
 
-    from fre_protocol.net.round import RoundSettings
-    from fre_protocol.runner import ProtocolConfig
+    from fre_protocol.drivers.net.round import RoundSettings
+    from fre_protocol.roles.config import ProtocolConfig
     from mechanism.contributions import TEXT_UNIT
     from mechanism.seeds import SeedPlan
 
@@ -66,7 +66,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from fre_protocol.net.deploy import deploy_local
+    from fre_protocol.drivers.net.deploy import deploy_local
     from mechanism.seeds import SeedPlan
 
     x = load_embeddings(args.embeddings)

@@ -26,8 +26,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from fre_protocol.net.round import ServiceConfig
-    from fre_protocol.net.service import ConnectionLimits, serve
+    from fre_protocol.drivers.net.round import ServiceConfig
+    from fre_protocol.drivers.net.service import ConnectionLimits, serve
     from primitives.errors import InvalidParameterError
 
     config = ServiceConfig.load(args.config)
@@ -37,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
     if config.role != role:
         raise InvalidParameterError(f"config file is for {config.role!r}, not {role!r}")
     if role == "proxy":
-        from fre_protocol.net.proxy_service import ProxyService
+        from fre_protocol.drivers.net.proxy_service import ProxyService
 
         proxy = ProxyService(config, workers=args.workers)
         # The round document needs both servers' keys: assembled once they answer.
@@ -48,11 +48,11 @@ def run(args: argparse.Namespace) -> int:
             proxy.stop()
         return 0
     if role == "S_tag":
-        from fre_protocol.net.tag_service import TagService
+        from fre_protocol.drivers.net.tag_service import TagService
 
         service = TagService(config, workers=args.workers)
     else:
-        from fre_protocol.net.syn_service import SynService
+        from fre_protocol.drivers.net.syn_service import SynService
 
         service = SynService(config, workers=args.workers)
     serve(service, require_client_cert=True, limits=limits)

@@ -156,13 +156,11 @@ def settle_old_driver_flags(parser: argparse.ArgumentParser, args: argparse.Name
         args.processes = dask_workers
 
 
-def play(
-    args: argparse.Namespace, x: Any, params: Any, seeds: Any, *, users: Any, unit: Any, common: dict[str, Any]
-) -> tuple[Any, str]:
+def play(args: argparse.Namespace, x: Any, spec: Any, options: Any, *, users: Any) -> tuple[Any, str]:
     """Run the protocol with the driver ``args`` chose (``auto`` by the population's size); the
     result and the driver's name for the summary."""
-    from fre_protocol.runner import run_protocol
-    from fre_protocol.streaming import DEFAULT_WINDOW_CHUNKS, run_streaming
+    from fre_protocol.drivers.inprocess import run_protocol
+    from fre_protocol.drivers.streaming import DEFAULT_WINDOW_CHUNKS, run_streaming
     from primitives.errors import InvalidParameterError
 
     driver = args.driver
@@ -175,33 +173,31 @@ def play(
         )
     processes = args.processes or DEFAULT_PROCESSES
     if driver == "dask":
-        from fre_protocol.dask_driver import run_dask
+        from fre_protocol.drivers.dask import DaskCluster, run_dask
 
         window = args.window_chunks or DEFAULT_WINDOW_CHUNKS
         result = run_dask(
-            x, params, seeds, window_chunks=window, scheduler=args.scheduler, dask_workers=processes,
-            users=users, unit=unit, **common,  # type: ignore[arg-type]
+            x, spec, options, users=users, window_chunks=window,
+            cluster=DaskCluster(scheduler=args.scheduler, workers=processes),
         )
         driver = "streaming (dask)"
     elif driver in ("streaming", "streaming-processes"):
         window = args.window_chunks or DEFAULT_WINDOW_CHUNKS
         players = None
         if driver == "streaming-processes":
-            from fre_protocol.user_processes import in_worker_processes
+            from fre_protocol.drivers.user_processes import in_worker_processes
 
             players = in_worker_processes(processes)
             driver = f"streaming ({processes} user processes)"
-        result = run_streaming(
-            x, params, seeds, window_chunks=window, users=users, unit=unit, players=players, **common,
-        )
+        result = run_streaming(x, spec, options, users=users, window_chunks=window, players=players)
     else:
-        result = run_protocol(x, params, seeds, users=users, unit=unit, **common)  # type: ignore[arg-type]
+        result = run_protocol(x, spec, options, users=users)
     return result, driver
 
 
 def run(args: argparse.Namespace) -> int:
     from fre_protocol.inputs import open_embeddings
-    from fre_protocol.runner import ProtocolConfig
+    from fre_protocol.roles.config import ProtocolConfig, RoundSpec, RunOptions
     from mechanism.run_files import DIAGNOSTICS_FILE, TRANSCRIPT_JSONL_FILE
     from mechanism.seeds import SeedPlan
 
@@ -225,11 +221,12 @@ def run(args: argparse.Namespace) -> int:
         source = Path(args.embeddings).name
     users, unit = users_and_unit(args, int(x.shape[0]), seeds, log=lambda m: print(m, file=sys.stderr))
     started = time.perf_counter()
-    common = {
-        "noise": args.noise == "on", "out_dir": out_dir, "dropout": args.dropout, "progress": args.progress,
-        "workers": args.workers, "config": config, "transcript": args.transcript_mode,
-    }
-    result, driver = play(args, x, params, seeds, users=users, unit=unit, common=common)
+    spec = RoundSpec(
+        params=params, seeds=seeds, config=config, unit=unit, noise=args.noise == "on", dropout=args.dropout,
+        workers=args.workers,
+    )
+    options = RunOptions(out_dir=out_dir, progress=args.progress, transcript=args.transcript_mode)
+    result, driver = play(args, x, spec, options, users=users)
     release = result.release
     if args.jsonl and result.transcript_path is not None:
         from transcripts import TranscriptStore

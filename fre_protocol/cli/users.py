@@ -36,8 +36,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from fre_protocol.net.round import RoundSettings
-    from fre_protocol.net.users_client import play_users
+    from fre_protocol.drivers.net.round import RoundSettings
+    from fre_protocol.drivers.net.users_client import play_users
     from primitives.errors import InvalidParameterError
 
     try:

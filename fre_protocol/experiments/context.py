@@ -26,6 +26,7 @@ import numpy as np
 import numpy.typing as npt
 
 from fre_protocol.experiments.store import ROWS_SUFFIX, RowStore
+from fre_protocol.roles.config import RoundSpec, RunOptions
 from mechanism import metrics
 from mechanism.params import FreParams
 from mechanism.seeds import SeedPlan
@@ -257,9 +258,9 @@ class Context:
             x, seeds = self.dataset().x, self.seeds(seed)
             start = time.perf_counter()
             if method == FRE_E2T:
-                from fre_protocol.runner import run_protocol
+                from fre_protocol.drivers.inprocess import run_protocol
 
-                release = run_protocol(x, params, seeds, progress=self.config.progress, workers=self.config.workers).release
+                release = run_protocol(x, RoundSpec(params=params, seeds=seeds, workers=self.config.workers), RunOptions(progress=self.config.progress)).release
             else:
                 from mechanism.fre_e2t import run_mechanism
 
@@ -286,7 +287,7 @@ class Context:
             return heavy, len(heavy)
         from fre_protocol.components import build_components
         from fre_protocol.messages import tag_of
-        from fre_protocol.runner import tagging_key
+        from fre_protocol.roles.round import tagging_key
 
         suite = build_components().suite
         sk, _ = tagging_key(seeds, suite)

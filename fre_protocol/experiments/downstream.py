@@ -29,6 +29,7 @@ from fre_protocol.experiments.tables import (
     markdown_table,
     sorted_values,
 )
+from fre_protocol.roles.config import RoundSpec
 
 TEST_FRACTION = 0.2
 QUICK_CLASSES = 2
@@ -60,7 +61,7 @@ def per_class_release(
 ) -> tuple[np.ndarray, list[str], list[str], list[str], dict[str, int]]:
     """One run per class: the centroids and their labels, the texts of the largest
     :data:`TEXTS_PER_CLASS` of each class and their labels, and each class's release size."""
-    from fre_protocol.runner import run_protocol
+    from fre_protocol.drivers.inprocess import run_protocol
 
     split, x = _split(ctx, seed), ctx.dataset().x
     quick_k = {"k": QUICK_K} if ctx.config.quick and "k" not in ctx.config.params else {}
@@ -69,7 +70,7 @@ def per_class_release(
     centroids, labels, released, invert = [], [], {}, []
     for label in _classes(ctx):
         rows = train[np.asarray([split.train_labels[i] == label for i in range(len(train))])]
-        release = run_protocol(x[rows], params, ctx.seeds(seed), workers=ctx.config.workers).release
+        release = run_protocol(x[rows], RoundSpec(params=params, seeds=ctx.seeds(seed), workers=ctx.config.workers)).release
         order = np.argsort(-release.counts, kind="stable")
         if ctx.config.run_max_centroids is not None:
             order = order[: ctx.config.run_max_centroids]

@@ -47,6 +47,7 @@ import numpy.typing as npt
 
 from fre_protocol.outputs import prepare_out_dir, write_json_atomic, write_jsonl_atomic
 from fre_protocol.published import LEDGER_FILE, SYNTHETIC_FILE
+from fre_protocol.roles.config import RoundSpec, RunOptions
 from fre_protocol.text import Inversion, Inverter, Paraphraser
 from fre_protocol.text.carriers import (
     ACCELERATE,
@@ -394,19 +395,13 @@ def _release(
 
         release = run_mechanism(x, params, seeds, noise=options.noise, progress=options.progress, **by_user)
         return release, None, {}
-    from fre_protocol.runner import run_protocol
+    from fre_protocol.drivers.inprocess import run_protocol
 
-    result = run_protocol(
-        x,
-        params,
-        seeds,
-        noise=options.noise,
-        out_dir=out_dir,
-        dropout=options.dropout,
-        progress=options.progress,
-        workers=options.workers,
-        **by_user,
+    spec = RoundSpec(
+        params=params, seeds=seeds, unit=unit, noise=options.noise, dropout=options.dropout, workers=options.workers
     )
+    labels = list(users) if users is not None else None
+    result = run_protocol(x, spec, RunOptions(out_dir=out_dir, progress=options.progress), users=labels)
     return result.release, result.transcript_path, dict(result.costs or {})
 
 

@@ -24,7 +24,7 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from fre_protocol.parties.synthesis_server import decode_many
+from fre_protocol.roles.synthesis_server import decode_many
 from mechanism.grid import single_threaded_blas
 from primitives.ddg import DDGConfig, DDGEncoder, fwht
 from primitives.ddg.hadamard import rotation_signs

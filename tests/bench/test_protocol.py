@@ -21,8 +21,9 @@ import pytest
 from fre_protocol.components import build_components
 from fre_protocol.cost_measurement import measure
 from fre_protocol.costs import TARGETS, cost_table, write_reports
-from fre_protocol.parties.synthesis_server import decode_many
-from fre_protocol.runner import ProtocolConfig, run_protocol
+from fre_protocol.drivers.inprocess import run_protocol
+from fre_protocol.roles.config import ProtocolConfig, RoundSpec
+from fre_protocol.roles.synthesis_server import decode_many
 from mechanism.fre_e2t import run_mechanism
 from mechanism.params import FreParams
 from mechanism.population import synthetic_population
@@ -41,7 +42,7 @@ def test_protocol_run(benchmark: Any, n: int) -> None:
     pop = synthetic_population(clusters, 200, n - 200 * clusters, 32, 0.5, RandomSource.seeded(n, "bench"), spread=0.01)
 
     def run() -> Any:
-        return run_protocol(pop.embeddings, INF, SeedPlan.from_seed(1), noise=True)
+        return run_protocol(pop.embeddings, RoundSpec(params=INF, seeds=SeedPlan.from_seed(1), noise=True))
 
     result = benchmark.pedantic(run, rounds=1, iterations=1)
     benchmark.extra_info.update(

@@ -13,10 +13,12 @@ import pytest
 
 from fre_protocol.audit import audit_run, bucket_needles, render
 from fre_protocol.cli import main
+from fre_protocol.drivers.inprocess import run_protocol
 from fre_protocol.messages import TAG_BYTES
-from fre_protocol.runner import TRANSCRIPT_FILE, run_protocol
+from fre_protocol.roles.config import RoundSpec, RunOptions
 from mechanism.params import FreParams
 from mechanism.population import Population, synthetic_population
+from mechanism.run_files import TRANSCRIPT_FILE
 from mechanism.seeds import SeedPlan
 from primitives.randomness import RandomSource
 from transcripts import TranscriptStore
@@ -32,7 +34,7 @@ def pop() -> Population:
 @pytest.fixture(scope="module")
 def run_dir(pop: Population, tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("audited")
-    result = run_protocol(pop.embeddings, INF, SeedPlan.from_seed(31), noise=True, out_dir=out)
+    result = run_protocol(pop.embeddings, RoundSpec(params=INF, seeds=SeedPlan.from_seed(31), noise=True), RunOptions(out_dir=out))
     assert len(result.release) >= 1
     return out
 
@@ -60,7 +62,7 @@ def test_honest_run_passes(pop: Population, run_dir: Path) -> None:
 
 
 def test_honest_crypto_mode_run_passes(pop: Population, tmp_path: Path) -> None:
-    run_protocol(pop.embeddings, INF, SeedPlan.fresh(), noise=True, out_dir=tmp_path)
+    run_protocol(pop.embeddings, RoundSpec(params=INF, seeds=SeedPlan.fresh(), noise=True), RunOptions(out_dir=tmp_path))
     report = audit_run(tmp_path / TRANSCRIPT_FILE, embeddings=pop.embeddings)
     assert report.passed, [f.detail for f in report.failures]
 

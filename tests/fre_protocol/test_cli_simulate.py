@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from fre_protocol.cli import main
-from fre_protocol.runner import run_protocol
+from fre_protocol.drivers.inprocess import run_protocol
+from fre_protocol.roles.config import RoundSpec
 from mechanism.params import FreParams
 from mechanism.population import synthetic_population
 from mechanism.release import Release
@@ -39,7 +40,7 @@ def test_simulate_writes_the_release_contract_and_transcript(x_path: Path, tmp_p
     for name in ("centroids.npy", "release.json", "transcript.sqlite", "transcript.jsonl"):
         assert (out / name).is_file(), name
     release = Release.load(out)
-    expected = run_protocol(np.load(x_path), FreParams.paper(math.inf), SeedPlan.from_seed(31), noise=False).release
+    expected = run_protocol(np.load(x_path), RoundSpec(params=FreParams.paper(math.inf), seeds=SeedPlan.from_seed(31), noise=False)).release
     assert release.ids == expected.ids
     assert np.array_equal(release.centroids, expected.centroids)
     # the same release.json contract as `fre-e2t mechanism`
@@ -137,7 +138,7 @@ def test_simulate_groups_rows_by_user_and_states_the_unit(x_path: Path, tmp_path
     assert "unit of privacy: texts grouped by user field 'user'; each user contributes to at most c=2" in printed
     unit = PrivacyUnit(kind="user", cap=2, user_field="user")
     params = FreParams.paper(math.inf, threshold=20)
-    expected = run_protocol(x, params, SeedPlan.from_seed(5), noise=False, users=np.array(labels), unit=unit).release
+    expected = run_protocol(x, RoundSpec(params=params, seeds=SeedPlan.from_seed(5), noise=False, unit=unit), users=np.array(labels)).release
     release = Release.load(out)
     assert len(release) >= 1 and release.ids == expected.ids and np.array_equal(release.centroids, expected.centroids)
     assert json.loads((out / "release.json").read_text())["ledger"]["unit"]["cap"] == 2

@@ -16,8 +16,11 @@ import pytest
 from chi_square import z_two_sided
 
 from fre_protocol.components import build_components
+from fre_protocol.drivers.dask import DaskCluster
+from fre_protocol.drivers.inprocess import run_protocol
 from fre_protocol.messages import tag_of
-from fre_protocol.runner import run_protocol, tagging_key
+from fre_protocol.roles.config import RoundSpec
+from fre_protocol.roles.round import tagging_key
 from mechanism.fre_e2t import run_mechanism
 from mechanism.params import FreParams
 from mechanism.population import Population, synthetic_population
@@ -51,7 +54,7 @@ def test_same_buckets_counts_and_centroids_without_noise(population: Population,
     params = FreParams.paper(epsilon)
     seeds = SeedPlan.from_seed(2024)
     mech = run_mechanism(population.embeddings, params, seeds, noise=False)
-    proto = run_protocol(population.embeddings, params, seeds, noise=False).release
+    proto = run_protocol(population.embeddings, RoundSpec(params=params, seeds=seeds, noise=False)).release
     assert len(mech) >= 2, "the population must release several buckets for a meaningful check"
 
     # Same buckets (through the tag map) with the same counts, in the protocol's sorted order.
@@ -88,7 +91,7 @@ def test_noise_matches_the_ddg_sigma() -> None:
     params = FreParams.paper(4.0)
     seeds = SeedPlan.from_seed(99)
     mech = run_mechanism(pop.embeddings, params, seeds, noise=False)
-    proto = run_protocol(pop.embeddings, params, seeds, noise=True).release
+    proto = run_protocol(pop.embeddings, RoundSpec(params=params, seeds=seeds, noise=True)).release
     config = DDGConfig.from_dict(proto.info["ddg"])
     assert config.sigma_int > 1.0
     mech_by_tag = dict(zip(_tag_ids(mech, seeds), mech.centroids, strict=True))
@@ -119,31 +122,31 @@ def test_a_share_one_server_refuses_is_left_out_by_every_driver(
     and raise nothing. Seeded, noise off, windows of three chunks of 64 users."""
     from share_faults import faulty_share
 
-    from fre_protocol.runner import ProtocolConfig
-    from fre_protocol.streaming import run_streaming
+    from fre_protocol.drivers.streaming import run_streaming
+    from fre_protocol.roles.config import ProtocolConfig
 
     config, window_chunks = ProtocolConfig(chunk_size=64), 3
     x = synthetic_population(
         2, 160, 20, 32, 0.5, RandomSource.seeded(11, "streaming/population"), spread=0.02
     ).embeddings
     params, seeds = FreParams.paper(8.0), SeedPlan.from_seed(5)
-    clean = run_protocol(x, params, seeds, noise=False, config=config).release
+    clean = run_protocol(x, RoundSpec(params=params, seeds=seeds, noise=False, config=config)).release
     faulty_share(monkeypatch, refused_by)
-    ref = run_protocol(x, params, seeds, noise=False, config=config).release
+    ref = run_protocol(x, RoundSpec(params=params, seeds=seeds, noise=False, config=config)).release
     # The runner leaves the share out: one bucket one contributor short, its centroid moved.
     short = {t: n - ref.diagnostics["contributors"][t] for t, n in clean.diagnostics["contributors"].items()}
     assert len(ref) == len(clean) >= 2 and sorted(short.values()) == [0] * (len(ref) - 1) + [1]
     assert ref.diagnostics["rejections"] == {"rejected:DecodeError": 1}
     if driver == "streaming":
-        got = run_streaming(x, params, seeds, noise=False, config=config, window_chunks=window_chunks).release
+        got = run_streaming(x, RoundSpec(params=params, seeds=seeds, noise=False, config=config), window_chunks=window_chunks).release
     else:
         distributed = pytest.importorskip("distributed")
-        from fre_protocol.dask_driver import run_dask
+        from fre_protocol.drivers.dask import run_dask
 
         with distributed.LocalCluster(
             n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None
         ) as cluster, distributed.Client(cluster) as client:
-            got = run_dask(x, params, seeds, noise=False, config=config, window_chunks=window_chunks, client=client).release
+            got = run_dask(x, RoundSpec(params=params, seeds=seeds, noise=False, config=config), window_chunks=window_chunks, cluster=DaskCluster(client=client)).release
     assert got.ids == ref.ids
     assert np.array_equal(got.counts, ref.counts)
     assert np.array_equal(got.centroids, ref.centroids)

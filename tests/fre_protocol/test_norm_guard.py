@@ -14,11 +14,13 @@ import numpy as np
 import pytest
 
 from fre_protocol.components import build_components
+from fre_protocol.drivers.inprocess import run_protocol
 from fre_protocol.messages import Role, SealedEnvelope, ShareSubmission, decode
-from fre_protocol.parties.base import PHASE2
-from fre_protocol.parties.proxy import NetworkAdversary
-from fre_protocol.parties.synthesis_server import NORM_GUARD
-from fre_protocol.runner import box_key, run_protocol
+from fre_protocol.roles.base import PHASE2
+from fre_protocol.roles.config import RoundSpec, RunOptions
+from fre_protocol.roles.proxy import NetworkAdversary
+from fre_protocol.roles.round import box_key
+from fre_protocol.roles.synthesis_server import NORM_GUARD
 from mechanism.params import FreParams
 from mechanism.population import Population, synthetic_population
 from mechanism.seeds import SeedPlan
@@ -65,14 +67,14 @@ class OffsetShare(NetworkAdversary):
 
 
 def test_an_offset_share_is_withheld_by_the_norm_guard(pop: Population, tmp_path: Path) -> None:
-    honest = run_protocol(pop.embeddings, PARAMS, SEEDS, out_dir=tmp_path / "honest").release
+    honest = run_protocol(pop.embeddings, RoundSpec(params=PARAMS, seeds=SEEDS), RunOptions(out_dir=tmp_path / "honest")).release
     assert len(honest) == 1 and honest.info["withheld"] == {}
     # the honest decoded sum (near-parallel unit vectors: about as long as n) is inside the bound
     encoder = DDGEncoder(DDGConfig.from_dict(honest.info["ddg"]))
     count = honest.diagnostics["contributors"][honest.ids[0]]
     assert np.linalg.norm(honest.centroids[0] * count) < encoder.sum_norm_bound(count, count)
     adversary = OffsetShare()
-    attacked = run_protocol(pop.embeddings, PARAMS, SEEDS, out_dir=tmp_path / "attacked", adversary=adversary)
+    attacked = run_protocol(pop.embeddings, RoundSpec(params=PARAMS, seeds=SEEDS), RunOptions(out_dir=tmp_path / "attacked"), adversary=adversary)
     assert adversary.victim is not None
     release = attacked.release
     assert len(release) == 0 and list(release.info["withheld"].values()) == [NORM_GUARD]
@@ -100,9 +102,9 @@ class DropFirst:
 
 def test_a_validator_decides_which_contributions_both_servers_sum(pop: Population) -> None:
     inf = FreParams.paper(float("inf"))
-    plain = run_protocol(pop.embeddings, inf, SEEDS, noise=False).release
+    plain = run_protocol(pop.embeddings, RoundSpec(params=inf, seeds=SEEDS, noise=False)).release
     validator = DropFirst()
-    checked = run_protocol(pop.embeddings, inf, SEEDS, noise=False, validator=validator).release
+    checked = run_protocol(pop.embeddings, RoundSpec(params=inf, seeds=SEEDS, noise=False), validator=validator).release
     (tag,) = checked.ids
     assert len(validator.rejected) == 1
     assert checked.diagnostics["contributors"][tag] == plain.diagnostics["contributors"][tag] - 1

@@ -22,7 +22,7 @@ from fre_protocol.messages import (
     TagSubmission,
     decode,
 )
-from fre_protocol.parties import (
+from fre_protocol.roles import (
     AnonymizingProxy,
     DummyUser,
     Meter,
@@ -31,8 +31,8 @@ from fre_protocol.parties import (
     TaggingServer,
     Workers,
 )
-from fre_protocol.parties.dummy_user import DUMMY_CONNECTION
-from fre_protocol.runner import ProtocolConfig
+from fre_protocol.roles.config import ProtocolConfig
+from fre_protocol.roles.dummy_user import DUMMY_CONNECTION
 from primitives.errors import InvalidParameterError, ProtocolStateError
 from primitives.randomness import RandomSource
 from primitives.secret import Secret
@@ -281,7 +281,7 @@ def test_workers_map_keeps_order_and_validates() -> None:
 def test_batched_decoding_equals_decode_sum(comps, dim: int) -> None:  # type: ignore[no-untyped-def]
     """S_syn decodes all buckets in one call; each row is the encoder's decode_sum (up to the
     float rounding of a batched versus a single-row rotation)."""
-    from fre_protocol.parties.synthesis_server import decode_many
+    from fre_protocol.roles.synthesis_server import decode_many
     from primitives.ddg import DDGConfig, padded_dimension
 
     config = DDGConfig(dim=dim, padded_dim=padded_dimension(dim), gamma=1e-3, sigma_int=3.0, modulus_bits=20, clip=1.0)

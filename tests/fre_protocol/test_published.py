@@ -16,11 +16,13 @@ import numpy as np
 import pytest
 
 from fre_protocol.audit import audit_run
+from fre_protocol.drivers.inprocess import run_protocol
 from fre_protocol.messages import Role
-from fre_protocol.parties.base import PHASE2
-from fre_protocol.parties.proxy import NetworkAdversary
 from fre_protocol.published import check_published, release_document_problems
-from fre_protocol.runner import ProtocolConfig, run_protocol, user_coins
+from fre_protocol.roles.base import PHASE2
+from fre_protocol.roles.config import ProtocolConfig, RoundSpec, RunOptions
+from fre_protocol.roles.proxy import NetworkAdversary
+from fre_protocol.roles.round import user_coins
 from mechanism.fre_e2t import run_mechanism, sample_coins
 from mechanism.grid import PublicGrid
 from mechanism.params import FreParams
@@ -76,8 +78,8 @@ def test_mechanism_publishes_the_same_bytes_for_neighbours(pop: Population, tmp_
 def test_protocol_publishes_the_same_bytes_for_neighbours(pop: Population, tmp_path: Path) -> None:
     coins = user_coins(SEEDS, pop.n, PARAMS, 1024)
     x2 = neighbour(pop, coins)
-    a = run_protocol(pop.embeddings, PARAMS, SEEDS, out_dir=tmp_path / "a").release
-    b = run_protocol(x2, PARAMS, SEEDS, out_dir=tmp_path / "b").release
+    a = run_protocol(pop.embeddings, RoundSpec(params=PARAMS, seeds=SEEDS), RunOptions(out_dir=tmp_path / "a")).release
+    b = run_protocol(x2, RoundSpec(params=PARAMS, seeds=SEEDS), RunOptions(out_dir=tmp_path / "b")).release
     assert len(a) >= 1
     assert a.diagnostics["n_distinct_tags_seen"] == b.diagnostics["n_distinct_tags_seen"] + 1
     assert _published_bytes(tmp_path / "a") == _published_bytes(tmp_path / "b")
@@ -126,8 +128,7 @@ def test_cover_traffic_hides_who_sits_in_a_released_bucket(pop: Population, tmp_
     runs = {}
     for cover in (True, False):
         observer = PhaseTwoObserver()
-        result = run_protocol(pop.embeddings, inf, SEEDS, noise=False, adversary=observer,
-                              out_dir=tmp_path / str(cover), config=ProtocolConfig(cover_traffic=cover))
+        result = run_protocol(pop.embeddings, RoundSpec(params=inf, seeds=SEEDS, noise=False, config=ProtocolConfig(cover_traffic=cover)), RunOptions(out_dir=tmp_path / str(cover)), adversary=observer)
         runs[cover] = (observer.seen, result.release)
     seen, release = runs[True]
     contributors = sum(release.diagnostics["contributors"].values())

@@ -6,7 +6,7 @@ import hashlib
 
 import pytest
 
-from fre_protocol.parties.replay_filter import ReplayFilter
+from fre_protocol.roles.replay_filter import ReplayFilter
 from primitives.errors import InvalidParameterError
 
 

@@ -16,6 +16,8 @@ import numpy as np
 import pytest
 
 from fre_protocol.components import build_components
+from fre_protocol.drivers.inprocess import run_protocol
+from fre_protocol.drivers.local import ProtocolResult
 from fre_protocol.messages import (
     TAG_BYTES,
     BatchEvaluation,
@@ -27,10 +29,11 @@ from fre_protocol.messages import (
     decode,
     tag_of,
 )
-from fre_protocol.parties.base import PHASE1, PHASE1_SUBMIT, PHASE2
-from fre_protocol.parties.proxy import NetworkAdversary
-from fre_protocol.parties.synthesis_server import BELOW_FLOOR
-from fre_protocol.runner import ProtocolConfig, ProtocolResult, box_key, run_protocol
+from fre_protocol.roles.base import PHASE1, PHASE1_SUBMIT, PHASE2
+from fre_protocol.roles.config import ProtocolConfig, RoundSpec, RunOptions
+from fre_protocol.roles.proxy import NetworkAdversary
+from fre_protocol.roles.round import box_key
+from fre_protocol.roles.synthesis_server import BELOW_FLOOR
 from mechanism.grid import PublicGrid
 from mechanism.params import FreParams
 from mechanism.population import Population, synthetic_population
@@ -57,16 +60,14 @@ def pop() -> Population:
 
 @pytest.fixture(scope="module")
 def honest(pop: Population) -> Release:
-    release = run_protocol(pop.embeddings, INF, SEEDS, noise=False, config=CONFIG).release
+    release = run_protocol(pop.embeddings, RoundSpec(params=INF, seeds=SEEDS, noise=False, config=CONFIG)).release
     assert len(release) == 2, "both planted clusters must be released for these tests"
     return release
 
 
 def _run(pop: Population, tmp_path: Path, adversary: NetworkAdversary | None = None, **kw: Any) -> ProtocolResult:
-    return run_protocol(
-        pop.embeddings, kw.pop("params", INF), SEEDS, noise=kw.pop("noise", False), out_dir=tmp_path,
-        adversary=adversary, config=kw.pop("config", CONFIG), **kw,
-    )
+    spec = RoundSpec(**{"params": INF, "seeds": SEEDS, "noise": False, "config": CONFIG, **kw})
+    return run_protocol(pop.embeddings, spec, RunOptions(out_dir=tmp_path), adversary=adversary)
 
 
 def _statuses(result: ProtocolResult, view: str) -> Counter[str]:
@@ -398,7 +399,7 @@ def test_an_oversize_batch_is_a_decode_error_for_its_user_only(pop, honest, tmp_
 
 def _tag_of(pop: Population, user: int) -> str:
     """A user's tag, recomputed from its bucket with S_tag's seeded key."""
-    from fre_protocol.runner import tagging_key
+    from fre_protocol.roles.round import tagging_key
     from mechanism.grid import encode_bucket
 
     suite = build_components().suite
@@ -490,7 +491,7 @@ def test_s_tag_answers_one_aggregation_request_per_tag(pop, honest, tmp_path, mo
     differencing attack on one user). S_tag answers the first request only; the second is refused
     (typed, recorded) and the release equals the honest one."""
     from fre_protocol.messages import AcceptedContributions
-    from fre_protocol.parties.synthesis_server import SynthesisServer
+    from fre_protocol.roles.synthesis_server import SynthesisServer
 
     original = SynthesisServer.accepted_contributions
 
@@ -552,7 +553,7 @@ def test_out_of_range_aggregate_share_is_rejected(pop, honest, tmp_path, monkeyp
     """S_tag → S_syn: an aggregate share with a word outside Z_{2^b} is rejected (DecodeError);
     that tag gets no centroid, the other tag's centroid is untouched."""
     from fre_protocol.messages import AggregateShare
-    from fre_protocol.parties.tagging_server import TaggingServer
+    from fre_protocol.roles.tagging_server import TaggingServer
 
     original = TaggingServer.aggregate
 

@@ -9,10 +9,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fre_protocol.runner import TRANSCRIPT_FILE, ProtocolConfig, run_protocol
+from fre_protocol.drivers.inprocess import run_protocol
+from fre_protocol.roles.config import ProtocolConfig, RoundSpec, RunOptions
 from mechanism.params import FreParams
 from mechanism.population import Population, synthetic_population
 from mechanism.release import Release
+from mechanism.run_files import TRANSCRIPT_FILE
 from mechanism.seeds import SeedPlan
 from primitives.errors import (
     InfeasibleBudgetError,
@@ -38,27 +40,25 @@ def pop() -> Population:
 @pytest.fixture(scope="module")
 def recorded(pop: Population, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Release]:
     out = tmp_path_factory.mktemp("run")
-    result = run_protocol(pop.embeddings, INF, SeedPlan.from_seed(1), noise=True, out_dir=out)
+    result = run_protocol(pop.embeddings, RoundSpec(params=INF, seeds=SeedPlan.from_seed(1), noise=True), RunOptions(out_dir=out))
     assert result.transcript_path == out / TRANSCRIPT_FILE
     return out, result.release
 
 
 def test_seeded_runs_are_reproducible_whatever_the_worker_count(pop: Population, recorded) -> None:  # type: ignore[no-untyped-def]
     _, first = recorded
-    again = run_protocol(pop.embeddings, INF, SeedPlan.from_seed(1), noise=True, workers=1).release
+    again = run_protocol(pop.embeddings, RoundSpec(params=INF, seeds=SeedPlan.from_seed(1), noise=True, workers=1)).release
     assert len(first) >= 1
     assert first.ids == again.ids
     assert np.array_equal(first.counts, again.counts)
     assert np.array_equal(first.centroids, again.centroids)  # sealing randomness never matters
     # Users on their own single thread (how the cost table times a device): the same release.
-    alone = run_protocol(
-        pop.embeddings, INF, SeedPlan.from_seed(1), noise=True, config=ProtocolConfig(user_workers=1)
-    )
+    alone = run_protocol(pop.embeddings, RoundSpec(params=INF, seeds=SeedPlan.from_seed(1), noise=True, config=ProtocolConfig(user_workers=1)))
     assert alone.costs["user_workers"] == 1
     assert np.array_equal(first.centroids, alone.release.centroids)
     with pytest.raises(InvalidParameterError, match="user_workers must be None or an integer >= 1, got 0"):
         ProtocolConfig(user_workers=0)
-    other = run_protocol(pop.embeddings, INF, SeedPlan.from_seed(2), noise=True).release
+    other = run_protocol(pop.embeddings, RoundSpec(params=INF, seeds=SeedPlan.from_seed(2), noise=True)).release
     assert set(other.ids).isdisjoint(first.ids)  # another S_tag key: other tags
 
 
@@ -113,7 +113,7 @@ def subs_released(release: Release) -> int:
 
 
 def test_no_secrets_outside_seeded_mode(pop: Population, tmp_path: Path) -> None:
-    result = run_protocol(pop.embeddings, INF, SeedPlan.fresh(), noise=True, out_dir=tmp_path)
+    result = run_protocol(pop.embeddings, RoundSpec(params=INF, seeds=SeedPlan.fresh(), noise=True), RunOptions(out_dir=tmp_path))
     with TranscriptStore.open(result.transcript_path) as store:  # type: ignore[arg-type]
         assert store.header.rng_mode == "crypto"
         assert not [a.name for a in store.artifacts() if a.secret]
@@ -128,10 +128,8 @@ def test_no_secrets_outside_seeded_mode(pop: Population, tmp_path: Path) -> None
 
 def test_batched_proofs_release_the_same(pop: Population) -> None:
     seeds = SeedPlan.from_seed(4)
-    single = run_protocol(pop.embeddings, INF, seeds, noise=False).release
-    batched = run_protocol(
-        pop.embeddings, INF, seeds, noise=False, config=ProtocolConfig(proof_batch_size=64)
-    )
+    single = run_protocol(pop.embeddings, RoundSpec(params=INF, seeds=seeds, noise=False)).release
+    batched = run_protocol(pop.embeddings, RoundSpec(params=INF, seeds=seeds, noise=False, config=ProtocolConfig(proof_batch_size=64)))
     assert batched.release.ids == single.ids
     assert np.array_equal(batched.release.centroids, single.centroids)
     assert batched.release.info["proof_batch_size"] == 64
@@ -142,7 +140,7 @@ def test_batched_proofs_release_the_same(pop: Population) -> None:
 def test_user_upload_fits_the_budget_at_d_768() -> None:
     """Seed-compressed shares over Z_{2^24}: a 768-d user uploads well under 4.5 kB."""
     pop = synthetic_population(1, 120, 0, 768, 0.5, RandomSource.seeded(8, "upload"), spread=0.01)
-    result = run_protocol(pop.embeddings, INF, SeedPlan.from_seed(8), noise=True)
+    result = run_protocol(pop.embeddings, RoundSpec(params=INF, seeds=SeedPlan.from_seed(8), noise=True))
     costs = result.costs
     assert result.release.diagnostics["n_participants"] >= 100
     # 87 (blind) + 119 (tag, token hash) + 171 (seed share) + 3211 (1024 × 3-byte words) bytes,
@@ -157,27 +155,27 @@ def test_user_upload_fits_the_budget_at_d_768() -> None:
 
 def test_bad_input_fails_before_any_work(pop: Population, tmp_path: Path) -> None:
     with pytest.raises(InfeasibleBudgetError):
-        run_protocol(pop.embeddings, FreParams(epsilon=1.0, p_sample=0.5), SeedPlan.from_seed(1), out_dir=tmp_path)
+        run_protocol(pop.embeddings, RoundSpec(params=FreParams(epsilon=1.0, p_sample=0.5), seeds=SeedPlan.from_seed(1)), RunOptions(out_dir=tmp_path))
     assert not (tmp_path / TRANSCRIPT_FILE).exists()
     with pytest.raises(UnknownComponentError, match="known|must be one of"):
-        run_protocol(pop.embeddings, INF, SeedPlan.from_seed(1), components={"channel": "carrier-pigeon"})
+        run_protocol(pop.embeddings, RoundSpec(params=INF, seeds=SeedPlan.from_seed(1), components={"channel": "carrier-pigeon"}))
     bad = np.array(pop.embeddings, copy=True)
     bad[3, 2] = np.nan
     with pytest.raises(InvalidInputError, match="finite"):
-        run_protocol(bad, INF, SeedPlan.from_seed(1))
+        run_protocol(bad, RoundSpec(params=INF, seeds=SeedPlan.from_seed(1)))
 
 
 def test_batched_answers_that_cannot_fit_are_refused_up_front(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """Every member of a proof batch receives the whole batch; a layout whose answers exceed what
     the simulation may hold is refused before any work, naming the parameter and the sizes."""
-    from fre_protocol import runner
+    from fre_protocol.roles import round as runner
 
     assert runner.batch_response_bytes(1000, 1) == 0
     assert runner.batch_response_bytes(1000, 8) == 1000 * (64 * 8 + 80)
     x = np.zeros((1000, 4))
     monkeypatch.setattr(runner, "MAX_BATCH_RESPONSE_BYTES", 1000 * (64 * 8 + 80) - 1)
     with pytest.raises(InvalidParameterError, match=r"proof_batch_size = 8 with 1000 users .* GiB"):
-        run_protocol(x, INF, SeedPlan.from_seed(1), out_dir=tmp_path, config=ProtocolConfig(proof_batch_size=8))
+        run_protocol(x, RoundSpec(params=INF, seeds=SeedPlan.from_seed(1), config=ProtocolConfig(proof_batch_size=8)), RunOptions(out_dir=tmp_path))
     assert not (tmp_path / TRANSCRIPT_FILE).exists()
 
 
@@ -186,7 +184,7 @@ def test_dp_run_records_dummies_and_its_ledger(tmp_path: Path) -> None:
     every term and its total equals the target budget."""
     pop = synthetic_population(1, 150, 30, 16, 0.5, RandomSource.seeded(6, "dp"), spread=0.01)
     params = FreParams.paper(4.0)
-    result = run_protocol(pop.embeddings, params, SeedPlan.from_seed(6), out_dir=tmp_path)
+    result = run_protocol(pop.embeddings, RoundSpec(params=params, seeds=SeedPlan.from_seed(6)), RunOptions(out_dir=tmp_path))
     info, ledger = result.release.diagnostics, result.release.ledger
     dummies = info["dummies"]
     assert dummies["dummy_submissions"] > 0
@@ -221,7 +219,7 @@ def test_nothing_released(tmp_path: Path) -> None:
     from fre_protocol.audit import audit_run
 
     pop = synthetic_population(0, 1, 200, 32, 0.5, RandomSource.seeded(2, "rare"))
-    result = run_protocol(pop.embeddings, INF, SeedPlan.from_seed(2), out_dir=tmp_path)
+    result = run_protocol(pop.embeddings, RoundSpec(params=INF, seeds=SeedPlan.from_seed(2)), RunOptions(out_dir=tmp_path))
     assert len(result.release) == 0 and result.release.centroids.shape == (0, 32)
     assert result.release.diagnostics["n_participants"] == 0
     assert audit_run(tmp_path, embeddings=pop.embeddings).passed
@@ -230,8 +228,8 @@ def test_nothing_released(tmp_path: Path) -> None:
 def test_every_share_lost_at_s_tag_means_no_contributors(pop: Population, tmp_path: Path) -> None:
     """S_tag receives none of a tag's shares: its aggregate covers nobody, the tag is withheld."""
     from fre_protocol.messages import Role, SealedEnvelope, decode
-    from fre_protocol.parties.base import PHASE2
-    from fre_protocol.parties.proxy import NetworkAdversary
+    from fre_protocol.roles.base import PHASE2
+    from fre_protocol.roles.proxy import NetworkAdversary
 
     class DropToTag(NetworkAdversary):
         def on_forward(self, phase, items):  # type: ignore[no-untyped-def]
@@ -245,7 +243,7 @@ def test_every_share_lost_at_s_tag_means_no_contributors(pop: Population, tmp_pa
                     keep.append(item)
             return keep
 
-    result = run_protocol(pop.embeddings, INF, SeedPlan.from_seed(1), out_dir=tmp_path, adversary=DropToTag())
+    result = run_protocol(pop.embeddings, RoundSpec(params=INF, seeds=SeedPlan.from_seed(1)), RunOptions(out_dir=tmp_path), adversary=DropToTag())
     info = result.release.info
     assert len(result.release) == 0 and info["n_released_tags"] >= 1
     assert set(info["withheld"].values()) == {"no aggregate share from S_tag"}
@@ -256,7 +254,7 @@ def test_every_share_lost_at_s_tag_means_no_contributors(pop: Population, tmp_pa
 def test_the_ddg_clip_is_the_release_parameter(pop: Population, tmp_path: Path) -> None:
     """One C: the DDG encoder clips to ``FreParams.clip``, the accountant's cap uses the same C,
     and a ProtocolConfig that names a different clip is refused before any work."""
-    from fre_protocol.runner import aggregation_term, ddg_config_for, dummy_parameters
+    from fre_protocol.roles.ledger import aggregation_term, ddg_config_for, dummy_parameters
 
     params = FreParams(radius=0.9, k=10, p_sample=0.7, budget_factor=1.5, sensitivity_ratio=4.0, clip=0.8)
     ddg = ddg_config_for(params, 16, ProtocolConfig(), n_modulus=200)
@@ -267,5 +265,5 @@ def test_the_ddg_clip_is_the_release_parameter(pop: Population, tmp_path: Path) 
     with pytest.raises(InvalidParameterError, match=r"clip .*2\.0.* FreParams\.clip .*0\.8"):
         ddg_config_for(params, 16, ProtocolConfig(clip=2.0), n_modulus=200)
     with pytest.raises(InvalidParameterError, match="clip"):
-        run_protocol(pop.embeddings, INF, SeedPlan.from_seed(1), out_dir=tmp_path, config=ProtocolConfig(clip=2.0))
+        run_protocol(pop.embeddings, RoundSpec(params=INF, seeds=SeedPlan.from_seed(1), config=ProtocolConfig(clip=2.0)), RunOptions(out_dir=tmp_path))
     assert not (tmp_path / TRANSCRIPT_FILE).exists()

@@ -21,6 +21,8 @@ import numpy as np
 import pytest
 
 from fre_protocol.components import build_components
+from fre_protocol.drivers.inprocess import run_protocol
+from fre_protocol.drivers.local import ProtocolResult
 from fre_protocol.messages import (
     TOKEN_BYTES,
     CoverShare,
@@ -29,19 +31,13 @@ from fre_protocol.messages import (
     ShareSubmission,
     decode,
 )
-from fre_protocol.parties.base import PHASE2
-from fre_protocol.parties.proxy import NetworkAdversary
-from fre_protocol.parties.synthesis_server import BELOW_FLOOR
-from fre_protocol.runner import (
-    ProtocolConfig,
-    ProtocolResult,
-    box_key,
-    build_ledger,
-    ddg_config_for,
-    dummy_parameters,
-    release_threshold,
-    run_protocol,
-)
+from fre_protocol.roles.base import PHASE2
+from fre_protocol.roles.config import ProtocolConfig, RoundSpec, RunOptions
+from fre_protocol.roles.ledger import build_ledger, ddg_config_for, dummy_parameters
+from fre_protocol.roles.proxy import NetworkAdversary
+from fre_protocol.roles.round import box_key
+from fre_protocol.roles.synthesis_server import BELOW_FLOOR
+from mechanism.fre_e2t import release_threshold
 from mechanism.grid import PublicGrid
 from mechanism.params import FreParams
 from mechanism.population import Population, synthetic_population
@@ -126,10 +122,8 @@ class Sybils(NetworkAdversary):
 
 
 def _run(pop: Population, tmp_path: Path, adversary: NetworkAdversary | None = None, **kw: Any) -> ProtocolResult:
-    return run_protocol(
-        pop.embeddings, kw.pop("params", INF), SEEDS, noise=kw.pop("noise", False), out_dir=tmp_path,
-        adversary=adversary, config=kw.pop("config", CONFIG), **kw,
-    )
+    spec = RoundSpec(**{"params": INF, "seeds": SEEDS, "noise": False, "config": CONFIG, **kw})
+    return run_protocol(pop.embeddings, spec, RunOptions(out_dir=tmp_path), adversary=adversary)
 
 
 def _share_statuses(result: ProtocolResult, view: str) -> Counter[str]:
@@ -241,7 +235,7 @@ def test_dishonest_fraction_raises_the_users_sigma_monotonically() -> None:
 def test_the_accountant_at_the_honest_count_meets_the_target(f: float) -> None:
     """σ_int is calibrated so that ⌊(1 − f)·⌈τ⌉⌋ honest users' noise alone gives the DDG term's
     ε (to the bisection's tolerance), and the ledger states f, the honest count and σ at f = 0."""
-    from fre_protocol.runner import aggregation_budget
+    from fre_protocol.roles.ledger import aggregation_budget
 
     params, cfg = EPS8, ProtocolConfig(dishonest_fraction=f)
     floor = release_threshold(params)
@@ -291,7 +285,7 @@ def test_dishonest_fraction_out_of_range_is_refused(bad: Any) -> None:
 def _syn_with_released(comps: Any, tags: dict[bytes, int]) -> tuple[Any, Any, list[bytes]]:
     """S_syn after phase 1 (floor 3) with ``tags`` submitted, and the tokens the users drew."""
     from fre_protocol.messages import TagSubmission, token_hash
-    from fre_protocol.parties import Meter, Recorder, SynthesisServer, Workers
+    from fre_protocol.roles import Meter, Recorder, SynthesisServer, Workers
 
     box = comps.channel.generate_keypair(rng=RandomSource.seeded(1, "syn"))
     server = SynthesisServer(
@@ -329,8 +323,8 @@ def test_s_tag_refuses_token_sets_it_cannot_use(tmp_path: Path) -> None:
     """A set for a tag that was not released, a second set for a tag, a set whose length is not
     the released count: each refused (typed, recorded in S_tag's view)."""
     from fre_protocol.messages import ReleasedTags, ReleasedTokens
-    from fre_protocol.parties import Meter, Recorder, TaggingServer, Workers
-    from fre_protocol.runner import tagging_key
+    from fre_protocol.roles import Meter, Recorder, TaggingServer, Workers
+    from fre_protocol.roles.round import tagging_key
     from transcripts import TranscriptHeader, TranscriptStore
 
     comps = build_components(workers=1)

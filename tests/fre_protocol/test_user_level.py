@@ -19,14 +19,17 @@ import pytest
 
 from fre_protocol.audit import audit_run
 from fre_protocol.components import build_components
+from fre_protocol.drivers.inprocess import run_protocol
+from fre_protocol.drivers.local import ProtocolResult
+from fre_protocol.drivers.streaming import run_streaming
 from fre_protocol.inputs import open_embeddings
 from fre_protocol.messages import Role, SealedEnvelope, tag_of
-from fre_protocol.parties.base import PHASE1, PHASE1_SUBMIT, PHASE2, Meter, Recorder, Row
-from fre_protocol.parties.proxy import AnonymizingProxy, NetworkAdversary
 from fre_protocol.published import check_published
-from fre_protocol.runner import ProtocolConfig, ProtocolResult, run_protocol, tagging_key
+from fre_protocol.roles.base import PHASE1, PHASE1_SUBMIT, PHASE2, Meter, Recorder, Row
+from fre_protocol.roles.config import ProtocolConfig, RoundSpec, RunOptions
+from fre_protocol.roles.proxy import AnonymizingProxy, NetworkAdversary
+from fre_protocol.roles.round import tagging_key
 from fre_protocol.slots import PADDING_DOMAIN, PADDING_RANDOM_BYTES
-from fre_protocol.streaming import run_streaming
 from mechanism.accounting import HISTOGRAM_RELEASE
 from mechanism.contributions import PrivacyUnit
 from mechanism.fre_e2t import run_mechanism
@@ -67,7 +70,9 @@ def authors(pop: Population) -> np.ndarray:
 
 
 def _user_run(x: np.ndarray, authors: np.ndarray, params: FreParams, out: Path, **kw: Any) -> ProtocolResult:
-    return run_protocol(x, params, SEEDS, users=authors, unit=UNIT, out_dir=out, **kw)
+    adversary = kw.pop("adversary", None)
+    spec = RoundSpec(params=params, seeds=SEEDS, unit=UNIT, **kw)
+    return run_protocol(x, spec, RunOptions(out_dir=out), users=authors, adversary=adversary)
 
 
 @pytest.fixture(scope="module")
@@ -127,9 +132,9 @@ def test_dp_run_releases_the_mechanisms_buckets_and_counts(
 
 def test_distinct_users_with_cap_one_are_the_text_unit(pop: Population, tmp_path: Path) -> None:
     """Every message, the release and the noise are those of the single-text protocol."""
-    text = run_protocol(pop.embeddings, DP, SEEDS, out_dir=tmp_path / "text")
+    text = run_protocol(pop.embeddings, RoundSpec(params=DP, seeds=SEEDS), RunOptions(out_dir=tmp_path / "text"))
     each = PrivacyUnit(kind="user", cap=1, user_field="id")
-    user = run_protocol(pop.embeddings, DP, SEEDS, users=np.arange(pop.n), unit=each, out_dir=tmp_path / "user")
+    user = run_protocol(pop.embeddings, RoundSpec(params=DP, seeds=SEEDS, unit=each), RunOptions(out_dir=tmp_path / "user"), users=np.arange(pop.n))
     a, b = text.release, user.release
     assert len(a) >= 2 and a.ids == b.ids and np.array_equal(a.counts, b.counts)
     assert np.array_equal(a.centroids, b.centroids)
@@ -313,11 +318,11 @@ def test_the_audit_fails_a_ledger_that_overstates_the_per_user_guarantee(
 def test_a_user_unit_is_refused_where_padding_would_show(pop: Population, authors: np.ndarray) -> None:
     x = pop.embeddings
     with pytest.raises(InvalidParameterError, match="cover_traffic must be on"):
-        run_protocol(x, INF, SEEDS, users=authors, unit=UNIT, config=ProtocolConfig(cover_traffic=False))
+        run_protocol(x, RoundSpec(params=INF, seeds=SEEDS, unit=UNIT, config=ProtocolConfig(cover_traffic=False)), users=authors)
     with pytest.raises(InvalidParameterError, match=r"release floor .* at least 2.*got 1"):
-        run_protocol(x, FreParams.paper(math.inf, threshold=1), SEEDS, users=authors, unit=UNIT)
+        run_protocol(x, RoundSpec(params=FreParams.paper(math.inf, threshold=1), seeds=SEEDS, unit=UNIT), users=authors)
     with pytest.raises(InvalidParameterError, match="users .* exactly when"):
-        run_protocol(x, INF, SEEDS, users=authors)
+        run_protocol(x, RoundSpec(params=INF, seeds=SEEDS), users=authors)
 
 
 def test_the_streaming_driver_plays_a_user_unit_as_the_runner_does(
@@ -330,8 +335,8 @@ def test_the_streaming_driver_plays_a_user_unit_as_the_runner_does(
     for j, part in enumerate((pop.embeddings[:half], pop.embeddings[half:])):
         np.save(tmp_path / f"{j}.npy", part)
     shards = open_embeddings(tmp_path)
-    streamed = run_streaming(shards, DP, SEEDS, users=authors, unit=UNIT, config=config, window_chunks=1)
-    runner = run_protocol(pop.embeddings, DP, SEEDS, users=authors, unit=UNIT, config=config)
+    streamed = run_streaming(shards, RoundSpec(params=DP, seeds=SEEDS, unit=UNIT, config=config), users=authors, window_chunks=1)
+    runner = run_protocol(pop.embeddings, RoundSpec(params=DP, seeds=SEEDS, unit=UNIT, config=config), users=authors)
     a, b = streamed.release, runner.release
     assert len(b) >= 1 and a.ids == b.ids and a.counts.tolist() == b.counts.tolist()
     np.testing.assert_array_equal(a.centroids, b.centroids)

@@ -9,7 +9,7 @@ import pytest
 
 from fre_protocol.components import build_components
 from fre_protocol.messages import BatchEvaluation, Evaluation, Role, SealedEnvelope, decode, tag_of
-from fre_protocol.parties import Meter, Recorder, ServerKeys, TaggingServer, UserPopulation, Workers
+from fre_protocol.roles import Meter, Recorder, ServerKeys, TaggingServer, UserPopulation, Workers
 from primitives.errors import ProtocolStateError
 from primitives.randomness import RandomSource
 from primitives.secret import Secret

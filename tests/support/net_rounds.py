@@ -1,4 +1,4 @@
-"""Helpers of the networked-deployment tests (fixtures live in tests/fre_protocol/net/conftest.py).
+"""Helpers of the networked-deployment tests (fixtures live in tests/fre_protocol/drivers/net/conftest.py).
 
 Sizes are chosen for speed: 130 users in 8 dimensions, three tight clusters of 40 and 10 rare
 points, released at threshold 20 with ε = ∞ (no sampling, no dummies): three buckets of 32, 40
@@ -19,7 +19,7 @@ from mechanism.seeds import SeedPlan
 from primitives.randomness import RandomSource
 
 if TYPE_CHECKING:
-    from fre_protocol.net.round import RoundSettings
+    from fre_protocol.drivers.net.round import RoundSettings
     from mechanism.release import Release
 
 SEED = 2024
@@ -42,7 +42,7 @@ def population(clusters: int = 3, size: int = 40, rare: int = 10) -> Population:
 def round_settings(round_id: str, *, params: FreParams = PARAMS, noise: bool = False,
                    rng_mode: str = "seeded", **overrides: Any) -> RoundSettings:
     """A round with small windows, so a run of ~100 users forms several batches."""
-    from fre_protocol.net.round import RoundSettings
+    from fre_protocol.drivers.net.round import RoundSettings
 
     overrides.setdefault("window_count", 64)
     overrides.setdefault("window_seconds", 0.1)

@@ -1,5 +1,5 @@
 """The networked driver for the protocol vectors (tests/vectors/protocol): the vector's inputs
-played through :func:`fre_protocol.net.deploy.deploy_local` — S_tag, S_syn and the proxy as
+played through :func:`fre_protocol.drivers.net.deploy.deploy_local` — S_tag, S_syn and the proxy as
 HTTPS services in their own processes, the users as HTTP clients — and read back from the four
 per-party transcript stores.
 
@@ -26,12 +26,12 @@ from typing import Any
 import numpy as np
 from protocol_vectors import FORWARD, RESPONSE, Injection, Observed, Operation, release_record
 
+from fre_protocol.drivers.net.deploy import Deployment, credentials_for, deploy_local, stores_of
+from fre_protocol.drivers.net.round import RoundSettings
+from fre_protocol.drivers.net.wire import encode_batch
 from fre_protocol.messages import SealedEnvelope, decode_as
-from fre_protocol.net.deploy import Deployment, credentials_for, deploy_local, stores_of
-from fre_protocol.net.round import RoundSettings
-from fre_protocol.net.wire import encode_batch
-from fre_protocol.parties.base import PHASE1, PHASE1_SUBMIT, PHASE2
-from fre_protocol.runner import ProtocolConfig
+from fre_protocol.roles.base import PHASE1, PHASE1_SUBMIT, PHASE2
+from fre_protocol.roles.config import ProtocolConfig
 from mechanism.params import FreParams
 from mechanism.release import Release
 from mechanism.seeds import SeedPlan
@@ -109,7 +109,7 @@ class HttpAttacker:
     def __call__(self, dep: Deployment, step: str) -> None:
         import httpx
 
-        from fre_protocol.net.service import tls_client_context
+        from fre_protocol.drivers.net.service import tls_client_context
 
         pending = [(phase, r) for phase in STEPS.get(step, ()) for r in self._requests.get(phase, [])]
         if not pending:
@@ -130,7 +130,7 @@ def networked_case(case: Mapping[str, Any]) -> dict[str, Any]:
     """A failing case as the networked proxy records it: a request it refuses is kept in its view
     by SHA-256 and size only, received by the proxy itself (issue 28, M4: refused bodies could
     fill its disk), where the in-process proxy keeps the body with receiver "unknown"."""
-    from fre_protocol.net.proxy_service import REFUSED_TYPE, refused_record
+    from fre_protocol.drivers.net.proxy_service import REFUSED_TYPE, refused_record
 
     recorded = case["recorded"]
     if recorded["view"] != "proxy" or recorded["status"] == "accepted":

@@ -27,10 +27,12 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
+import numpy.typing as npt
 
+from fre_protocol.drivers.inprocess import run_protocol
 from fre_protocol.messages import Role
-from fre_protocol.parties.proxy import NetworkAdversary
-from fre_protocol.runner import ProtocolConfig, run_protocol
+from fre_protocol.roles.config import ProtocolConfig, RoundSpec, RunOptions
+from fre_protocol.roles.proxy import NetworkAdversary
 from mechanism.params import FreParams
 from mechanism.release import Release
 from mechanism.seeds import SeedPlan
@@ -140,24 +142,25 @@ class VectorAdversary(NetworkAdversary):
 
 
 # -- the in-process driver --------------------------------------------------------------------------
-def protocol_arguments(inputs: Mapping[str, Any]) -> dict[str, Any]:
-    """:func:`run_protocol`'s arguments from a vector's ``inputs``."""
-    return {
-        "x": np.asarray(inputs["embeddings"], dtype=np.float64),
-        "params": FreParams.from_dict(inputs["params"]),
-        "seeds": SeedPlan.from_seed(int(inputs["seed"])),
-        "noise": bool(inputs["noise"]),
-        "components": dict(inputs["components"]),
-        "workers": int(inputs["workers"]),
-        "config": ProtocolConfig(**inputs["config"]),
-    }
+def protocol_round(inputs: Mapping[str, Any]) -> tuple[npt.NDArray[np.float64], RoundSpec]:
+    """:func:`run_protocol`'s embeddings and round from a vector's ``inputs``."""
+    x = np.asarray(inputs["embeddings"], dtype=np.float64)
+    return x, RoundSpec(
+        params=FreParams.from_dict(inputs["params"]),
+        seeds=SeedPlan.from_seed(int(inputs["seed"])),
+        noise=bool(inputs["noise"]),
+        components=dict(inputs["components"]),
+        workers=int(inputs["workers"]),
+        config=ProtocolConfig(**inputs["config"]),
+    )
 
 
 def run_in_process(inputs: Mapping[str, Any], injections: Sequence[Injection] = ()) -> Observed:
     """Play the vector's inputs through :func:`run_protocol` and read its transcript back."""
     adversary = VectorAdversary(injections) if injections else None
     with tempfile.TemporaryDirectory(prefix="fre-protocol-vector-") as out:
-        result = run_protocol(**protocol_arguments(inputs), out_dir=out, adversary=adversary)
+        x, spec = protocol_round(inputs)
+        result = run_protocol(x, spec, RunOptions(out_dir=out), adversary=adversary)
         assert result.transcript_path is not None
         with TranscriptStore.open(result.transcript_path) as store:
             operations = [
@@ -350,7 +353,7 @@ __all__ = [
     "compare_operations",
     "compare_rejections",
     "compare_release",
-    "protocol_arguments",
+    "protocol_round",
     "readme_checksums",
     "release_record",
     "replay_vector",

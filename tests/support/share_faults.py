@@ -9,9 +9,10 @@ def faulty_share(monkeypatch: pytest.MonkeyPatch, refused_by: str) -> None:
     """One participant (the first of participant chunk 0, in a released bucket) sends one server
     a share one byte short, so exactly that server refuses it (DecodeError) and the other
     accepts it. Patched wherever a driver builds shares in this process."""
-    from fre_protocol import dask_driver, streaming
+    from fre_protocol.drivers import dask as dask_driver
+    from fre_protocol.drivers import streaming
     from fre_protocol.messages import ShareSubmission, decode_as
-    from fre_protocol.parties import user
+    from fre_protocol.roles import user
 
     make = user.share_plaintexts
     side = 0 if refused_by == "S_tag" else 1

@@ -20,9 +20,9 @@ import numpy as np
 import pytest
 
 from fre_protocol.messages import TagSubmission, decode
-from fre_protocol.parties import base
-from fre_protocol.parties.base import ACCEPTED, PHASE1_SUBMIT
-from fre_protocol.runner import ProtocolConfig
+from fre_protocol.roles import base
+from fre_protocol.roles.base import ACCEPTED, PHASE1_SUBMIT
+from fre_protocol.roles.config import ProtocolConfig
 from mechanism.params import FreParams
 from mechanism.population import synthetic_population
 from primitives.dummies import tsdlap

@@ -89,7 +89,7 @@ def test_index_is_self_contained_and_manifest_records_the_run(quick_run: Path) -
 
 def test_a_second_call_resumes_without_recomputing(quick_run: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Every unit is in the checkpoint, so no release runs: each release function now raises."""
-    import fre_protocol.runner
+    import fre_protocol.drivers.inprocess
     import mechanism.fre_e2t
     import mechanism.ldp_embedding
     import mechanism.ldp_oue
@@ -97,7 +97,7 @@ def test_a_second_call_resumes_without_recomputing(quick_run: Path, monkeypatch:
     def refuse(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("a resumed experiment ran a release again")
 
-    for module, name in ((fre_protocol.runner, "run_protocol"), (mechanism.fre_e2t, "run_mechanism"),
+    for module, name in ((fre_protocol.drivers.inprocess, "run_protocol"), (mechanism.fre_e2t, "run_mechanism"),
                          (mechanism.ldp_embedding, "run_ldp_embedding"), (mechanism.ldp_oue, "run_ldp_oue")):
         monkeypatch.setattr(module, name, refuse)
     before = _load(quick_run, "baselines")["rows"]

@@ -131,7 +131,7 @@ def test_protocol_releases_what_the_mechanism_releases(releases_at_t2) -> None: 
     bound of its count."""
     from fre_protocol.components import build_components
     from fre_protocol.messages import tag_of
-    from fre_protocol.runner import tagging_key
+    from fre_protocol.roles.round import tagging_key
     from primitives.ddg import DDGConfig, DDGEncoder
 
     central, distributed = releases_at_t2["central"], releases_at_t2["distributed"]

@@ -32,11 +32,12 @@ from protocol_vectors import (  # noqa: E402
     VectorAdversary,
     compare_operations,
     compare_release,
-    protocol_arguments,
+    protocol_round,
     run_in_process,
 )
 
 from fre_protocol.components import DEFAULT_COMPONENTS, build_components  # noqa: E402
+from fre_protocol.drivers.inprocess import run_protocol
 from fre_protocol.messages import (  # noqa: E402
     BlindRequest,
     Evaluation,
@@ -45,8 +46,9 @@ from fre_protocol.messages import (  # noqa: E402
     ShareSubmission,
     decode_as,
 )
-from fre_protocol.parties.base import PHASE1, PHASE1_SUBMIT, PHASE2  # noqa: E402
-from fre_protocol.runner import ProtocolConfig, box_key, run_protocol  # noqa: E402
+from fre_protocol.roles.base import PHASE1, PHASE1_SUBMIT, PHASE2  # noqa: E402
+from fre_protocol.roles.config import ProtocolConfig
+from fre_protocol.roles.round import box_key
 from mechanism.params import FreParams  # noqa: E402
 from mechanism.population import Population, synthetic_population  # noqa: E402
 from primitives.randomness import RandomSource  # noqa: E402
@@ -97,17 +99,18 @@ class Tap(VectorAdversary):
 
 def tapped(inputs: dict[str, Any], injections: Sequence[Injection] = ()) -> Tap:
     tap = Tap(injections)
-    run_protocol(**protocol_arguments(inputs), adversary=tap)
+    x, spec = protocol_round(inputs)
+    run_protocol(x, spec, adversary=tap)
     return tap
 
 
 def failing_cases(inputs: dict[str, Any], pop: Population, honest: Observed) -> list[dict[str, Any]]:
     """Messages the parties must refuse, built from the protocol's own messages, each with the
     party that refuses it and the typed status it must get (checked against the run)."""
-    args = protocol_arguments(inputs)
-    channel = build_components(args["components"]).channel
+    _, spec = protocol_round(inputs)
+    channel = build_components(spec.components).channel
     rng = RandomSource.seeded(int(inputs["seed"]), "protocol-vector/injections")
-    keys = {role: box_key(args["seeds"], channel, role)[1] for role in (Role.S_TAG, Role.S_SYN)}
+    keys = {role: box_key(spec.seeds, channel, role)[1] for role in (Role.S_TAG, Role.S_SYN)}
     user = Role.USER.label
 
     def sealed(role: Role, plaintext: bytes) -> bytes:

@@ -1,0 +1,217 @@
+"""S_syn as an HTTPS service (mutual TLS; its caller is the proxy; it calls S_tag).
+
+Endpoints (``/v1/...``; round id and idempotency key on every request):
+
+* ``POST /v1/submissions`` (proxy): a shuffled batch of sealed tag submissions (users' and the
+  dummy user's, indistinguishable);
+* ``POST /v1/release`` (proxy, once): count, threshold at ⌈τ⌉ → the broadcast of released tags;
+* ``POST /v1/tokens`` (S_tag, after the release): each released tag's token hashes
+  (ReleasedTokens, design §6.8), over the servers' mutual-TLS channel, never published;
+* ``POST /v1/phase2`` (proxy): a batch of sealed shares (or cover messages);
+* ``POST /v1/aggregate`` (proxy or operator, once): S_syn sends S_tag its accepted contributions,
+  logs S_tag's aggregate shares, reconstructs, decodes and publishes the release; then it writes
+  its transcript and deletes its keys and the users' shares;
+* ``GET /v1/release`` (anyone, after the round): ``release.json`` and the centroids;
+  ``GET /v1/diagnostics`` (operator): the operator-private counts;
+* ``GET /v1/keys`` (anyone): S_syn's sealing key for this round.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from fre_protocol.drivers.net.logged import LoggedServer
+from fre_protocol.drivers.net.round import RoundDocument
+from fre_protocol.drivers.net.service import PeerClient, require_peer
+from fre_protocol.drivers.net.wire import NotReadyError, decode_batch, encode_batch
+from fre_protocol.messages import Role
+from fre_protocol.roles.base import Meter, Recorder
+from fre_protocol.roles.ledger import DropoutOutcome, build_ledger
+from fre_protocol.roles.release import public_info
+from fre_protocol.roles.round import Phase2Plan, box_key
+from fre_protocol.roles.synthesis_server import Reconstruction, SynthesisServer
+from mechanism.contributions import with_unit
+from mechanism.release import Release, ReleasedBucket
+from primitives.errors import ProtocolStateError
+
+SUBMISSIONS, RELEASE, PHASE2, AGGREGATES, AGGREGATE = "submissions", "release", "phase2", "aggregates", "aggregate"
+TOKENS = "tokens"
+RELEASE_KEY, DIAGNOSTICS_KEY = "release", "diagnostics"
+NOT_YET = "the release of tags"
+
+
+class SynService(LoggedServer):
+    role = Role.S_SYN.label
+
+    progress = ("party", "phase2", "result")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.phase2: Phase2Plan | None = None
+        self.result: Reconstruction | None = None
+        super().__init__(*args, **kwargs)
+        self.peers = PeerClient(self.config)
+
+    def make_keys(self) -> dict[str, bytes]:
+        sk, pk = box_key(self.ctx.seeds, self.ctx.comps.channel, Role.S_SYN)
+        return {"box_sk": sk.reveal(), "box_pk": pk}
+
+    def public_keys(self) -> dict[str, str]:
+        return {"S_syn_box": self.keys["box_pk"].hex()} if self.keys else {}
+
+    def own_keys(self, doc: RoundDocument) -> bool:
+        return doc.syn_box_key == self.keys["box_pk"]
+
+    def new_party(self, recorder: Recorder, meter: Meter) -> SynthesisServer:
+        return SynthesisServer(
+            box_key=self.key_pair("box"), channel=self.ctx.comps.channel, workers=self.workers,
+            meter=meter, recorder=recorder, release_floor=self.ctx.floor,
+        )
+
+    def apply(self, kind: str, body: bytes, *, replay: bool) -> bytes:
+        party: SynthesisServer = self.party
+        if kind == SUBMISSIONS:
+            if self.phase2 is not None:
+                raise ProtocolStateError("tag submissions after the release of tags")
+            party.receive_submissions(decode_batch(body))
+            return b""
+        if kind == RELEASE:
+            if self.phase2 is not None and not replay:
+                raise ProtocolStateError("the tags were already released")
+            broadcast = party.release()
+            self.phase2 = self.ctx.phase2(party.released)
+            return broadcast
+        if kind == PHASE2:
+            return self.receive_shares(body, before=NOT_YET)
+        p2 = self.phase2_plan(kind, before=NOT_YET)
+        if kind == TOKENS:
+            return encode_batch(party.released_tokens())
+        if kind == AGGREGATES:
+            self.result = party.reconstruct(
+                decode_batch(body), sharing=p2.sharing, encoder=p2.encoder, policy=self.settings.protocol.dropout_policy
+            )
+            return b""
+        if kind == AGGREGATE:
+            return b"" if replay else self._aggregate()
+        raise ProtocolStateError(f"unknown request kind {kind!r}")
+
+    def _aggregate(self) -> bytes:
+        """Ask S_tag for its aggregate shares over S_syn's accepted contributions (logged before
+        use, so a restart reconstructs from the same shares), reconstruct, publish."""
+        if AGGREGATES not in self.logged_kinds():
+            accepted = encode_batch(self.party.accepted_contributions())
+            answer = self.peers.post(
+                Role.S_TAG.label, "/v1/aggregate", accepted, request_id=f"{self.settings.round_id}/aggregate"
+            )
+            self.apply(AGGREGATES, answer, replay=False)
+            # Logged with what reconstructing recorded, before anything depends on it.
+            self.log(f"{self.settings.round_id}/aggregates", AGGREGATES, answer, b"", self.collector.take())
+        release, diagnostics = self._assemble()
+        document = json.dumps(release.to_json(), sort_keys=True).encode()
+        self.state.put(RELEASE_KEY, document)
+        self.state.put("centroids", np.ascontiguousarray(release.centroids, dtype="<f8").tobytes())
+        self.state.put(DIAGNOSTICS_KEY, json.dumps(diagnostics, sort_keys=True).encode())
+        return document
+
+    def _assemble(self) -> tuple[Release, dict[str, Any]]:
+        """The release as the in-process runner assembles it, from S_syn's state alone."""
+        assert self.result is not None and self.phase2 is not None
+        params, result, p2 = self.ctx.params, self.result, self.phase2
+        policy = self.settings.protocol.dropout_policy
+        tags = sorted(result.centroids)
+        floor = self.ctx.floor
+        below = {t: c for t, c in result.contributors.items() if c < floor}
+        outcome = DropoutOutcome(
+            policy=policy,
+            withheld={t.hex(): why for t, why in sorted(result.withheld.items())},
+            topped_up=sorted(t.hex() for t in below),
+            below_floor_contributors={t.hex(): c for t, c in sorted(below.items())},
+        )
+        ledger = with_unit(
+            build_ledger(
+                params, p2.ddg_config, self.ctx.dummy, (outcome.ledger_term(),),
+                dishonest_fraction=self.settings.protocol.dishonest_fraction,
+            ),
+            self.ctx.settings.unit,
+        )
+        dim = self.settings.dim
+        centroids = np.stack([result.centroids[t] for t in tags]) if tags else np.zeros((0, dim))
+        party: SynthesisServer = self.party
+        info = public_info(
+            params, dim, self.settings.protocol, self.ctx.comps, p2.ddg_config, outcome,
+            rng_mode=self.ctx.seeds.rng_mode, noise=self.settings.noise,
+            n_released_tags=len(party.released), n_released=len(tags),
+        )
+        diagnostics: dict[str, Any] = {
+            "n_submissions": party.n_submissions,
+            "n_distinct_tags_seen": len(party.counts),
+            "contributors": {t.hex(): result.contributors[t] for t in tags},
+            "below_floor_contributors": outcome.below_floor_contributors,
+            "rejections": dict(party.rejections),
+        }
+        release = Release(
+            buckets=tuple(ReleasedBucket(id=t.hex(), count=party.released[t]) for t in tags),
+            centroids=centroids, ledger=ledger, params=params, seeds=self.ctx.seeds.to_dict(),
+            noise=self.settings.noise, info=info, diagnostics=diagnostics,
+        )
+        return release, diagnostics
+
+    def accept(self, rid: str, kind: str, body: bytes) -> bytes:
+        out = super().accept(rid, kind, body)
+        if kind == AGGREGATE:
+            with self.lock:
+                if self.party is not None and self.keys:
+                    self._finish()
+        return out
+
+    def _finish(self) -> None:
+        assert self.phase2 is not None
+        release = json.loads(self.state.get(RELEASE_KEY) or b"{}")
+        artifacts: dict[str, Any] = {
+            "release": release,
+            "diagnostics": json.loads(self.state.get(DIAGNOSTICS_KEY) or b"{}"),
+            "ledger": release.get("ledger"),
+            "ddg_config": self.phase2.ddg_config.to_dict(),
+            "centroids": self.state.get("centroids") or b"",
+        }
+        if self.ctx.seeds.rng_mode == "seeded":
+            artifacts["secrets/S_syn_box_sk"] = bytes(self.keys["box_sk"])
+        self.finalize(artifacts=artifacts, share_kinds=(PHASE2,))
+
+    def routes(self) -> list[Route]:
+        proxy = (Role.PROXY.label,)
+
+        async def keys(request: Request) -> Response:
+            return JSONResponse(self.public_keys())
+
+        async def release(request: Request) -> Response:
+            document, centroids = self.state.get(RELEASE_KEY), self.state.get("centroids")
+            if document is None or centroids is None:
+                raise NotReadyError("the round has not been released yet")
+            return Response(encode_batch([document, centroids]), media_type="application/octet-stream")
+
+        async def diagnostics(request: Request) -> Response:
+            require_peer(request, ("operator",))
+            data = self.state.get(DIAGNOSTICS_KEY)
+            if data is None:
+                raise NotReadyError("the round has not been released yet")
+            return Response(data, media_type="application/json")
+
+        return self.document_routes() + [
+            Route("/v1/keys", self.endpoint("keys", keys), methods=["GET"]),
+            Route("/v1/release", self.endpoint("release", release), methods=["GET"]),
+            Route("/v1/diagnostics", self.endpoint("diagnostics", diagnostics), methods=["GET"]),
+            Route("/v1/submissions", self.handler(SUBMISSIONS, proxy), methods=["POST"]),
+            Route("/v1/release", self.handler(RELEASE, proxy), methods=["POST"]),
+            Route("/v1/phase2", self.handler(PHASE2, proxy), methods=["POST"]),
+            Route("/v1/tokens", self.handler(TOKENS, (Role.S_TAG.label,)), methods=["POST"]),
+            Route("/v1/aggregate", self.handler(AGGREGATE, proxy + ("operator",)), methods=["POST"]),
+        ]
+
+
+__all__ = ["SynService"]

@@ -1,0 +1,315 @@
+"""N users played against a deployment, many concurrent clients in one process.
+
+The users' cryptography is the user role's own (:class:`~fre_protocol.roles.user.UserPopulation`:
+blind, verify and finalize, seal, DDG-encode, share), computed in chunks; the network part sends
+each user's requests with its own credential over TLS to the proxy, at most ``concurrency`` at a
+time. Every request loop is bounded: retries back off exponentially (with jitter) up to the
+deadline, and a retry re-sends the *same* body, which the proxy answers idempotently — a user is
+never counted twice. A user whose request fails for good aborts, as on the in-process path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import numpy as np
+import numpy.typing as npt
+
+from fre_protocol.drivers.net.round import RoundContext, RoundSettings
+from fre_protocol.drivers.net.service import backoff, peer_error, tls_client_context
+from fre_protocol.drivers.net.signing import SignedRoundDocument
+from fre_protocol.drivers.net.wire import encode_batch
+from fre_protocol.messages import Role
+from fre_protocol.roles.base import Meter, Recorder, Workers
+from fre_protocol.roles.user import ServerKeys, UserPopulation
+from fre_protocol.slots import SlotLayout
+from mechanism.grid import PublicGrid, encode_buckets
+from primitives.errors import ProtocolStateError
+
+#: How long a user's request for its phase-1 answer waits at the proxy (seconds).
+WAIT = {"wait": "10"}
+
+
+@dataclass
+class UsersReport:
+    """What the users' side saw: per step, requests, failures and wall seconds; bytes sent and
+    received over HTTP (bodies), and the users' own costs (the role's meter)."""
+
+    n_users: int
+    wall: dict[str, float] = field(default_factory=dict)
+    requests: dict[str, int] = field(default_factory=dict)
+    failures: dict[str, int] = field(default_factory=dict)
+    retries: dict[str, int] = field(default_factory=dict)  # "step/HTTP status" (-1: no answer) -> tries
+    bytes_up: int = 0
+    bytes_down: int = 0
+    meter: dict[str, Any] = field(default_factory=dict)
+    status: dict[str, int] = field(default_factory=dict)
+    #: ``(step, start, end)`` on this process's ``time.perf_counter()``, in order: the network
+    #: steps and the users' own computing between them, so a sampler of the services' CPU can
+    #: tell which party each step waits on.
+    spans: list[tuple[str, float, float]] = field(default_factory=list)
+
+    @contextmanager
+    def timed(self, step: str) -> Iterator[None]:
+        """Add the block's wall seconds to ``wall[step]`` and its span to ``spans``."""
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            t1 = time.perf_counter()
+            self.wall[step] = self.wall.get(step, 0.0) + t1 - t0
+            self.spans.append((step, t0, t1))
+
+
+class _Http:
+    """The users' HTTP side: keep-alive connections (at most ``concurrency``; :func:`_each` keeps
+    that many users' requests in flight), bounded retries, byte counts. aiohttp rather than
+    httpx here: its client costs about a quarter of the CPU per request, and this one process
+    plays every user."""
+
+    def __init__(self, base: str, ca: Path, *, concurrency: int, deadline_s: float, report: UsersReport) -> None:
+        self.session = aiohttp.ClientSession(
+            base.rstrip("/"), connector=aiohttp.TCPConnector(limit=concurrency, ssl=tls_client_context(ca)),
+            auto_decompress=False,
+            cookie_jar=aiohttp.DummyCookieJar(),  # the services set none: no per-request cookie filtering
+        )
+        self.concurrency = concurrency
+        self.until: float | None = None  # while a step of many users runs: no try starts after it
+        self.longest_try = aiohttp.ClientTimeout(total=60.0, connect=10.0)  # shared: most tries get it
+        self.deadline_s = deadline_s
+        self.report = report
+
+    async def call(self, step: str, method: str, path: str, *, token: str | None = None, body: bytes | None = None,
+                   params: dict[str, str] | None = None) -> bytes:
+        """One request with retries until a final answer (2xx, or a 4xx other than 425)."""
+        return (await self.call_status(step, method, path, token=token, body=body, params=params))[1]
+
+    async def call_status(self, step: str, method: str, path: str, *, token: str | None = None,
+                          body: bytes | None = None, params: dict[str, str] | None = None) -> tuple[int, bytes]:
+        """:meth:`call`, with the final HTTP status."""
+        headers = {"authorization": f"Bearer {token}"} if token else {}
+        end = time.monotonic() + self.deadline_s
+        if self.until is not None:
+            end = min(end, self.until)
+        attempt = 0
+        while True:
+            # No single try may outlive the deadline: a peer that accepts and never answers
+            # would otherwise hold the user for the client's whole read timeout.
+            left = max(0.001, end - time.monotonic())
+            timeout = self.longest_try if left >= 60.0 else aiohttp.ClientTimeout(total=left, connect=min(10.0, left))
+            status, content = -1, b""
+            try:
+                async with self.session.request(method, path, data=body, headers=headers, params=params,
+                                                timeout=timeout) as response:
+                    status, content = response.status, await response.read()
+            except (TimeoutError, aiohttp.ClientError):
+                status = -1
+            self.report.requests[step] = self.report.requests.get(step, 0) + 1
+            self.report.bytes_up += len(body or b"")
+            if status > 0:
+                self.report.bytes_down += len(content)
+                if status < 400:
+                    return status, content
+                if status != 425 and status < 500:
+                    raise peer_error(status, content)
+            retry = f"{step}/{status}"
+            self.report.retries[retry] = self.report.retries.get(retry, 0) + 1
+            attempt += 1
+            pause = backoff(attempt, base_s=0.02, cap_s=1.0)
+            if time.monotonic() + pause > end:
+                raise ProtocolStateError(f"{step}: no answer within {self.deadline_s:.0f} s ({attempt} tries)")
+            await asyncio.sleep(pause)
+
+    async def close(self) -> None:
+        await self.session.close()
+
+
+async def _each(step: str, http: _Http, items: Sequence[Any], fn: Callable[[Any], Awaitable[Any]]) -> list[Any]:
+    """``fn`` over every item, ``http.concurrency`` at a time (each worker takes the next item
+    when its last is done: no task or semaphore wait per item), all within one deadline from
+    the step's start; a failure is counted and yields None (that user aborts), the others go on."""
+    report = http.report
+    out: list[Any] = [None] * len(items)
+    todo = iter(enumerate(items))
+
+    async def worker() -> None:
+        for k, item in todo:
+            try:
+                out[k] = await fn(item)
+            except Exception:  # noqa: BLE001 - one user's failure is that user's
+                report.failures[step] = report.failures.get(step, 0) + 1
+
+    http.until = time.monotonic() + http.deadline_s
+    try:
+        with report.timed(step):
+            await asyncio.gather(*(worker() for _ in range(min(http.concurrency, len(items)))))
+    finally:
+        http.until = None
+    return out
+
+
+def play_users(
+    x: npt.ArrayLike,
+    *,
+    proxy_url: str,
+    ca: Path,
+    settings: RoundSettings,
+    credentials: Sequence[str],
+    test_seed: int | None = None,
+    transcript: Path | None = None,
+    concurrency: int = 64,
+    deadline_s: float = 900.0,
+    between_phases: Callable[[], None] | None = None,
+    active: npt.NDArray[np.bool_] | None = None,
+    workers: int = 2,
+    users: npt.ArrayLike | None = None,
+) -> UsersReport:
+    """Play the users of the rows of ``x`` against the proxy at ``proxy_url``; the users' report.
+
+    One user per row, or, when the round's unit of privacy is ``user``, the users that ``users``
+    (one label per row) names: each device then plays its c slots (:mod:`fre_protocol.slots`)
+    with its one credential, c requests of each kind. The round document the proxy serves is
+    checked against ``settings``, and its S_tag and S_syn signatures against the CA in ``ca``,
+    before anything is sent (VerificationError: no user sends anything). ``between_phases`` runs once every user
+    has submitted its tag (deploy-local closes phase 1 there); without it the users wait for the
+    broadcast until ``deadline_s``. ``active`` marks users still online in phase 2 (default all).
+    """
+    with _event_loop() as runner:
+        return runner.run(
+            _play(
+                np.asarray(x), proxy_url=proxy_url, ca=ca, settings=settings, credentials=credentials,
+                test_seed=test_seed, transcript=transcript, concurrency=concurrency, deadline_s=deadline_s,
+                between_phases=between_phases, active=active, workers=workers, users=users,
+            )
+        )
+
+
+def _event_loop() -> asyncio.Runner:
+    """uvloop's event loop when installed (as the services use through uvicorn): this one
+    process plays every user's requests, and uvloop's transports and TLS cost it less CPU per
+    request than asyncio's own."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.Runner()
+    return asyncio.Runner(loop_factory=uvloop.new_event_loop)
+
+
+async def _play(x: npt.NDArray[Any], *, proxy_url: str, ca: Path, settings: RoundSettings, credentials: Sequence[str],
+                test_seed: int | None, transcript: Path | None, concurrency: int, deadline_s: float,
+                between_phases: Callable[[], None] | None, active: npt.NDArray[np.bool_] | None,
+                workers: int, users: npt.ArrayLike | None) -> UsersReport:
+    from fre_protocol.roles.round import check_unit, user_coins
+
+    if x.ndim != 2 or x.shape[1] != settings.dim:
+        raise ProtocolStateError(f"embeddings must be (N, {settings.dim}), got shape {x.shape}")
+    check_unit(settings.params, settings.protocol, users, settings.unit)
+    grid_seeds = settings.seeds(test_seed)
+    grid = PublicGrid.derive(grid_seeds, settings.dim, settings.params)
+    if users is None:
+        layout = SlotLayout.per_text(int(x.shape[0]))
+        slot_x, encodings = x, encode_buckets(grid.bucket_indices(x))
+    else:
+        layout = SlotLayout.bound(x, users, settings.unit, grid, grid_seeds)
+        slot_x, encodings = layout.inputs(
+            x, range(layout.n_slots), grid, grid_seeds.secret("users"), settings.protocol.chunk_size
+        )
+    if len(credentials) != layout.n_users:
+        raise ProtocolStateError(f"credentials must give one token per user ({layout.n_users}), got {len(credentials)}")
+    cap = layout.cap
+    n = layout.n_slots
+    report = UsersReport(n_users=layout.n_users)
+    http = _Http(proxy_url, ca, concurrency=concurrency, deadline_s=deadline_s, report=report)
+    store = None
+    try:
+        # Before anything is sent: the settings are the ones given, and S_tag and S_syn each
+        # signed this document (keys included) with a certificate of their role from our CA.
+        signed = SignedRoundDocument.decode(await http.call("round", "GET", "/v1/round"))
+        signed.verify(ca=ca, settings=settings)
+        doc = signed.document
+        ctx = RoundContext(settings, test_seed=test_seed, workers=workers)
+        if transcript is not None:
+            from fre_protocol.drivers.net.transcript import party_header
+            from transcripts import TranscriptStore
+
+            store = TranscriptStore.create(transcript, party_header(ctx, party="users", extra={"n_users": layout.n_users, "n_slots": n}), overwrite=True)
+        meter, recorder, pool = Meter(), Recorder(store), Workers(workers)
+        # Entries are slots (one per user under a text unit); slot i speaks with its owner's credential.
+        devices = UserPopulation(
+            slot_x, encodings, user_coins(ctx.seeds, n, ctx.params, settings.protocol.chunk_size),
+            suite=ctx.comps.suite,
+            keys=ServerKeys(voprf_public_key=doc.voprf_public_key, tag_box_key=doc.tag_box_key, syn_box_key=doc.syn_box_key),
+            channel=ctx.comps.channel, rng=ctx.seeds.secret("users"), workers=pool, meter=meter, recorder=recorder,
+            chunk_size=settings.protocol.chunk_size, cover_traffic=settings.protocol.cover_traffic,
+        )
+        with report.timed("offline"):
+            devices.prepare()
+
+        async def request(item: tuple[int, Role, bytes]) -> tuple[int, int]:
+            i, _, envelope = item
+            return i, json.loads(await http.call("phase1", "POST", "/v1/phase1", token=credentials[i // cap], body=envelope))["ticket"]
+
+        async def answer(item: tuple[int, int] | None) -> tuple[int, bytes] | None:
+            if item is None:
+                return None  # the request itself failed: this user aborts
+            i, ticket = item
+            return i, await http.call("phase1_answer", "GET", f"/v1/phase1/{ticket}", token=credentials[i // cap], params=WAIT)
+
+        # Every device sends, then collects its answer: the proxy's windows fill by count, as
+        # they would with many devices online at once, rather than by time. (A long-polled
+        # request would save the second request, but keeping two windows of users waiting at once
+        # cost more in connections and wake-ups than the request saves.)
+        with report.timed("blind"):
+            blinded = devices.blind_requests()
+        tickets = await _each("phase1", http, blinded, request)
+        answers = await _each("phase1_answer", http, tickets, answer)
+        with report.timed("verify_finalize"):
+            devices.receive_evaluations([a for a in answers if a is not None])
+
+        async def submit(item: tuple[int, Role, bytes]) -> None:
+            i, _, envelope = item
+            await http.call("submit", "POST", "/v1/submit", token=credentials[i // cap], body=envelope)
+
+        with report.timed("seal_submissions"):
+            submissions = devices.tag_submissions()
+        await _each("submit", http, submissions, submit)
+        if between_phases is not None:
+            with report.timed("close_phase1"):
+                await asyncio.to_thread(between_phases)
+        with report.timed("broadcast"):
+            broadcast = await http.call("broadcast", "GET", "/v1/broadcast")
+        with report.timed("encode_share_seal"):
+            devices.receive_broadcast(broadcast)
+            p2 = ctx.phase2(devices.released)
+            online = None if active is None else layout.per_slot(np.asarray(active, dtype=bool))
+            shares = devices.share_submissions(encoder=p2.encoder, sharing=p2.sharing, noise=settings.noise, active=online)
+        by_user: dict[int, list[bytes]] = {}
+        for i, _, envelope in shares:
+            by_user.setdefault(i, []).append(envelope)
+
+        async def phase2(item: tuple[int, list[bytes]]) -> None:
+            i, envelopes = item
+            await http.call("phase2", "POST", "/v1/phase2", token=credentials[i // cap], body=encode_batch(envelopes))
+
+        await _each("phase2", http, sorted(by_user.items()), phase2)
+        recorder.flush()
+        pool.close()
+        report.meter = meter.to_dict()
+        for s in devices.status:
+            report.status[s] = report.status.get(s, 0) + 1
+        return report
+    finally:
+        await http.close()
+        if store is not None:
+            store.close()
+
+
+__all__ = ["UsersReport", "play_users"]

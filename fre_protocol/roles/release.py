@@ -1,0 +1,168 @@
+"""Assembling a round's release, written once for every driver (design §6.6).
+
+The release: centroids and counts, the protocol's ledger, the public info (configuration and
+functions of the DP output only) and the operator-private diagnostics; and, in a transcript, the
+artifacts an audit re-reads. Every input is a role's state or a plain value.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from fre_protocol.components import Components
+from fre_protocol.roles.config import ProtocolConfig
+from fre_protocol.roles.dummy_user import DummyUser
+from fre_protocol.roles.ledger import DropoutOutcome, build_ledger
+from fre_protocol.roles.round import Parties, Phase2Plan, RunPlan
+from fre_protocol.roles.synthesis_server import Reconstruction
+from fre_protocol.roles.user import UserTally
+from mechanism.accounting import calibrate_noise
+from mechanism.contributions import with_unit
+from mechanism.fre_e2t import release_threshold
+from mechanism.params import FreParams
+from mechanism.release import Release, ReleasedBucket
+from mechanism.seeds import SeedPlan
+
+#: The norm guard's rule as published (S_syn withholds a decoded sum beyond it; n contributors).
+NORM_GUARD_RULE = "withhold a decoded sum longer than n·clip + γ·n·√d' + γ·σ_int·√n·(√d' + 8)"
+
+def assemble_release(
+    run: RunPlan,
+    parties: Parties,
+    plan: Phase2Plan,
+    released: Mapping[bytes, int],
+    result: Reconstruction,
+    dummy_user: DummyUser | None,
+    user_workers: int,
+    tally: UserTally,
+) -> tuple[Release, dict[str, Any]]:
+    """The release (centroids, counts, the protocol's ledger, public info, operator diagnostics)
+    and the figures the cost table reads."""
+    tags = sorted(result.centroids)
+    outcome = DropoutOutcome.of(result, parties.s_tag, run.cfg.dropout_policy)
+    ledger = with_unit(
+        build_ledger(
+            run.params, plan.ddg_config, run.dummy, (outcome.ledger_term(),),
+            dishonest_fraction=run.cfg.dishonest_fraction,
+        ),
+        run.slots.unit,
+    )
+    centroids = (
+        np.stack([result.centroids[t] for t in tags]) if tags else np.zeros((0, run.dim), dtype=np.float64)
+    )
+    info = public_info(
+        run.params, run.dim, run.cfg, run.comps, plan.ddg_config, outcome, rng_mode=run.seeds.rng_mode,
+        noise=run.noise, n_released_tags=len(released), n_released=len(tags),
+    )
+    diagnostics = _diagnostics(run, parties, tally, result, tags, outcome, dummy_user, user_workers)
+    release = Release(
+        buckets=tuple(ReleasedBucket(id=t.hex(), count=released[t]) for t in tags),
+        centroids=centroids,
+        ledger=ledger,
+        params=run.params,
+        seeds=run.seeds.to_dict(),
+        noise=run.noise,
+        info=info,
+        diagnostics=diagnostics,
+    )
+    sizes = {"width": plan.width, "share_bytes": list(plan.sharing.share_sizes(plan.width))}
+    return release, {**info, **diagnostics, "sizes": sizes}
+
+def public_info(
+    params: FreParams, dim: int, cfg: ProtocolConfig, comps: Components, ddg_config: Any,
+    outcome: DropoutOutcome, *, rng_mode: str, noise: bool, n_released_tags: int, n_released: int,
+) -> dict[str, Any]:
+    """Published (release.json), by any driver: public configuration and functions of the DP
+    output only (mechanism.release.PUBLIC_INFO_KEYS); the withheld tags are the broadcast minus
+    the centroids."""
+    floor = release_threshold(params)
+    return {
+        "path": "protocol",
+        "dim": dim,
+        "k": params.k,
+        "release_floor": floor,
+        "n_released_tags": n_released_tags,
+        "n_released": n_released,
+        "withheld": outcome.withheld,
+        "topped_up": outcome.topped_up,
+        "dropout_policy": cfg.dropout_policy,
+        "cover_traffic": cfg.cover_traffic,
+        "norm_guard": NORM_GUARD_RULE,
+        "ddg": ddg_config.to_dict(),
+        "sigma_effective": float(ddg_config.noise_std(floor)) if noise else 0.0,
+        "sigma_mechanism": float(calibrate_noise(params).sigma),
+        "proof_batch_size": cfg.proof_batch_size,
+        "components": comps.header(),
+        "rng_mode": rng_mode,
+    }
+
+def _diagnostics(
+    run: RunPlan,
+    parties: Parties,
+    tally: UserTally,
+    result: Reconstruction,
+    tags: list[bytes],
+    outcome: DropoutOutcome,
+    dummy_user: DummyUser | None,
+    user_workers: int,
+) -> dict[str, Any]:
+    """Operator-private: every count below reads the private data (or its dummies) directly."""
+    s_tag, s_syn = parties.s_tag, parties.s_syn
+    return {
+        "n_users": run.slots.n_users,
+        "n_texts": run.slots.n_texts,
+        "n_slots": run.n,
+        "n_padding_slots": run.slots.n_padding,
+        "proxy_traffic": parties.proxy.traffic(),
+        "n_submissions": s_syn.n_submissions,
+        "n_real_submissions": tally.n_real_submissions,
+        "n_distinct_tags_seen": len(s_syn.counts),
+        "n_participants": tally.n_participants,
+        "n_dropped_out": tally.n_dropped_out,
+        "n_cover_users": tally.n_cover_users,
+        "contributors": {t.hex(): result.contributors[t] for t in tags},
+        "below_floor_contributors": outcome.below_floor_contributors,
+        "refused_by_S_tag": {t.hex(): why for t, why in sorted(s_tag.refused.items())},
+        "dummies": dummy_user.summary() if dummy_user is not None else None,
+        "user_workers": user_workers,
+        "rejections": _merge_counts(s_tag.rejections, s_syn.rejections),
+        "user_status": tally.status,
+    }
+
+def _merge_counts(*maps: Mapping[str, int]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for m in maps:
+        for k, v in m.items():
+            out[k] = out.get(k, 0) + v
+    return out
+
+def store_artifacts(
+    store: Any, release: Release, ddg_config: Any, seeds: SeedPlan, parties: Parties, dummy_user: DummyUser | None
+) -> None:
+    keys = parties.keys
+    store.put_artifact("release", release.to_json())
+    store.put_artifact("diagnostics", release.diagnostics)
+    store.put_artifact("ledger", release.ledger.to_dict())
+    store.put_artifact("ddg_config", ddg_config.to_dict())
+    store.put_artifact("centroids", np.ascontiguousarray(release.centroids, dtype="<f8").tobytes())
+    store.put_artifact(
+        "public_keys",
+        {
+            "voprf": keys.voprf_public_key.hex(),
+            "S_tag_box": keys.tag_box_key.hex(),
+            "S_syn_box": keys.syn_box_key.hex(),
+        },
+    )
+    if seeds.rng_mode == "seeded":
+        assert seeds.test_seed is not None
+        store.put_artifact("secrets/test_seed", seeds.test_seed, secret=True)
+        store.put_artifact("secrets/voprf_sk", parties.voprf_key[0].reveal(), secret=True)
+        store.put_artifact("secrets/S_tag_box_sk", parties.tag_box[0].reveal(), secret=True)
+        store.put_artifact("secrets/S_syn_box_sk", parties.syn_box[0].reveal(), secret=True)
+        if dummy_user is not None:
+            store.put_artifact(
+                "secrets/dummy_plan", {str(c): z for c, z in sorted(dummy_user.plan.items())}, secret=True
+            )

@@ -1,0 +1,367 @@
+"""The synthesis server S_syn (design §6; paper §6.1-6.2, Algorithm 2 lines 7-10 and 16-19).
+
+Phase 1: it opens the sealed tag submissions (users' and the dummy user's, indistinguishable),
+counts them per tag (one count per distinct token hash), keeps the tags whose count reaches the
+release floor ⌈τ⌉ and broadcasts them with their counts; S_tag alone gets each released tag's
+token hashes (design §6.8). Phase 2: it keeps one share of each participating user's encoding per
+released tag (only with an unspent token of that tag), tells S_tag which contributions it accepted, receives S_tag's aggregate share over the common
+contributions, reconstructs the modular sum, decodes it (DDG) and divides by the number of
+contributors: a DP centroid per released tag.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from fre_protocol.messages import (
+    TAG_BYTES,
+    TOKEN_HASH_BYTES,
+    AcceptedContributions,
+    AggregateShare,
+    CoverShare,
+    ReleasedTags,
+    ReleasedTokens,
+    Role,
+    ShareSubmission,
+    TagSubmission,
+    decode_as,
+    message_type_name,
+)
+from fre_protocol.roles.base import (
+    AGGREGATION,
+    DROPOUT_POLICIES,
+    PHASE1_SUBMIT,
+    PHASE2,
+    TOPUP,
+    WITHHOLD,
+    Channel,
+    Meter,
+    Recorder,
+    Row,
+    Workers,
+    status_of,
+)
+from fre_protocol.roles.replay_filter import ReplayFilter
+from fre_protocol.roles.server_common import (
+    Opened,
+    SealedInbox,
+    ShareBook,
+    TokenBook,
+    accept_shares,
+    settle_shares,
+)
+from primitives.errors import DecodeError, InvalidParameterError, ProtocolStateError
+from primitives.secret import Secret
+
+VIEW = Role.S_SYN.label
+
+#: Why a released tag got no centroid when its phase-2 contributors fell below the release floor
+#: (the count itself stays in the operator's diagnostics).
+BELOW_FLOOR = "fewer phase-2 contributors than the release floor"
+#: Why a decoded sum was withheld by the norm guard (see :meth:`SynthesisServer.reconstruct`).
+NORM_GUARD = "decoded sum longer than any honest contributions and noise can make it"
+
+
+class ContributionValidator(Protocol):
+    """Where per-contribution validity checks plug in (Prio-style proofs that a share pair
+    encodes a clipped vector). Neither server can check a norm on its own share, so such a
+    check is joint: an implementation runs its verifier exchange with S_tag and returns the
+    contribution ids that passed; only those are named in AcceptedContributions, so both
+    servers sum exactly the validated set. None is built in (see the threat model)."""
+
+    def valid(self, tag: bytes, contribution_ids: tuple[bytes, ...]) -> tuple[bytes, ...]: ...
+
+
+@dataclass
+class Reconstruction:
+    """S_syn's output for the released tags: centroids of those it could release."""
+
+    centroids: dict[bytes, npt.NDArray[np.float64]] = field(default_factory=dict)
+    contributors: dict[bytes, int] = field(default_factory=dict)
+    withheld: dict[bytes, str] = field(default_factory=dict)
+
+
+class SynthesisServer:
+    def __init__(
+        self,
+        *,
+        box_key: tuple[Secret[bytes], bytes],
+        channel: Channel,
+        workers: Workers,
+        meter: Meter,
+        recorder: Recorder,
+        release_floor: int,
+        validator: ContributionValidator | None = None,
+        keep_contributions: bool = True,
+    ) -> None:
+        if isinstance(release_floor, bool) or not isinstance(release_floor, int) or release_floor < 1:
+            raise InvalidParameterError(f"release_floor must be an integer >= 1, got {release_floor!r}")
+        self._box_sk, self.box_public_key = box_key
+        self._meter = meter
+        self._recorder = recorder
+        self.release_floor = release_floor
+        self._validator = validator
+        self._inbox = SealedInbox(name="S_syn", channel=channel, private_key=self._box_sk, workers=workers, meter=meter)
+        # Token hashes already counted (design §6.8): fresh per submission, so a repeated one is a
+        # message delivered twice or a token submitted twice, refused either way.
+        self._token_hashes = ReplayFilter(TOKEN_HASH_BYTES)
+        # Counted as they arrive: memory per distinct tag, not per submission.
+        self.counts: Counter[bytes] = Counter()
+        # Each batch's counted tags and token hashes (32 bytes each, concatenated): grouped by
+        # tag once, at the release, for the tags released.
+        self._pairs: list[tuple[bytes, bytes]] = []
+        self._released_hashes: dict[bytes, list[bytes]] = {}
+        self._tokens = TokenBook()
+        self._n_submissions = 0
+        self.released: dict[bytes, int] = {}
+        self._shares = ShareBook(keep_contributions=keep_contributions)
+        self.rejections: dict[str, int] = {}
+
+    # -- phase 1 ---------------------------------------------------------------------------------
+    def receive_submissions(self, ciphertexts: Sequence[bytes]) -> None:
+        """Open and keep tag submissions; a token hash already counted is a duplicate (rejected:
+        one submission, one count, one token)."""
+        opened = self._inbox.open_all(ciphertexts, TagSubmission)
+        t0 = time.perf_counter()
+        good = [o for o in opened if o.error is None]
+        fresh = self._token_hashes.add_many([o.message.token_hash for o in good]).tolist()  # type: ignore[union-attr]
+        if not all(fresh):
+            for o, first in zip(good, fresh, strict=True):
+                if not first:
+                    o.error = ProtocolStateError("duplicate tag submission (token hash already counted)")
+        kept: list[TagSubmission] = [o.message for o, first in zip(good, fresh, strict=True) if first]  # type: ignore[misc]
+        tags = [m.tag for m in kept]
+        self.counts.update(tags)  # one C loop, not an increment per submission
+        n = len(kept)
+        if n:
+            self._pairs.append((b"".join(tags), b"".join(m.token_hash for m in kept)))
+        self._n_submissions += n
+        self._meter.add("S_syn.count", time.perf_counter() - t0, n)
+        self._record(PHASE1_SUBMIT, opened)
+
+    def release(self) -> bytes:
+        """Threshold the counts at the release floor and encode the broadcast (sorted by tag)."""
+        counts = self.counts
+        t1 = time.perf_counter()
+        floor = self.release_floor
+        released = sorted(tag for tag, c in counts.items() if c >= floor)
+        self._meter.add("S_syn.threshold", time.perf_counter() - t1, len(counts))
+        self.released = {tag: counts[tag] for tag in released}
+        self._released_hashes = self._hashes_of(released)
+        for tag in released:
+            self._tokens.allow(tag, self._released_hashes[tag])
+        return ReleasedTags(tags=tuple(released), counts=tuple(counts[t] for t in released)).encode()
+
+    def _hashes_of(self, tags: Sequence[bytes]) -> dict[bytes, list[bytes]]:
+        """Each of ``tags``' token hashes, sorted (once, at the release: a pass over the counted
+        pairs)."""
+        out: dict[bytes, list[bytes]] = {tag: [] for tag in tags}
+        if not tags or not self._pairs:
+            return out
+        wanted, t, h = set(tags), TAG_BYTES, TOKEN_HASH_BYTES
+        mine = [
+            (raw_tags[k * t : (k + 1) * t], raw_hashes[k * h : (k + 1) * h])
+            for raw_tags, raw_hashes in self._pairs
+            for k in range(len(raw_tags) // t)
+            if raw_tags[k * t : (k + 1) * t] in wanted
+        ]
+        for tag, token_hash in sorted(mine):
+            out[tag].append(token_hash)
+        return out
+
+    def released_tokens(self) -> list[bytes]:
+        """For S_tag, over the servers' own channel: one ReleasedTokens per released tag (sorted),
+        the token hashes of its counted submissions. Never published (design §6.8)."""
+        return [
+            ReleasedTokens(tag=tag, token_hashes=tuple(self._released_hashes[tag])).encode()
+            for tag in sorted(self.released)
+        ]
+
+    @property
+    def n_submissions(self) -> int:
+        return self._n_submissions
+
+    # -- phase 2 ---------------------------------------------------------------------------------
+    def receive_shares(self, ciphertexts: Sequence[bytes], *, sharing: Any, dim: int) -> None:
+        opened = self._inbox.open_all(ciphertexts, (ShareSubmission, CoverShare))
+        accept_shares(
+            opened, self.released, self._shares, sharing=sharing, dim=dim, meter=self._meter, name="S_syn",
+            tokens=self._tokens,
+        )
+        self._record(PHASE2, opened)
+
+    def settle_contributions(self, named: Sequence[bytes], *, sharing: Any, dim: int) -> list[bytes]:
+        """Running sums, after each window: keep the contributions since the last window that
+        S_tag names too (AcceptedContributions per tag), take the others out of the sum, and
+        name the kept ones back. Both servers then hold the same contributions, as the runner's
+        servers sum over the common ones at the aggregation."""
+        kept, rows = settle_shares(
+            self._shares, named, sharing=sharing, dim=dim, view=VIEW, sender=Role.S_TAG.label
+        )
+        self._recorder.add(rows)
+        return kept
+
+    def pending_contributions(self) -> list[bytes]:
+        """Running sums: the contributions accepted since the last window settled, one
+        AcceptedContributions per tag, for S_tag (:meth:`settle_contributions`)."""
+        return [AcceptedContributions(tag=t, contribution_ids=tuple(ids)).encode() for t, ids in self._shares.unsettled().items()]
+
+    def accepted_contributions(self) -> list[bytes]:
+        """One AcceptedContributions per released tag (sorted ids; possibly empty), restricted
+        to the contributions the validator passed when there is one."""
+        out = []
+        for tag in sorted(self.released):
+            ids = tuple(sorted(self._shares.ids(tag)))
+            if self._validator is not None:
+                ids = tuple(sorted(set(self._validator.valid(tag, ids)) & set(ids)))
+            out.append(AcceptedContributions(tag=tag, contribution_ids=ids).encode())
+        return out
+
+    def reconstruct(
+        self,
+        aggregates: Sequence[bytes],
+        *,
+        sharing: Any,
+        encoder: Any,
+        policy: str = WITHHOLD,
+    ) -> Reconstruction:
+        """Combine S_tag's aggregate shares with its own, decode, divide by the contributors.
+
+        A tag with fewer contributors than the release floor is withheld (policy ``withhold``) or
+        released with the noise S_tag topped up (policy ``topup``); with none it is withheld.
+        """
+        if policy not in DROPOUT_POLICIES:
+            raise InvalidParameterError(f"policy must be one of {list(DROPOUT_POLICIES)}, got {policy!r}")
+        out = Reconstruction()
+        rows: list[Row] = []
+        width = int(encoder.config.padded_dim)
+        modulus = int(sharing.modulus)
+        seen: set[bytes] = set()
+        ready: list[tuple[bytes, int]] = []
+        # S_tag's aggregates are converted from the wire straight into consecutive rows of one
+        # array (row i belongs to ready[i]), so reconstruction need not stack them again.
+        theirs_rows = np.empty((len(aggregates), width), dtype=np.uint64)
+        own_rows = np.empty((len(aggregates), width), dtype=np.uint64)  # S_syn's, row for row
+        for data in aggregates:
+            error: Exception | None = None
+            try:
+                msg = decode_as(data, AggregateShare)
+                if msg.tag not in self.released:
+                    raise ProtocolStateError("aggregate share for a tag that was not released")
+                if msg.tag in seen:
+                    raise ProtocolStateError("second aggregate share for one tag")
+                if not set(msg.contribution_ids) <= self._shares.ids(msg.tag):
+                    raise ProtocolStateError("aggregate covers contributions S_syn did not accept")
+                if len(msg.values) != 8 * width:
+                    raise DecodeError(
+                        f"aggregate share must hold {width} words of 8 bytes, got {len(msg.values)} bytes"
+                    )
+                theirs = theirs_rows[len(ready)]
+                theirs[:] = np.frombuffer(msg.values, dtype=">u8")
+                if modulus < 1 << 64 and bool(np.any(theirs >= np.uint64(modulus))):
+                    raise DecodeError("aggregate share holds words outside the ring")
+            except (DecodeError, ProtocolStateError) as exc:
+                error = exc
+            rows.append((VIEW, AGGREGATION, Role.S_TAG.label, VIEW, message_type_name(data), data, status_of(error)))
+            if error is not None:
+                continue
+            seen.add(msg.tag)
+            count = msg.count
+            if count == 0 or (count < self.release_floor and policy == WITHHOLD):
+                # S_tag should not have sent it; S_syn publishes nothing of it either way.
+                out.withheld[msg.tag] = BELOW_FLOOR
+                continue
+            t0 = time.perf_counter()
+            own_rows[len(ready)] = self._shares.total(msg.tag, msg.contribution_ids, sharing=sharing)
+            self._meter.add("S_syn.accumulate", time.perf_counter() - t0, count)
+            ready.append((msg.tag, count))
+        if ready:
+            # All buckets at once: one ring addition and one batched decode (rotation of m rows).
+            t0 = time.perf_counter()
+            # In place: S_tag's rows take the sums (no fresh buffer to fault in per bucket).
+            totals = sharing.reconstruct(theirs_rows[: len(ready)], own_rows[: len(ready)], out=theirs_rows[: len(ready)])
+            t1 = time.perf_counter()
+            decoded = decode_many(encoder, totals, [r[1] for r in ready])
+            t2 = time.perf_counter()
+            self._meter.add("S_syn.reconstruct", t1 - t0, len(ready))
+            self._meter.add("S_syn.decode", t2 - t1, len(ready))
+            guard = getattr(encoder, "sum_norm_bound", None)
+            for (tag, count), row in zip(ready, decoded, strict=True):
+                # Norm guard: shares are uniform, so one malicious user can offset a sum at will;
+                # a sum longer than honest inputs plus noise can make it (tail 1.3e-14) is
+                # withheld. A decision on the DP sum alone: post-processing, free.
+                noise_users = max(count, self.release_floor) if policy == TOPUP else count
+                if guard is not None and float(np.linalg.norm(row)) > guard(count, noise_users):
+                    out.withheld[tag] = NORM_GUARD
+                    continue
+                out.centroids[tag] = row / float(count)
+                out.contributors[tag] = count
+        for tag in self.released:
+            if tag not in seen and tag not in out.withheld:
+                own = self._shares.count(tag)
+                out.withheld[tag] = (
+                    BELOW_FLOOR if own < self.release_floor else "no aggregate share from S_tag"
+                )
+        self._recorder.add(rows)
+        return out
+
+    # -- helpers ---------------------------------------------------------------------------------
+    def _record(self, phase: str, opened: Sequence[Opened]) -> None:
+        rows: list[Row] = []
+        for o in opened:
+            status = status_of(o.error)
+            if o.error is not None:
+                self.rejections[status] = self.rejections.get(status, 0) + 1
+            rows.append((VIEW, phase, Role.PROXY.label, VIEW, o.type_name, o.payload, status))
+        self._recorder.add(rows)
+
+
+#: Coordinates per block of rows in :func:`decode_many`.
+DECODE_BLOCK_COORDINATES = 1 << 13
+
+
+def decode_many(encoder: Any, totals: npt.NDArray[np.uint64], counts: Sequence[int]) -> npt.NDArray[np.float64]:
+    """DDG decoding of m modular sums at once: centre into [−M/2, M/2), scale by γ, undo the
+    rotation for all rows together (design §4.4). Row i equals ``encoder.decode_sum(totals[i],
+    counts[i])``; encoders without the row-wise pieces are decoded one sum at a time."""
+    config = getattr(encoder, "config", None)
+    if config is None or not hasattr(encoder, "unrotate") or totals.ndim != 2:
+        return np.stack([encoder.decode_sum(t, c) for t, c in zip(totals, counts, strict=True)])
+    m = int(config.modulus)
+    if totals.size and int(totals.max()) >= m:
+        raise ProtocolStateError("reconstructed sums must lie in the ring")
+    # Blocks of rows keep every intermediate in cache; one block is 64 KiB of float64, below
+    # glibc's default mmap threshold (128 KiB), so its buffers are reused heap memory rather
+    # than fresh pages faulted in per block (a first call decoded 2x faster in fresh processes).
+    rows = int(totals.shape[0])
+    step = max(1, DECODE_BLOCK_COORDINATES // max(1, int(totals.shape[1])))
+    out = np.empty((rows, int(config.dim)), dtype=np.float64)
+    for i in range(0, rows, step):
+        out[i : i + step] = _decode_rows(encoder, totals[i : i + step], m, float(config.gamma))
+    return out
+
+
+def _decode_rows(encoder: Any, totals: npt.NDArray[Any], m: int, gamma: float) -> npt.NDArray[np.float64]:
+    if m & (m - 1) == 0:
+        # Centre into [−M/2, M/2) by sign extension (M = 2^b): shift bit b−1 to the top and
+        # shift back arithmetically. Two in-place integer passes; a masked subtraction
+        # (``where=``) costs ten times as much.
+        shift = 64 - (m.bit_length() - 1)
+        centred = np.left_shift(totals.astype(np.uint64, copy=False), np.uint64(shift)).view(np.int64)
+        centred >>= np.int64(shift)
+    else:  # not a ring 2^b: compare and subtract
+        centred = totals.astype(np.int64)
+        centred[centred >= m // 2] -= m
+    # γ is applied with the rotation's signs: one pass less over the block.
+    out: npt.NDArray[np.float64] = encoder.unrotate(centred.astype(np.float64), scale=gamma)
+    return out
+
+
+__all__ = ["BELOW_FLOOR", "NORM_GUARD", "ContributionValidator", "Reconstruction", "SynthesisServer", "decode_many"]
