@@ -39,7 +39,7 @@ def text_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     text once."""
     return tmp_path_factory.mktemp("fre-e2t-cache")
 TEXT_DIRS = ("fre_protocol/text", "fre_protocol/experiments")
-INTEGRATION_PATHS = ("fre_protocol/drivers/net", "fre_protocol/test_dask_driver.py")
+INTEGRATION_PATHS = ("fre_protocol/drivers/net", "fre_protocol/drivers/test_dask.py")
 
 
 def _tier_of(item: pytest.Item) -> str | None:

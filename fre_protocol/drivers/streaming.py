@@ -254,7 +254,9 @@ def play_windows(
     plan = plan_phase2(run, released)
     tally += users.phase2(plan, released, message)
     result = aggregation(run, parties, plan, driver)
-    release, info = assemble_release(run, parties, plan, released, result, dummy_user, driver, tally)
+    release, info = assemble_release(
+        run, parties, plan, released, result, dummy_user, driver.user_pool.workers, tally
+    )
     if store is not None:
         store_artifacts(store, release, plan.ddg_config, run.seeds, parties, dummy_user)
     return release, info
