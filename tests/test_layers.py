@@ -81,6 +81,37 @@ def test_library_never_imports_the_command_line() -> None:
         assert not used, f"{path.relative_to(ROOT)} imports {sorted(used)}"
 
 
+#: Inside fre_protocol (design §2, §13): the roles never import a driver, and neither roles nor
+#: drivers import what sits above both (the text pipeline, the experiments, the command line).
+ABOVE_ROLES_AND_DRIVERS = ("fre_protocol.text", "fre_protocol.experiments", "fre_protocol.cli")
+FORBIDDEN_BELOW = {
+    "roles": ("fre_protocol.drivers", *ABOVE_ROLES_AND_DRIVERS),
+    "drivers": ABOVE_ROLES_AND_DRIVERS,
+}
+
+
+@pytest.mark.parametrize("package", sorted(FORBIDDEN_BELOW))
+def test_roles_never_import_drivers_and_neither_imports_what_sits_above(package: str) -> None:
+    forbidden = FORBIDDEN_BELOW[package]
+    for path in sorted((ROOT / "fre_protocol" / package).rglob("*.py")):
+        used = {m for m in _module_imports(path) if any(m == f or m.startswith(f + ".") for f in forbidden)}
+        assert not used, f"{path.relative_to(ROOT)} imports {sorted(used)}"
+
+
+def test_the_round_layer_is_not_a_driver() -> None:
+    """The step functions every driver needs live in roles/: no driver imports another driver's
+    module except the in-process helpers they share (drivers/local.py) and the windows (streaming)
+    that Dask and worker processes play."""
+    shared = {"fre_protocol.drivers.local", "fre_protocol.drivers.streaming", "fre_protocol.drivers.dask"}
+    graph = _import_graph()
+    for module, named in graph.items():
+        if not module.startswith("fre_protocol.drivers.") or module.startswith("fre_protocol.drivers.net"):
+            continue
+        other = {m for m in named if m.startswith("fre_protocol.drivers.") and m not in shared}
+        other -= {m for m in other if m.startswith(module)}
+        assert not other, f"{module} imports drivers {sorted(other)}"
+
+
 def test_importing_the_text_pipeline_loads_no_command_line_module() -> None:
     names = sorted(p.stem for p in (ROOT / "fre_protocol" / "text").glob("*.py") if p.stem != "__init__")
     code = (

@@ -1,4 +1,4 @@
-"""The reference driver: the whole round in one process, every message at once (design §6, §12).
+"""The reference driver: the whole round in one process, every message at once (design §6, §13).
 
 :func:`run_protocol` plays the round as a sequence of role calls, each stage's messages moved
 through the in-process proxy (:mod:`fre_protocol.drivers.local`):

@@ -1,4 +1,4 @@
-"""The step layer: planning a round and building its roles, for every driver (design §6, §12).
+"""The step layer: planning a round and building its roles, for every driver (design §6, §13).
 
 :func:`plan_run` checks a round's inputs and fixes what it needs before any message (coins,
 dropouts, slots, the dummies' budget); :func:`setup` makes the keys, the servers and the proxy;
