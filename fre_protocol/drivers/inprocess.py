@@ -31,9 +31,9 @@ import numpy.typing as npt
 
 from fre_protocol.drivers.local import (
     ProtocolResult,
-    aggregation,
     broadcast,
     execute,
+    finish,
     phase1,
     phase1_submit,
     phase2,
@@ -41,7 +41,6 @@ from fre_protocol.drivers.local import (
 from fre_protocol.roles.base import Runtime
 from fre_protocol.roles.config import RoundSpec, RunOptions
 from fre_protocol.roles.proxy import NetworkAdversary
-from fre_protocol.roles.release import assemble_release, store_artifacts
 from fre_protocol.roles.round import (
     RunPlan,
     make_dummy_user,
@@ -100,13 +99,7 @@ def play(run: RunPlan, driver: Runtime, store: Any) -> tuple[Release, dict[str, 
             encoder=plan.encoder, sharing=plan.sharing, noise=run.noise, active=~run.dropped_mask
         )
         phase2(parties, plan, shares, driver)
-    result = aggregation(run, parties, plan, driver)
-    release, info = assemble_release(
-        run, parties, plan, released, result, dummy_user, driver.user_pool.workers, users.tally()
-    )
-    if store is not None:
-        store_artifacts(store, release, plan.ddg_config, run.seeds, parties, dummy_user)
-    return release, info
+    return finish(run, parties, plan, released, driver, dummy_user, users.tally(), store)
 
 
 __all__ = ["play", "run_protocol"]

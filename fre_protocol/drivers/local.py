@@ -32,9 +32,10 @@ from fre_protocol.roles.base import (
 )
 from fre_protocol.roles.config import TRANSCRIPT_FULL, RunOptions
 from fre_protocol.roles.proxy import Delivery, NetworkAdversary
+from fre_protocol.roles.release import assemble_release, store_artifacts
 from fre_protocol.roles.round import Parties, Phase2Plan, RunPlan, topup_noise, transcript_header
 from fre_protocol.roles.synthesis_server import ContributionValidator, Reconstruction
-from fre_protocol.roles.user import UserPopulation
+from fre_protocol.roles.user import UserPopulation, UserTally
 from mechanism.grid import single_threaded_blas
 from mechanism.release import Release
 from mechanism.run_files import TRANSCRIPT_FILE
@@ -154,7 +155,7 @@ def phase1_submit(
 ) -> None:
     """Step 2, submission: the sealed tags (users' with their coin, and dummies) through the
     proxy to S_syn (``deliver``: where the proxy puts S_syn's batch instead, e.g. a windowed
-    run's :class:`~fre_protocol.drivers.streaming.HeldSubmissions`)."""
+    run's :class:`~fre_protocol.roles.windows.HeldSubmissions`)."""
     for role, delivery in parties.proxy.forward(PHASE1_SUBMIT, submissions).items():
         if role is Role.S_SYN:
             (deliver or parties.s_syn.receive_submissions)(delivery.ciphertexts)
@@ -218,3 +219,15 @@ def aggregation(run: RunPlan, parties: Parties, plan: Phase2Plan, driver: Runtim
         return parties.s_syn.reconstruct(
             aggregates, sharing=plan.sharing, encoder=plan.encoder, policy=run.cfg.dropout_policy
         )
+
+def finish(
+    run: RunPlan, parties: Parties, plan: Phase2Plan, released: dict[bytes, int], driver: Runtime,
+    dummy_user: Any, tally: UserTally, store: Any,
+) -> tuple[Release, dict[str, Any]]:
+    """The aggregation, then the release (``tally``: what the users did) and, with a transcript
+    store, the run's artifacts: how every driver ends a round."""
+    result = aggregation(run, parties, plan, driver)
+    release, info = assemble_release(run, parties, plan, released, result, dummy_user, driver.user_pool.workers, tally)
+    if store is not None:
+        store_artifacts(store, release, plan.ddg_config, run.seeds, parties, dummy_user)
+    return release, info

@@ -32,7 +32,7 @@ while the servers stay in this one.
 Phase 1's tag submissions reach S_syn as in the runner, in one uniformly random order with all
 of S_tag's dummies: the proxy takes each window's submissions (and the window's share of the
 dummies, a random window each from the dummy user's own stream) as they come, holds S_syn's part
-(:class:`HeldSubmissions`, spooled to disk) and, after the last window, hands it over shuffled as
+(:class:`~fre_protocol.roles.windows.HeldSubmissions`, spooled to disk) and, after the last window, hands it over shuffled as
 a whole, in batches of one window's size. Which window a submission came from is then lost, so
 rows grouped by topic in the input cannot mark a real tag (its users in one or two windows) apart
 from a dummy (its submissions in windows drawn independently); see design §6.
@@ -40,10 +40,16 @@ from a dummy (its submissions in windows drawn independently); see design §6.
 What differs: the proxy shuffles each window's batch on its own, so the transcripts hold the
 same messages in another order. With ``proof_batch_size > 1`` the batches are formed within a
 window, so the proofs (not the tags) differ. The servers keep running sums, so after each window
-they settle which of its contributions both hold (:func:`settle_window`: two
-AcceptedContributions messages a tag, which the runner's transcripts do not have) and a share
-only one of them accepted is taken out; a validator's strict subset is still refused rather than
-summed, and no adversary can be placed on the network.
+they settle which of its contributions both hold
+(:func:`~fre_protocol.roles.windows.settle_window`: two AcceptedContributions messages a tag,
+which the runner's transcripts do not have) and a share only one of them accepted is taken out;
+a validator's strict subset is still refused rather than summed, and no adversary can be placed
+on the network.
+
+What the roles decide in a windowed round (the held submissions and their one shuffle, the
+dummies' windows, who sends shares or cover, the settling) is :mod:`fre_protocol.roles.windows`;
+this module moves the messages, keeps the devices' state between the phases
+(:class:`DeviceStates`) and builds each window's devices a window ahead (:class:`Ahead`).
 """
 
 from __future__ import annotations
@@ -59,52 +65,44 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
-from fre_protocol.drivers.local import (
-    ProtocolResult,
-    aggregation,
-    broadcast,
-    execute,
-    phase1,
-    phase1_submit,
-    phase2,
-)
+from fre_protocol.drivers import local
 from fre_protocol.inputs import EmbeddingShards, release_pages, take_rows
-from fre_protocol.messages import TAG_BYTES, TOKEN_BYTES, Role
+from fre_protocol.messages import TAG_BYTES, TOKEN_BYTES
 from fre_protocol.roles import streams
 from fre_protocol.roles.base import Runtime, chunks
-from fre_protocol.roles.config import (
-    RoundSpec,
-    RunOptions,
-)
-from fre_protocol.roles.release import assemble_release, store_artifacts
+from fre_protocol.roles.config import RoundSpec, RunOptions
 from fre_protocol.roles.round import (
     Parties,
     Phase2Plan,
     RunPlan,
-    make_dummy_user,
+    dummy_user_for,
     plan_phase2,
     plan_run,
     population,
     setup,
     user_coins,
 )
-from fre_protocol.roles.user import (
-    PHASE1_SEALS,
-    PHASE2_SEALS,
-    UserPopulation,
-    UserTally,
-    share_plaintexts,
+from fre_protocol.roles.user import PHASE1_SEALS, PHASE2_SEALS, UserPopulation, UserTally
+from fre_protocol.roles.windows import (
+    HeldSubmissions,
+    Message,
+    Roster,
+    eligible,
+    encode_participants,
+    settle_window,
+    window_dummies,
+    window_shares,
 )
 from mechanism.grid import PublicGrid
 from mechanism.release import Release
-from mechanism.seeds import SeedPlan
 from primitives.errors import InvalidParameterError
-from primitives.randomness import RandomSource
 
 #: Chunks of users per window by default (16 × 1024 users: a few tens of MB of messages).
 DEFAULT_WINDOW_CHUNKS = 16
 
-Message = tuple[int, Role, bytes]
+#: A windowed run's play: the run, the driver, the store, the window (users) and a directory
+#: for what it keeps on disk during the run.
+WindowedPlay = Callable[[RunPlan, Runtime, Any, int, Path], tuple[Release, dict[str, Any]]]
 
 
 def run_streaming(
@@ -115,7 +113,7 @@ def run_streaming(
     users: npt.ArrayLike | None = None,
     window_chunks: int = DEFAULT_WINDOW_CHUNKS,
     players: Players | None = None,
-) -> ProtocolResult:
+) -> local.ProtocolResult:
     """:func:`~fre_protocol.drivers.inprocess.run_protocol` (same arguments, same outputs and
     files), played ``window_chunks`` chunks of ``config.chunk_size`` users at a time. Under a user
     unit the entries are slots (:mod:`fre_protocol.slots`): the layout is fixed before any window
@@ -124,16 +122,33 @@ def run_streaming(
     ``players``: how the users' side of the windows is played, given the windows' context (the
     default: this process's threads; :func:`fre_protocol.drivers.user_processes.in_worker_processes`:
     local worker processes). Same release either way."""
+    run, window = plan_windows(x, spec, users=users, window_chunks=window_chunks)
+
+    def play(run: RunPlan, driver: Runtime, store: Any, window: int, tmp: Path) -> tuple[Release, dict[str, Any]]:
+        return _play(run, driver, store, window, tmp, players or _InProcessWindows)
+
+    return execute_windows(run, window, play, options)
+
+
+def plan_windows(
+    x: npt.ArrayLike | EmbeddingShards, spec: RoundSpec, *, users: npt.ArrayLike | None, window_chunks: int
+) -> tuple[RunPlan, int]:
+    """A windowed run's plan and its window (users), checked before any work."""
     if isinstance(window_chunks, bool) or not isinstance(window_chunks, int) or window_chunks < 1:
         raise InvalidParameterError(f"window_chunks must be an integer >= 1, got {window_chunks!r}")
     run = plan_run(x, spec, users=users)
-    window = window_chunks * run.cfg.chunk_size
+    return run, window_chunks * run.cfg.chunk_size
 
-    def play(run: RunPlan, driver: Runtime, store: Any) -> tuple[Release, dict[str, Any]]:
+
+def execute_windows(run: RunPlan, window: int, play: WindowedPlay, options: RunOptions | None) -> local.ProtocolResult:
+    """:func:`~fre_protocol.drivers.local.execute` for a windowed ``play``, with a temporary
+    directory for the devices' states and the held submissions."""
+
+    def in_tmp(run: RunPlan, driver: Runtime, store: Any) -> tuple[Release, dict[str, Any]]:
         with tempfile.TemporaryDirectory(prefix="fre-devices-") as tmp:
-            return _play(run, driver, store, window, Path(tmp), players or _InProcessWindows)
+            return play(run, driver, store, window, Path(tmp))
 
-    return execute(run, play, options)
+    return local.execute(run, in_tmp, options)
 
 
 class DeviceStates:
@@ -160,6 +175,17 @@ class DeviceStates:
             if token is not None:
                 self.tokens[start + j] = np.frombuffer(token, dtype=np.uint8)
 
+    def save_packed(
+        self, span: range, tags: bytes, has_tag: npt.NDArray[np.bool_], submitted: npt.NDArray[np.bool_], tokens: bytes
+    ) -> None:
+        """The outcome of devices ``span`` as a task hands it back: tags and tokens packed (zeros
+        where a device has none) and the two flags."""
+        lo, hi = span.start, span.stop
+        self.tags[lo:hi] = np.frombuffer(tags, dtype=np.uint8).reshape(hi - lo, TAG_BYTES)
+        self.has_tag[lo:hi] = has_tag
+        self.submitted[lo:hi] = submitted
+        self.tokens[lo:hi] = np.frombuffer(tokens, dtype=np.uint8).reshape(hi - lo, TOKEN_BYTES)
+
     def token_list(self, users: npt.NDArray[np.int64]) -> list[bytes | None]:
         """The users' contribution tokens (None for a user that submitted no tag)."""
         raw = np.ascontiguousarray(self.tokens[users]).tobytes()
@@ -171,11 +197,7 @@ class DeviceStates:
 
     def eligible(self, span: range, released: Mapping[bytes, int]) -> npt.NDArray[np.bool_]:
         """Users of ``span`` whose submitted tag was released."""
-        idx = np.arange(span.start, span.stop)
-        tags = self.tag_list(idx)
-        return np.array(
-            [bool(self.submitted[i]) and tags[j] in released for j, i in enumerate(idx)], dtype=bool
-        )
+        return eligible(self.tag_list(np.arange(span.start, span.stop)), self.submitted[span.start : span.stop], released)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -191,6 +213,24 @@ class WindowContext:
     windows: list[range]
     held: HeldSubmissions
 
+    @classmethod
+    def open(cls, run: RunPlan, driver: Runtime, parties: Parties, window: int, tmp: Path) -> WindowContext:
+        """The windows of ``window`` users of a run, its coins and public grid drawn once, the
+        devices' states and the held submissions in ``tmp``."""
+        return cls(
+            run=run, driver=driver, parties=parties,
+            coins=user_coins(run.seeds, run.n, run.params, run.cfg.chunk_size),
+            grid=PublicGrid.derive(run.seeds, run.dim, run.params),
+            devices=DeviceStates(run.n, tmp), windows=chunks(run.n, window),
+            held=HeldSubmissions.for_run(run, tmp, window),
+        )
+
+    def roster(self, released: Mapping[bytes, int]) -> Roster:
+        """Phase 2's roster, from every device's outcome of phase 1 (read whole once, here)."""
+        eligible = np.concatenate([self.devices.eligible(w, released) for w in self.windows])
+        release_pages(self.devices.tags)
+        return Roster.of(self.run, eligible)
+
     def release_pages(self) -> None:
         """After a window: the pages of the input rows it read and of the device states it
         wrote need not stay resident (both are memory-mapped files)."""
@@ -202,20 +242,11 @@ def _play(
     run: RunPlan, driver: Runtime, store: Any, window: int, tmp: Path, players: Players
 ) -> tuple[Release, dict[str, Any]]:
     parties = setup(run, driver, keep_contributions=False)
-    ctx = WindowContext(
-        run=run, driver=driver, parties=parties,
-        coins=user_coins(run.seeds, run.n, run.params, run.cfg.chunk_size),
-        grid=PublicGrid.derive(run.seeds, run.dim, run.params),
-        devices=DeviceStates(run.n, tmp), windows=chunks(run.n, window), held=HeldSubmissions.for_run(run, tmp, window),
-    )
-    dummy_user = make_dummy_user(run, parties, driver)
-    with driver.meter.phase("phase1_submit"):
-        dummies = dummy_user.submissions(run.params.tau) if dummy_user is not None else []
-    schedule = dummy_schedule(run.seeds, len(dummies), ctx.windows)
-    by_window = [[dummies[j] for j in schedule[k]] for k in range(len(ctx.windows))]
-    del dummies
+    ctx = WindowContext.open(run, driver, parties, window, tmp)
+    dummy_user = dummy_user_for(run, parties.keys.syn_box_key, driver)
+    dummies = window_dummies(dummy_user, run.params.tau, run.seeds, ctx.windows, driver.meter)
     with players(ctx) as users:
-        return play_windows(ctx, store, users, by_window, dummy_user)
+        return play_windows(ctx, store, users, dummies, dummy_user)
 
 
 class WindowPlayer(Protocol):
@@ -250,16 +281,10 @@ def play_windows(
     tally += users.phase1_done()
     with driver.meter.phase("phase1_submit"):
         ctx.held.deliver(parties.s_syn.receive_submissions)
-    released, message = broadcast(parties, driver)
+    released, message = local.broadcast(parties, driver)
     plan = plan_phase2(run, released)
     tally += users.phase2(plan, released, message)
-    result = aggregation(run, parties, plan, driver)
-    release, info = assemble_release(
-        run, parties, plan, released, result, dummy_user, driver.user_pool.workers, tally
-    )
-    if store is not None:
-        store_artifacts(store, release, plan.ddg_config, run.seeds, parties, dummy_user)
-    return release, info
+    return local.finish(run, parties, plan, released, driver, dummy_user, tally, store)
 
 
 class _InProcessWindows:
@@ -279,7 +304,7 @@ class _InProcessWindows:
     def phase2(self, plan: Phase2Plan, released: dict[bytes, int], message: bytes) -> UserTally:
         self.ahead.close()
         with Ahead(self.ctx.windows, lambda span: _phase2_devices(self.ctx, span, released)) as ahead:
-            return _phase2(self.ctx, ahead, plan, released, message)
+            return _phase2(self.ctx, ahead, plan, message, self.ctx.roster(released))
 
     def __enter__(self) -> _InProcessWindows:
         return self
@@ -323,69 +348,6 @@ class Ahead:
         self.close()
 
 
-class HeldSubmissions:
-    """S_syn's part of every window's tag submissions, held by the proxy until the last window and
-    then delivered in one uniformly random order, in batches of ``batch`` (design §6).
-
-    Delivered window by window, each with its share of the dummies, the batches told S_syn which
-    tags are dummies whenever the input is grouped (by topic, by source): a real tag's users sit
-    in one or two windows, a dummy's submissions in windows drawn independently. One shuffle of
-    all of them, whose batch sizes depend only on their number, leaves S_syn the runner's view.
-    Held on disk (a sealed submission is ~100 bytes, ~140 as a Python object: 1.4 GB at 10^7, a
-    third of a 4 GiB run), with one 8-byte end offset each in memory and one permutation of their
-    indices at the end (8 bytes each; drawing it takes a few times that, briefly). The order comes from :data:`HELD_SHUFFLE_LABEL`'s stream: uniform, as
-    the proxy's shuffler draws it, without a list of 10^7 Python integers."""
-
-    def __init__(self, path: Path, rng: RandomSource, batch: int) -> None:
-        self._path, self._rng, self._batch = path, rng, batch
-        self._file = path.open("wb")
-        self._ends: list[npt.NDArray[np.int64]] = []
-        self._size = 0
-
-    @classmethod
-    def for_run(cls, run: RunPlan, directory: Path, batch: int) -> HeldSubmissions:
-        return cls(directory / "phase1-held.bin", run.seeds.secret(streams.HELD_SHUFFLE), batch)
-
-    def add(self, ciphertexts: Sequence[bytes]) -> None:
-        """Hold one batch the proxy forwarded for S_syn."""
-        if not ciphertexts:
-            return
-        lengths = np.fromiter((len(c) for c in ciphertexts), dtype=np.int64, count=len(ciphertexts))
-        self._file.write(b"".join(ciphertexts))
-        self._ends.append(self._size + np.cumsum(lengths))
-        self._size += int(lengths.sum())
-
-    def deliver(self, receive: Callable[[list[bytes]], None]) -> int:
-        """Everything held, shuffled as a whole, to ``receive`` in batches; returns how many."""
-        self._file.close()
-        ends = np.concatenate(self._ends) if self._ends else np.zeros(0, dtype=np.int64)
-        self._ends = []
-        starts = np.concatenate([[0], ends[:-1]]).astype(np.int64)
-        order = self._rng.permutation(len(ends))
-        if len(ends):
-            raw = np.memmap(self._path, dtype=np.uint8, mode="r")
-            for lo in range(0, len(order), self._batch):
-                picked = order[lo : lo + self._batch]
-                receive([raw[s:e].tobytes() for s, e in zip(starts[picked].tolist(), ends[picked].tolist(), strict=True)])
-            del raw
-        self._path.unlink(missing_ok=True)
-        return len(ends)
-
-
-def dummy_schedule(seeds: SeedPlan, count: int, windows: list[range]) -> list[list[int]]:
-    """The window each dummy submission is sent in: drawn by the dummy user, each window with
-    probability proportional to its users, so no window's share of dummies stands out to the
-    proxy (S_syn gets every window's at once, :class:`HeldSubmissions`)."""
-    sizes = np.array([len(w) for w in windows], dtype=np.float64)
-    bounds = np.cumsum(sizes) / sizes.sum()
-    draws = seeds.secret(streams.DUMMY).child("schedule").uniform(count)
-    where = np.minimum(np.searchsorted(bounds, draws, side="right"), len(windows) - 1)
-    out: list[list[int]] = [[] for _ in windows]
-    for j, k in enumerate(where.tolist()):
-        out[k].append(j)
-    return out
-
-
 def _phase1_devices(ctx: WindowContext, span: range) -> UserPopulation:
     """A window's devices for phase 1, with their offline work done."""
     users = population(ctx.run, ctx.parties.keys, ctx.driver, span, coins=ctx.coins, grid=ctx.grid)
@@ -398,26 +360,29 @@ def _phase1_window(ctx: WindowContext, users: UserPopulation, span: range, dummi
     """One window's phase 1 with its prepared devices: VOPRF, tag submissions (with its
     dummies); the devices keep their outcome and are dropped."""
     driver, parties = ctx.driver, ctx.parties
-    phase1(parties, users, driver)
+    local.phase1(parties, users, driver)
     with driver.meter.phase("phase1_submit"):
-        phase1_submit(parties, users.tag_submissions() + dummies, driver, deliver=ctx.held.add)
+        local.phase1_submit(parties, users.tag_submissions() + dummies, driver, deliver=ctx.held.add)
     ctx.devices.save(span, users)
     return users.tally()
 
 
-def _phase2(
-    ctx: WindowContext, ahead: Ahead, plan: Phase2Plan, released: dict[bytes, int], message: bytes
-) -> UserTally:
+def _phase2(ctx: WindowContext, ahead: Ahead, plan: Phase2Plan, message: bytes, roster: Roster) -> UserTally:
     """Phase 2 window by window. Participants (submitted a released tag, still online) form
     chunks in user order, as in the runner; a chunk is encoded and shared from its own stream
     when the window of its first user plays, and each user seals and sends in its own window."""
     run, driver = ctx.run, ctx.driver
-    roster = Roster.of(ctx, released)
-    participants, cover, part_chunks = roster.participants, roster.cover, roster.part_chunks
     pending: dict[int, tuple[bytes, bytes]] = {}
     next_chunk = 0
-    share_sizes = plan.sharing.share_sizes(plan.width)
     users_rng = run.seeds.secret(streams.USERS)
+
+    def encode(j: int) -> dict[int, tuple[bytes, bytes]]:
+        who = roster.members(j)
+        return encode_participants(
+            j, who, take_rows(run.x, run.slots.rows_of(who)), ctx.devices.tag_list(who), ctx.devices.token_list(who),
+            plan=plan, noise=run.noise, users_rng=users_rng, meter=driver.meter,
+        )
+
     for k, span in enumerate(ctx.windows):
         users = ahead.take(span)
         if k == 0:
@@ -425,115 +390,31 @@ def _phase2(
         with driver.meter.phase("phase2_shares"):
             todo = roster.due(next_chunk, span)
             next_chunk += len(todo)
-
-            def encode(j: int) -> list[tuple[int, tuple[bytes, bytes]]]:
-                c = part_chunks[j]
-                who = participants[c.start : c.stop]
-                plains = share_plaintexts(
-                    take_rows(run.x, run.slots.rows_of(who)), ctx.devices.tag_list(who), encoder=plan.encoder, sharing=plan.sharing,
-                    noise=run.noise, rng=users_rng.child(streams.phase2(j)), meter=driver.meter,
-                    tokens=ctx.devices.token_list(who),
-                )
-                return list(zip(who.tolist(), plains, strict=True))
-
             for part in driver.user_pool.map(encode, todo, desc="users: DDG encode + share"):
                 pending.update(part)
-            mine = within(participants, span)
-            shares = users.sealed_shares([i - span.start for i in mine], [pending.pop(i) for i in mine])
-            covering = within(cover, span)
-            if covering:
-                shares += users.cover_messages(np.asarray(covering, dtype=np.int64) - span.start, share_sizes)
-            phase2(ctx.parties, plan, shares, driver, concurrent=True)
+            mine, covering = roster.senders(span)
+            shares = window_shares(users, span.start, mine, [pending.pop(i) for i in mine], covering, plan)
+            local.phase2(ctx.parties, plan, shares, driver, concurrent=True)
             settle_window(ctx.parties, plan)
         ctx.release_pages()
     return roster.tally()
 
 
-def settle_window(parties: Parties, plan: Phase2Plan) -> None:
-    """After a window's shares: S_syn names the contributions it accepted since the last window,
-    S_tag keeps those it accepted too and names them back, S_syn keeps those; each takes the
-    others out of its running sum. A share only one server accepted (malformed on one side) is
-    then in neither sum, as the runner's servers leave it out at the aggregation; without this a
-    running sum could not drop it and the aggregation would be refused."""
-    named = parties.s_syn.pending_contributions()
-    common = parties.s_tag.settle_contributions(named, sharing=plan.sharing, dim=plan.width)
-    parties.s_syn.settle_contributions(common, sharing=plan.sharing, dim=plan.width)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Roster:
-    """Who sends what in phase 2, from the devices' phase-1 outcomes and the broadcast:
-    participants (submitted a released tag, still online) in user order and their chunks,
-    cover senders, and the eligible users who dropped out."""
-
-    participants: npt.NDArray[np.int64]
-    cover: npt.NDArray[np.int64]
-    part_chunks: list[range]
-    n_dropped: int
-
-    @classmethod
-    def of(cls, ctx: WindowContext, released: Mapping[bytes, int]) -> Roster:
-        run = ctx.run
-        active = ~run.dropped_mask
-        eligible = np.concatenate([ctx.devices.eligible(w, released) for w in ctx.windows])
-        release_pages(ctx.devices.tags)  # read whole once, here
-        participants = np.flatnonzero(eligible & active)
-        cover = np.flatnonzero(~eligible & active) if run.cfg.cover_traffic else np.zeros(0, dtype=np.int64)
-        return cls(
-            participants=participants, cover=cover, part_chunks=chunks(len(participants), run.cfg.chunk_size),
-            n_dropped=int(np.count_nonzero(eligible & ~active)),
-        )
-
-    def due(self, first: int, span: range) -> list[int]:
-        """Participant chunks from ``first`` on whose first user falls before the end of ``span``:
-        those the window ``span`` encodes (a chunk is encoded once, in its first user's window)."""
-        out = []
-        j = first
-        while j < len(self.part_chunks) and self.participants[self.part_chunks[j].start] < span.stop:
-            out.append(j)
-            j += 1
-        return out
-
-    def tally(self) -> UserTally:
-        return UserTally(
-            n_participants=len(self.participants), n_dropped_out=self.n_dropped, n_cover_users=len(self.cover)
-        )
-
-
 def _phase2_devices(ctx: WindowContext, span: range, released: dict[bytes, int]) -> UserPopulation:
-    """A window's devices for phase 2, with their offline work (phase 2's seals) done."""
-    users = _phase2_population(ctx, span, released)
+    """A window's devices for phase 2, with their phase-1 outcome restored and their offline
+    work (phase 2's seals) done."""
+    users = population(ctx.run, ctx.parties.keys, ctx.driver, span, coins=ctx.coins, inputs=False)
+    idx = np.arange(span.start, span.stop)
+    users.restore(
+        ctx.devices.tag_list(idx), ctx.devices.submitted[span.start : span.stop], released,
+        tokens=ctx.devices.token_list(idx),
+    )
     with ctx.driver.meter.phase("users_offline"):
         users.prepare(PHASE2_SEALS)
     return users
 
 
-def _phase2_population(ctx: WindowContext, span: range, released: dict[bytes, int]) -> UserPopulation:
-    """A window's devices for phase 2, with their phase-1 outcome restored. Phase 2 does not use
-    the bucket encodings (the tag stands for the bucket), so none are computed again."""
-    run, driver = ctx.run, ctx.driver
-    idx = np.arange(span.start, span.stop)
-    users = UserPopulation(
-        np.zeros((len(span), 0)), [b""] * len(span), ctx.coins[span.start : span.stop], suite=run.comps.suite,
-        keys=ctx.parties.keys, channel=run.comps.channel, rng=run.seeds.secret(streams.USERS), workers=driver.user_pool,
-        meter=driver.meter, recorder=driver.recorder, chunk_size=run.cfg.chunk_size,
-        cover_traffic=run.cfg.cover_traffic, first_chunk=span.start // run.cfg.chunk_size,
-    )
-    users.restore(
-        ctx.devices.tag_list(idx), ctx.devices.submitted[span.start : span.stop], released,
-        tokens=ctx.devices.token_list(idx),
-    )
-    return users
-
-
-def within(sorted_users: npt.NDArray[np.int64], span: range) -> list[int]:
-    lo, hi = np.searchsorted(sorted_users, [span.start, span.stop])
-    out: list[int] = sorted_users[lo:hi].tolist()
-    return out
-
-
 __all__ = [
-    "DEFAULT_WINDOW_CHUNKS", "DeviceStates", "HeldSubmissions", "Players", "Roster", "WindowContext", "WindowPlayer", "dummy_schedule",
-    "play_windows",
-    "run_streaming", "settle_window", "within",
+    "DEFAULT_WINDOW_CHUNKS", "Ahead", "DeviceStates", "Players", "WindowContext", "WindowPlayer", "WindowedPlay",
+    "execute_windows", "play_windows", "plan_windows", "run_streaming",
 ]

@@ -3,7 +3,7 @@
 
 The in-process streaming driver plays the users' devices on threads of the process that also
 plays the servers and the proxy, so both sides share one GIL: the two cores are busy ~1.55 of 2.
-:class:`UserProcesses` runs the users' tasks of :mod:`fre_protocol.drivers.dask` (blind; verify,
+:class:`UserProcesses` runs the users' tasks (:mod:`fre_protocol.drivers.chunk_tasks`: blind; verify,
 finalize and seal the tag; encode and share; seal the shares or cover) in ``k`` worker processes
 of this machine instead, through the few calls of a Dask client that
 :class:`~fre_protocol.drivers.dask.DaskWindows` makes (``submit``, ``gather``, ``who_has``), with

@@ -3,7 +3,11 @@
 :func:`plan_run` checks a round's inputs and fixes what it needs before any message (coins,
 dropouts, slots, the dummies' budget); :func:`setup` makes the keys, the servers and the proxy;
 :func:`population` the devices of a span of users; :func:`phase2_plan` what every party derives
-from the broadcast. Each takes plain values and a :class:`~fre_protocol.roles.base.Runtime` (the
+from the broadcast. A driver that plays the servers or the devices elsewhere builds them with
+the same pieces: each server's keys (:func:`tagging_keys`, :func:`synthesis_key`) and server
+(:func:`tagging_server`, :func:`synthesis_server`) where it runs, the proxy and the parties around
+them (:func:`parties_around`), devices from their inputs (:func:`device_inputs`,
+:func:`bucket_encodings`, :func:`devices`). Each takes plain values and a :class:`~fre_protocol.roles.base.Runtime` (the
 threads, meter and recorder a driver lends the roles), never a driver's own objects.
 """
 
@@ -11,7 +15,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -236,23 +240,50 @@ class Parties:
     s_tag: TaggingServer
     s_syn: SynthesisServer
 
+#: A key pair: the secret half and the public one.
+KeyPair = tuple[Secret[bytes], bytes]
+
+def tagging_keys(run: ServerPlan | RunPlan) -> tuple[KeyPair, KeyPair]:
+    """S_tag's VOPRF key pair and sealing key pair, made wherever S_tag runs."""
+    return tagging_key(run.seeds, run.comps.suite), box_key(run.seeds, run.comps.channel, Role.S_TAG)
+
+def synthesis_key(run: ServerPlan | RunPlan) -> KeyPair:
+    """S_syn's sealing key pair, made wherever S_syn runs."""
+    return box_key(run.seeds, run.comps.channel, Role.S_SYN)
+
 def setup(run: RunPlan, runtime: Runtime, *, keep_contributions: bool = True) -> Parties:
     """Keys, servers and proxy. ``keep_contributions=False``: the servers keep a running sum
     per released tag instead of every share (see :class:`~fre_protocol.roles.server_common.ShareBook`)."""
-    seeds, comps, meter = run.seeds, run.comps, runtime.meter
-    with meter.phase("setup"):
-        voprf_key = tagging_key(seeds, comps.suite)
-        tag_box = box_key(seeds, comps.channel, Role.S_TAG)
-        syn_box = box_key(seeds, comps.channel, Role.S_SYN)
-        proxy = AnonymizingProxy(
-            shuffler=comps.shuffler, rng=seeds.secret(streams.PROXY_SHUFFLE), recorder=runtime.recorder,
-            meter=meter, adversary=runtime.adversary, cap=run.slots.cap,
-        )
+    with runtime.meter.phase("setup"):
+        voprf_key, tag_box = tagging_keys(run)
+        syn_box = synthesis_key(run)
+        keys = ServerKeys(voprf_public_key=voprf_key[1], tag_box_key=tag_box[1], syn_box_key=syn_box[1])
         s_tag = tagging_server(run, runtime, voprf_key, tag_box, keep_contributions=keep_contributions)
         s_syn = synthesis_server(run, runtime, syn_box, keep_contributions=keep_contributions)
-        keys = ServerKeys(voprf_public_key=voprf_key[1], tag_box_key=tag_box[1], syn_box_key=syn_box[1])
+        return parties_around(run, runtime, keys, s_tag, s_syn, key_pairs=(voprf_key, tag_box, syn_box))
+
+def parties_around(
+    run: RunPlan,
+    runtime: Runtime,
+    keys: ServerKeys,
+    s_tag: TaggingServer,
+    s_syn: SynthesisServer,
+    *,
+    key_pairs: tuple[KeyPair, KeyPair, KeyPair] | None = None,
+) -> Parties:
+    """The parties of a run around its two servers, made here (:func:`setup`) or on machines of
+    their own (seen here through stand-ins): the proxy, on ``runtime``, and the servers' public
+    ``keys``. ``key_pairs`` (S_tag's VOPRF and sealing pairs, S_syn's sealing pair): where this
+    process holds them, which a driver whose servers run elsewhere does in seeded test mode only
+    (the transcript then records them; every secret comes from the test seed anyway)."""
+    proxy = AnonymizingProxy(
+        shuffler=run.comps.shuffler, rng=run.seeds.secret(streams.PROXY_SHUFFLE), recorder=runtime.recorder,
+        meter=runtime.meter, adversary=runtime.adversary, cap=run.slots.cap,
+    )
+    voprf_key, tag_box, syn_box = key_pairs if key_pairs is not None else (None, None, None)
     return Parties(
-        voprf_key=voprf_key, tag_box=tag_box, syn_box=syn_box, keys=keys, proxy=proxy, s_tag=s_tag, s_syn=s_syn,
+        voprf_key=voprf_key, tag_box=tag_box, syn_box=syn_box, keys=keys, proxy=proxy,  # type: ignore[arg-type]
+        s_tag=s_tag, s_syn=s_syn,
     )
 
 def tagging_server(
@@ -290,32 +321,65 @@ def population(
     *,
     coins: npt.NDArray[np.bool_] | None = None,
     grid: PublicGrid | None = None,
+    inputs: bool = True,
 ) -> UserPopulation:
     """The devices of users ``span`` (all of them, or a window starting on a chunk boundary),
     each with its bucket's canonical encoding (public grid, step 1) and its coin. ``coins`` and
     ``grid``, when a driver already holds them, are all users' coins and the public grid. Under
-    a user unit the entries are slots (:class:`~fre_protocol.slots.SlotLayout`)."""
+    a user unit the entries are slots (:class:`~fre_protocol.slots.SlotLayout`). ``inputs=False``:
+    devices for phase 2 only, whose outcome of phase 1 a driver restores
+    (:meth:`~fre_protocol.roles.user.UserPopulation.restore`): phase 2 does not use the bucket
+    encodings (the tag stands for the bucket), so none are computed again."""
     if span.start % run.cfg.chunk_size:
         raise InvalidParameterError(
             f"a population must start on a chunk boundary (chunk_size {run.cfg.chunk_size}), got user {span.start}"
         )
-    meter = runtime.meter
-    start = time.perf_counter()
-    with meter.phase("bucketing"):
-        grid = grid if grid is not None else PublicGrid.derive(run.seeds, run.dim, run.params)
-        if run.slots.slot_rows is None:
-            x = rows(run.x, span.start, span.stop)
-            encodings = encode_buckets(grid.bucket_indices(x))
-        else:
-            x, encodings = run.slots.inputs(run.x, span, grid, run.seeds.secret(streams.USERS), run.cfg.chunk_size)
+    if inputs:
+        meter = runtime.meter
+        start = time.perf_counter()
+        with meter.phase("bucketing"):
+            grid = grid if grid is not None else PublicGrid.derive(run.seeds, run.dim, run.params)
+            x, encodings = device_inputs(run, span, grid)
+            if encodings is None:
+                encodings = bucket_encodings(grid, x)
+            if coins is None:
+                coins = user_coins(run.seeds, run.n, run.params, run.cfg.chunk_size)
+        meter.add("user.bucketing", time.perf_counter() - start, len(span))
+    else:
+        x, encodings = np.zeros((len(span), 0)), [b""] * len(span)
         if coins is None:
             coins = user_coins(run.seeds, run.n, run.params, run.cfg.chunk_size)
-    meter.add("user.bucketing", time.perf_counter() - start, len(span))
-    return UserPopulation(
-        x, encodings, coins[span.start : span.stop], suite=run.comps.suite, keys=keys, channel=run.comps.channel,
-        rng=run.seeds.secret(streams.USERS), workers=runtime.user_pool, meter=meter, recorder=runtime.recorder,
-        chunk_size=run.cfg.chunk_size, cover_traffic=run.cfg.cover_traffic,
+    return devices(
+        x, encodings, coins[span.start : span.stop], comps=run.comps, keys=keys, rng=run.seeds.secret(streams.USERS),
+        runtime=runtime, chunk_size=run.cfg.chunk_size, cover_traffic=run.cfg.cover_traffic,
         first_chunk=span.start // run.cfg.chunk_size,
+    )
+
+def device_inputs(
+    run: RunPlan, span: range, grid: PublicGrid
+) -> tuple[npt.NDArray[np.floating[Any]], list[bytes] | None]:
+    """Users ``span``'s embeddings and, under a user unit, their slots' VOPRF inputs (padding
+    included, laid out from the slot layout); under a text unit None: each device encodes its own
+    bucket (:func:`bucket_encodings`), wherever it runs."""
+    if run.slots.slot_rows is None:
+        return rows(run.x, span.start, span.stop), None
+    return run.slots.inputs(run.x, span, grid, run.seeds.secret(streams.USERS), run.cfg.chunk_size)
+
+def bucket_encodings(grid: PublicGrid, x: npt.NDArray[np.floating[Any]]) -> list[bytes]:
+    """Step 1: each device's bucket under the public grid, as its canonical encoding."""
+    return encode_buckets(grid.bucket_indices(x))
+
+def devices(
+    x: npt.NDArray[np.floating[Any]], encodings: Sequence[bytes], coins: npt.NDArray[np.bool_], *, comps: Components,
+    keys: ServerKeys, rng: RandomSource, runtime: Runtime, chunk_size: int, cover_traffic: bool, first_chunk: int,
+) -> UserPopulation:
+    """Devices from their inputs (rows, VOPRF inputs, coins), anywhere: this process, a worker's
+    task. ``rng`` is the devices' stream (:data:`~fre_protocol.roles.streams.USERS`), of which
+    each chunk of devices, ``first_chunk`` on, draws its own children."""
+    return UserPopulation(
+        x, encodings, coins, suite=comps.suite, keys=keys, channel=comps.channel, rng=rng, workers=runtime.user_pool,
+        meter=runtime.meter, recorder=runtime.recorder, chunk_size=chunk_size, cover_traffic=cover_traffic,
+        first_chunk=first_chunk,
     )
 
 def make_dummy_user(run: ServerPlan | RunPlan, parties: Parties, runtime: Runtime) -> DummyUser | None:

@@ -8,11 +8,11 @@ import pytest
 def faulty_share(monkeypatch: pytest.MonkeyPatch, refused_by: str) -> None:
     """One participant (the first of participant chunk 0, in a released bucket) sends one server
     a share one byte short, so exactly that server refuses it (DecodeError) and the other
-    accepts it. Patched wherever a driver builds shares in this process."""
-    from fre_protocol.drivers import dask as dask_driver
-    from fre_protocol.drivers import streaming
+    accepts it. Patched wherever shares are built in this process: the devices
+    (:mod:`fre_protocol.roles.user`) and a windowed round's chunks of participants
+    (:mod:`fre_protocol.roles.windows`, every windowed driver's)."""
     from fre_protocol.messages import ShareSubmission, decode_as
-    from fre_protocol.roles import user
+    from fre_protocol.roles import user, windows
 
     make = user.share_plaintexts
     side = 0 if refused_by == "S_tag" else 1
@@ -28,7 +28,7 @@ def faulty_share(monkeypatch: pytest.MonkeyPatch, refused_by: str) -> None:
             out[0] = (pair[0], pair[1])
         return out
 
-    for module in (user, streaming, dask_driver):
+    for module in (user, windows):
         monkeypatch.setattr(module, "share_plaintexts", faulty)
 
 

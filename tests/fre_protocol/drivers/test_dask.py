@@ -23,10 +23,12 @@ import pytest
 
 distributed = pytest.importorskip("distributed")
 
+from fre_protocol.drivers import chunk_tasks  # noqa: E402
 from fre_protocol.drivers import dask as dask_driver  # noqa: E402
 from fre_protocol.drivers.dask import DaskCluster, Placement, ServerHost, run_dask  # noqa: E402
 from fre_protocol.drivers.inprocess import run_protocol  # noqa: E402
 from fre_protocol.drivers.streaming import run_streaming  # noqa: E402
+from fre_protocol.roles.base import Meter  # noqa: E402
 from fre_protocol.roles.config import ProtocolConfig, RoundSpec, RunOptions  # noqa: E402
 from mechanism.params import FreParams  # noqa: E402
 from mechanism.population import synthetic_population  # noqa: E402
@@ -169,7 +171,7 @@ def test_a_users_worker_lost_mid_phase1_changes_nothing(
 
         def lose_second(self: Any, answered: Any) -> None:
             if not held_by_second:
-                held_by_second.append(sum(1 for k in dask_driver._HELD if k[0] == second))
+                held_by_second.append(sum(1 for k in chunk_tasks._HELD if k[0] == second))
                 _close_worker(cluster, second)
             receive(self, answered)
 
@@ -240,7 +242,7 @@ def test_a_users_worker_killed_mid_phase1_changes_nothing(
         held: list[int] = []
 
         def count_held() -> int:
-            return len(dask_driver._HELD)
+            return len(chunk_tasks._HELD)
 
         def kill_victim(self: Any, answered: Any) -> None:
             n = 0 if held else c.run(count_held, workers=[victim])[victim]
@@ -334,7 +336,7 @@ def test_task_times_are_metered_by_kind() -> None:
         {"key": "fre-seal-3-abc", "startstops": [{"action": "compute", "start": 2.0, "stop": 2.5}]},
         {"key": "other-task", "startstops": [{"action": "compute", "start": 0.0, "stop": 9.0}]},
     ]
-    meter = dask_driver.Meter()
+    meter = Meter()
     dask_driver.meter_tasks(meter, stream)
     assert meter.counts == {"dask.task.blind": 2, "dask.task.seal": 1}
     assert meter.seconds["dask.task.blind"] == pytest.approx(0.4)
@@ -393,7 +395,7 @@ def _host(role: str, seeds: SeedPlan) -> ServerHost:
     from fre_protocol.drivers.dask import ServerSpec
     from fre_protocol.roles.round import plan_run
 
-    run = plan_run(np.zeros((4, 8)), FreParams.paper(8.0), seeds, config=CONFIG)
+    run = plan_run(np.zeros((4, 8)), RoundSpec(params=FreParams.paper(8.0), seeds=seeds, config=CONFIG))
     spec = ServerSpec(
         params=run.params, seeds=run.seeds, cfg=run.cfg, components=run.comps.header(), floor=run.floor,
         dummy=run.dummy, workers=1,

@@ -197,7 +197,8 @@ def test_peak_memory_grows_far_less_than_a_users_shares() -> None:
 
     def peak(run: object, x: np.ndarray) -> int:
         kwargs = {"window_chunks": 2} if run is run_streaming else {}
-        result = run(x, params, seeds, noise=False, config=CONFIG, measure_memory=True, **kwargs)  # type: ignore[operator]
+        spec = RoundSpec(params=params, seeds=seeds, noise=False, config=CONFIG)
+        result = run(x, spec, RunOptions(measure_memory=True), **kwargs)  # type: ignore[operator]
         assert result.release.diagnostics["n_participants"] > 0.8 * len(x)
         return int(result.costs["peak_memory_bytes"])
 
