@@ -160,12 +160,26 @@ def _recompute_centroids(
 
 def check_release(store: TranscriptStore) -> list[AuditFinding]:
     """Recompute the broadcast and the release from S_syn's view; compare with the records."""
-    header = store.header
-    floor = int(header.extra.get("release_floor", 0))
-    findings: list[AuditFinding] = []
+    floor = int(store.header.extra.get("release_floor", 0))
     counts = _recompute_counts(store)
     recomputed = {t: c for t, c in counts.items() if c >= floor}
-    # the broadcast S_syn sent (recorded where it was received: the users' and S_tag's views)
+    findings = [_broadcast_finding(store, counts, recomputed, floor)]
+    recorded = store.get_artifact("release") if store.has_artifact("release") else None
+    if recorded is None:
+        findings.append(AuditFinding(name="release:recorded", passed=False, detail="no recorded release artifact"))
+        return findings
+    findings.append(public_fields_finding(recorded))
+    rec_counts = {bytes.fromhex(b["id"]): int(b["count"]) for b in recorded["buckets"]}
+    findings.append(_buckets_finding(recorded, rec_counts, recomputed))
+    findings.append(_centroids_finding(store, rec_counts))
+    return findings
+
+
+def _broadcast_finding(
+    store: TranscriptStore, counts: Counter[bytes], recomputed: Mapping[bytes, int], floor: int
+) -> AuditFinding:
+    """The broadcast S_syn sent lists exactly the tags that reach the floor, and every party got
+    the same one. It is recorded where it was received: the users' and S_tag's views."""
     broadcasts = [
         e for e in store.entries(message_type="released_tags") if e.view in (Role.USER.label, Role.S_TAG.label)
     ]
@@ -175,71 +189,81 @@ def check_release(store: TranscriptStore) -> list[AuditFinding]:
         assert isinstance(msg, ReleasedTags)
         broadcast = msg.as_dict()
     consistent = len({e.payload for e in broadcasts}) <= 1
-    findings.append(
-        AuditFinding(
-            name="release:broadcast_recomputed",
-            passed=broadcast is not None and consistent and broadcast == recomputed,
-            detail=(
-                f"{len(recomputed)} tags reach the floor {floor} among {sum(counts.values())} accepted "
-                f"submissions of {len(counts)} distinct tags; broadcast "
-                + ("missing" if broadcast is None else f"lists {len(broadcast)}")
-                + ("" if consistent else "; parties received DIFFERENT broadcasts")
-                + ("" if broadcast == recomputed else "; MISMATCH with the recomputed counts")
-            ),
-            data={"floor": floor, "recomputed": len(recomputed), "broadcast": None if broadcast is None else len(broadcast)},
-        )
+    return AuditFinding(
+        name="release:broadcast_recomputed",
+        passed=broadcast is not None and consistent and broadcast == recomputed,
+        detail=(
+            f"{len(recomputed)} tags reach the floor {floor} among {sum(counts.values())} accepted "
+            f"submissions of {len(counts)} distinct tags; broadcast "
+            + ("missing" if broadcast is None else f"lists {len(broadcast)}")
+            + ("" if consistent else "; parties received DIFFERENT broadcasts")
+            + ("" if broadcast == recomputed else "; MISMATCH with the recomputed counts")
+        ),
+        data={"floor": floor, "recomputed": len(recomputed), "broadcast": None if broadcast is None else len(broadcast)},
     )
-    recorded = store.get_artifact("release") if store.has_artifact("release") else None
-    if recorded is None:
-        findings.append(AuditFinding(name="release:recorded", passed=False, detail="no recorded release artifact"))
-        return findings
-    findings.append(public_fields_finding(recorded))
-    rec_counts = {bytes.fromhex(b["id"]): int(b["count"]) for b in recorded["buckets"]}
+
+
+def _buckets_finding(
+    recorded: Mapping[str, Any], rec_counts: Mapping[bytes, int], recomputed: Mapping[bytes, int]
+) -> AuditFinding:
+    """The recorded release holds every recomputed bucket with its count, less the ones the run
+    withheld (listed in the release's info), and nothing else."""
     withheld = {bytes.fromhex(t) for t in recorded.get("info", {}).get("withheld", {})}
     expected = {t: c for t, c in recomputed.items() if t not in withheld}
-    findings.append(
-        AuditFinding(
-            name="release:buckets_and_counts",
-            passed=rec_counts == expected,
-            detail=(
-                f"recorded release has {len(rec_counts)} buckets; recomputed {len(expected)} "
-                f"({len(withheld)} withheld)"
-                + ("" if rec_counts == expected else "; MISMATCH")
+    return AuditFinding(
+        name="release:buckets_and_counts",
+        passed=rec_counts == expected,
+        detail=(
+            f"recorded release has {len(rec_counts)} buckets; recomputed {len(expected)} "
+            f"({len(withheld)} withheld)"
+            + ("" if rec_counts == expected else "; MISMATCH")
+        ),
+        data={
+            "missing": sorted(t.hex() for t in set(expected) - set(rec_counts)),
+            "extra": sorted(t.hex() for t in set(rec_counts) - set(expected)),
+            "count_mismatch": sorted(
+                t.hex() for t in set(expected) & set(rec_counts) if expected[t] != rec_counts[t]
             ),
-            data={
-                "missing": sorted(t.hex() for t in set(expected) - set(rec_counts)),
-                "extra": sorted(t.hex() for t in set(rec_counts) - set(expected)),
-                "count_mismatch": sorted(
-                    t.hex() for t in set(expected) & set(rec_counts) if expected[t] != rec_counts[t]
-                ),
-            },
-        )
+        },
     )
+
+
+def _centroids_finding(store: TranscriptStore, rec_counts: Mapping[bytes, int]) -> AuditFinding:
+    """The recorded centroids match the ones reconstructed from S_syn's view; a transcript from
+    which they cannot be reconstructed (missing or malformed records) fails rather than raises."""
     try:
-        centroids, contributors = _recompute_centroids(store, rec_counts, header.components)
-        recorded_c = np.frombuffer(store.get_artifact("centroids"), dtype="<f8").reshape(
-            len(rec_counts), int(header.extra.get("dim", 0))
-        )
-        order = sorted(rec_counts)
-        # Contributor counts are operator-private: the run records them beside the release.
-        private = store.get_artifact("diagnostics") if store.has_artifact("diagnostics") else {}
-        rec_contrib = {bytes.fromhex(k): int(v) for k, v in private.get("contributors", {}).items()}
-        missing = [t for t in order if t not in centroids]
-        worst = 0.0
-        for row, tag in zip(recorded_c, order, strict=True):
-            if tag in centroids:
-                worst = max(worst, float(np.max(np.abs(centroids[tag] - row))) if row.size else 0.0)
-        ok = not missing and worst <= 1e-9 and contributors == {t: rec_contrib.get(t, -1) for t in contributors}
-        detail = (
-            f"{len(centroids)} centroids reconstructed from S_syn's shares and S_tag's aggregate "
-            f"shares; max |difference| to the recorded centroids {worst:.3g}"
-            + (f"; {len(missing)} released buckets could not be reconstructed" if missing else "")
-            + ("" if contributors == {t: rec_contrib.get(t, -1) for t in contributors} else "; contributor counts differ")
-        )
+        ok, detail = _compare_centroids(store, rec_counts)
     except (DecodeError, InvalidInputError, KeyError, ValueError) as exc:
         ok, detail = False, f"could not reconstruct the centroids from S_syn's view: {type(exc).__name__}: {exc}"
-    findings.append(AuditFinding(name="release:centroids", passed=ok, detail=detail))
-    return findings
+    return AuditFinding(name="release:centroids", passed=ok, detail=detail)
+
+
+def _compare_centroids(store: TranscriptStore, rec_counts: Mapping[bytes, int]) -> tuple[bool, str]:
+    """(passed, detail): every released bucket reconstructed, within 1e-9 of the recorded centroid
+    (rows in sorted tag order), with the recorded contributor count. Raises on malformed records."""
+    header = store.header
+    centroids, contributors = _recompute_centroids(store, rec_counts, header.components)
+    recorded_c = np.frombuffer(store.get_artifact("centroids"), dtype="<f8").reshape(
+        len(rec_counts), int(header.extra.get("dim", 0))
+    )
+    order = sorted(rec_counts)
+    # Contributor counts are operator-private: the run records them beside the release.
+    private = store.get_artifact("diagnostics") if store.has_artifact("diagnostics") else {}
+    rec_contrib = {bytes.fromhex(k): int(v) for k, v in private.get("contributors", {}).items()}
+    missing = [t for t in order if t not in centroids]
+    worst = 0.0
+    for row, tag in zip(recorded_c, order, strict=True):
+        if tag in centroids:
+            worst = max(worst, float(np.max(np.abs(centroids[tag] - row))) if row.size else 0.0)
+    same_contributors = contributors == {t: rec_contrib.get(t, -1) for t in contributors}
+    ok = not missing and worst <= 1e-9 and same_contributors
+    detail = (
+        f"{len(centroids)} centroids reconstructed from S_syn's shares and S_tag's aggregate "
+        f"shares; max |difference| to the recorded centroids {worst:.3g}"
+        + (f"; {len(missing)} released buckets could not be reconstructed" if missing else "")
+        + ("" if same_contributors else "; contributor counts differ")
+    )
+    return ok, detail
 
 
 # -- structure --------------------------------------------------------------------------------------

@@ -122,48 +122,26 @@ def augpe_user_costs(
     scan times NaN. With ``include_paper`` the same figures at :data:`PAPER_SETTING` are under
     ``"paper_setting"`` (when the setting asked for is another one).
     """
-    n_syn = _positive_int("n_syn", n_syn)
-    if isinstance(variations, bool) or not isinstance(variations, int) or variations < 2:
-        raise InvalidParameterError(f"variations must be an integer >= 2, got {variations!r}")
-    iterations = _positive_int("iterations", iterations)
-    dim = _positive_int("dim", dim)
-    n_private_sample = _positive_int("n_private_sample", n_private_sample)
-    text_bytes = _positive_int("text_bytes", text_bytes)
-    counter_bytes = _positive_int("counter_bytes", counter_bytes)
+    _check_setting(n_syn, variations, iterations, dim, n_private_sample, text_bytes, counter_bytes)
     n_cand = variations * n_syn
-    t = iterations
     index = vote_index_bytes(n_cand)
-    embedding_bytes = n_cand * dim * FLOAT32_BYTES
-    new_bytes = (variations - 1) * n_syn * dim * FLOAT32_BYTES + n_syn * index
-    if measure:
-        scan_s, scan_cpu_s = measure_scan(n_cand, dim, n_private_sample, repeats=repeats)
-    else:
-        scan_s = scan_cpu_s = math.nan
     out: dict[str, Any] = {
         "setting": {
             "n_syn": n_syn,
             "variations": variations,
-            "iterations": t,
+            "iterations": iterations,
             "dim": dim,
             "n_candidates": n_cand,
             "n_private_sample": n_private_sample,
         },
-        "download_bytes_per_iteration": embedding_bytes,
-        "download_bytes_per_run": t * embedding_bytes,
-        "download_bytes_per_run_incremental": embedding_bytes + (t - 1) * new_bytes,
-        "download_text_bytes_per_iteration": n_cand * text_bytes,
-        "download_text_bytes_per_run": t * n_cand * text_bytes,
-        "text_embed_s_per_iteration_h100": n_cand * PAPER_EMBED_MS_PER_TEXT / 1e3,
-        "text_embed_s_per_run_h100": t * n_cand * PAPER_EMBED_MS_PER_TEXT / 1e3,
-        "upload_bytes_per_iteration": n_private_sample * index,
-        "upload_bytes_per_run": t * n_private_sample * index,
-        "upload_one_hot_bytes_per_iteration": n_cand * counter_bytes,
-        "upload_one_hot_bytes_per_run": t * n_cand * counter_bytes,
-        "scan_s_per_iteration": scan_s,
-        "scan_s_per_run": t * scan_s,
-        "scan_cpu_s_per_iteration": scan_cpu_s,
-        "scan_cpu_s_per_run": t * scan_cpu_s,
-        "synchronous_rounds": t,
+        **_download_costs(n_syn, variations, iterations, dim, index=index, text_bytes=text_bytes),
+        **_upload_costs(
+            n_cand, iterations, index=index, n_private=n_private_sample, counter_bytes=counter_bytes
+        ),
+        **_scan_costs(
+            n_cand, iterations, dim, n_private=n_private_sample, measure=measure, repeats=repeats
+        ),
+        "synchronous_rounds": iterations,
         "measured": measure,
         "scan_repeats": repeats if measure else 0,
         "cpus": os.cpu_count(),
@@ -172,7 +150,7 @@ def augpe_user_costs(
         "vote_index_bytes": index,
         "assumptions": list(ASSUMPTIONS),
     }
-    here = {"n_syn": n_syn, "variations": variations, "iterations": t, "dim": dim}
+    here = {"n_syn": n_syn, "variations": variations, "iterations": iterations, "dim": dim}
     if include_paper and here != PAPER_SETTING:
         out["paper_setting"] = augpe_user_costs(
             **PAPER_SETTING,
@@ -184,6 +162,77 @@ def augpe_user_costs(
             include_paper=False,
         )
     return out
+
+
+def _check_setting(
+    n_syn: Any,
+    variations: Any,
+    iterations: Any,
+    dim: Any,
+    n_private_sample: Any,
+    text_bytes: Any,
+    counter_bytes: Any,
+) -> None:
+    """Reject a setting the closed forms cannot take, naming the first bad argument in the
+    signature's order (``variations`` must be at least 2, the others at least 1)."""
+    _positive_int("n_syn", n_syn)
+    if isinstance(variations, bool) or not isinstance(variations, int) or variations < 2:
+        raise InvalidParameterError(f"variations must be an integer >= 2, got {variations!r}")
+    _positive_int("iterations", iterations)
+    _positive_int("dim", dim)
+    _positive_int("n_private_sample", n_private_sample)
+    _positive_int("text_bytes", text_bytes)
+    _positive_int("counter_bytes", counter_bytes)
+
+
+def _download_costs(
+    n_syn: int, variations: int, iterations: int, dim: int, *, index: int, text_bytes: int
+) -> dict[str, Any]:
+    """What a user fetches: the candidates as float32 embeddings (every iteration, or
+    incrementally: all once, then only the new ones and the survivors' indices), or as text
+    with the paper's H100 time to embed them."""
+    n_cand = variations * n_syn
+    embedding_bytes = n_cand * dim * FLOAT32_BYTES
+    new_bytes = (variations - 1) * n_syn * dim * FLOAT32_BYTES + n_syn * index
+    return {
+        "download_bytes_per_iteration": embedding_bytes,
+        "download_bytes_per_run": iterations * embedding_bytes,
+        "download_bytes_per_run_incremental": embedding_bytes + (iterations - 1) * new_bytes,
+        "download_text_bytes_per_iteration": n_cand * text_bytes,
+        "download_text_bytes_per_run": iterations * n_cand * text_bytes,
+        "text_embed_s_per_iteration_h100": n_cand * PAPER_EMBED_MS_PER_TEXT / 1e3,
+        "text_embed_s_per_run_h100": iterations * n_cand * PAPER_EMBED_MS_PER_TEXT / 1e3,
+    }
+
+
+def _upload_costs(
+    n_cand: int, iterations: int, *, index: int, n_private: int, counter_bytes: int
+) -> dict[str, Any]:
+    """What a user sends: one candidate index per private record, or (for secure aggregation)
+    a vote vector of ``n_cand`` counters."""
+    return {
+        "upload_bytes_per_iteration": n_private * index,
+        "upload_bytes_per_run": iterations * n_private * index,
+        "upload_one_hot_bytes_per_iteration": n_cand * counter_bytes,
+        "upload_one_hot_bytes_per_run": iterations * n_cand * counter_bytes,
+    }
+
+
+def _scan_costs(
+    n_cand: int, iterations: int, dim: int, *, n_private: int, measure: bool, repeats: int
+) -> dict[str, Any]:
+    """The user's nearest-candidate scan, wall and CPU seconds (measured here, or NaN when
+    ``measure`` is off), per iteration and per run."""
+    if measure:
+        scan_s, scan_cpu_s = measure_scan(n_cand, dim, n_private, repeats=repeats)
+    else:
+        scan_s = scan_cpu_s = math.nan
+    return {
+        "scan_s_per_iteration": scan_s,
+        "scan_s_per_run": iterations * scan_s,
+        "scan_cpu_s_per_iteration": scan_cpu_s,
+        "scan_cpu_s_per_run": iterations * scan_cpu_s,
+    }
 
 
 # -- beside Fre-E2T -----------------------------------------------------------------------------------

@@ -80,94 +80,149 @@ def peak_rss_bytes() -> int:
 def summarize(
     meter: Meter, info: Mapping[str, Any], *, peak_bytes: int | None = None, workers: int = 2
 ) -> dict[str, Any]:
-    """Per-operation costs of one run (see the module docstring for core vs wall)."""
-    c = meter.counts
+    """Per-operation costs of one run (see the module docstring for core vs wall).
+
+    The sections are merged in the order of ``costs.json``; the unit conversions come last.
+    """
     n_users = int(info.get("n_users", 0))
-    n_submit = int(c.get("user.submit", 0))
-    n_part = int(c.get("user.ddg_encode", 0))
-    evals = int(c.get("S_tag.voprf_eval", 0))
-    buckets = int(c.get("S_syn.reconstruct", 0))
-    phase1_user = _sum_per(meter, ("user.blind",), 1e3) + _per(meter, "user.seal", 1e3) + _per(meter, "user.finalize", 1e3)
-    submit_user = _per(meter, "user.submit", 1e3)
-    phase2_user = (
-        _per(meter, "user.ddg_encode", 1e3) + _per(meter, "user.share", 1e3) + _per(meter, "user.seal_shares", 1e3)
-    )
-    # Per participating user: its blind scalar and four seals' key material.
-    offline_user = _per(meter, "user.offline.blind_scalar", 1e3) + 4 * _per(meter, "user.offline.seal_keys", 1e3)
-    upload_blind = _bytes_per(meter, "user.upload.blind_request", n_users)
-    upload_tag = _bytes_per(meter, "user.upload.tag_submission", n_submit)
-    upload_shares = _bytes_per(meter, "user.upload.shares", n_part)
-    n_cover = int(c.get("user.seal_cover", 0))
-    download_eval = _bytes_per(meter, "user.download.evaluation", n_users)
-    download_broadcast = float(meter.bytes.get("user.download.broadcast", 0))
-    eval_wall = meter.wall.get("S_tag.voprf_eval", math.nan)
-    recon = _per(meter, "S_syn.reconstruct")
-    decode = _per(meter, "S_syn.decode")
     out: dict[str, Any] = {
-        "n_users": n_users,
-        "dim": info.get("dim"),
-        "padded_dim": (info.get("ddg") or {}).get("padded_dim"),
-        "modulus_bits": (info.get("ddg") or {}).get("modulus_bits"),
-        "workers": workers,
-        "user_workers": info.get("user_workers", workers),
-        "proof_batch_size": info.get("proof_batch_size"),
-        "n_released_buckets": buckets,
-        "n_participants": n_part,
-        # S_tag
-        "voprf_eval_us": eval_wall / evals * 1e6 if evals else math.nan,
-        "voprf_eval_core_us": _per(meter, "S_tag.voprf_eval"),
-        "voprf_evaluations": evals,
-        # S_syn
-        "tag_count_us": _per(meter, "S_syn.count"),
-        "tags_counted": int(c.get("S_syn.count", 0)),
-        "share_accumulate_us": _sum_per(meter, ("S_tag.accumulate", "S_syn.accumulate")),
-        "share_decode_us": _sum_per(meter, ("S_tag.decode_share", "S_syn.decode_share")),
-        "open_sealed_us": _sum_per(meter, ("S_tag.open", "S_syn.open")),
-        "reconstruct_us": recon + decode,
-        "reconstruct_ring_us": recon,
-        "reconstruct_decode_us": decode,
-        # users
-        "user_online_ms": phase1_user + submit_user + phase2_user,
-        "user_offline_ms": offline_user,
-        "user_total_ms": phase1_user + submit_user + phase2_user + offline_user,
-        "user_phase1_ms": phase1_user,
-        "user_submit_ms": submit_user,
-        "user_phase2_ms": phase2_user,
-        "user_blind_ms": _per(meter, "user.blind", 1e3),
-        "user_finalize_ms": _per(meter, "user.finalize", 1e3),
-        "user_seal_ms": _per(meter, "user.seal", 1e3),
-        "user_seal_phase1_ms": _per(meter, "user.seal", 1e3) + submit_user,
-        "user_ddg_encode_ms": _per(meter, "user.ddg_encode", 1e3),
-        "user_share_ms": _per(meter, "user.share", 1e3),
-        "user_seal_shares_ms": _per(meter, "user.seal_shares", 1e3),
-        # phase-2 cover traffic: users outside the released buckets send two sealed covers
-        "n_cover_users": n_cover,
-        "user_seal_cover_ms": _per(meter, "user.seal_cover", 1e3),
-        "cover_upload_kB": _bytes_per(meter, "user.upload.cover", n_cover) / 1000.0,
-        "cover_kB": meter.bytes.get("user.upload.cover", 0) / 1000.0,
-        "messages_opened": int(c.get("S_tag.open", 0)) + int(c.get("S_syn.open", 0)),
-        "phase2_wall_s": meter.wall.get("phase2_shares", math.nan),
-        "upload_bytes": upload_blind + upload_tag + upload_shares,
-        "upload_bytes_phase1": upload_blind + upload_tag,
-        "upload_bytes_phase2": upload_shares,
-        "download_bytes": download_eval + download_broadcast,
-        "download_bytes_evaluation": download_eval,
-        "download_bytes_broadcast": download_broadcast,
-        # dummies
-        "dummy_messages": int(c.get("dummy.messages", 0)),
-        "dummy_bytes": int(meter.bytes.get("dummy.bytes", 0)),
-        # whole run
-        "wall_s": dict(meter.wall),
-        "total_s": meter.wall.get("total", math.nan),
-        "peak_memory_bytes": peak_bytes if peak_bytes is not None else peak_rss_bytes(),
-        "peak_memory_kind": "tracemalloc" if peak_bytes is not None else "process peak RSS",
-        "meter": meter.to_dict(),
+        **_run_shape(meter, info, n_users=n_users, workers=workers),
+        **_server_costs(meter),
+        **_user_time_costs(meter),
+        **_cover_costs(meter),
+        **_user_traffic(meter, n_users=n_users),
+        **_dummy_traffic(meter),
+        **_whole_run(meter, peak_bytes),
     }
     out["upload_kB"] = out["upload_bytes"] / 1000.0
     out["download_kB"] = out["download_bytes"] / 1000.0
     out["dummy_kB"] = out["dummy_bytes"] / 1000.0
     out["peak_memory_GiB"] = out["peak_memory_bytes"] / 2**30
     return out
+
+
+def _run_shape(
+    meter: Meter, info: Mapping[str, Any], *, n_users: int, workers: int
+) -> dict[str, Any]:
+    """What was run (population, dimensions, ring, threads, proof layout) and how much was
+    released, so every cost row can be read against its run."""
+    ddg = info.get("ddg") or {}
+    return {
+        "n_users": n_users,
+        "dim": info.get("dim"),
+        "padded_dim": ddg.get("padded_dim"),
+        "modulus_bits": ddg.get("modulus_bits"),
+        "workers": workers,
+        "user_workers": info.get("user_workers", workers),
+        "proof_batch_size": info.get("proof_batch_size"),
+        "n_released_buckets": int(meter.counts.get("S_syn.reconstruct", 0)),
+        "n_participants": int(meter.counts.get("user.ddg_encode", 0)),
+    }
+
+
+def _server_costs(meter: Meter) -> dict[str, Any]:
+    """S_tag's and S_syn's per-operation times (µs); the VOPRF evaluation is reported both as
+    wall time per element (the throughput) and as core time."""
+    evals = int(meter.counts.get("S_tag.voprf_eval", 0))
+    eval_wall = meter.wall.get("S_tag.voprf_eval", math.nan)
+    recon = _per(meter, "S_syn.reconstruct")
+    decode = _per(meter, "S_syn.decode")
+    return {
+        # S_tag
+        "voprf_eval_us": eval_wall / evals * 1e6 if evals else math.nan,
+        "voprf_eval_core_us": _per(meter, "S_tag.voprf_eval"),
+        "voprf_evaluations": evals,
+        # S_syn
+        "tag_count_us": _per(meter, "S_syn.count"),
+        "tags_counted": int(meter.counts.get("S_syn.count", 0)),
+        "share_accumulate_us": _sum_per(meter, ("S_tag.accumulate", "S_syn.accumulate")),
+        "share_decode_us": _sum_per(meter, ("S_tag.decode_share", "S_syn.decode_share")),
+        "open_sealed_us": _sum_per(meter, ("S_tag.open", "S_syn.open")),
+        "reconstruct_us": recon + decode,
+        "reconstruct_ring_us": recon,
+        "reconstruct_decode_us": decode,
+    }
+
+
+def _user_time_costs(meter: Meter) -> dict[str, Any]:
+    """A participating user's CPU time (ms), split into offline preparation and the online
+    work of each phase (the split the module docstring defines)."""
+    phase1 = (
+        _sum_per(meter, ("user.blind",), 1e3) + _per(meter, "user.seal", 1e3) + _per(meter, "user.finalize", 1e3)
+    )
+    submit = _per(meter, "user.submit", 1e3)
+    phase2 = (
+        _per(meter, "user.ddg_encode", 1e3) + _per(meter, "user.share", 1e3) + _per(meter, "user.seal_shares", 1e3)
+    )
+    # Per participating user: its blind scalar and four seals' key material.
+    offline = _per(meter, "user.offline.blind_scalar", 1e3) + 4 * _per(meter, "user.offline.seal_keys", 1e3)
+    return {
+        "user_online_ms": phase1 + submit + phase2,
+        "user_offline_ms": offline,
+        "user_total_ms": phase1 + submit + phase2 + offline,
+        "user_phase1_ms": phase1,
+        "user_submit_ms": submit,
+        "user_phase2_ms": phase2,
+        "user_blind_ms": _per(meter, "user.blind", 1e3),
+        "user_finalize_ms": _per(meter, "user.finalize", 1e3),
+        "user_seal_ms": _per(meter, "user.seal", 1e3),
+        "user_seal_phase1_ms": _per(meter, "user.seal", 1e3) + submit,
+        "user_ddg_encode_ms": _per(meter, "user.ddg_encode", 1e3),
+        "user_share_ms": _per(meter, "user.share", 1e3),
+        "user_seal_shares_ms": _per(meter, "user.seal_shares", 1e3),
+    }
+
+
+def _cover_costs(meter: Meter) -> dict[str, Any]:
+    """Phase-2 cover traffic (users outside the released buckets send two sealed covers) and
+    what phase 2 costs the servers with it: the sealed messages opened and its wall time."""
+    n_cover = int(meter.counts.get("user.seal_cover", 0))
+    return {
+        "n_cover_users": n_cover,
+        "user_seal_cover_ms": _per(meter, "user.seal_cover", 1e3),
+        "cover_upload_kB": _bytes_per(meter, "user.upload.cover", n_cover) / 1000.0,
+        "cover_kB": meter.bytes.get("user.upload.cover", 0) / 1000.0,
+        "messages_opened": int(meter.counts.get("S_tag.open", 0)) + int(meter.counts.get("S_syn.open", 0)),
+        "phase2_wall_s": meter.wall.get("phase2_shares", math.nan),
+    }
+
+
+def _user_traffic(meter: Meter, *, n_users: int) -> dict[str, Any]:
+    """A user's upload and download (bytes), per phase; each message kind is divided by the
+    users who sent or received it (all users, submitters, or participants)."""
+    upload_blind = _bytes_per(meter, "user.upload.blind_request", n_users)
+    upload_tag = _bytes_per(meter, "user.upload.tag_submission", int(meter.counts.get("user.submit", 0)))
+    upload_shares = _bytes_per(meter, "user.upload.shares", int(meter.counts.get("user.ddg_encode", 0)))
+    download_eval = _bytes_per(meter, "user.download.evaluation", n_users)
+    download_broadcast = float(meter.bytes.get("user.download.broadcast", 0))
+    return {
+        "upload_bytes": upload_blind + upload_tag + upload_shares,
+        "upload_bytes_phase1": upload_blind + upload_tag,
+        "upload_bytes_phase2": upload_shares,
+        "download_bytes": download_eval + download_broadcast,
+        "download_bytes_evaluation": download_eval,
+        "download_bytes_broadcast": download_broadcast,
+    }
+
+
+def _dummy_traffic(meter: Meter) -> dict[str, Any]:
+    """The dummy messages and their bytes, in all."""
+    return {
+        "dummy_messages": int(meter.counts.get("dummy.messages", 0)),
+        "dummy_bytes": int(meter.bytes.get("dummy.bytes", 0)),
+    }
+
+
+def _whole_run(meter: Meter, peak_bytes: int | None) -> dict[str, Any]:
+    """Wall time per phase and in all, peak memory (tracemalloc's figure when the caller
+    measured one, else the process's peak RSS), and the raw meter."""
+    return {
+        "wall_s": dict(meter.wall),
+        "total_s": meter.wall.get("total", math.nan),
+        "peak_memory_bytes": peak_bytes if peak_bytes is not None else peak_rss_bytes(),
+        "peak_memory_kind": "tracemalloc" if peak_bytes is not None else "process peak RSS",
+        "meter": meter.to_dict(),
+    }
 
 
 def _fmt(value: Any, digits: int = 3) -> str:

@@ -419,6 +419,50 @@ class _Run:
             parts.append(self.embed(variations))
         return all_texts, np.concatenate(parts, axis=0)
 
+    def initial_samples(self) -> tuple[list[str], float]:
+        """N_syn random samples, each from a prompt drawn uniformly (an empty answer falls back
+        to its prompt); with the seconds generation took."""
+        t0 = time.perf_counter()
+        prompts = self.pick(self.config.random_prompts, self.config.n_syn, self.rng.child("initial/prompts"))
+        answers = self.generate(prompts, self.rng.child("initial/lm"), "Aug-PE: initial samples")
+        initial = [a.strip() or p for a, p in zip(answers, prompts, strict=True)]
+        return initial, time.perf_counter() - t0
+
+    def iteration(
+        self,
+        t: int,
+        texts: list[str],
+        emb: npt.NDArray[np.float32],
+        private: npt.NDArray[np.float32],
+        sigma: float,
+        record_candidates: bool,
+    ) -> tuple[IterationStats, list[str], npt.NDArray[np.float32]]:
+        """Iteration ``t`` (1-based): expand the kept samples into candidates (from the second
+        iteration on), release the noisy vote histogram and keep the N_syn best; returns the
+        iteration's statistics and the kept texts with their embeddings."""
+        it0 = time.perf_counter()
+        clock0 = dict(self.clock)
+        if t > 1:
+            texts, emb = self.expand(texts, emb, f"iteration {t}")
+        h0 = time.perf_counter()
+        noisy = dp_histogram(private, emb, sigma, self.rng.child(f"iteration/{t}/noise"))
+        keep = rank_select(noisy, self.config.n_syn)
+        histogram_s = time.perf_counter() - h0
+        stats = IterationStats(
+            iteration=t,
+            candidates=len(texts),
+            noisy_max=float(noisy.max()),
+            noisy_mean=float(noisy.mean()),
+            noisy_counts=noisy,
+            selected=keep,
+            seconds=time.perf_counter() - it0,
+            variation_s=self.clock["variation_s"] - clock0["variation_s"],
+            embedding_s=self.clock["embedding_s"] - clock0["embedding_s"],
+            histogram_s=histogram_s,
+            candidate_texts=tuple(texts) if record_candidates else None,
+        )
+        return stats, [texts[int(i)] for i in keep], emb[keep]
+
 
 def run_augpe(
     private_embeddings: npt.ArrayLike,
@@ -443,65 +487,41 @@ def run_augpe(
         raise InvalidParameterError(f"rng must be a RandomSource, got {type(rng).__name__}")
     private = _check_private(private_embeddings)
     ledger = augpe_ledger(epsilon, delta, config.iterations)
-    sigma = ledger.sigma
     start = time.perf_counter()
-    timings: dict[str, float] = {"lm_load_s": 0.0}
-    lm: Any = language_model
-    if lm is None:
-        lm = SmolLMGenerator()
-        lm.load()
-        timings["lm_load_s"] = time.perf_counter() - start
+    lm, lm_load_s = _language_model(language_model)
     run = _Run(lm, embedder, config, private.shape[1], rng, progress)
-
-    t0 = time.perf_counter()
-    prompts = run.pick(config.random_prompts, config.n_syn, rng.child("initial/prompts"))
-    answers = run.generate(prompts, rng.child("initial/lm"), "Aug-PE: initial samples")
-    initial = [a.strip() or p for a, p in zip(answers, prompts, strict=True)]
-    timings["initial_generation_s"] = time.perf_counter() - t0
+    initial, initial_generation_s = run.initial_samples()
     texts, emb = run.expand(initial, run.embed(initial), "initial")
-
     stats: list[IterationStats] = []
-    histogram_total = 0.0
     for t in range(1, config.iterations + 1):
-        it0 = time.perf_counter()
-        clock0 = dict(run.clock)
-        if t > 1:
-            texts, emb = run.expand(texts, emb, f"iteration {t}")
-        h0 = time.perf_counter()
-        noisy = dp_histogram(private, emb, sigma, rng.child(f"iteration/{t}/noise"))
-        keep = rank_select(noisy, config.n_syn)
-        histogram_s = time.perf_counter() - h0
-        histogram_total += histogram_s
-        stats.append(
-            IterationStats(
-                iteration=t,
-                candidates=len(texts),
-                noisy_max=float(noisy.max()),
-                noisy_mean=float(noisy.mean()),
-                noisy_counts=noisy,
-                selected=keep,
-                seconds=time.perf_counter() - it0,
-                variation_s=run.clock["variation_s"] - clock0["variation_s"],
-                embedding_s=run.clock["embedding_s"] - clock0["embedding_s"],
-                histogram_s=histogram_s,
-                candidate_texts=tuple(texts) if record_candidates else None,
-            )
-        )
-        texts, emb = [texts[int(i)] for i in keep], emb[keep]
-
-    timings.update(
-        variation_s=run.clock["variation_s"],
-        embedding_s=run.clock["embedding_s"],
-        histogram_s=histogram_total,
-        total_s=time.perf_counter() - start,
-    )
+        step, texts, emb = run.iteration(t, texts, emb, private, ledger.sigma, record_candidates)
+        stats.append(step)
+    timings = {
+        "lm_load_s": lm_load_s,
+        "initial_generation_s": initial_generation_s,
+        "variation_s": run.clock["variation_s"],
+        "embedding_s": run.clock["embedding_s"],
+        "histogram_s": sum(s.histogram_s for s in stats),
+        "total_s": time.perf_counter() - start,
+    }
     return AugPEResult(
         texts=tuple(texts),
         embeddings=np.ascontiguousarray(emb),
         ledger=ledger,
-        sigma=sigma,
+        sigma=ledger.sigma,
         config=config,
         initial_texts=tuple(initial),
         iterations=tuple(stats),
         timings=timings,
     )
+
+
+def _language_model(language_model: LanguageModel | None) -> tuple[Any, float]:
+    """The caller's language model, or :class:`SmolLMGenerator` loaded now (so the load is
+    timed apart from generation); with the seconds loading took (0.0 for the caller's)."""
+    if language_model is not None:
+        return language_model, 0.0
+    start = time.perf_counter()
+    lm = SmolLMGenerator()
+    lm.load()
+    return lm, time.perf_counter() - start

@@ -166,6 +166,26 @@ def _kv_cache(output: Any) -> Any:
     return cache if cache is not None else output.past_key_values
 
 
+#: One extension of a beam: (target, parent row, token ids, summed log-probability).
+_Extension = tuple[int, int, list[int], float]
+
+
+def _extensions(
+    logits: Any, top_k: int, beam: int, ids: list[list[int]], total: list[float], alive: list[bool]
+) -> list[_Extension]:
+    """Every live beam extended by each of the LM's ``top_k`` next tokens, row by row and in the
+    LM's rank order (an extension's index here breaks ties when beams are chosen)."""
+    import torch
+
+    top_lp, top_ids = torch.log_softmax(logits.float(), dim=-1).topk(top_k, dim=-1)
+    rows: list[_Extension] = []
+    for r in range(len(ids)):
+        if alive[r]:
+            for lp, tok in zip(top_lp[r].tolist(), top_ids[r].tolist(), strict=True):
+                rows.append((r // beam, r, ids[r] + [tok], total[r] + lp))
+    return rows
+
+
 @dataclass(slots=True)
 class _Candidate:
     text: str
@@ -371,84 +391,147 @@ class GuidedInverter:
         self, prompts: Sequence[str], targets: npt.NDArray[np.float32], seeds: Sequence[str]
     ) -> list[list[_Candidate]]:
         """Token-level beam search ranked by cosine to the target + fluency × mean log-probability;
-        prefixes that fail :func:`is_acceptable` (against the target's seed) are dropped."""
+        prefixes that fail :func:`is_acceptable` (against the target's seed) are dropped.
+
+        Beam state is kept per row (target × ``beam``): its token ids, summed log-probability and
+        whether it is still extended; each step extends, ranks, keeps the best and feeds the LM."""
         import torch
 
-        assert self._lm is not None
-        tokenizer, model = self._lm
-        beam, top_k, fluency = self.budget.beam, self.budget.top_k, self.budget.fluency
+        beam = self.budget.beam
         n = len(prompts)
-        batch = self._chat(prompts)
-        mask = batch["attention_mask"]
-        positions = (mask.cumsum(-1) - 1).clamp(min=0)
         found: list[list[_Candidate]] = [[] for _ in range(n)]
         with torch.no_grad():
-            out = model(input_ids=batch["input_ids"], attention_mask=mask, position_ids=positions, use_cache=True)
-            cache = _kv_cache(out)
-            cache.batch_repeat_interleave(beam)
-            mask = mask.repeat_interleave(beam, dim=0)
-            position = positions[:, -1:].repeat_interleave(beam, dim=0)
-            logits = out.logits[:, -1].repeat_interleave(beam, dim=0)
+            cache, logits, mask, position = self._prefill(prompts)
             ids: list[list[int]] = [[] for _ in range(n * beam)]
             total = [0.0] * (n * beam)
             alive = [b == 0 for _ in range(n) for b in range(beam)]  # the beams start as one
             for _ in range(self.budget.max_tokens):
-                top_lp, top_ids = torch.log_softmax(logits.float(), dim=-1).topk(top_k, dim=-1)
-                rows: list[tuple[int, int, list[int], float]] = []  # (target, parent row, ids, sum log-prob)
-                for r in range(n * beam):
-                    if alive[r]:
-                        for lp, tok in zip(top_lp[r].tolist(), top_ids[r].tolist(), strict=True):
-                            rows.append((r // beam, r, ids[r] + [tok], total[r] + lp))
+                rows = _extensions(logits, self.budget.top_k, beam, ids, total, alive)
                 if not rows:
                     break
-                texts = [tokenizer.decode(seq, skip_special_tokens=True).strip() for seq in (x[2] for x in rows)]
-                cos = (self._encode([t or "." for t in texts]) * targets[[x[0] for x in rows]]).sum(axis=1)
-                ranked: list[list[tuple[float, int]]] = [[] for _ in range(n)]
-                for j, (target, _, seq, lp_sum) in enumerate(rows):
-                    if not is_acceptable(texts[j], seeds[target]):
-                        continue
-                    mean_lp = lp_sum / len(seq)
-                    if seq[-1] in self._stop_ids:
-                        if texts[j]:
-                            found[target].append(_Candidate(texts[j], float(cos[j]), mean_lp, "guided"))
-                        continue
-                    if _SENTENCE_END.search(texts[j]):
-                        found[target].append(_Candidate(texts[j], float(cos[j]), mean_lp, "guided"))
-                    ranked[target].append((float(cos[j]) + fluency * mean_lp, j))
-                parents: list[int] = []
-                tokens: list[int] = []
-                for target in range(n):
-                    keep = sorted(ranked[target], reverse=True)[:beam]
-                    for b in range(beam):
-                        if b < len(keep):
-                            j = keep[b][1]
-                            parents.append(rows[j][1])
-                            tokens.append(rows[j][2][-1])
-                            ids_b, total_b, alive_b = rows[j][2], rows[j][3], True
-                        else:
-                            parents.append(target * beam)
-                            tokens.append(self._pad_id())
-                            ids_b, total_b, alive_b = [], 0.0, False
-                        r = target * beam + b
-                        ids[r], total[r], alive[r] = ids_b, total_b, alive_b
-                index = torch.tensor(parents, device=mask.device)
-                cache.reorder_cache(index)
-                mask = torch.cat([mask[index], torch.ones(n * beam, 1, dtype=mask.dtype, device=mask.device)], dim=1)
-                position = position[index] + 1
-                step = model(
-                    input_ids=torch.tensor(tokens, device=mask.device)[:, None], attention_mask=mask,
-                    position_ids=position, use_cache=True, **{self._cache_arg: cache},
-                )
-                cache, logits = _kv_cache(step), step.logits[:, -1]
-        # Beams cut off at max_tokens are candidates too (their text just has no full stop).
+                ranked = self._rank_extensions(rows, targets, seeds, found)
+                parents, tokens = self._keep_best(ranked, rows, ids, total, alive)
+                cache, logits, mask, position = self._step(cache, mask, position, parents, tokens)
+        self._add_cut_off_beams(ids, total, alive, targets, seeds, found)
+        return found
+
+    def _prefill(self, prompts: Sequence[str]) -> tuple[Any, Any, Any, Any]:
+        """(KV cache, next-token logits, attention mask, last position) after reading the prompts,
+        each repeated ``beam`` times so every prompt's beams start from its own state."""
+        assert self._lm is not None
+        model = self._lm[1]
+        beam = self.budget.beam
+        batch = self._chat(prompts)
+        mask = batch["attention_mask"]
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)
+        out = model(input_ids=batch["input_ids"], attention_mask=mask, position_ids=positions, use_cache=True)
+        cache = _kv_cache(out)
+        cache.batch_repeat_interleave(beam)
+        mask = mask.repeat_interleave(beam, dim=0)
+        position = positions[:, -1:].repeat_interleave(beam, dim=0)
+        logits = out.logits[:, -1].repeat_interleave(beam, dim=0)
+        return cache, logits, mask, position
+
+    def _rank_extensions(
+        self,
+        rows: list[_Extension],
+        targets: npt.NDArray[np.float32],
+        seeds: Sequence[str],
+        found: list[list[_Candidate]],
+    ) -> list[list[tuple[float, int]]]:
+        """Per target, its acceptable extensions as (score, index in ``rows``) to choose beams from.
+
+        All extensions are decoded and embedded in one call. One that ends in a stop token is a
+        finished candidate (added to ``found``, not extended); one that ends a sentence is added
+        to ``found`` and still extended."""
+        assert self._lm is not None
+        tokenizer = self._lm[0]
+        fluency = self.budget.fluency
+        texts = [tokenizer.decode(seq, skip_special_tokens=True).strip() for seq in (x[2] for x in rows)]
+        cos = (self._encode([t or "." for t in texts]) * targets[[x[0] for x in rows]]).sum(axis=1)
+        ranked: list[list[tuple[float, int]]] = [[] for _ in range(len(found))]
+        for j, (target, _, seq, lp_sum) in enumerate(rows):
+            if not is_acceptable(texts[j], seeds[target]):
+                continue
+            mean_lp = lp_sum / len(seq)
+            if seq[-1] in self._stop_ids:
+                if texts[j]:
+                    found[target].append(_Candidate(texts[j], float(cos[j]), mean_lp, "guided"))
+                continue
+            if _SENTENCE_END.search(texts[j]):
+                found[target].append(_Candidate(texts[j], float(cos[j]), mean_lp, "guided"))
+            ranked[target].append((float(cos[j]) + fluency * mean_lp, j))
+        return ranked
+
+    def _keep_best(
+        self,
+        ranked: list[list[tuple[float, int]]],
+        rows: list[_Extension],
+        ids: list[list[int]],
+        total: list[float],
+        alive: list[bool],
+    ) -> tuple[list[int], list[int]]:
+        """The ``beam`` best-ranked extensions of each target become its beams (``ids``, ``total``
+        and ``alive`` are updated in place); a target with fewer fills its other rows with dead
+        beams fed padding. Returns every row's parent row and the token to feed it next."""
+        beam = self.budget.beam
+        parents: list[int] = []
+        tokens: list[int] = []
+        for target in range(len(ranked)):
+            keep = sorted(ranked[target], reverse=True)[:beam]
+            for b in range(beam):
+                if b < len(keep):
+                    j = keep[b][1]
+                    parents.append(rows[j][1])
+                    tokens.append(rows[j][2][-1])
+                    ids_b, total_b, alive_b = rows[j][2], rows[j][3], True
+                else:
+                    parents.append(target * beam)
+                    tokens.append(self._pad_id())
+                    ids_b, total_b, alive_b = [], 0.0, False
+                r = target * beam + b
+                ids[r], total[r], alive[r] = ids_b, total_b, alive_b
+        return parents, tokens
+
+    def _step(
+        self, cache: Any, mask: Any, position: Any, parents: list[int], tokens: list[int]
+    ) -> tuple[Any, Any, Any, Any]:
+        """Reorder the KV cache, mask and positions to each row's parent and feed every row its
+        token; returns the new (KV cache, next-token logits, attention mask, position)."""
+        import torch
+
+        assert self._lm is not None
+        model = self._lm[1]
+        index = torch.tensor(parents, device=mask.device)
+        cache.reorder_cache(index)
+        mask = torch.cat([mask[index], torch.ones(len(parents), 1, dtype=mask.dtype, device=mask.device)], dim=1)
+        position = position[index] + 1
+        step = model(
+            input_ids=torch.tensor(tokens, device=mask.device)[:, None], attention_mask=mask,
+            position_ids=position, use_cache=True, **{self._cache_arg: cache},
+        )
+        return _kv_cache(step), step.logits[:, -1], mask, position
+
+    def _add_cut_off_beams(
+        self,
+        ids: list[list[int]],
+        total: list[float],
+        alive: list[bool],
+        targets: npt.NDArray[np.float32],
+        seeds: Sequence[str],
+        found: list[list[_Candidate]],
+    ) -> None:
+        """Beams cut off at max_tokens are candidates too (their text just has no full stop)."""
+        assert self._lm is not None
+        tokenizer = self._lm[0]
+        beam = self.budget.beam
         last = [(r // beam, tokenizer.decode(ids[r], skip_special_tokens=True).strip(), total[r] / len(ids[r]))
-                for r in range(n * beam) if alive[r] and ids[r]]
+                for r in range(len(ids)) if alive[r] and ids[r]]
         if last:
             cos = (self._encode([t or "." for _, t, _ in last]) * targets[[x[0] for x in last]]).sum(axis=1)
             for (target, text, mean_lp), cs in zip(last, cos, strict=True):
                 if text and is_acceptable(text, seeds[target]):
                     found[target].append(_Candidate(text, float(cs), mean_lp, "guided"))
-        return found
 
     def describe(self) -> dict[str, Any]:
         return {
