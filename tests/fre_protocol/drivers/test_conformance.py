@@ -19,8 +19,8 @@ driver's transcripts differ by design; each such difference is a declared trait 
 Scenarios (a few hundred users in 32 dimensions, chunks of 64 users, windows of three chunks
 so windows do not line up with the chunks of participants; ε = 8 with a small threshold, so
 coins are sampled and S_tag's dummy user adds dummy tags): planted clusters, noise off and on;
-dropouts between the phases (a fixed mask, noise on); a malformed share that S_tag refuses (the
-release leaves it out, in every driver); a duplicate submission (one device sends its sealed tag
+dropouts between the phases (a fixed mask, noise on); a malformed share that one server refuses
+(S_tag, noise off; S_syn, noise on: the release leaves it out, in every driver); a duplicate submission (one device sends its sealed tag
 submission twice); topic-ordered rows (clusters one after the other in the input, noise on).
 Faults are injected where the devices compute, in this process and in users' worker processes
 (:func:`conformance.arm`).
@@ -113,7 +113,8 @@ SCENARIOS = [
     Scenario("planted-noiseless", planted, _spec(5, noise=False)),
     Scenario("planted-noisy", planted, _spec(6, noise=True)),
     Scenario("dropout", planted, _spec(5, noise=True, dropout=_dropped(340, 0.25, 1))),
-    Scenario("malformed-share", planted, _spec(5, noise=False), Faults(refused_share="S_tag")),
+    Scenario("share-refused-by-S_tag", planted, _spec(5, noise=False), Faults(refused_share="S_tag")),
+    Scenario("share-refused-by-S_syn", planted, _spec(6, noise=True), Faults(refused_share="S_syn")),
     Scenario("duplicate-submission", planted, _spec(5, noise=False), Faults(duplicate_submission=True)),
     Scenario("topic-ordered", topic_ordered, _spec(7, noise=True)),
 ]
@@ -156,7 +157,7 @@ def test_the_reference_shows_what_the_scenario_is_about(scenario: Scenario, refe
     rejections = release.diagnostics["rejections"]
     if scenario.faults.refused_share is not None:
         assert rejections == {"rejected:DecodeError": 1}
-        assert views[("S_tag", "phase2", "share_submission", "rejected:DecodeError")] == 1
+        assert views[(scenario.faults.refused_share, "phase2", "share_submission", "rejected:DecodeError")] == 1
     else:
         assert rejections == {}
     assert views[RESENT] == (1 if scenario.faults.duplicate_submission else 0)
