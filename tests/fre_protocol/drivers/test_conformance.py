@@ -81,10 +81,11 @@ def planted() -> np.ndarray:
 @functools.cache
 def topic_ordered() -> np.ndarray:
     """Rows grouped by topic (tests/support/window_spread.py's layout, larger topics so that they
-    clear τ): six clusters of 48 users one after the other, then 40 rare points; 328 users, a
-    window holds four topics or the rest."""
+    clear τ): six clusters of 40 users one after the other, then 40 rare points; 280 users. The
+    first window (192 users) holds four topics and most of the fifth, whose last users are in the
+    second window with the sixth topic and the rare points."""
     return synthetic_population(
-        6, 48, 40, DIM, 0.5, RandomSource.seeded(3, "conformance/topics"), spread=0.02, shuffle=False
+        6, 40, 40, DIM, 0.5, RandomSource.seeded(3, "conformance/topics"), spread=0.02, shuffle=False
     ).embeddings
 
 
