@@ -3,31 +3,40 @@ in-process driver (:func:`fre_protocol.drivers.inprocess.run_protocol`, the refe
 
 Seeded test mode, so every driver draws the same coins, keys, noise and shuffles' effects: the
 same bucket ids, counts and centroids (bit for bit, noise on or off), the same public info, the
-same operator diagnostics and the same ledger (``to_dict``), and the same number of transcript
-entries per (view, phase, message type, status) over all the stores a run wrote, except where a
-driver's transcripts differ by design; each such difference is a declared trait of the driver
-(:class:`conformance.Driver`) and is itself checked:
+same ledger (``to_dict``), the same operator diagnostics, and the same number of transcript
+entries per (view, phase, message type, status) over all the stores a run wrote. Where a driver
+differs by design, the difference is a declared trait of the driver (:class:`conformance.Driver`)
+and is itself checked, not skipped:
 
 * ``settles_windows`` (streaming, worker processes, Dask): the servers keep running sums and
-  settle each window's contributions, one ``accepted_contributions`` message each way (S_syn →
-  S_tag → S_syn) per released tag and window in phase 2; the reference sends none in phase 2.
-* ``idempotent_resends`` (net): a device's identical re-sent request is answered from the proxy's
+  settle each window's contributions: in phase 2, one ``accepted_contributions`` message each
+  way (S_syn → S_tag, S_tag → S_syn) per window and broadcast tag with contributions new in that
+  window, which the reference does not send. Checked: only those two entries, equal in both
+  views, between the number of released centroids and windows × broadcast tags.
+* ``idempotent_resends`` (net): the proxy answers a device's identical re-sent request from its
   log (an HTTP retry), so the duplicate-submission scenario's re-sent tag submission leaves no
   entry, where the in-process proxy refuses it as the device's second message of the kind
-  (``rejected:RateLimitedError`` in its view).
+  (one ``rejected:RateLimitedError`` in its view). Checked: the reference has exactly that one
+  entry more, and nothing else differs.
+* ``syn_diagnostics`` (net): the diagnostics are S_syn's own (what its service serves): a subset
+  of the reference's keys, equal to them, and ``rejections`` equal to the rejected entries of the
+  reference's S_syn view (the reference merges both servers' rejections).
 
 Scenarios (a few hundred users in 32 dimensions, chunks of 64 users, windows of three chunks
 so windows do not line up with the chunks of participants; ε = 8 with a small threshold, so
 coins are sampled and S_tag's dummy user adds dummy tags): planted clusters, noise off and on;
-dropouts between the phases (a fixed mask, noise on); a malformed share that one server refuses
-(S_tag, noise off; S_syn, noise on: the release leaves it out, in every driver); a duplicate submission (one device sends its sealed tag
-submission twice); topic-ordered rows (clusters one after the other in the input, noise on).
-Faults are injected where the devices compute, in this process and in users' worker processes
-(:func:`conformance.arm`).
+dropouts between the phases (a fixed mask, noise on; some broadcast tags are withheld); a
+malformed share that one server refuses (S_tag with noise off, S_syn with noise on: the release
+leaves it out, in every driver); a duplicate submission (one device sends its sealed tag
+submission twice, the same bytes); topic-ordered rows (clusters one after the other in the
+input, noise on). Faults are injected where the devices compute, in this process and in the
+users' worker processes (:func:`conformance.arm`); each run checks that its re-send happened.
 
 Adding a driver: write its adapter ``(x, spec, options, users) -> Outcome`` in
 tests/support/conformance.py and add ONE line to ``DRIVERS`` below (a ``conformance.Driver`` with
-its traits; ``pytest.mark.integration`` if it starts processes, services or a cluster).
+its traits; ``pytest.mark.integration`` if it starts processes, services or a cluster). The
+networked driver's entry point (``deploy_local``, ``RoundSettings``, ``stores_of``) is used in
+one place only: :func:`conformance.net`.
 """
 
 from __future__ import annotations
