@@ -109,7 +109,7 @@ class HttpAttacker:
     def __call__(self, dep: Deployment, step: str) -> None:
         import httpx
 
-        from fre_protocol.drivers.net.service import tls_client_context
+        from fre_protocol.drivers.net.peers import tls_client_context
 
         pending = [(phase, r) for phase in STEPS.get(step, ()) for r in self._requests.get(phase, [])]
         if not pending:
@@ -130,7 +130,7 @@ def networked_case(case: Mapping[str, Any]) -> dict[str, Any]:
     """A failing case as the networked proxy records it: a request it refuses is kept in its view
     by SHA-256 and size only, received by the proxy itself (issue 28, M4: refused bodies could
     fill its disk), where the in-process proxy keeps the body with receiver "unknown"."""
-    from fre_protocol.drivers.net.proxy_service import REFUSED_TYPE, refused_record
+    from fre_protocol.drivers.net.proxy_view import REFUSED_TYPE, refused_record
 
     recorded = case["recorded"]
     if recorded["view"] != "proxy" or recorded["status"] == "accepted":

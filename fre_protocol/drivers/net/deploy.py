@@ -152,7 +152,7 @@ def _private_parent(path: Path) -> Path:
 def operator_client(dep: Deployment) -> Any:
     import httpx
 
-    from fre_protocol.drivers.net.service import tls_client_context
+    from fre_protocol.drivers.net.peers import tls_client_context
 
     cert, key = dep.pki / "operator.pem", dep.pki / "operator.key"
     return httpx.Client(verify=tls_client_context(dep.pki / "ca.pem", cert=cert, key=key), timeout=600)
@@ -224,14 +224,14 @@ def loopback_bytes() -> int | None:
 
 
 def credentials_for(dep: Deployment, n: int) -> list[str]:
-    from fre_protocol.drivers.net.proxy_service import credential_token
+    from fre_protocol.drivers.net.proxy_admission import credential_token
 
     key = (dep.pki / CREDENTIAL_KEY).read_bytes()
     return [credential_token(key, dep.settings.round_id, f"u{i}") for i in range(n)]
 
 
 def close_phase(dep: Deployment, phase: int) -> bytes:
-    from fre_protocol.drivers.net.service import call_with_retries
+    from fre_protocol.drivers.net.peers import call_with_retries
 
     with operator_client(dep) as client:
         return call_with_retries(

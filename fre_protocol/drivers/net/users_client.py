@@ -23,8 +23,8 @@ import aiohttp
 import numpy as np
 import numpy.typing as npt
 
+from fre_protocol.drivers.net.peers import backoff, peer_error, tls_client_context
 from fre_protocol.drivers.net.round import RoundContext, RoundSettings
-from fre_protocol.drivers.net.service import backoff, peer_error, tls_client_context
 from fre_protocol.drivers.net.signing import SignedRoundDocument
 from fre_protocol.drivers.net.wire import encode_batch
 from fre_protocol.messages import Role

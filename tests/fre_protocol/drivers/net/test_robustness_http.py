@@ -44,9 +44,9 @@ from fre_protocol.drivers.net.deploy import (  # noqa: E402
     stop_all,
     write_configs,
 )
-from fre_protocol.drivers.net.proxy_service import credential_token  # noqa: E402
+from fre_protocol.drivers.net.peers import tls_client_context  # noqa: E402
+from fre_protocol.drivers.net.proxy_admission import credential_token  # noqa: E402
 from fre_protocol.drivers.net.round import RoundDocument  # noqa: E402
-from fre_protocol.drivers.net.service import tls_client_context  # noqa: E402
 from fre_protocol.drivers.net.transcript import audit_deployment  # noqa: E402
 from fre_protocol.drivers.net.users_client import play_users  # noqa: E402
 from fre_protocol.drivers.net.wire import (  # noqa: E402
@@ -289,7 +289,7 @@ def test_refusals_keep_a_digest_at_most_16_per_credential_then_429_without_work(
     """64 refused 60 KiB bodies of one credential leave 16 rows of digest and size (no body
     byte in the state files); the 65th request, even a proper one, is 429 before any work;
     another credential is not affected."""
-    from fre_protocol.drivers.net import proxy_service
+    from fre_protocol.drivers.net import proxy_log
 
     token = credential(dep, "refuser")
     marker = b"REFUSED-BODY-MARKER-"
@@ -308,7 +308,7 @@ def test_refusals_keep_a_digest_at_most_16_per_credential_then_429_without_work(
     assert response.status_code == 429 and error_of(response) == "RefusalBudgetError"
     assert rejections(dep, "proxy", "RefusalBudgetError") == budget + 1
     assert post_user(dep, "/v1/phase1", envelope, credential(dep, "not-the-refuser")).status_code == 202
-    assert (proxy_service.REFUSALS_KEPT, proxy_service.REFUSAL_BUDGET) == (REFUSALS_KEPT, REFUSAL_BUDGET)
+    assert (proxy_log.REFUSALS_KEPT, proxy_log.REFUSAL_BUDGET) == (REFUSALS_KEPT, REFUSAL_BUDGET)
 
 
 # -- S_tag: mutual TLS and the peers' requests ------------------------------------------------------

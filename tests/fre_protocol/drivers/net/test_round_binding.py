@@ -43,8 +43,8 @@ from fre_protocol.drivers.net.deploy import (  # noqa: E402
     stop_all,
     write_configs,
 )
+from fre_protocol.drivers.net.peers import PeerClient, tls_client_context  # noqa: E402
 from fre_protocol.drivers.net.round import canonical_json  # noqa: E402
-from fre_protocol.drivers.net.service import PeerClient, tls_client_context  # noqa: E402
 from fre_protocol.drivers.net.users_client import play_users  # noqa: E402
 from fre_protocol.drivers.net.wire import REQUEST_ID, ROUND_ID, decode_batch, encode_batch  # noqa: E402
 from fre_protocol.messages import BlindRequest, Role, message_type_name  # noqa: E402
