@@ -329,7 +329,7 @@ def _deploy_local(
     deadline_s: float,
     users: npt.ArrayLike | None,
 ) -> dict[str, Any]:
-    from fre_protocol.drivers.net.users_client import play_users
+    from fre_protocol.drivers.net.users_client import UsersOptions, UsersTarget, play_users
 
     dep = write_configs(out, settings, test_seed=test_seed)
     lo0, t0 = loopback_bytes(), time.perf_counter()
@@ -347,12 +347,15 @@ def _deploy_local(
                 on_phase(dep, "phase1_submitted")
             close_phase(dep, 1)
 
-        report = play_users(
-            arr, proxy_url=dep.url("proxy"), ca=dep.pki / "ca.pem", settings=settings,
+        target = UsersTarget(
+            proxy_url=dep.url("proxy"), ca=dep.pki / "ca.pem", settings=settings,
             credentials=credentials_for(dep, n_users), test_seed=test_seed,
-            transcript=out / TRANSCRIPTS_DIR / "users.sqlite", concurrency=concurrency,
-            deadline_s=deadline_s, between_phases=between, active=None if dropout is None else ~dropout,
-            users=users,
+        )
+        options = UsersOptions(
+            transcript=out / TRANSCRIPTS_DIR / "users.sqlite", concurrency=concurrency, deadline_s=deadline_s
+        )
+        report = play_users(
+            arr, target, options, users=users, active=None if dropout is None else ~dropout, between_phases=between
         )
         cpu["users (client process)"] = own_cpu_seconds() - own0
         if on_phase is not None:

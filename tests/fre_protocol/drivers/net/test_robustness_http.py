@@ -48,7 +48,7 @@ from fre_protocol.drivers.net.peers import tls_client_context  # noqa: E402
 from fre_protocol.drivers.net.proxy_admission import credential_token  # noqa: E402
 from fre_protocol.drivers.net.round import RoundDocument  # noqa: E402
 from fre_protocol.drivers.net.transcript import audit_deployment  # noqa: E402
-from fre_protocol.drivers.net.users_client import play_users  # noqa: E402
+from fre_protocol.drivers.net.users_client import UsersOptions, UsersTarget, play_users  # noqa: E402
 from fre_protocol.drivers.net.wire import (  # noqa: E402
     MAX_USER_BODY,
     REQUEST_ID,
@@ -402,11 +402,12 @@ def test_bad_requests_leave_the_other_users_round_untouched(
     assert decode_as(answer.content, Rejection).reason == "DecodeError"
 
     x = small_population.embeddings
-    report = play_users(
-        x, proxy_url=dep.url("proxy"), ca=dep.pki / "ca.pem", settings=dep.settings,
-        credentials=credentials_for(dep, len(x)), test_seed=SEED, concurrency=32, deadline_s=300,
-        between_phases=lambda: close_phase(dep, 1), transcript=dep.out / "transcripts" / "users.sqlite",
+    target = UsersTarget(
+        proxy_url=dep.url("proxy"), ca=dep.pki / "ca.pem", settings=dep.settings,
+        credentials=credentials_for(dep, len(x)), test_seed=SEED,
     )
+    options = UsersOptions(concurrency=32, deadline_s=300, transcript=dep.out / "transcripts" / "users.sqlite")
+    report = play_users(x, target, options, between_phases=lambda: close_phase(dep, 1))
     assert report.failures == {}
     assert report.status == {"ok": len(x)}
     close_phase(dep, 2)
@@ -479,8 +480,10 @@ def test_users_against_a_proxy_that_never_answers_give_up_within_their_deadline(
     deadline = 2.0
     t0 = time.monotonic()
     with pytest.raises(ProtocolStateError, match="no answer within"):
-        play_users(x, proxy_url=url, ca=ca, settings=round_settings("silent"), credentials=["u.x"] * len(x),
-                   test_seed=SEED, deadline_s=deadline)
+        target = UsersTarget(
+            proxy_url=url, ca=ca, settings=round_settings("silent"), credentials=["u.x"] * len(x), test_seed=SEED
+        )
+        play_users(x, target, UsersOptions(deadline_s=deadline))
     # A deadline behaviour, not a speed: an uncapped try would wait the client's 60 s read
     # timeout, so a bound of deadline + 30 s tells the two apart on any machine load.
     assert time.monotonic() - t0 < deadline + 30.0
