@@ -26,7 +26,13 @@ from typing import Any
 import numpy as np
 from protocol_vectors import FORWARD, RESPONSE, Injection, Observed, Operation, release_record
 
-from fre_protocol.drivers.net.deploy import Deployment, credentials_for, deploy_local, stores_of
+from fre_protocol.drivers.net.deploy import (
+    Deployment,
+    DeployOptions,
+    credentials_for,
+    deploy_local,
+    stores_of,
+)
 from fre_protocol.drivers.net.round import RoundSettings
 from fre_protocol.drivers.net.wire import encode_batch
 from fre_protocol.messages import SealedEnvelope, decode_as
@@ -180,7 +186,9 @@ def run_network(
         attacker = HttpAttacker(x.shape[0], injections)
     with tempfile.TemporaryDirectory(prefix="fre-protocol-vector-net-") as tmp:
         out = Path(tmp) / "run"
-        deploy_local(x, settings, out, test_seed=int(inputs["seed"]), on_phase=attacker, deadline_s=120.0)
+        deploy_local(
+            x, settings, out, DeployOptions(test_seed=int(inputs["seed"]), deadline_s=120.0), on_phase=attacker
+        )
         return Observed(operations=read_operations(out), release=release_record(Release.load(out)))
 
 
