@@ -65,6 +65,7 @@ from fre_protocol.drivers.net.proxy_log import (
 from fre_protocol.drivers.net.proxy_view import ProxyView
 from fre_protocol.drivers.net.round import RoundContext, RoundDocument, ServiceConfig
 from fre_protocol.drivers.net.service import (
+    Handler,
     ServiceBase,
     octets,
     read_body,
@@ -387,80 +388,84 @@ class ProxyService(Admission, ProxyView, ServiceBase):
             self.queue_depth.set(self._waiting(kind), kind=kind)
 
     def routes(self) -> list[Route]:
-        def admitting(kind: str) -> Any:
-            async def handle(request: Request) -> Response:
-                user = self.credential(request)
-                self.within_budget(user)
-                wait = wait_seconds(request) if kind == PHASE1 else None  # a bad one is refused before admission
-                body = await read_body(request, MAX_USER_BODY)
-                items = await self.commits.submit_async(self.admission(kind, user, body))
-                ticket = items[0][1]
-                if wait is not None:
-                    # Long poll: the answer comes with the request's window, saving the user a request.
-                    data = await self.wait_answer(ticket, user, wait)
-                    if data is not None:
-                        return octets(data)
-                return Response(b'{"ticket":"%s"}' % ticket.encode(), status_code=202, media_type="application/json")
-
-            return self.endpoint(kind, handle)
-
-        async def answer(request: Request) -> Response:
-            user = self.credential(request)
-            ticket = check_ticket(request.path_params["ticket"])
-            data = await self.wait_answer(ticket, user, wait_seconds(request) or 0.0)
-            if data is None:
-                raise NotReadyError("S_tag has not answered this request yet")
-            return octets(data)
-
-        async def document(request: Request) -> Response:
-            data = self.state.get(SIGNED_DOCUMENT_KEY)
-            if data is None:
-                raise NotReadyError("the round document is not assembled yet")
-            return Response(data, media_type="application/json")
-
         async def broadcast(request: Request) -> Response:
             data = self.state.get(BROADCAST_KEY)
             if data is None or self.phase in (OPEN1, CLOSING1):
                 raise NotReadyError("phase 1 has not closed yet")
             return octets(data)
 
-        async def release(request: Request) -> Response:
-            data = self.state.get(RELEASE_KEY)
-            if data is None:
-                raise NotReadyError("the round has not been released yet")
-            return Response(data, media_type="application/json")
-
-        async def close(request: Request) -> Response:
-            require_peer(request, ("operator",))
-            phase = request.query_params.get("phase")
-            if phase not in ("1", "2"):
-                raise InvalidParameterError(f"phase must be 1 or 2, got {phase!r}")
-            if phase == "1":
-                await run_in_threadpool(self.close_phase1)
-                return JSONResponse({"phase": self.phase})
-            data = await run_in_threadpool(self.close_phase2)
-            return Response(data, media_type="application/json")
-
-        async def status(request: Request) -> Response:
-            require_peer(request, ("operator",))
-            counts = dict(self.state.query("SELECT kind, COUNT(*) FROM items GROUP BY kind"))
-            refused = dict(self.state.query("SELECT status, COUNT(*) FROM refused GROUP BY status"))
-            # Refusals past a credential's first REFUSALS_KEPT are counted, not kept.
-            total = int(self.state.query("SELECT COALESCE(SUM(n), 0) FROM refusals")[0][0])  # type: ignore[call-overload]
-            return JSONResponse({"phase": self.phase, "items": counts, "refused": refused, "refusals": total})
-
+        document = self._stored(SIGNED_DOCUMENT_KEY, "the round document is not assembled yet")
+        release = self._stored(RELEASE_KEY, "the round has not been released yet")
         # Users' requests first, in the order of how many come: a request is matched route by route.
         return [
-            Route("/v1/phase2", admitting(PHASE2), methods=["POST"]),
-            Route("/v1/submit", admitting(SUBMIT), methods=["POST"]),
-            Route("/v1/phase1", admitting(PHASE1), methods=["POST"]),
-            Route("/v1/phase1/{ticket}", self.endpoint("phase1_answer", answer), methods=["GET"]),
+            Route("/v1/phase2", self._admitting(PHASE2), methods=["POST"]),
+            Route("/v1/submit", self._admitting(SUBMIT), methods=["POST"]),
+            Route("/v1/phase1", self._admitting(PHASE1), methods=["POST"]),
+            Route("/v1/phase1/{ticket}", self.endpoint("phase1_answer", self._answer), methods=["GET"]),
             Route("/v1/round", self.endpoint("round", document), methods=["GET"]),
             Route("/v1/broadcast", self.endpoint("broadcast", broadcast), methods=["GET"]),
             Route("/v1/release", self.endpoint("release", release), methods=["GET"]),
-            Route("/v1/admin/close", self.endpoint("close", close), methods=["POST"]),
-            Route("/v1/admin/status", self.endpoint("status", status), methods=["GET"]),
+            Route("/v1/admin/close", self.endpoint("close", self._close), methods=["POST"]),
+            Route("/v1/admin/status", self.endpoint("status", self._status), methods=["GET"]),
         ]
+
+    def _admitting(self, kind: str) -> Handler:
+        """The endpoint of a user's request of ``kind``: admitted and logged, answered 202 with a
+        ticket (a phase-1 request with ``?wait=``: with S_tag's answer when it comes in time)."""
+
+        async def handle(request: Request) -> Response:
+            user = self.credential(request)
+            self.within_budget(user)
+            wait = wait_seconds(request) if kind == PHASE1 else None  # a bad one is refused before admission
+            body = await read_body(request, MAX_USER_BODY)
+            items = await self.commits.submit_async(self.admission(kind, user, body))
+            ticket = items[0][1]
+            if wait is not None:
+                # Long poll: the answer comes with the request's window, saving the user a request.
+                data = await self.wait_answer(ticket, user, wait)
+                if data is not None:
+                    return octets(data)
+            return Response(b'{"ticket":"%s"}' % ticket.encode(), status_code=202, media_type="application/json")
+
+        return self.endpoint(kind, handle)
+
+    def _stored(self, key: str, missing: str) -> Handler:
+        """An endpoint serving the JSON document logged under ``key`` (NotReadyError until then)."""
+
+        async def handle(request: Request) -> Response:
+            data = self.state.get(key)
+            if data is None:
+                raise NotReadyError(missing)
+            return Response(data, media_type="application/json")
+
+        return handle
+
+    async def _answer(self, request: Request) -> Response:
+        user = self.credential(request)
+        ticket = check_ticket(request.path_params["ticket"])
+        data = await self.wait_answer(ticket, user, wait_seconds(request) or 0.0)
+        if data is None:
+            raise NotReadyError("S_tag has not answered this request yet")
+        return octets(data)
+
+    async def _close(self, request: Request) -> Response:
+        require_peer(request, ("operator",))
+        phase = request.query_params.get("phase")
+        if phase not in ("1", "2"):
+            raise InvalidParameterError(f"phase must be 1 or 2, got {phase!r}")
+        if phase == "1":
+            await run_in_threadpool(self.close_phase1)
+            return JSONResponse({"phase": self.phase})
+        data = await run_in_threadpool(self.close_phase2)
+        return Response(data, media_type="application/json")
+
+    async def _status(self, request: Request) -> Response:
+        require_peer(request, ("operator",))
+        counts = dict(self.state.query("SELECT kind, COUNT(*) FROM items GROUP BY kind"))
+        refused = dict(self.state.query("SELECT status, COUNT(*) FROM refused GROUP BY status"))
+        # Refusals past a credential's first REFUSALS_KEPT are counted, not kept.
+        total = int(self.state.query("SELECT COALESCE(SUM(n), 0) FROM refusals")[0][0])  # type: ignore[call-overload]
+        return JSONResponse({"phase": self.phase, "items": counts, "refused": refused, "refusals": total})
 
 
 __all__ = ["ProxyService"]
