@@ -141,7 +141,7 @@ def main() -> int:
 
     from fre_protocol.costs import cost_table, summarize
     from fre_protocol.drivers.inprocess import run_protocol
-    from fre_protocol.drivers.net.deploy import deploy_local
+    from fre_protocol.drivers.net.deploy import DeployOptions, deploy_local
     from fre_protocol.drivers.net.round import RoundSettings
     from fre_protocol.roles.config import ProtocolConfig
     from mechanism.params import FreParams
@@ -181,7 +181,9 @@ def main() -> int:
 
     t0 = time.perf_counter()
     try:
-        summary = deploy_local(x, settings, out / "deploy", concurrency=args.concurrency, on_phase=on_phase)
+        summary = deploy_local(
+            x, settings, out / "deploy", DeployOptions(concurrency=args.concurrency), on_phase=on_phase
+        )
     finally:
         sampler.stop()
     report["steps"] = step_table(summary["users"]["spans"], sampler)

@@ -66,7 +66,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from fre_protocol.drivers.net.deploy import deploy_local
+    from fre_protocol.drivers.net.deploy import DeployOptions, deploy_local
     from mechanism.seeds import SeedPlan
 
     x = load_embeddings(args.embeddings)
@@ -76,8 +76,8 @@ def run(args: argparse.Namespace) -> int:
     settings = settings_from_args(args, int(x.shape[1]), unit)
     out = prepare_out_dir(args.out)
     t0 = time.perf_counter()
-    summary = deploy_local(x, settings, Path(out), test_seed=args.seed, concurrency=args.concurrency,  # type: ignore[arg-type]
-                           users=users)
+    options = DeployOptions(test_seed=args.seed, concurrency=args.concurrency)
+    summary = deploy_local(x, settings, Path(out), options, users=users)  # type: ignore[arg-type]
     lo = summary["loopback_bytes"]
     lines = [
         f"fre-e2t deploy-local: {summary['n_users']} users ({summary['n_texts']} texts), d = {summary['dim']}, "

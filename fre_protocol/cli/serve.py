@@ -26,8 +26,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from fre_protocol.drivers.net.listener import ConnectionLimits, serve
     from fre_protocol.drivers.net.round import ServiceConfig
-    from fre_protocol.drivers.net.service import ConnectionLimits, serve
     from primitives.errors import InvalidParameterError
 
     config = ServiceConfig.load(args.config)

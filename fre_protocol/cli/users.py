@@ -37,7 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from fre_protocol.drivers.net.round import RoundSettings
-    from fre_protocol.drivers.net.users_client import play_users
+    from fre_protocol.drivers.net.users_client import UsersOptions, UsersTarget, play_users
     from primitives.errors import InvalidParameterError
 
     try:
@@ -53,11 +53,14 @@ def run(args: argparse.Namespace) -> int:
             f"the round's unit of privacy is {settings.unit.kind!r}: --user-labels must be given exactly under a user unit"
         )
     credentials = Path(args.credentials).read_text().split()
-    report = play_users(
-        x, proxy_url=proxy, ca=ca, settings=settings, credentials=credentials, test_seed=config.get("test_seed"),
-        transcript=None if args.transcript_file is None else Path(args.transcript_file), concurrency=args.concurrency,
-        deadline_s=args.deadline, users=users,
+    target = UsersTarget(
+        proxy_url=proxy, ca=ca, settings=settings, credentials=credentials, test_seed=config.get("test_seed")
     )
+    options = UsersOptions(
+        transcript=None if args.transcript_file is None else Path(args.transcript_file),
+        concurrency=args.concurrency, deadline_s=args.deadline,
+    )
+    report = play_users(x, target, options, users=users)
     print(
         f"fre-e2t users: {report.n_users} users; requests {report.requests}; failures {report.failures or 'none'}; "
         f"status {report.status}",

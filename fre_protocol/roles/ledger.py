@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from fre_protocol.roles.config import ProtocolConfig, check_dishonest_fraction, honest_contributors
-from fre_protocol.roles.tagging_server import TaggingServer
 from mechanism.accounting import calibrate_noise, histogram_release_cost, protocol_ledger
 from mechanism.fre_e2t import release_threshold
 from mechanism.ledger import LedgerTerm, PrivacyLedger
@@ -227,14 +226,18 @@ class DropoutOutcome:
     below_floor_contributors: dict[str, int]
 
     @classmethod
-    def of(cls, result: Any, s_tag: TaggingServer, policy: str) -> DropoutOutcome:
+    def of_reconstruction(cls, result: Any, floor: int, policy: str) -> DropoutOutcome:
+        """The outcome as S_syn saw it (``result``: its
+        :class:`~fre_protocol.roles.synthesis_server.Reconstruction`): the tags it withheld, and
+        those it released from fewer contributors than the release floor ``floor``, which S_tag
+        can only have sent topped up (it refuses a below-floor aggregate otherwise). A deployed
+        S_syn holds nothing else, so every driver derives the outcome this way."""
+        below = {t: c for t, c in sorted(result.contributors.items()) if c < floor}
         return cls(
             policy=policy,
             withheld={t.hex(): why for t, why in sorted(result.withheld.items())},
-            topped_up=sorted(t.hex() for t in s_tag.topped_up if t in result.centroids),
-            below_floor_contributors={
-                t.hex(): s_tag.release_floor - missing for t, missing in sorted(s_tag.topped_up.items())
-            },
+            topped_up=sorted(t.hex() for t in below),
+            below_floor_contributors={t.hex(): c for t, c in below.items()},
         )
 
     def ledger_term(self) -> LedgerTerm:

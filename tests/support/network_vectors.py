@@ -26,7 +26,13 @@ from typing import Any
 import numpy as np
 from protocol_vectors import FORWARD, RESPONSE, Injection, Observed, Operation, release_record
 
-from fre_protocol.drivers.net.deploy import Deployment, credentials_for, deploy_local, stores_of
+from fre_protocol.drivers.net.deploy import (
+    Deployment,
+    DeployOptions,
+    credentials_for,
+    deploy_local,
+    stores_of,
+)
 from fre_protocol.drivers.net.round import RoundSettings
 from fre_protocol.drivers.net.wire import encode_batch
 from fre_protocol.messages import SealedEnvelope, decode_as
@@ -109,7 +115,7 @@ class HttpAttacker:
     def __call__(self, dep: Deployment, step: str) -> None:
         import httpx
 
-        from fre_protocol.drivers.net.service import tls_client_context
+        from fre_protocol.drivers.net.peers import tls_client_context
 
         pending = [(phase, r) for phase in STEPS.get(step, ()) for r in self._requests.get(phase, [])]
         if not pending:
@@ -130,7 +136,7 @@ def networked_case(case: Mapping[str, Any]) -> dict[str, Any]:
     """A failing case as the networked proxy records it: a request it refuses is kept in its view
     by SHA-256 and size only, received by the proxy itself (issue 28, M4: refused bodies could
     fill its disk), where the in-process proxy keeps the body with receiver "unknown"."""
-    from fre_protocol.drivers.net.proxy_service import REFUSED_TYPE, refused_record
+    from fre_protocol.drivers.net.proxy_view import REFUSED_TYPE, refused_record
 
     recorded = case["recorded"]
     if recorded["view"] != "proxy" or recorded["status"] == "accepted":
@@ -180,7 +186,9 @@ def run_network(
         attacker = HttpAttacker(x.shape[0], injections)
     with tempfile.TemporaryDirectory(prefix="fre-protocol-vector-net-") as tmp:
         out = Path(tmp) / "run"
-        deploy_local(x, settings, out, test_seed=int(inputs["seed"]), on_phase=attacker, deadline_s=120.0)
+        deploy_local(
+            x, settings, out, DeployOptions(test_seed=int(inputs["seed"]), deadline_s=120.0), on_phase=attacker
+        )
         return Observed(operations=read_operations(out), release=release_record(Release.load(out)))
 
 

@@ -152,7 +152,7 @@ def _private_parent(path: Path) -> Path:
 def operator_client(dep: Deployment) -> Any:
     import httpx
 
-    from fre_protocol.drivers.net.service import tls_client_context
+    from fre_protocol.drivers.net.peers import tls_client_context
 
     cert, key = dep.pki / "operator.pem", dep.pki / "operator.key"
     return httpx.Client(verify=tls_client_context(dep.pki / "ca.pem", cert=cert, key=key), timeout=600)
@@ -224,14 +224,14 @@ def loopback_bytes() -> int | None:
 
 
 def credentials_for(dep: Deployment, n: int) -> list[str]:
-    from fre_protocol.drivers.net.proxy_service import credential_token
+    from fre_protocol.drivers.net.proxy_admission import credential_token
 
     key = (dep.pki / CREDENTIAL_KEY).read_bytes()
     return [credential_token(key, dep.settings.round_id, f"u{i}") for i in range(n)]
 
 
 def close_phase(dep: Deployment, phase: int) -> bytes:
-    from fre_protocol.drivers.net.service import call_with_retries
+    from fre_protocol.drivers.net.peers import call_with_retries
 
     with operator_client(dep) as client:
         return call_with_retries(
@@ -283,102 +283,132 @@ def gather_transcripts(dep: Deployment) -> dict[str, Path]:
     return stores
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeployOptions:
+    """How a local deployment plays its round: the test seed (test mode only), the users' requests
+    in flight at once, each users' step's deadline, and ``dropout``, the users (one flag each) that
+    go offline between the phases (the in-process drivers' ``RoundSpec.dropout``, as a mask)."""
+
+    test_seed: int | None = None
+    concurrency: int = 64
+    deadline_s: float = 1800.0
+    dropout: npt.NDArray[np.bool_] | None = None
+
+
 def deploy_local(
     x: npt.ArrayLike,
     settings: RoundSettings,
     out: Path,
+    options: DeployOptions | None = None,
     *,
-    test_seed: int | None = None,
-    concurrency: int = 64,
-    dropout: npt.NDArray[np.bool_] | None = None,
-    on_phase: Callable[[Deployment, str], None] | None = None,
-    deadline_s: float = 1800.0,
     users: npt.ArrayLike | None = None,
+    on_phase: Callable[[Deployment, str], None] | None = None,
 ) -> dict[str, Any]:
     """Run one round on localhost; returns the deployment summary (also in deployment.private.json).
 
     ``users`` (one label per row) groups the rows by user when the round's unit of privacy is
-    ``user``; ``dropout`` then marks users, not rows.
+    ``user``; ``options.dropout`` then marks users, not rows.
 
     ``on_phase(deployment, step)`` is called at ``"started"`` (services up, no user request
     yet), ``"phase1_submitted"`` and ``"phase2_sent"`` (the fault tests kill and restart
     services there, or start a thread that does it while the users send).
     """
+    options = options if options is not None else DeployOptions()
     arr = np.asarray(x)
     if arr.ndim != 2 or arr.shape[1] != settings.dim:
         raise InvalidParameterError(f"embeddings must be (N, {settings.dim}), got shape {arr.shape}")
     n_users = int(arr.shape[0]) if users is None else dense_users(users, int(arr.shape[0]))[1]
     out = Path(out)
     with private_files(out):
-        return _deploy_local(
-            arr, settings, out, n_users=n_users, test_seed=test_seed, concurrency=concurrency, dropout=dropout,
-            on_phase=on_phase, deadline_s=deadline_s, users=users,
-        )
+        dep = write_configs(out, settings, test_seed=options.test_seed)
+        lo0, t0 = loopback_bytes(), time.perf_counter()
+        try:
+            played = _play_round(dep, arr, n_users, options, users=users, on_phase=on_phase)
+        finally:
+            stop_all(dep)
+        summary = _summary(dep, arr, n_users, played, setup_seconds=played.started - t0, lo0=lo0)
+        labelled = {"label": OPERATOR_PRIVATE, **summary}
+        (out / DEPLOYMENT_FILE).write_text(json.dumps(labelled, indent=2, sort_keys=True) + "\n")
+        return summary
 
 
-def _deploy_local(
-    arr: npt.NDArray[Any],
-    settings: RoundSettings,
-    out: Path,
-    *,
-    n_users: int,
-    test_seed: int | None,
-    concurrency: int,
-    dropout: npt.NDArray[np.bool_] | None,
-    on_phase: Callable[[Deployment, str], None] | None,
-    deadline_s: float,
-    users: npt.ArrayLike | None,
-) -> dict[str, Any]:
-    from fre_protocol.drivers.net.users_client import play_users
+@dataclass
+class _Played:
+    """What one round played on a local deployment left: the users' report, the release, the
+    wall seconds from the services' start, the CPU seconds per party and the servers' meters."""
 
-    dep = write_configs(out, settings, test_seed=test_seed)
-    lo0, t0 = loopback_bytes(), time.perf_counter()
+    report: Any
+    release: Any
+    started: float
+    wall: float
+    cpu: dict[str, float]
+    meters: dict[str, Any]
+
+
+def _play_round(
+    dep: Deployment, arr: npt.NDArray[Any], n_users: int, options: DeployOptions, *,
+    users: npt.ArrayLike | None, on_phase: Callable[[Deployment, str], None] | None,
+) -> _Played:
+    """Start the services, play the users (phase 1 closed between their phases), close phase 2,
+    collect the release and the parties' costs; the services are left running."""
+    from fre_protocol.drivers.net.users_client import UsersOptions, UsersTarget, play_users
+
     cpu: dict[str, float] = {}
-    try:
-        for role in ("S_tag", "S_syn", "proxy"):
-            start_service(dep, role)
-        started = time.perf_counter()
-        own0 = own_cpu_seconds()
-        if on_phase is not None:
-            on_phase(dep, "started")
+    for role in ("S_tag", "S_syn", "proxy"):
+        start_service(dep, role)
+    started = time.perf_counter()
+    own0 = own_cpu_seconds()
+    if on_phase is not None:
+        on_phase(dep, "started")
 
-        def between() -> None:
-            if on_phase is not None:
-                on_phase(dep, "phase1_submitted")
-            close_phase(dep, 1)
-
-        report = play_users(
-            arr, proxy_url=dep.url("proxy"), ca=dep.pki / "ca.pem", settings=settings,
-            credentials=credentials_for(dep, n_users), test_seed=test_seed,
-            transcript=out / TRANSCRIPTS_DIR / "users.sqlite", concurrency=concurrency,
-            deadline_s=deadline_s, between_phases=between, active=None if dropout is None else ~dropout,
-            users=users,
-        )
-        cpu["users (client process)"] = own_cpu_seconds() - own0
+    def between() -> None:
         if on_phase is not None:
-            on_phase(dep, "phase2_sent")
-        with report.timed("close_phase2"):
-            close_phase(dep, 2)
-        release = collect(dep)
-        wall = time.perf_counter() - started
-        scrape_metrics(dep)
-        for role, proc in dep.processes.items():
-            cpu[role] = cpu_seconds(proc.pid)
-        cpu = dict(sorted(cpu.items()))
-        with operator_client(dep) as client:
-            meters = {r: client.get(dep.url(r) + "/v1/costs").json() for r in ("S_tag", "S_syn")}
-    finally:
-        stop_all(dep)
+            on_phase(dep, "phase1_submitted")
+        close_phase(dep, 1)
+
+    target = UsersTarget(
+        proxy_url=dep.url("proxy"), ca=dep.pki / "ca.pem", settings=dep.settings,
+        credentials=credentials_for(dep, n_users), test_seed=options.test_seed,
+    )
+    users_options = UsersOptions(
+        transcript=dep.out / TRANSCRIPTS_DIR / "users.sqlite", concurrency=options.concurrency,
+        deadline_s=options.deadline_s,
+    )
+    dropout = options.dropout
+    report = play_users(
+        arr, target, users_options, users=users, active=None if dropout is None else ~dropout, between_phases=between
+    )
+    cpu["users (client process)"] = own_cpu_seconds() - own0
+    if on_phase is not None:
+        on_phase(dep, "phase2_sent")
+    with report.timed("close_phase2"):
+        close_phase(dep, 2)
+    release = collect(dep)
+    wall = time.perf_counter() - started
+    scrape_metrics(dep)
+    for role, proc in dep.processes.items():
+        cpu[role] = cpu_seconds(proc.pid)
+    with operator_client(dep) as client:
+        meters = {r: client.get(dep.url(r) + "/v1/costs").json() for r in ("S_tag", "S_syn")}
+    return _Played(report=report, release=release, started=started, wall=wall, cpu=dict(sorted(cpu.items())),
+                   meters=meters)
+
+
+def _summary(
+    dep: Deployment, arr: npt.NDArray[Any], n_users: int, played: _Played, *, setup_seconds: float, lo0: int | None
+) -> dict[str, Any]:
+    """The deployment summary (operator-private): sizes, times, CPU, bytes, the users' report."""
     stores = gather_transcripts(dep)
     lo1 = loopback_bytes()
-    summary = {
+    report, started = played.report, played.started
+    return {
         "n_users": n_users,
         "n_texts": int(arr.shape[0]),
         "dim": int(arr.shape[1]),
-        "round_id": settings.round_id,
-        "wall_seconds": wall,
-        "setup_seconds": started - t0,
-        "cpu_seconds": cpu,
+        "round_id": dep.settings.round_id,
+        "wall_seconds": played.wall,
+        "setup_seconds": setup_seconds,
+        "cpu_seconds": played.cpu,
         "loopback_bytes": None if lo0 is None or lo1 is None else lo1 - lo0,
         "users": {
             "wall": report.wall, "requests": report.requests, "failures": report.failures, "retries": report.retries,
@@ -387,13 +417,10 @@ def _deploy_local(
             # Seconds since the services were up (the on_phase "started" call), in order.
             "spans": [(step, round(a - started, 4), round(b - started, 4)) for step, a, b in report.spans],
         },
-        "servers": meters,
-        "released": len(release),
-        "transcripts": {k: str(v.relative_to(out)) for k, v in stores.items()},
+        "servers": played.meters,
+        "released": len(played.release),
+        "transcripts": {k: str(v.relative_to(dep.out)) for k, v in stores.items()},
     }
-    labelled = {"label": OPERATOR_PRIVATE, **summary}
-    (out / DEPLOYMENT_FILE).write_text(json.dumps(labelled, indent=2, sort_keys=True) + "\n")
-    return summary
 
 
 def stores_of(run: Path) -> Mapping[str, Path]:
@@ -402,6 +429,7 @@ def stores_of(run: Path) -> Mapping[str, Path]:
 
 
 __all__ = [
+    "DeployOptions",
     "Deployment",
     "close_phase",
     "collect",

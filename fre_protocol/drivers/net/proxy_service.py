@@ -25,16 +25,11 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import hmac
 import json
-import re
-import secrets
 import threading
 import time
 import uuid
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any
 
 from starlette.concurrency import run_in_threadpool
@@ -42,162 +37,55 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from fre_protocol.drivers.net.peers import PeerClient
+from fre_protocol.drivers.net.proxy_admission import (
+    Admission,
+    check_ticket,
+    read_credential_key,
+    wait_seconds,
+)
+from fre_protocol.drivers.net.proxy_log import (
+    BROADCAST_KEY,
+    CLOSING1,
+    CLOSING2,
+    DOCUMENT_KEY,
+    DONE,
+    OPEN1,
+    OPEN2,
+    PHASE1,
+    PHASE2,
+    PHASE_KEY,
+    RELEASE_KEY,
+    ROUTES,
+    SCHEMA,
+    SIGNED_DOCUMENT_KEY,
+    SUBMIT,
+    record_item,
+)
+from fre_protocol.drivers.net.proxy_view import ProxyView
 from fre_protocol.drivers.net.round import RoundContext, RoundDocument, ServiceConfig
 from fre_protocol.drivers.net.service import (
-    PeerClient,
+    Handler,
     ServiceBase,
     octets,
     read_body,
     require_peer,
 )
-from fre_protocol.drivers.net.state import GroupCommit, ServiceState, ViewRow
+from fre_protocol.drivers.net.state import GroupCommit, ServiceState
 from fre_protocol.drivers.net.transcript import LiveTranscript, party_header
 from fre_protocol.drivers.net.wire import (
     MAX_USER_BODY,
     NotReadyError,
-    RateLimitedError,
-    RefusalBudgetError,
     UnauthorizedError,
     decode_batch,
     encode_batch,
 )
-from fre_protocol.messages import Role, SealedEnvelope, decode_as, message_type_name
+from fre_protocol.messages import Role, SealedEnvelope, decode_as
 from mechanism.run_files import TRANSCRIPT_FILE
-from primitives.errors import DecodeError, InvalidParameterError, ProtocolStateError
-
-PHASE1, SUBMIT, PHASE2 = "phase1", "submit", "phase2"
-#: Round phases at the proxy, in order.
-OPEN1, CLOSING1, OPEN2, CLOSING2, DONE = "phase1", "closing_phase1", "phase2", "closing_phase2", "released"
-PHASE_KEY, DOCUMENT_KEY, BROADCAST_KEY, RELEASE_KEY = "phase", "round_document", "broadcast", "release"
-SIGNED_DOCUMENT_KEY = "signed_round_document"  # what users get: the document with both servers' signatures
-
-# An item's envelope lives in its own table: the item rows, which batching and the end of the
-# round rewrite (batch_id, credential), stay small, so those updates rewrite a few pages rather
-# than every envelope's.
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS items (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    kind TEXT NOT NULL,
-    ticket TEXT UNIQUE,
-    credential TEXT,
-    digest BLOB NOT NULL,
-    sender TEXT NOT NULL,
-    recipient TEXT NOT NULL,
-    batch_id TEXT,
-    response BLOB
-);
-CREATE TABLE IF NOT EXISTS envelopes (id INTEGER PRIMARY KEY, envelope BLOB NOT NULL);
-CREATE INDEX IF NOT EXISTS items_by_credential ON items (kind, credential);
-CREATE INDEX IF NOT EXISTS items_pending ON items (kind, batch_id);
-CREATE TABLE IF NOT EXISTS refused (
-    id INTEGER PRIMARY KEY AUTOINCREMENT, kind TEXT NOT NULL, digest BLOB NOT NULL, size INTEGER NOT NULL,
-    status TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS refusals (credential TEXT PRIMARY KEY, n INTEGER NOT NULL);
-CREATE TABLE IF NOT EXISTS batches (
-    seq INTEGER PRIMARY KEY AUTOINCREMENT,
-    batch_id TEXT NOT NULL UNIQUE,
-    kind TEXT NOT NULL,
-    recipient TEXT NOT NULL,
-    item_ids TEXT NOT NULL,
-    done INTEGER NOT NULL DEFAULT 0
-);
-"""
-
-#: A credential's refusals kept (digest, size and status) in one round; the rest are only counted.
-REFUSALS_KEPT = 16
-#: A credential's refusals in one round; beyond them its requests are refused (429) unread.
-REFUSAL_BUDGET = 64
-#: A ticket: 16 random bytes in lowercase hex, never a row id (which would count requests).
-TICKET = re.compile(r"[0-9a-f]{32}")
-#: The message type of a refused request in the proxy's view: its digest and size, not its body.
-REFUSED_TYPE = "refused_request"
-
-#: The transcript's phase of each kind of relayed item.
-VIEW_PHASE = {PHASE1: "phase1", SUBMIT: "phase1_submit", PHASE2: "phase2"}
-
-#: Where each kind goes and which endpoint takes it there.
-ROUTES = {
-    (PHASE1, Role.S_TAG.label): "/v1/phase1",
-    (SUBMIT, Role.S_SYN.label): "/v1/submissions",
-    (PHASE2, Role.S_TAG.label): "/v1/phase2",
-    (PHASE2, Role.S_SYN.label): "/v1/phase2",
-}
+from primitives.errors import InvalidParameterError, ProtocolStateError
 
 
-def record_item(conn: Any, kind: str, credential: str | None, digest: bytes, sender: str, recipient: str,
-                envelope: bytes) -> tuple[int, str | None]:
-    """One relayed envelope: its item row and, in the table of its own, its bytes; the item's id
-    and, for a user's, its ticket (random: the ids count every request, dummies included)."""
-    ticket = secrets.token_hex(16) if credential is not None else None
-    cur = conn.execute(
-        "INSERT INTO items (kind, ticket, credential, digest, sender, recipient) VALUES (?, ?, ?, ?, ?, ?)",
-        (kind, ticket, credential, digest, sender, recipient),
-    )
-    conn.execute("INSERT INTO envelopes (id, envelope) VALUES (?, ?)", (cur.lastrowid, envelope))
-    return int(cur.lastrowid), ticket
-
-
-def record_refusal(conn: Any, kind: str, credential: str, body: bytes, error: Exception) -> int:
-    """Count a refused user request against its credential and, for the first
-    :data:`REFUSALS_KEPT`, keep its digest, size and typed status for the proxy's view (never the
-    body: a credential could otherwise fill the disk with refused bodies); the credential's count."""
-    from fre_protocol.roles.base import status_of
-
-    n = int(conn.execute(
-        "INSERT INTO refusals (credential, n) VALUES (?, 1) ON CONFLICT (credential) DO UPDATE SET n = n + 1 RETURNING n",
-        (credential,),
-    ).fetchone()[0])
-    if n <= REFUSALS_KEPT:
-        conn.execute(
-            "INSERT INTO refused (kind, digest, size, status) VALUES (?, ?, ?, ?)",
-            (kind, hashlib.sha256(body).digest(), len(body), status_of(error)),
-        )
-    return n
-
-
-def refused_record(digest: bytes, size: int) -> bytes:
-    """The payload of a refused request in the proxy's view: its SHA-256 and size (JSON)."""
-    return json.dumps({"sha256": digest.hex(), "size": size}, separators=(",", ":")).encode()
-
-
-def check_ticket(ticket: str) -> str:
-    if not TICKET.fullmatch(ticket):
-        raise InvalidParameterError(f"ticket must be 32 lowercase hexadecimal characters, got {len(ticket)} characters")
-    return ticket
-
-
-def wait_seconds(request: Request) -> float | None:
-    """The ``?wait=`` seconds a user asks to wait for a phase-1 answer; None when not asked.
-    (The query string is parsed only when there is one: most requests carry none.)"""
-    if not request.scope.get("query_string"):
-        return None
-    value = request.query_params.get("wait")
-    if value is None:
-        return None
-    try:
-        seconds = float(value)
-    except ValueError:
-        seconds = float("nan")
-    if not seconds >= 0:  # also refuses NaN
-        raise InvalidParameterError(f"wait must be a number of seconds >= 0, got {value[:32]!r}")
-    return seconds
-
-
-def credential_token(key: bytes, round_id: str, user: str) -> str:
-    """A user's credential for a round: ``user.MAC`` (HMAC-SHA-256 under the proxy's key)."""
-    mac = hmac.digest(key, f"{round_id}/{user}".encode(), "sha256").hex()[:32]  # one call: checked per request
-    return f"{user}.{mac}"
-
-
-def read_credential_key(path: Path) -> bytes:
-    data = path.read_bytes()
-    if len(data) < 32:
-        raise InvalidParameterError(f"credential key file must hold at least 32 bytes, got {len(data)}")
-    return data
-
-
-class ProxyService(ServiceBase):
+class ProxyService(Admission, ProxyView, ServiceBase):
     role = Role.PROXY.label
 
     def __init__(self, config: ServiceConfig, *, workers: int = 2) -> None:
@@ -289,90 +177,6 @@ class ProxyService(ServiceBase):
             return
         conn.execute("INSERT OR REPLACE INTO kv (key, value) VALUES (?, ?)", (PHASE_KEY, phase.encode()))
         self._phase = phase
-
-    # -- admission --------------------------------------------------------------------------------
-    def credential(self, request: Request) -> str:
-        auth = request.headers.get("authorization", "")
-        token = auth[7:] if auth.lower().startswith("bearer ") else ""
-        user, _, _ = token.partition(".")
-        expected = credential_token(self._credential_key, self.settings.round_id, user) if user else ""
-        if not user or not hmac.compare_digest(token.encode(), expected.encode()):
-            raise UnauthorizedError("a valid user credential (Authorization: Bearer) is required")
-        return user
-
-    def within_budget(self, user: str) -> None:
-        """RefusalBudgetError (429) once ``user`` was refused :data:`REFUSAL_BUDGET` times this
-        round: checked before its body is read, so such a request costs no work and no write."""
-        if self._refusals.get(user, 0) >= REFUSAL_BUDGET:
-            raise RefusalBudgetError(
-                f"this credential was refused {REFUSAL_BUDGET} times in this round (the most a round allows); "
-                "its requests are no longer read"
-            )
-
-    def admit(self, kind: str, user: str, body: bytes) -> list[tuple[int, str]]:
-        """Log a user's request (its envelopes as items) in the next group commit; the items'
-        ids and tickets. The same body again is idempotent (same items); a body of the same kind
-        beyond the round's cap c is refused."""
-        return self.commits.submit(self.admission(kind, user, body)).result(timeout=120)  # type: ignore[no-any-return]
-
-    def admission(self, kind: str, user: str, body: bytes) -> Callable[[Any], Any]:
-        """:meth:`admit`'s checks, run now; its write, returned for the next group commit
-        (which the event loop awaits without a thread of its own)."""
-        if kind == PHASE2:
-            try:
-                envelopes = decode_batch(body, limit=2)
-            except DecodeError as exc:
-                self._refuse(kind, user, body, exc)
-                raise
-            want = [Role.S_TAG, Role.S_SYN]
-        else:
-            envelopes, want = [body], [Role.S_TAG if kind == PHASE1 else Role.S_SYN]
-        opened = []
-        try:
-            for data in envelopes:
-                opened.append(decode_as(data, SealedEnvelope))
-            if sorted(e.recipient for e in opened) != sorted(want):
-                raise DecodeError(
-                    f"{kind} must carry envelopes for {[r.label for r in want]}, got {[e.recipient.label for e in opened]}"
-                )
-        except DecodeError as exc:
-            self._refuse(kind, user, body, exc)
-            raise
-        digest = hashlib.sha256(body).digest()
-        open_phase = OPEN2 if kind == PHASE2 else OPEN1
-        # A user holds c slots (design §4.6): c requests of each kind, padded to exactly c by the client.
-        cap = self.settings.unit.cap
-
-        def refused(conn: Any, error: Exception) -> Exception:
-            self._refusals[user] = record_refusal(conn, kind, user, body, error)
-            return error
-
-        def write(conn: Any) -> Any:
-            if self._phase != open_phase:  # read under the state's lock, as _set_phase writes it
-                return refused(conn, ProtocolStateError(
-                    f"{kind} requests are taken in {open_phase}, the round is in {self._phase}"
-                ))
-            rows = conn.execute(
-                "SELECT id, ticket, digest FROM items WHERE kind = ? AND credential = ? ORDER BY id", (kind, user)
-            ).fetchall()
-            same = [(int(r[0]), str(r[1])) for r in rows if bytes(r[2]) == digest]
-            if same:
-                return same
-            if len({bytes(r[2]) for r in rows}) >= cap:
-                return refused(conn, RateLimitedError(
-                    f"this credential already sent its {cap} {kind} request{'s' if cap > 1 else ''} in this round "
-                    f"(the round's cap c = {cap})"
-                ))
-            return [
-                record_item(conn, kind, user, digest, Role.USER.label, env.recipient.label, data)
-                for data, env in zip(envelopes, opened, strict=True)
-            ]
-
-        return write
-
-    def _refuse(self, kind: str, user: str, body: bytes, error: Exception) -> None:
-        with self.state.transaction() as conn:
-            self._refusals[user] = record_refusal(conn, kind, user, body, error)
 
     # -- forwarding -------------------------------------------------------------------------------
     def _pump_loop(self) -> None:
@@ -552,66 +356,6 @@ class ProxyService(ServiceBase):
                 self.state.compact()  # and so are the pages (and WAL frames) that still held it
             return release
 
-    def _timed_transcript(self) -> Path:
-        with self.timed("transcript"):
-            return self.write_transcript()
-
-    def write_transcript(self) -> Path:
-        """Finish the proxy's view: the batches not yet in it, then every request it refused
-        and the broadcast it relayed (roles only; credentials never enter it)."""
-        self._transcribe()
-        if not self.live.is_open:
-            raise ProtocolStateError("the proxy's transcript could not be written (see its store)")
-        view = self.role
-        # Items no batch holds: none in a finished round (each phase's close forwards all of them).
-        rows = self._item_rows("i.batch_id IS NULL")
-        for kind, digest, size, status in self.state.query("SELECT kind, digest, size, status FROM refused ORDER BY id"):
-            record = refused_record(bytes(digest), int(size))  # type: ignore[arg-type, call-overload]
-            # Received by the proxy and taken no further (its recipient, if any, is unknowable).
-            rows.append((view, VIEW_PHASE[str(kind)], Role.USER.label, self.role, REFUSED_TYPE, record, str(status)))
-        broadcast = self.state.get(BROADCAST_KEY)
-        if broadcast is not None:
-            rows.append((view, "broadcast", Role.S_SYN.label, Role.USER.label, "released_tags", broadcast, "accepted"))
-        if not self.live.extend(rows):
-            raise ProtocolStateError("the proxy's transcript could not be written (see its store)")
-        self.live.finish({})
-        return self.state_path(TRANSCRIPT_FILE)
-
-    def _transcribe(self) -> None:
-        """Append every batch acknowledged since the last call to the proxy's view, in batch
-        order (each batch's items by id, a phase-1 item followed by the answer routed back). The
-        store is started again from the first batch when it is not open (a restart, a failed
-        write)."""
-        if self.live.finished:
-            return
-        if not self.live.is_open:
-            if not self.live.open():
-                return
-            self._transcribed = 0
-        for seq, batch_id, kind, done in self.state.query(
-            "SELECT seq, batch_id, kind, done FROM batches WHERE seq > ? ORDER BY seq", (self._transcribed,)
-        ):
-            if not done:
-                return  # batches are acknowledged in order: the rest wait for the next call
-            rows = self._item_rows("i.kind = ? AND i.batch_id = ?", (kind, batch_id))
-            if not self.live.extend(rows):
-                return
-            self._transcribed = int(seq)  # type: ignore[call-overload]
-
-    def _item_rows(self, where: str, args: tuple[object, ...] = ()) -> list[ViewRow]:
-        """The proxy's view rows of the relayed items ``where`` selects, by id: each envelope,
-        then the answer it routed back."""
-        view, rows = self.role, []
-        for kind, sender, recipient, envelope, response in self.state.query(
-            "SELECT i.kind, i.sender, i.recipient, e.envelope, i.response FROM items i JOIN envelopes e ON e.id = i.id "
-            f"WHERE {where} ORDER BY i.id", args,  # noqa: S608 - ``where`` is one of this class's literals
-        ):
-            phase = VIEW_PHASE[str(kind)]
-            rows.append((view, phase, str(sender), str(recipient), "sealed_envelope", bytes(envelope), "accepted"))  # type: ignore[arg-type]
-            if response is not None:
-                rows.append((view, phase, str(recipient), Role.USER.label, message_type_name(bytes(response)), bytes(response), "accepted"))  # type: ignore[arg-type]
-        return rows
-
     async def wait_answer(self, ticket: str, user: str, wait_s: float) -> bytes | None:
         """S_tag's answer to ``user``'s phase-1 request under ``ticket``, waiting up to ``wait_s``
         seconds (≤ 30) for the batch that carries it; None if it has not come by then."""
@@ -644,80 +388,84 @@ class ProxyService(ServiceBase):
             self.queue_depth.set(self._waiting(kind), kind=kind)
 
     def routes(self) -> list[Route]:
-        def admitting(kind: str) -> Any:
-            async def handle(request: Request) -> Response:
-                user = self.credential(request)
-                self.within_budget(user)
-                wait = wait_seconds(request) if kind == PHASE1 else None  # a bad one is refused before admission
-                body = await read_body(request, MAX_USER_BODY)
-                items = await self.commits.submit_async(self.admission(kind, user, body))
-                ticket = items[0][1]
-                if wait is not None:
-                    # Long poll: the answer comes with the request's window, saving the user a request.
-                    data = await self.wait_answer(ticket, user, wait)
-                    if data is not None:
-                        return octets(data)
-                return Response(b'{"ticket":"%s"}' % ticket.encode(), status_code=202, media_type="application/json")
-
-            return self.endpoint(kind, handle)
-
-        async def answer(request: Request) -> Response:
-            user = self.credential(request)
-            ticket = check_ticket(request.path_params["ticket"])
-            data = await self.wait_answer(ticket, user, wait_seconds(request) or 0.0)
-            if data is None:
-                raise NotReadyError("S_tag has not answered this request yet")
-            return octets(data)
-
-        async def document(request: Request) -> Response:
-            data = self.state.get(SIGNED_DOCUMENT_KEY)
-            if data is None:
-                raise NotReadyError("the round document is not assembled yet")
-            return Response(data, media_type="application/json")
-
         async def broadcast(request: Request) -> Response:
             data = self.state.get(BROADCAST_KEY)
             if data is None or self.phase in (OPEN1, CLOSING1):
                 raise NotReadyError("phase 1 has not closed yet")
             return octets(data)
 
-        async def release(request: Request) -> Response:
-            data = self.state.get(RELEASE_KEY)
-            if data is None:
-                raise NotReadyError("the round has not been released yet")
-            return Response(data, media_type="application/json")
-
-        async def close(request: Request) -> Response:
-            require_peer(request, ("operator",))
-            phase = request.query_params.get("phase")
-            if phase not in ("1", "2"):
-                raise InvalidParameterError(f"phase must be 1 or 2, got {phase!r}")
-            if phase == "1":
-                await run_in_threadpool(self.close_phase1)
-                return JSONResponse({"phase": self.phase})
-            data = await run_in_threadpool(self.close_phase2)
-            return Response(data, media_type="application/json")
-
-        async def status(request: Request) -> Response:
-            require_peer(request, ("operator",))
-            counts = dict(self.state.query("SELECT kind, COUNT(*) FROM items GROUP BY kind"))
-            refused = dict(self.state.query("SELECT status, COUNT(*) FROM refused GROUP BY status"))
-            # Refusals past a credential's first REFUSALS_KEPT are counted, not kept.
-            total = int(self.state.query("SELECT COALESCE(SUM(n), 0) FROM refusals")[0][0])  # type: ignore[call-overload]
-            return JSONResponse({"phase": self.phase, "items": counts, "refused": refused, "refusals": total})
-
+        document = self._stored(SIGNED_DOCUMENT_KEY, "the round document is not assembled yet")
+        release = self._stored(RELEASE_KEY, "the round has not been released yet")
         # Users' requests first, in the order of how many come: a request is matched route by route.
         return [
-            Route("/v1/phase2", admitting(PHASE2), methods=["POST"]),
-            Route("/v1/submit", admitting(SUBMIT), methods=["POST"]),
-            Route("/v1/phase1", admitting(PHASE1), methods=["POST"]),
-            Route("/v1/phase1/{ticket}", self.endpoint("phase1_answer", answer), methods=["GET"]),
+            Route("/v1/phase2", self._admitting(PHASE2), methods=["POST"]),
+            Route("/v1/submit", self._admitting(SUBMIT), methods=["POST"]),
+            Route("/v1/phase1", self._admitting(PHASE1), methods=["POST"]),
+            Route("/v1/phase1/{ticket}", self.endpoint("phase1_answer", self._answer), methods=["GET"]),
             Route("/v1/round", self.endpoint("round", document), methods=["GET"]),
             Route("/v1/broadcast", self.endpoint("broadcast", broadcast), methods=["GET"]),
             Route("/v1/release", self.endpoint("release", release), methods=["GET"]),
-            Route("/v1/admin/close", self.endpoint("close", close), methods=["POST"]),
-            Route("/v1/admin/status", self.endpoint("status", status), methods=["GET"]),
+            Route("/v1/admin/close", self.endpoint("close", self._close), methods=["POST"]),
+            Route("/v1/admin/status", self.endpoint("status", self._status), methods=["GET"]),
         ]
 
+    def _admitting(self, kind: str) -> Handler:
+        """The endpoint of a user's request of ``kind``: admitted and logged, answered 202 with a
+        ticket (a phase-1 request with ``?wait=``: with S_tag's answer when it comes in time)."""
 
-__all__ = ["ProxyService", "credential_token"]
+        async def handle(request: Request) -> Response:
+            user = self.credential(request)
+            self.within_budget(user)
+            wait = wait_seconds(request) if kind == PHASE1 else None  # a bad one is refused before admission
+            body = await read_body(request, MAX_USER_BODY)
+            items = await self.commits.submit_async(self.admission(kind, user, body))
+            ticket = items[0][1]
+            if wait is not None:
+                # Long poll: the answer comes with the request's window, saving the user a request.
+                data = await self.wait_answer(ticket, user, wait)
+                if data is not None:
+                    return octets(data)
+            return Response(b'{"ticket":"%s"}' % ticket.encode(), status_code=202, media_type="application/json")
+
+        return self.endpoint(kind, handle)
+
+    def _stored(self, key: str, missing: str) -> Handler:
+        """An endpoint serving the JSON document logged under ``key`` (NotReadyError until then)."""
+
+        async def handle(request: Request) -> Response:
+            data = self.state.get(key)
+            if data is None:
+                raise NotReadyError(missing)
+            return Response(data, media_type="application/json")
+
+        return handle
+
+    async def _answer(self, request: Request) -> Response:
+        user = self.credential(request)
+        ticket = check_ticket(request.path_params["ticket"])
+        data = await self.wait_answer(ticket, user, wait_seconds(request) or 0.0)
+        if data is None:
+            raise NotReadyError("S_tag has not answered this request yet")
+        return octets(data)
+
+    async def _close(self, request: Request) -> Response:
+        require_peer(request, ("operator",))
+        phase = request.query_params.get("phase")
+        if phase not in ("1", "2"):
+            raise InvalidParameterError(f"phase must be 1 or 2, got {phase!r}")
+        if phase == "1":
+            await run_in_threadpool(self.close_phase1)
+            return JSONResponse({"phase": self.phase})
+        data = await run_in_threadpool(self.close_phase2)
+        return Response(data, media_type="application/json")
+
+    async def _status(self, request: Request) -> Response:
+        require_peer(request, ("operator",))
+        counts = dict(self.state.query("SELECT kind, COUNT(*) FROM items GROUP BY kind"))
+        refused = dict(self.state.query("SELECT status, COUNT(*) FROM refused GROUP BY status"))
+        # Refusals past a credential's first REFUSALS_KEPT are counted, not kept.
+        total = int(self.state.query("SELECT COALESCE(SUM(n), 0) FROM refusals")[0][0])  # type: ignore[call-overload]
+        return JSONResponse({"phase": self.phase, "items": counts, "refused": refused, "refusals": total})
+
+
+__all__ = ["ProxyService"]

@@ -25,7 +25,8 @@ from typing import Any
 
 from fre_protocol.components import component_names
 from fre_protocol.roles.config import ProtocolConfig
-from fre_protocol.roles.round import Phase2Plan
+from fre_protocol.roles.release import PublicPlan
+from fre_protocol.roles.round import Phase2Plan, ServerPlan
 from mechanism.contributions import TEXT_UNIT, PrivacyUnit
 from mechanism.params import FreParams
 from mechanism.seeds import SeedPlan
@@ -279,6 +280,19 @@ class RoundContext:
         self.comps = build_components(settings.components, workers=workers)
         self.floor = release_threshold(self.params)
         self.dummy = dummy_parameters(self.params, settings.protocol) if self.params.is_dp else (math.inf, 0.0)
+
+    def server_plan(self) -> ServerPlan:
+        """What the servers need of the round, as the in-process drivers plan it."""
+        return ServerPlan(
+            params=self.params, seeds=self.seeds, cfg=self.settings.protocol, comps=self.comps, floor=self.floor,
+            dummy=self.dummy,
+        )
+
+    def public_plan(self) -> PublicPlan:
+        """The public plan S_syn assembles the release under."""
+        return PublicPlan(
+            server=self.server_plan(), dim=self.settings.dim, noise=self.settings.noise, unit=self.settings.unit
+        )
 
     def phase2(self, released: dict[bytes, int]) -> Phase2Plan:
         """Phase 2's plan from the broadcast, as the in-process runner derives it."""

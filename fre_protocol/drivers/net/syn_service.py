@@ -27,17 +27,16 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from fre_protocol.drivers.net.logged import LoggedServer
+from fre_protocol.drivers.net.peers import PeerClient
 from fre_protocol.drivers.net.round import RoundDocument
-from fre_protocol.drivers.net.service import PeerClient, require_peer
+from fre_protocol.drivers.net.service import require_peer
 from fre_protocol.drivers.net.wire import NotReadyError, decode_batch, encode_batch
 from fre_protocol.messages import Role
 from fre_protocol.roles.base import Meter, Recorder
-from fre_protocol.roles.ledger import DropoutOutcome, build_ledger
-from fre_protocol.roles.release import public_info
+from fre_protocol.roles.release import synthesis_release
 from fre_protocol.roles.round import Phase2Plan, box_key
 from fre_protocol.roles.synthesis_server import Reconstruction, SynthesisServer
-from mechanism.contributions import with_unit
-from mechanism.release import Release, ReleasedBucket
+from mechanism.release import Release
 from primitives.errors import ProtocolStateError
 
 SUBMISSIONS, RELEASE, PHASE2, AGGREGATES, AGGREGATE = "submissions", "release", "phase2", "aggregates", "aggregate"
@@ -119,47 +118,11 @@ class SynService(LoggedServer):
         return document
 
     def _assemble(self) -> tuple[Release, dict[str, Any]]:
-        """The release as the in-process runner assembles it, from S_syn's state alone."""
+        """The release as every driver's S_syn assembles it (:func:`synthesis_release`), from
+        this service's state alone; and its operator diagnostics."""
         assert self.result is not None and self.phase2 is not None
-        params, result, p2 = self.ctx.params, self.result, self.phase2
-        policy = self.settings.protocol.dropout_policy
-        tags = sorted(result.centroids)
-        floor = self.ctx.floor
-        below = {t: c for t, c in result.contributors.items() if c < floor}
-        outcome = DropoutOutcome(
-            policy=policy,
-            withheld={t.hex(): why for t, why in sorted(result.withheld.items())},
-            topped_up=sorted(t.hex() for t in below),
-            below_floor_contributors={t.hex(): c for t, c in sorted(below.items())},
-        )
-        ledger = with_unit(
-            build_ledger(
-                params, p2.ddg_config, self.ctx.dummy, (outcome.ledger_term(),),
-                dishonest_fraction=self.settings.protocol.dishonest_fraction,
-            ),
-            self.ctx.settings.unit,
-        )
-        dim = self.settings.dim
-        centroids = np.stack([result.centroids[t] for t in tags]) if tags else np.zeros((0, dim))
-        party: SynthesisServer = self.party
-        info = public_info(
-            params, dim, self.settings.protocol, self.ctx.comps, p2.ddg_config, outcome,
-            rng_mode=self.ctx.seeds.rng_mode, noise=self.settings.noise,
-            n_released_tags=len(party.released), n_released=len(tags),
-        )
-        diagnostics: dict[str, Any] = {
-            "n_submissions": party.n_submissions,
-            "n_distinct_tags_seen": len(party.counts),
-            "contributors": {t.hex(): result.contributors[t] for t in tags},
-            "below_floor_contributors": outcome.below_floor_contributors,
-            "rejections": dict(party.rejections),
-        }
-        release = Release(
-            buckets=tuple(ReleasedBucket(id=t.hex(), count=party.released[t]) for t in tags),
-            centroids=centroids, ledger=ledger, params=params, seeds=self.ctx.seeds.to_dict(),
-            noise=self.settings.noise, info=info, diagnostics=diagnostics,
-        )
-        return release, diagnostics
+        release = synthesis_release(self.ctx.public_plan(), self.party, self.phase2, self.result)
+        return release, release.diagnostics
 
     def accept(self, rid: str, kind: str, body: bytes) -> bytes:
         out = super().accept(rid, kind, body)

@@ -26,8 +26,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from fre_protocol.drivers.net.logged import LoggedServer
+from fre_protocol.drivers.net.peers import PeerClient
 from fre_protocol.drivers.net.round import RoundDocument
-from fre_protocol.drivers.net.service import PeerClient
 from fre_protocol.drivers.net.wire import decode_batch, encode_batch
 from fre_protocol.messages import Role
 from fre_protocol.roles.base import Meter, Recorder

@@ -23,15 +23,15 @@ import aiohttp
 import numpy as np
 import numpy.typing as npt
 
-from fre_protocol.drivers.net.round import RoundContext, RoundSettings
-from fre_protocol.drivers.net.service import backoff, peer_error, tls_client_context
+from fre_protocol.drivers.net.peers import backoff, peer_error, tls_client_context
+from fre_protocol.drivers.net.round import RoundContext, RoundDocument, RoundSettings
 from fre_protocol.drivers.net.signing import SignedRoundDocument
 from fre_protocol.drivers.net.wire import encode_batch
 from fre_protocol.messages import Role
-from fre_protocol.roles.base import Meter, Recorder, Workers
-from fre_protocol.roles.user import ServerKeys, UserPopulation
-from fre_protocol.slots import SlotLayout
-from mechanism.grid import PublicGrid, encode_buckets
+from fre_protocol.roles.base import Meter, Recorder, Runtime, Workers
+from fre_protocol.roles.config import RoundSpec
+from fre_protocol.roles.round import RunPlan, plan_phase2, plan_run, population
+from fre_protocol.roles.user import ServerKeys
 from primitives.errors import ProtocolStateError
 
 #: How long a user's request for its phase-1 answer waits at the proxy (seconds).
@@ -156,40 +156,77 @@ async def _each(step: str, http: _Http, items: Sequence[Any], fn: Callable[[Any]
     return out
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UsersTarget:
+    """Whom the users play against and as whom: the proxy's URL, the CA that signed the
+    deployment's certificates (and the servers' signatures on the round document), the round's
+    settings the users expect, one credential per user and, in test mode only, the test seed."""
+
+    proxy_url: str
+    ca: Path
+    settings: RoundSettings
+    credentials: Sequence[str]
+    test_seed: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UsersOptions:
+    """How the client plays them, none of which changes what is released: the users' transcript
+    (``transcript``), requests in flight at once, each step's deadline, the devices' threads."""
+
+    transcript: Path | None = None
+    concurrency: int = 64
+    deadline_s: float = 900.0
+    workers: int = 2
+
+
 def play_users(
     x: npt.ArrayLike,
+    target: UsersTarget,
+    options: UsersOptions | None = None,
     *,
-    proxy_url: str,
-    ca: Path,
-    settings: RoundSettings,
-    credentials: Sequence[str],
-    test_seed: int | None = None,
-    transcript: Path | None = None,
-    concurrency: int = 64,
-    deadline_s: float = 900.0,
-    between_phases: Callable[[], None] | None = None,
-    active: npt.NDArray[np.bool_] | None = None,
-    workers: int = 2,
     users: npt.ArrayLike | None = None,
+    active: npt.ArrayLike | None = None,
+    between_phases: Callable[[], None] | None = None,
 ) -> UsersReport:
-    """Play the users of the rows of ``x`` against the proxy at ``proxy_url``; the users' report.
+    """Play the users of the rows of ``x`` against ``target``'s proxy; the users' report.
 
     One user per row, or, when the round's unit of privacy is ``user``, the users that ``users``
     (one label per row) names: each device then plays its c slots (:mod:`fre_protocol.slots`)
     with its one credential, c requests of each kind. The round document the proxy serves is
-    checked against ``settings``, and its S_tag and S_syn signatures against the CA in ``ca``,
-    before anything is sent (VerificationError: no user sends anything). ``between_phases`` runs once every user
-    has submitted its tag (deploy-local closes phase 1 there); without it the users wait for the
-    broadcast until ``deadline_s``. ``active`` marks users still online in phase 2 (default all).
+    checked against ``target.settings``, and its S_tag and S_syn signatures against the CA,
+    before anything is sent (VerificationError: no user sends anything). ``between_phases`` runs
+    once every user has submitted its tag (deploy-local closes phase 1 there); without it the
+    users wait for the broadcast until the deadline. ``active`` marks users still online in
+    phase 2 (default all): the in-process drivers' ``dropout``, given as a mask.
     """
+    options = options if options is not None else UsersOptions()
+    run = _plan(np.asarray(x), target, options, users=users, active=active)
     with _event_loop() as runner:
-        return runner.run(
-            _play(
-                np.asarray(x), proxy_url=proxy_url, ca=ca, settings=settings, credentials=credentials,
-                test_seed=test_seed, transcript=transcript, concurrency=concurrency, deadline_s=deadline_s,
-                between_phases=between_phases, active=active, workers=workers, users=users,
-            )
+        return runner.run(_play(run, target, options, between_phases))
+
+
+def _plan(
+    x: npt.NDArray[Any], target: UsersTarget, options: UsersOptions, *, users: npt.ArrayLike | None,
+    active: npt.ArrayLike | None,
+) -> RunPlan:
+    """The users' side of the round, planned as every driver plans it (:func:`plan_run`), before
+    anything is sent: the slot layout, the coins' seed plan and who is online in phase 2."""
+    settings = target.settings
+    if x.ndim != 2 or x.shape[1] != settings.dim:
+        raise ProtocolStateError(f"embeddings must be (N, {settings.dim}), got shape {x.shape}")
+    online = None if active is None else np.asarray(active, dtype=bool)
+    spec = RoundSpec(
+        params=settings.params, seeds=settings.seeds(target.test_seed), config=settings.protocol,
+        unit=settings.unit, noise=settings.noise, components=settings.components, workers=options.workers,
+        dropout=0.0 if online is None else (lambda n: ~online),
+    )
+    run = plan_run(x, spec, users=users)
+    if len(target.credentials) != run.slots.n_users:
+        raise ProtocolStateError(
+            f"credentials must give one token per user ({run.slots.n_users}), got {len(target.credentials)}"
         )
+    return run
 
 
 def _event_loop() -> asyncio.Runner:
@@ -203,108 +240,31 @@ def _event_loop() -> asyncio.Runner:
     return asyncio.Runner(loop_factory=uvloop.new_event_loop)
 
 
-async def _play(x: npt.NDArray[Any], *, proxy_url: str, ca: Path, settings: RoundSettings, credentials: Sequence[str],
-                test_seed: int | None, transcript: Path | None, concurrency: int, deadline_s: float,
-                between_phases: Callable[[], None] | None, active: npt.NDArray[np.bool_] | None,
-                workers: int, users: npt.ArrayLike | None) -> UsersReport:
-    from fre_protocol.roles.round import check_unit, user_coins
-
-    if x.ndim != 2 or x.shape[1] != settings.dim:
-        raise ProtocolStateError(f"embeddings must be (N, {settings.dim}), got shape {x.shape}")
-    check_unit(settings.params, settings.protocol, users, settings.unit)
-    grid_seeds = settings.seeds(test_seed)
-    grid = PublicGrid.derive(grid_seeds, settings.dim, settings.params)
-    if users is None:
-        layout = SlotLayout.per_text(int(x.shape[0]))
-        slot_x, encodings = x, encode_buckets(grid.bucket_indices(x))
-    else:
-        layout = SlotLayout.bound(x, users, settings.unit, grid, grid_seeds)
-        slot_x, encodings = layout.inputs(
-            x, range(layout.n_slots), grid, grid_seeds.secret("users"), settings.protocol.chunk_size
-        )
-    if len(credentials) != layout.n_users:
-        raise ProtocolStateError(f"credentials must give one token per user ({layout.n_users}), got {len(credentials)}")
-    cap = layout.cap
-    n = layout.n_slots
-    report = UsersReport(n_users=layout.n_users)
-    http = _Http(proxy_url, ca, concurrency=concurrency, deadline_s=deadline_s, report=report)
+async def _play(
+    run: RunPlan, target: UsersTarget, options: UsersOptions, between_phases: Callable[[], None] | None
+) -> UsersReport:
+    """The users' steps, in the in-process driver's order (:func:`fre_protocol.drivers.inprocess.play`)
+    and through the same role methods; only the messages' way differs (HTTP, retries, deadlines)."""
+    report = UsersReport(n_users=run.slots.n_users)
+    http = _Http(target.proxy_url, target.ca, concurrency=options.concurrency, deadline_s=options.deadline_s,
+                 report=report)
     store = None
     try:
         # Before anything is sent: the settings are the ones given, and S_tag and S_syn each
         # signed this document (keys included) with a certificate of their role from our CA.
         signed = SignedRoundDocument.decode(await http.call("round", "GET", "/v1/round"))
-        signed.verify(ca=ca, settings=settings)
-        doc = signed.document
-        ctx = RoundContext(settings, test_seed=test_seed, workers=workers)
-        if transcript is not None:
-            from fre_protocol.drivers.net.transcript import party_header
-            from transcripts import TranscriptStore
-
-            store = TranscriptStore.create(transcript, party_header(ctx, party="users", extra={"n_users": layout.n_users, "n_slots": n}), overwrite=True)
-        meter, recorder, pool = Meter(), Recorder(store), Workers(workers)
-        # Entries are slots (one per user under a text unit); slot i speaks with its owner's credential.
-        devices = UserPopulation(
-            slot_x, encodings, user_coins(ctx.seeds, n, ctx.params, settings.protocol.chunk_size),
-            suite=ctx.comps.suite,
-            keys=ServerKeys(voprf_public_key=doc.voprf_public_key, tag_box_key=doc.tag_box_key, syn_box_key=doc.syn_box_key),
-            channel=ctx.comps.channel, rng=ctx.seeds.secret("users"), workers=pool, meter=meter, recorder=recorder,
-            chunk_size=settings.protocol.chunk_size, cover_traffic=settings.protocol.cover_traffic,
-        )
+        signed.verify(ca=target.ca, settings=target.settings)
+        store = _open_store(run, target, options)
+        devices = _Devices(run, signed.document, store, target.credentials, http)
         with report.timed("offline"):
-            devices.prepare()
-
-        async def request(item: tuple[int, Role, bytes]) -> tuple[int, int]:
-            i, _, envelope = item
-            return i, json.loads(await http.call("phase1", "POST", "/v1/phase1", token=credentials[i // cap], body=envelope))["ticket"]
-
-        async def answer(item: tuple[int, int] | None) -> tuple[int, bytes] | None:
-            if item is None:
-                return None  # the request itself failed: this user aborts
-            i, ticket = item
-            return i, await http.call("phase1_answer", "GET", f"/v1/phase1/{ticket}", token=credentials[i // cap], params=WAIT)
-
-        # Every device sends, then collects its answer: the proxy's windows fill by count, as
-        # they would with many devices online at once, rather than by time. (A long-polled
-        # request would save the second request, but keeping two windows of users waiting at once
-        # cost more in connections and wake-ups than the request saves.)
-        with report.timed("blind"):
-            blinded = devices.blind_requests()
-        tickets = await _each("phase1", http, blinded, request)
-        answers = await _each("phase1_answer", http, tickets, answer)
-        with report.timed("verify_finalize"):
-            devices.receive_evaluations([a for a in answers if a is not None])
-
-        async def submit(item: tuple[int, Role, bytes]) -> None:
-            i, _, envelope = item
-            await http.call("submit", "POST", "/v1/submit", token=credentials[i // cap], body=envelope)
-
-        with report.timed("seal_submissions"):
-            submissions = devices.tag_submissions()
-        await _each("submit", http, submissions, submit)
+            devices.population.prepare()
+        await devices.phase1()
+        await devices.submit()
         if between_phases is not None:
             with report.timed("close_phase1"):
                 await asyncio.to_thread(between_phases)
-        with report.timed("broadcast"):
-            broadcast = await http.call("broadcast", "GET", "/v1/broadcast")
-        with report.timed("encode_share_seal"):
-            devices.receive_broadcast(broadcast)
-            p2 = ctx.phase2(devices.released)
-            online = None if active is None else layout.per_slot(np.asarray(active, dtype=bool))
-            shares = devices.share_submissions(encoder=p2.encoder, sharing=p2.sharing, noise=settings.noise, active=online)
-        by_user: dict[int, list[bytes]] = {}
-        for i, _, envelope in shares:
-            by_user.setdefault(i, []).append(envelope)
-
-        async def phase2(item: tuple[int, list[bytes]]) -> None:
-            i, envelopes = item
-            await http.call("phase2", "POST", "/v1/phase2", token=credentials[i // cap], body=encode_batch(envelopes))
-
-        await _each("phase2", http, sorted(by_user.items()), phase2)
-        recorder.flush()
-        pool.close()
-        report.meter = meter.to_dict()
-        for s in devices.status:
-            report.status[s] = report.status.get(s, 0) + 1
+        await devices.phase2()
+        devices.finish()
         return report
     finally:
         await http.close()
@@ -312,4 +272,98 @@ async def _play(x: npt.NDArray[Any], *, proxy_url: str, ca: Path, settings: Roun
             store.close()
 
 
-__all__ = ["UsersReport", "play_users"]
+def _open_store(run: RunPlan, target: UsersTarget, options: UsersOptions) -> Any:
+    """The users' transcript (their own view), when asked for."""
+    if options.transcript is None:
+        return None
+    from fre_protocol.drivers.net.transcript import party_header
+    from transcripts import TranscriptStore
+
+    ctx = RoundContext(target.settings, test_seed=target.test_seed, workers=options.workers)
+    header = party_header(ctx, party="users", extra={"n_users": run.slots.n_users, "n_slots": run.n})
+    return TranscriptStore.create(options.transcript, header, overwrite=True)
+
+
+class _Devices:
+    """Every user's device (the role's :class:`UserPopulation`, built by :func:`population` as in
+    every driver) and the HTTP moves of each step; slot i speaks with its owner's credential."""
+
+    def __init__(self, run: RunPlan, doc: RoundDocument, store: Any, credentials: Sequence[str], http: _Http) -> None:
+        self.run, self.http, self.report = run, http, http.report
+        self.pool = Workers(run.workers)
+        self.runtime = Runtime(meter=Meter(), pool=self.pool, user_pool=self.pool, recorder=Recorder(store))
+        keys = ServerKeys(voprf_public_key=doc.voprf_public_key, tag_box_key=doc.tag_box_key, syn_box_key=doc.syn_box_key)
+        self.population = population(run, keys, self.runtime, range(run.n))
+        self.cap = run.slots.cap
+        self.credentials = credentials
+
+    def token(self, slot: int) -> str:
+        return self.credentials[slot // self.cap]
+
+    async def phase1(self) -> None:
+        """Blind, have S_tag evaluate through the proxy, verify and finalize. Every device sends,
+        then collects its answer: the proxy's windows fill by count, as they would with many
+        devices online at once, rather than by time. (A long-polled request would save the second
+        request, but keeping two windows of users waiting at once cost more in connections and
+        wake-ups than the request saves.)"""
+        http = self.http
+
+        async def request(item: tuple[int, Role, bytes]) -> tuple[int, int]:
+            i, _, envelope = item
+            answer = await http.call("phase1", "POST", "/v1/phase1", token=self.token(i), body=envelope)
+            return i, json.loads(answer)["ticket"]
+
+        async def answer(item: tuple[int, int] | None) -> tuple[int, bytes] | None:
+            if item is None:
+                return None  # the request itself failed: this user aborts
+            i, ticket = item
+            return i, await http.call("phase1_answer", "GET", f"/v1/phase1/{ticket}", token=self.token(i), params=WAIT)
+
+        with self.report.timed("blind"):
+            blinded = self.population.blind_requests()
+        tickets = await _each("phase1", http, blinded, request)
+        answers = await _each("phase1_answer", http, tickets, answer)
+        with self.report.timed("verify_finalize"):
+            self.population.receive_evaluations([a for a in answers if a is not None])
+
+    async def submit(self) -> None:
+        """Each device with its coin seals its tag to S_syn, through the proxy."""
+
+        async def submit(item: tuple[int, Role, bytes]) -> None:
+            i, _, envelope = item
+            await self.http.call("submit", "POST", "/v1/submit", token=self.token(i), body=envelope)
+
+        with self.report.timed("seal_submissions"):
+            submissions = self.population.tag_submissions()
+        await _each("submit", self.http, submissions, submit)
+
+    async def phase2(self) -> None:
+        """Hear the broadcast; the online devices of released tags share, the others send cover."""
+        run, http = self.run, self.http
+        with self.report.timed("broadcast"):
+            broadcast = await http.call("broadcast", "GET", "/v1/broadcast")
+        with self.report.timed("encode_share_seal"):
+            self.population.receive_broadcast(broadcast)
+            plan = plan_phase2(run, self.population.released)
+            shares = self.population.share_submissions(
+                encoder=plan.encoder, sharing=plan.sharing, noise=run.noise, active=~run.dropped_mask
+            )
+        by_user: dict[int, list[bytes]] = {}
+        for i, _, envelope in shares:
+            by_user.setdefault(i, []).append(envelope)
+
+        async def phase2(item: tuple[int, list[bytes]]) -> None:
+            i, envelopes = item
+            await http.call("phase2", "POST", "/v1/phase2", token=self.token(i), body=encode_batch(envelopes))
+
+        await _each("phase2", http, sorted(by_user.items()), phase2)
+
+    def finish(self) -> None:
+        """The users' transcript rows out, their costs and their tally in the report."""
+        self.runtime.recorder.flush()
+        self.pool.close()
+        self.report.meter = self.runtime.meter.to_dict()
+        self.report.status.update(self.population.tally().status)
+
+
+__all__ = ["UsersOptions", "UsersReport", "UsersTarget", "play_users"]

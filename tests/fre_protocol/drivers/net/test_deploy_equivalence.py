@@ -21,7 +21,7 @@ from net_rounds import PARAMS, SEED, assert_same_release, needs_net, population,
 
 from fre_protocol.components import build_components
 from fre_protocol.drivers.inprocess import run_protocol
-from fre_protocol.drivers.net.deploy import deploy_local, stores_of
+from fre_protocol.drivers.net.deploy import DeployOptions, deploy_local, stores_of
 from fre_protocol.drivers.net.transcript import PARTY_VIEWS, audit_deployment
 from fre_protocol.messages import tag_of
 from fre_protocol.roles.config import RoundSpec
@@ -79,7 +79,7 @@ def test_seeded_noiseless_deployment_releases_what_the_runner_and_mechanism_rele
     tmp_path: Path, small_population: Population, reference_release: Release
 ) -> None:
     x = small_population.embeddings
-    summary = deploy_local(x, round_settings("equivalence"), tmp_path, test_seed=SEED)
+    summary = deploy_local(x, round_settings("equivalence"), tmp_path, DeployOptions(test_seed=SEED))
     got = Release.load(tmp_path)
     assert summary["users"]["failures"] == {}
     assert summary["users"]["status"] == {"ok": len(x)}
@@ -120,7 +120,9 @@ def test_seeded_deployment_with_noise_releases_what_the_runner_releases(tmp_path
     params = FreParams.paper(8.0, threshold=50)
     ref = run_protocol(pop.embeddings, RoundSpec(params=params, seeds=SeedPlan.from_seed(SEED), noise=True)).release
     assert len(ref) >= 2
-    summary = deploy_local(pop.embeddings, round_settings("noisy", params=params, noise=True), tmp_path, test_seed=SEED)
+    summary = deploy_local(
+        pop.embeddings, round_settings("noisy", params=params, noise=True), tmp_path, DeployOptions(test_seed=SEED)
+    )
     got = Release.load(tmp_path)
     assert summary["users"]["failures"] == {}
     assert got.ids == ref.ids

@@ -37,6 +37,7 @@ from net_rounds import PARAMS, SEED, assert_same_release, needs_net, population,
 
 from fre_protocol.drivers.net.deploy import (
     Deployment,
+    DeployOptions,
     deploy_local,
     operator_client,
     start_service,
@@ -241,7 +242,7 @@ def run_with_faults(
     # Fewer concurrent users than the default keep phase 1 going while a killer waits its turn.
     faults.summary = deploy_local(
         population.embeddings, round_settings(f"faults-{out.name}"[:60], params=params, noise=noise), out,
-        test_seed=SEED, on_phase=on_phase, concurrency=concurrency, deadline_s=300,
+        DeployOptions(test_seed=SEED, concurrency=concurrency, deadline_s=300), on_phase=on_phase,
     )
     assert faults.summary["users"]["failures"] == {}
     assert faults.summary["users"]["status"] == {"ok": len(population.embeddings)}

@@ -28,7 +28,8 @@ from fre_protocol.drivers.net.deploy import (  # noqa: E402
     stop_all,
     write_configs,
 )
-from fre_protocol.drivers.net.service import ConnectionLimits, tls_client_context  # noqa: E402
+from fre_protocol.drivers.net.listener import ConnectionLimits  # noqa: E402
+from fre_protocol.drivers.net.peers import tls_client_context  # noqa: E402
 
 HEAD_TIMEOUT_S = 3.0
 BODY_TIMEOUT_S = 3.0
@@ -102,7 +103,7 @@ def test_the_user_connection_cap_fits_the_descriptor_limit(monkeypatch: pytest.M
     transcript, the peers and the operator, instead of letting users' connections take them all."""
     import resource
 
-    from fre_protocol.drivers.net.service import FD_RESERVE
+    from fre_protocol.drivers.net.listener import FD_RESERVE
 
     limits = ConnectionLimits(max_user_connections=1024)
     monkeypatch.setattr(resource, "getrlimit", lambda _: (FD_RESERVE + 40, resource.RLIM_INFINITY))
@@ -242,7 +243,7 @@ def test_the_h11_fallback_bounds_the_head_as_well() -> None:
     from starlette.routing import Route
     from uvicorn.protocols.http.h11_impl import H11Protocol
 
-    from fre_protocol.drivers.net.service import _with_peer_role
+    from fre_protocol.drivers.net.listener import _with_peer_role
 
     async def hello(request: object) -> PlainTextResponse:
         return PlainTextResponse("ok")

@@ -44,11 +44,11 @@ from fre_protocol.drivers.net.deploy import (  # noqa: E402
     stop_all,
     write_configs,
 )
-from fre_protocol.drivers.net.proxy_service import credential_token  # noqa: E402
+from fre_protocol.drivers.net.peers import tls_client_context  # noqa: E402
+from fre_protocol.drivers.net.proxy_admission import credential_token  # noqa: E402
 from fre_protocol.drivers.net.round import RoundDocument  # noqa: E402
-from fre_protocol.drivers.net.service import tls_client_context  # noqa: E402
 from fre_protocol.drivers.net.transcript import audit_deployment  # noqa: E402
-from fre_protocol.drivers.net.users_client import play_users  # noqa: E402
+from fre_protocol.drivers.net.users_client import UsersOptions, UsersTarget, play_users  # noqa: E402
 from fre_protocol.drivers.net.wire import (  # noqa: E402
     MAX_USER_BODY,
     REQUEST_ID,
@@ -289,7 +289,7 @@ def test_refusals_keep_a_digest_at_most_16_per_credential_then_429_without_work(
     """64 refused 60 KiB bodies of one credential leave 16 rows of digest and size (no body
     byte in the state files); the 65th request, even a proper one, is 429 before any work;
     another credential is not affected."""
-    from fre_protocol.drivers.net import proxy_service
+    from fre_protocol.drivers.net import proxy_log
 
     token = credential(dep, "refuser")
     marker = b"REFUSED-BODY-MARKER-"
@@ -308,7 +308,7 @@ def test_refusals_keep_a_digest_at_most_16_per_credential_then_429_without_work(
     assert response.status_code == 429 and error_of(response) == "RefusalBudgetError"
     assert rejections(dep, "proxy", "RefusalBudgetError") == budget + 1
     assert post_user(dep, "/v1/phase1", envelope, credential(dep, "not-the-refuser")).status_code == 202
-    assert (proxy_service.REFUSALS_KEPT, proxy_service.REFUSAL_BUDGET) == (REFUSALS_KEPT, REFUSAL_BUDGET)
+    assert (proxy_log.REFUSALS_KEPT, proxy_log.REFUSAL_BUDGET) == (REFUSALS_KEPT, REFUSAL_BUDGET)
 
 
 # -- S_tag: mutual TLS and the peers' requests ------------------------------------------------------
@@ -402,11 +402,12 @@ def test_bad_requests_leave_the_other_users_round_untouched(
     assert decode_as(answer.content, Rejection).reason == "DecodeError"
 
     x = small_population.embeddings
-    report = play_users(
-        x, proxy_url=dep.url("proxy"), ca=dep.pki / "ca.pem", settings=dep.settings,
-        credentials=credentials_for(dep, len(x)), test_seed=SEED, concurrency=32, deadline_s=300,
-        between_phases=lambda: close_phase(dep, 1), transcript=dep.out / "transcripts" / "users.sqlite",
+    target = UsersTarget(
+        proxy_url=dep.url("proxy"), ca=dep.pki / "ca.pem", settings=dep.settings,
+        credentials=credentials_for(dep, len(x)), test_seed=SEED,
     )
+    options = UsersOptions(concurrency=32, deadline_s=300, transcript=dep.out / "transcripts" / "users.sqlite")
+    report = play_users(x, target, options, between_phases=lambda: close_phase(dep, 1))
     assert report.failures == {}
     assert report.status == {"ok": len(x)}
     close_phase(dep, 2)
@@ -479,8 +480,10 @@ def test_users_against_a_proxy_that_never_answers_give_up_within_their_deadline(
     deadline = 2.0
     t0 = time.monotonic()
     with pytest.raises(ProtocolStateError, match="no answer within"):
-        play_users(x, proxy_url=url, ca=ca, settings=round_settings("silent"), credentials=["u.x"] * len(x),
-                   test_seed=SEED, deadline_s=deadline)
+        target = UsersTarget(
+            proxy_url=url, ca=ca, settings=round_settings("silent"), credentials=["u.x"] * len(x), test_seed=SEED
+        )
+        play_users(x, target, UsersOptions(deadline_s=deadline))
     # A deadline behaviour, not a speed: an uncapped try would wait the client's 60 s read
     # timeout, so a bound of deadline + 30 s tells the two apart on any machine load.
     assert time.monotonic() - t0 < deadline + 30.0

@@ -43,9 +43,9 @@ from fre_protocol.drivers.net.deploy import (  # noqa: E402
     stop_all,
     write_configs,
 )
+from fre_protocol.drivers.net.peers import PeerClient, tls_client_context  # noqa: E402
 from fre_protocol.drivers.net.round import canonical_json  # noqa: E402
-from fre_protocol.drivers.net.service import PeerClient, tls_client_context  # noqa: E402
-from fre_protocol.drivers.net.users_client import play_users  # noqa: E402
+from fre_protocol.drivers.net.users_client import UsersOptions, UsersTarget, play_users  # noqa: E402
 from fre_protocol.drivers.net.wire import REQUEST_ID, ROUND_ID, decode_batch, encode_batch  # noqa: E402
 from fre_protocol.messages import BlindRequest, Role, message_type_name  # noqa: E402
 from fre_protocol.roles.round import box_key, tagging_key  # noqa: E402
@@ -189,8 +189,11 @@ def test_users_refuse_a_forged_round_document_and_send_nothing(
     x = small_population.embeddings[:6]
     with fake_proxy(dep, document) as (url, seen):
         with pytest.raises(VerificationError, match=says):
-            play_users(x, proxy_url=url, ca=dep.pki / "ca.pem", settings=dep.settings,
-                       credentials=credentials_for(dep, len(x)), test_seed=SEED, deadline_s=5)
+            target = UsersTarget(
+                proxy_url=url, ca=dep.pki / "ca.pem", settings=dep.settings, credentials=credentials_for(dep, len(x)),
+                test_seed=SEED,
+            )
+            play_users(x, target, UsersOptions(deadline_s=5))
     assert seen == [("GET", "/v1/round")]
 
 

@@ -16,7 +16,7 @@ from net_rounds import PARAMS, SEED, assert_same_release, needs_net, round_setti
 from share_faults import faulty_share
 
 from fre_protocol.drivers.inprocess import run_protocol
-from fre_protocol.drivers.net.deploy import deploy_local
+from fre_protocol.drivers.net.deploy import DeployOptions, deploy_local
 from fre_protocol.roles.config import RoundSpec
 from mechanism.population import Population
 from mechanism.release import Release
@@ -35,7 +35,7 @@ def test_a_share_one_server_refuses_is_left_out_by_the_services(
     ref = run_protocol(x, RoundSpec(params=PARAMS, seeds=SeedPlan.from_seed(SEED), noise=False)).release
     short = {t: n - ref.diagnostics["contributors"][t] for t, n in reference_release.diagnostics["contributors"].items()}
     assert sorted(short.values()) == [0] * (len(ref) - 1) + [1]
-    deploy_local(x, round_settings(f"faulty-{refused_by}"), tmp_path, test_seed=SEED)
+    deploy_local(x, round_settings(f"faulty-{refused_by}"), tmp_path, DeployOptions(test_seed=SEED))
     got = Release.load(tmp_path)
     assert_same_release(got, ref)
     assert got.diagnostics["contributors"] == ref.diagnostics["contributors"]

@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 
 pytest.importorskip("starlette")
 
+from fre_protocol.drivers.net.listener import CoalescedWrites  # noqa: E402
 from fre_protocol.drivers.net.round import RoundDocument, RoundSettings, ServiceConfig  # noqa: E402
-from fre_protocol.drivers.net.service import CoalescedWrites  # noqa: E402
 from fre_protocol.drivers.net.state import GroupCommit, ServiceState  # noqa: E402
 from fre_protocol.drivers.net.wire import decode_batch, encode_batch, http_status  # noqa: E402
 from mechanism.params import FreParams  # noqa: E402
@@ -237,7 +237,7 @@ def test_service_config_names_missing_peers(tmp_path: Path) -> None:
 
 
 def test_credentials_bind_user_and_round() -> None:
-    from fre_protocol.drivers.net.proxy_service import credential_token
+    from fre_protocol.drivers.net.proxy_admission import credential_token
 
     key = b"k" * 32
     token = credential_token(key, "r-1", "u7")
