@@ -129,7 +129,7 @@ def net(x: npt.NDArray[Any], spec: RoundSpec, options: RunOptions, users: Any) -
     ``RoundSettings`` and the per-party stores (``stores_of``)."""
     for module in ("starlette", "uvicorn", "httpx", "aiohttp"):
         pytest.importorskip(module, reason=f"the networked deployment needs {module} (the 'net' extra)")
-    from fre_protocol.drivers.net.deploy import deploy_local, stores_of
+    from fre_protocol.drivers.net.deploy import DeployOptions, deploy_local, stores_of
     from fre_protocol.drivers.net.round import RoundSettings
 
     if spec.components is not None or options.transcript != "full":
@@ -149,7 +149,7 @@ def net(x: npt.NDArray[Any], spec: RoundSpec, options: RunOptions, users: Any) -
     )
     assert options.out_dir is not None
     out = Path(options.out_dir)
-    summary = deploy_local(x, settings, out, test_seed=seed, dropout=mask, users=users)
+    summary = deploy_local(x, settings, out, DeployOptions(test_seed=seed, dropout=mask), users=users)
     assert summary["users"]["failures"] == {}, summary["users"]["failures"]
     return Outcome(Release.load(out), tuple(stores_of(out).values()))
 
