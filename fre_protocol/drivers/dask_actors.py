@@ -103,7 +103,7 @@ ACTOR_CALLS: dict[tuple[str, str], frozenset[str]] = {
     }),
 }
 ACTOR_READS: dict[tuple[str, str], frozenset[str]] = {
-    ("S_tag", "server"): frozenset({"refused", "rejections", "release_floor", "topped_up"}),
+    ("S_tag", "server"): frozenset({"refused", "rejections"}),
     ("S_tag", "dummy"): frozenset({"plan"}),
     ("S_syn", "server"): frozenset({"counts", "n_submissions", "rejections", "released"}),
 }

@@ -424,7 +424,9 @@ def test_the_actor_refuses_what_the_driver_does_not_ask_for(name: str) -> None:
 
 def test_the_actor_answers_what_the_driver_asks_for() -> None:
     host = _host("S_tag", SeedPlan.fresh())
-    assert host.get("server", "release_floor") >= 1 and host.get("server", "refused") == {}
+    assert host.get("server", "refused") == {} and host.get("server", "rejections") == {}
+    with pytest.raises(ProtocolStateError, match="S_tag"):
+        host.get("server", "topped_up")  # the release reads S_syn's reconstruction, not this
     with pytest.raises(ProtocolStateError, match="evaluate"):
         host.get("server", "evaluate")  # a method is called, not handed out
     syn = _host("S_syn", SeedPlan.fresh())
