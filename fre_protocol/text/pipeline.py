@@ -9,7 +9,7 @@ wall-clock timing:
    release something (:func:`fre_protocol.text.tuning.preflight`);
 2. :func:`embed_corpus` — **embed** the corpus (cached on disk by text hash and model);
 3. :func:`release_and_record` — **release**: the distributed protocol (default;
-   ``fre_protocol.runner.run_protocol``, all parties simulated in one process, transcripts
+   ``fre_protocol.drivers.inprocess.run_protocol``, all parties simulated in one process, transcripts
    recorded) or the centralized mechanism (``mechanism.fre_e2t.run_mechanism``), both given the
    unit of privacy (each text its own user, or the corpus's users bounded to c buckets each,
    design §4.6); writes ``centroids.npy`` + ``release.json`` and ``ledger.json`` (always, also when

@@ -9,7 +9,7 @@ failing cases beside the passing ones.
 
 A driver is a callable ``run(inputs, injections) -> Observed``: it plays the protocol on the
 vector's inputs, delivers the injections, and returns what its transcripts recorded and what it
-released. :func:`run_in_process` is the one for :func:`fre_protocol.runner.run_protocol`;
+released. :func:`run_in_process` is the one for :func:`fre_protocol.drivers.inprocess.run_protocol`;
 ``network_vectors.run_network`` plays a local networked deployment, replayed with
 ``ordering="per_view_multiset"`` since its batching reorders messages within a view.
 """

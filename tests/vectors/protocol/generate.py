@@ -1,5 +1,5 @@
 """Write the protocol test vectors of this folder (see README.md): seeded runs of
-:func:`fre_protocol.runner.run_protocol` recorded as lists of operations, with failing cases.
+:func:`fre_protocol.drivers.inprocess.run_protocol` recorded as lists of operations, with failing cases.
 
 Run from the repository root with the project's Python: ``.venv/bin/python
 tests/vectors/protocol/generate.py``. The output is a function of the code alone (seeded runs,
