@@ -15,6 +15,7 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any, Protocol
 
 import numpy as np
@@ -57,6 +58,7 @@ from fre_protocol.roles.server_common import (
     accept_shares,
     settle_shares,
 )
+from fre_protocol.roles.state import Transitions, step
 from primitives.errors import DecodeError, InvalidParameterError, ProtocolStateError
 from primitives.secret import Secret
 
@@ -88,7 +90,60 @@ class Reconstruction:
     withheld: dict[bytes, str] = field(default_factory=dict)
 
 
+class SynthesisState(Enum):
+    """Where S_syn stands in the round (:data:`SYNTHESIS_TRANSITIONS`)."""
+
+    COUNTING = "counting"
+    RELEASED = "released"
+    AGGREGATING = "aggregating"
+    RECONSTRUCTED = "reconstructed"
+
+
+_S = SynthesisState
+
+#: S_syn's messages by state: tag submissions in any number of batches until it releases; then
+#: the token hashes for S_tag, shares in any number of batches (settled after each window under
+#: running sums); then it names its accepted contributions (again, if asking S_tag failed) and
+#: reconstructs from S_tag's aggregate shares once. A networked S_syn rebuilt from its log
+#: replays S_tag's logged answer without naming its contributions again: reconstruct is taken
+#: straight after the release too.
+SYNTHESIS_TRANSITIONS: Transitions[SynthesisState] = Transitions(
+    role=VIEW,
+    initial=_S.COUNTING,
+    table={
+        "receive_submissions": {_S.COUNTING: _S.COUNTING},
+        "release": {_S.COUNTING: _S.RELEASED},
+        "released_tokens": {_S.RELEASED: _S.RELEASED},
+        "receive_shares": {_S.RELEASED: _S.RELEASED},
+        "pending_contributions": {_S.RELEASED: _S.RELEASED},
+        "settle_contributions": {_S.RELEASED: _S.RELEASED},
+        "accepted_contributions": {_S.RELEASED: _S.AGGREGATING, _S.AGGREGATING: _S.AGGREGATING},
+        "reconstruct": {_S.RELEASED: _S.RECONSTRUCTED, _S.AGGREGATING: _S.RECONSTRUCTED},
+    },
+)
+
+
 class SynthesisServer:
+    """S_syn. States (:data:`SYNTHESIS_TRANSITIONS`; a message in any other state is refused with
+    :class:`~fre_protocol.roles.state.OutOfOrderError`, and nothing happens):
+
+    =============  ==============================================================
+    state          message → next state
+    =============  ==============================================================
+    counting       receive_submissions (any number of batches) → counting;
+                   release → released
+    released       released_tokens, receive_shares, pending_contributions,
+                   settle_contributions → released;
+                   accepted_contributions → aggregating; reconstruct → reconstructed
+    aggregating    accepted_contributions → aggregating; reconstruct → reconstructed
+    reconstructed  nothing
+    =============  ==============================================================
+
+    :attr:`n_submissions` and the attributes are read in any state.
+    """
+
+    TRANSITIONS = SYNTHESIS_TRANSITIONS
+
     def __init__(
         self,
         *,
@@ -123,8 +178,14 @@ class SynthesisServer:
         self.released: dict[bytes, int] = {}
         self._shares = ShareBook(keep_contributions=keep_contributions)
         self.rejections: dict[str, int] = {}
+        self._state = SYNTHESIS_TRANSITIONS.initial
+
+    @property
+    def state(self) -> SynthesisState:
+        return self._state
 
     # -- phase 1 ---------------------------------------------------------------------------------
+    @step("receive_submissions")
     def receive_submissions(self, ciphertexts: Sequence[bytes]) -> None:
         """Open and keep tag submissions; a token hash already counted is a duplicate (rejected:
         one submission, one count, one token)."""
@@ -146,6 +207,7 @@ class SynthesisServer:
         self._meter.add("S_syn.count", time.perf_counter() - t0, n)
         self._record(PHASE1_SUBMIT, opened)
 
+    @step("release")
     def release(self) -> bytes:
         """Threshold the counts at the release floor and encode the broadcast (sorted by tag)."""
         counts = self.counts
@@ -176,6 +238,7 @@ class SynthesisServer:
             out[tag].append(token_hash)
         return out
 
+    @step("released_tokens")
     def released_tokens(self) -> list[bytes]:
         """For S_tag, over the servers' own channel: one ReleasedTokens per released tag (sorted),
         the token hashes of its counted submissions. Never published (design §6.8)."""
@@ -189,6 +252,7 @@ class SynthesisServer:
         return self._n_submissions
 
     # -- phase 2 ---------------------------------------------------------------------------------
+    @step("receive_shares")
     def receive_shares(self, ciphertexts: Sequence[bytes], *, sharing: Any, dim: int) -> None:
         opened = self._inbox.open_all(ciphertexts, (ShareSubmission, CoverShare))
         accept_shares(
@@ -197,6 +261,7 @@ class SynthesisServer:
         )
         self._record(PHASE2, opened)
 
+    @step("settle_contributions")
     def settle_contributions(self, named: Sequence[bytes], *, sharing: Any, dim: int) -> list[bytes]:
         """Running sums, after each window: keep the contributions since the last window that
         S_tag names too (AcceptedContributions per tag), take the others out of the sum, and
@@ -208,11 +273,13 @@ class SynthesisServer:
         self._recorder.add(rows)
         return kept
 
+    @step("pending_contributions")
     def pending_contributions(self) -> list[bytes]:
         """Running sums: the contributions accepted since the last window settled, one
         AcceptedContributions per tag, for S_tag (:meth:`settle_contributions`)."""
         return [AcceptedContributions(tag=t, contribution_ids=tuple(ids)).encode() for t, ids in self._shares.unsettled().items()]
 
+    @step("accepted_contributions")
     def accepted_contributions(self) -> list[bytes]:
         """One AcceptedContributions per released tag (sorted ids; possibly empty), restricted
         to the contributions the validator passed when there is one."""
@@ -224,6 +291,7 @@ class SynthesisServer:
             out.append(AcceptedContributions(tag=tag, contribution_ids=ids).encode())
         return out
 
+    @step("reconstruct")
     def reconstruct(
         self,
         aggregates: Sequence[bytes],
@@ -364,4 +432,7 @@ def _decode_rows(encoder: Any, totals: npt.NDArray[Any], m: int, gamma: float) -
     return out
 
 
-__all__ = ["BELOW_FLOOR", "NORM_GUARD", "ContributionValidator", "Reconstruction", "SynthesisServer", "decode_many"]
+__all__ = [
+    "BELOW_FLOOR", "NORM_GUARD", "SYNTHESIS_TRANSITIONS", "ContributionValidator", "Reconstruction", "SynthesisServer",
+    "SynthesisState", "decode_many",
+]

@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Sequence
+from enum import Enum
 from typing import Any
 
 import numpy as np
@@ -67,6 +68,7 @@ from fre_protocol.roles.server_common import (
     accept_shares,
     settle_shares,
 )
+from fre_protocol.roles.state import Transitions, step
 from primitives.errors import DecodeError, InvalidParameterError, ProtocolStateError
 from primitives.randomness import RandomSource
 from primitives.secret import Secret
@@ -75,7 +77,52 @@ from primitives.voprf import Mode, Oprf
 VIEW = Role.S_TAG.label
 
 
+class TaggingState(Enum):
+    """Where S_tag stands in the round (:data:`TAGGING_TRANSITIONS`)."""
+
+    EVALUATING = "evaluating"
+    INFORMED = "informed"
+    COLLECTING = "collecting"
+    AGGREGATED = "aggregated"
+
+
+_T = TaggingState
+
+#: S_tag's messages by state: blind requests in any number of batches until the broadcast, then
+#: S_syn's token hashes (once), then shares in any number of batches (settled after each window
+#: under running sums), then the one aggregation request.
+TAGGING_TRANSITIONS: Transitions[TaggingState] = Transitions(
+    role=VIEW,
+    initial=_T.EVALUATING,
+    table={
+        "evaluate": {_T.EVALUATING: _T.EVALUATING},
+        "receive_broadcast": {_T.EVALUATING: _T.INFORMED},
+        "receive_tokens": {_T.INFORMED: _T.COLLECTING},
+        "receive_shares": {_T.COLLECTING: _T.COLLECTING},
+        "settle_contributions": {_T.COLLECTING: _T.COLLECTING},
+        "aggregate": {_T.COLLECTING: _T.AGGREGATED},
+    },
+)
+
+
 class TaggingServer:
+    """S_tag. States (:data:`TAGGING_TRANSITIONS`; a message in any other state is refused with
+    :class:`~fre_protocol.roles.state.OutOfOrderError`, and nothing happens):
+
+    ==========  ===========================================================
+    state       message → next state
+    ==========  ===========================================================
+    evaluating  evaluate (any number of batches) → evaluating;
+                receive_broadcast → informed
+    informed    receive_tokens (S_syn's token hashes) → collecting
+    collecting  receive_shares, settle_contributions → collecting;
+                aggregate (S_syn's one request) → aggregated
+    aggregated  nothing
+    ==========  ===========================================================
+    """
+
+    TRANSITIONS = TAGGING_TRANSITIONS
+
     def __init__(
         self,
         *,
@@ -138,8 +185,14 @@ class TaggingServer:
         self._requested: set[bytes] = set()
         self.refused: dict[bytes, str] = {}
         self.topped_up: dict[bytes, int] = {}
+        self._state = TAGGING_TRANSITIONS.initial
+
+    @property
+    def state(self) -> TaggingState:
+        return self._state
 
     # -- phase 1 ---------------------------------------------------------------------------------
+    @step("evaluate")
     def evaluate(self, ciphertexts: Sequence[bytes]) -> list[bytes]:
         """Answer each blinded element, by position: Evaluation / BatchEvaluation / Rejection.
 
@@ -218,6 +271,7 @@ class TaggingServer:
         return self._rng.child("evaluate/" + hashlib.sha256(b"".join(elements)).hexdigest())
 
     # -- broadcast -------------------------------------------------------------------------------
+    @step("receive_broadcast")
     def receive_broadcast(self, data: bytes) -> None:
         error: Exception | None = None
         try:
@@ -228,6 +282,7 @@ class TaggingServer:
             [(VIEW, BROADCAST, Role.S_SYN.label, VIEW, message_type_name(data), data, status_of(error))]
         )
 
+    @step("receive_tokens")
     def receive_tokens(self, messages: Sequence[bytes]) -> None:
         """S_syn's ReleasedTokens, one per released tag, after the broadcast (design §6.8).
         Refused (typed, recorded in S_tag's view): one for a tag that was not released, a second
@@ -253,6 +308,7 @@ class TaggingServer:
         self._recorder.add(rows)
 
     # -- phase 2 ---------------------------------------------------------------------------------
+    @step("receive_shares")
     def receive_shares(self, ciphertexts: Sequence[bytes], *, sharing: Any, dim: int) -> None:
         """Validate and keep each share: released tag, unspent token of one of the tag's
         accepted submissions (as S_syn listed them), fresh contribution id, well-formed share."""
@@ -263,6 +319,7 @@ class TaggingServer:
         )
         self._record(PHASE2, opened)
 
+    @step("settle_contributions")
     def settle_contributions(self, named: Sequence[bytes], *, sharing: Any, dim: int) -> list[bytes]:
         """Running sums, after each window: keep the contributions since the last window that
         S_syn names too (AcceptedContributions per tag), take the others out of the sum, and
@@ -274,6 +331,7 @@ class TaggingServer:
         self._recorder.add(rows)
         return kept
 
+    @step("aggregate")
     def aggregate(
         self,
         accepted: Sequence[bytes],
@@ -370,4 +428,4 @@ def missing_users(count: int, floor: int) -> int:
     return max(0, floor - count)
 
 
-__all__ = ["TaggingServer", "missing_users"]
+__all__ = ["TAGGING_TRANSITIONS", "TaggingServer", "TaggingState", "missing_users"]
