@@ -217,48 +217,53 @@ class TaggingServer:
             if o.error is not None:
                 responses[j] = Rejection(reason=type(o.error).__name__).encode()
         elements = [opened[j].message.blinded_element for j in valid]  # type: ignore[union-attr]
-        size = self.proof_batch_size
-        sk, suite = self._sk.reveal(), self._suite
-
-        if size == 1:
-            def work_single(span: range) -> list[bytes]:
-                t = time.perf_counter()
-                mine = elements[span.start : span.stop]
-                answers = suite.blind_evaluate_each(sk, mine, [self._proof_rng([e]) for e in mine])
-                out = [Evaluation(evaluated_element=ev, proof=proof).encode() for ev, proof in answers]
-                self._meter.add("S_tag.voprf_eval", time.perf_counter() - t, len(span))
-                return out
-
-
-            eval_start = time.perf_counter()
-            parts = self._workers.map(work_single, chunks(len(elements), 512), desc="S_tag: VOPRF evaluate")
-            self._meter.add_wall("S_tag.voprf_eval", time.perf_counter() - eval_start)
-            answers = [a for part in parts for a in part]
-        else:
-            answers = []
-            for span in chunks(len(elements), size):
-                batch = elements[span.start : span.stop]
-                t = time.perf_counter()
-                # The suite splits a large batch over its own threads.
-                evaluated, proof = suite.blind_evaluate(sk, batch, rng=self._proof_rng(batch))
-                assert proof is not None
-                t1 = time.perf_counter()
-                self._meter.add("S_tag.voprf_eval", t1 - t, len(batch))
-                self._meter.add_wall("S_tag.voprf_eval", t1 - t)
-                # Each member gets the whole batch (to verify the one proof) and its position:
-                # message building, not evaluation, so metered apart.
-                blinded_t, evaluated_t = tuple(batch), tuple(evaluated)
-                answers.extend(
-                    BatchEvaluation(
-                        position=p, blinded_elements=blinded_t, evaluated_elements=evaluated_t, proof=proof
-                    ).encode()
-                    for p in range(len(batch))
-                )
-                self._meter.add_wall("S_tag.encode_batch_responses", time.perf_counter() - t1)
+        answers = self._evaluate_each(elements) if self.proof_batch_size == 1 else self._evaluate_batches(elements)
         for j, answer in zip(valid, answers, strict=True):
             responses[j] = answer
         self._record(PHASE1, opened)
         return responses
+
+    def _evaluate_each(self, elements: Sequence[bytes]) -> list[bytes]:
+        """One proof per element (``proof_batch_size`` 1), chunks of elements on the workers."""
+        sk, suite = self._sk.reveal(), self._suite
+
+        def work_single(span: range) -> list[bytes]:
+            t = time.perf_counter()
+            mine = elements[span.start : span.stop]
+            answers = suite.blind_evaluate_each(sk, mine, [self._proof_rng([e]) for e in mine])
+            out = [Evaluation(evaluated_element=ev, proof=proof).encode() for ev, proof in answers]
+            self._meter.add("S_tag.voprf_eval", time.perf_counter() - t, len(span))
+            return out
+
+        eval_start = time.perf_counter()
+        parts = self._workers.map(work_single, chunks(len(elements), 512), desc="S_tag: VOPRF evaluate")
+        self._meter.add_wall("S_tag.voprf_eval", time.perf_counter() - eval_start)
+        return [a for part in parts for a in part]
+
+    def _evaluate_batches(self, elements: Sequence[bytes]) -> list[bytes]:
+        """One proof per ``proof_batch_size`` elements; each member's answer is the whole batch."""
+        sk, suite = self._sk.reveal(), self._suite
+        answers: list[bytes] = []
+        for span in chunks(len(elements), self.proof_batch_size):
+            batch = list(elements[span.start : span.stop])
+            t = time.perf_counter()
+            # The suite splits a large batch over its own threads.
+            evaluated, proof = suite.blind_evaluate(sk, batch, rng=self._proof_rng(batch))
+            assert proof is not None
+            t1 = time.perf_counter()
+            self._meter.add("S_tag.voprf_eval", t1 - t, len(batch))
+            self._meter.add_wall("S_tag.voprf_eval", t1 - t)
+            # Each member gets the whole batch (to verify the one proof) and its position:
+            # message building, not evaluation, so metered apart.
+            blinded_t, evaluated_t = tuple(batch), tuple(evaluated)
+            answers.extend(
+                BatchEvaluation(
+                    position=p, blinded_elements=blinded_t, evaluated_elements=evaluated_t, proof=proof
+                ).encode()
+                for p in range(len(batch))
+            )
+            self._meter.add_wall("S_tag.encode_batch_responses", time.perf_counter() - t1)
+        return answers
 
     def _proof_rng(self, elements: Sequence[bytes]) -> RandomSource:
         """The randomness of the one proof over ``elements``, keyed by what it proves, so a seeded
