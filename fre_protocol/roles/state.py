@@ -36,6 +36,10 @@ class OutOfOrderError(ProtocolStateError):
         takes = ", ".join(expected) if expected else "nothing more"
         super().__init__(f"{role} in state {state.value!r} cannot take {message!r}; it expects: {takes}")
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Picklable as raised (a Dask actor's or a worker process's error reaches the driver).
+        return (type(self), (self.role, self.state, self.message, self.expected))
+
 
 @dataclass(frozen=True)
 class Transitions(Generic[S]):
