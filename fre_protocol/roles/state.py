@@ -28,7 +28,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 class OutOfOrderError(ProtocolStateError):
     """A message came in a state of its role that does not take it (too early, too late, twice).
 
-    ``role``, ``state`` (its value), ``message`` and ``expected`` (the messages the role takes
+    ``role``, ``state`` (the Enum member), ``message`` and ``expected`` (the messages the role takes
     in that state) are kept as attributes; the text names all four."""
 
     def __init__(self, role: str, state: Enum, message: str, expected: tuple[str, ...]) -> None:
