@@ -140,22 +140,7 @@ class TaggingServer:
         record_shares: bool = True,
         keep_contributions: bool = True,
     ) -> None:
-        if (
-            isinstance(proof_batch_size, bool)
-            or not isinstance(proof_batch_size, int)
-            or not 1 <= proof_batch_size <= MAX_PROOF_BATCH
-        ):
-            raise InvalidParameterError(
-                f"proof_batch_size must be an integer in [1, {MAX_PROOF_BATCH}], got {proof_batch_size!r}"
-            )
-        if suite.mode is not Mode.VOPRF:
-            raise InvalidParameterError(f"suite must be in mode VOPRF (users verify proofs), got {suite.mode.name}")
-        if isinstance(release_floor, bool) or not isinstance(release_floor, int) or release_floor < 1:
-            raise InvalidParameterError(f"release_floor must be an integer >= 1, got {release_floor!r}")
-        if dropout_policy not in DROPOUT_POLICIES:
-            raise InvalidParameterError(
-                f"dropout_policy must be one of {list(DROPOUT_POLICIES)}, got {dropout_policy!r}"
-            )
+        _check_settings(suite, release_floor, dropout_policy, proof_batch_size)
         self.release_floor = release_floor
         self.dropout_policy = dropout_policy
         self._suite = suite
@@ -426,6 +411,26 @@ class TaggingServer:
             payload: bytes | int = len(o.payload) if size_only and not o.is_cover else o.payload
             rows.append((VIEW, phase, Role.PROXY.label, VIEW, o.type_name, payload, status))
         self._recorder.add(rows)
+
+
+def _check_settings(suite: Oprf, release_floor: int, dropout_policy: str, proof_batch_size: int) -> None:
+    """S_tag's settings, or InvalidParameterError naming the first one out of its domain."""
+    if (
+        isinstance(proof_batch_size, bool)
+        or not isinstance(proof_batch_size, int)
+        or not 1 <= proof_batch_size <= MAX_PROOF_BATCH
+    ):
+        raise InvalidParameterError(
+            f"proof_batch_size must be an integer in [1, {MAX_PROOF_BATCH}], got {proof_batch_size!r}"
+        )
+    if suite.mode is not Mode.VOPRF:
+        raise InvalidParameterError(f"suite must be in mode VOPRF (users verify proofs), got {suite.mode.name}")
+    if isinstance(release_floor, bool) or not isinstance(release_floor, int) or release_floor < 1:
+        raise InvalidParameterError(f"release_floor must be an integer >= 1, got {release_floor!r}")
+    if dropout_policy not in DROPOUT_POLICIES:
+        raise InvalidParameterError(
+            f"dropout_policy must be one of {list(DROPOUT_POLICIES)}, got {dropout_policy!r}"
+        )
 
 
 def missing_users(count: int, floor: int) -> int:
