@@ -12,17 +12,49 @@ user's carries H(t) (design §6.8): the same size and format, and no token behin
 from __future__ import annotations
 
 import time
+from enum import Enum
 from typing import Any
 
 from fre_protocol.messages import TAG_BYTES, TOKEN_HASH_BYTES, Role, SealedEnvelope, TagSubmission
 from fre_protocol.roles.base import Channel, Meter, Workers, chunks
+from fre_protocol.roles.state import Transitions, step
 from primitives.randomness import RandomSource
 
 #: Connection ids of the dummy user's submissions at the proxy (distinct from users' 0..N-1).
 DUMMY_CONNECTION = -1
 
 
+class DummyState(Enum):
+    """Where the dummy user stands (:data:`DUMMY_TRANSITIONS`)."""
+
+    READY = "ready"
+    SUBMITTED = "submitted"
+
+
+#: The dummy user submits its padding once per round.
+DUMMY_TRANSITIONS: Transitions[DummyState] = Transitions(
+    role=Role.DUMMY_USER.label,
+    initial=DummyState.READY,
+    table={"submissions": {DummyState.READY: DummyState.SUBMITTED}},
+)
+
+
 class DummyUser:
+    """S_tag's dummy user. States (:data:`DUMMY_TRANSITIONS`; a message in any other state is
+    refused with :class:`~fre_protocol.roles.state.OutOfOrderError`, and nothing happens):
+
+    =========  =======================================
+    state      message → next state
+    =========  =======================================
+    ready      submissions (the padding) → submitted
+    submitted  nothing
+    =========  =======================================
+
+    :meth:`summary` is read in any state.
+    """
+
+    TRANSITIONS = DUMMY_TRANSITIONS
+
     def __init__(
         self,
         *,
@@ -40,6 +72,11 @@ class DummyUser:
         self._workers = workers
         self._meter = meter
         self.plan: dict[int, int] = {}
+        self._state = DUMMY_TRANSITIONS.initial
+
+    @property
+    def state(self) -> DummyState:
+        return self._state
 
     @property
     def epsilon0(self) -> float:
@@ -49,6 +86,7 @@ class DummyUser:
     def delta0(self) -> float:
         return float(self.generator.delta0)
 
+    @step("submissions")
     def submissions(self, tau: float) -> list[tuple[int, Role, bytes]]:
         """The sealed dummy submissions for threshold τ, grouped by tag (the proxy shuffles)."""
         from primitives.dummies.tsdlap import dummy_submissions
@@ -95,4 +133,4 @@ class DummyUser:
         }
 
 
-__all__ = ["DUMMY_CONNECTION", "DummyUser"]
+__all__ = ["DUMMY_CONNECTION", "DUMMY_TRANSITIONS", "DummyState", "DummyUser"]

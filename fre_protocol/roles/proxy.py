@@ -24,14 +24,62 @@ import itertools
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from enum import Enum
 
 from fre_protocol.messages import Role, SealedEnvelope, decode, message_type_name
-from fre_protocol.roles.base import PHASE1, Meter, Recorder, Row, Shuffler, status_of
+from fre_protocol.roles.base import (
+    BROADCAST,
+    PHASE1,
+    PHASE1_SUBMIT,
+    PHASE2,
+    Meter,
+    Recorder,
+    Row,
+    Shuffler,
+    status_of,
+)
+from fre_protocol.roles.state import Transitions, step
 from mechanism.contributions import check_cap
 from primitives.errors import DecodeError, ProtocolStateError, RateLimitedError
 from primitives.randomness import RandomSource
 
 VIEW = Role.PROXY.label
+
+
+class ProxyState(Enum):
+    """Which phase the proxy relays (:data:`PROXY_TRANSITIONS`)."""
+
+    PHASE1 = "phase1"
+    PHASE2 = "phase2"
+
+
+def forwarded(phase: str) -> str:
+    """The proxy's name for a batch forwarded in ``phase`` (its messages are named by phase)."""
+    return f"forward:{phase}"
+
+
+def routed_back(phase: str) -> str:
+    return f"route_back:{phase}"
+
+
+def broadcast_in(phase: str) -> str:
+    return f"broadcast:{phase}"
+
+
+#: The proxy's messages by phase: blind requests (and S_tag's answers routed back) and tag
+#: submissions, interleaved window by window, until it relays the broadcast; then shares.
+PROXY_TRANSITIONS: Transitions[ProxyState] = Transitions(
+    role=VIEW,
+    initial=ProxyState.PHASE1,
+    table={
+        forwarded(PHASE1): {ProxyState.PHASE1: ProxyState.PHASE1},
+        routed_back(PHASE1): {ProxyState.PHASE1: ProxyState.PHASE1},
+        forwarded(PHASE1_SUBMIT): {ProxyState.PHASE1: ProxyState.PHASE1},
+        broadcast_in(BROADCAST): {ProxyState.PHASE1: ProxyState.PHASE2},
+        forwarded(PHASE2): {ProxyState.PHASE2: ProxyState.PHASE2},
+    },
+)
+
 
 class NetworkAdversary:
     """A network attacker at the proxy, for robustness tests; this base passes everything on.
@@ -59,6 +107,23 @@ class Delivery:
 
 
 class AnonymizingProxy:
+    """The in-process proxy. States (:data:`PROXY_TRANSITIONS`; its messages are named by method
+    and phase, and one that does not fit the state is refused with
+    :class:`~fre_protocol.roles.state.OutOfOrderError`, and nothing happens):
+
+    ======  ===============================================================================
+    state   message → next state
+    ======  ===============================================================================
+    phase1  forward:phase1, route_back:phase1, forward:phase1_submit → phase1;
+            broadcast:broadcast → phase2
+    phase2  forward:phase2 → phase2
+    ======  ===============================================================================
+
+    :meth:`traffic` and :attr:`pending_routes` are read in any state.
+    """
+
+    TRANSITIONS = PROXY_TRANSITIONS
+
     def __init__(
         self,
         *,
@@ -79,7 +144,13 @@ class AnonymizingProxy:
         self._adversary = adversary
         self._routes: dict[int, list[int]] = {}
         self._ids = itertools.count()
+        self._state = PROXY_TRANSITIONS.initial
 
+    @property
+    def state(self) -> ProxyState:
+        return self._state
+
+    @step(lambda phase, *_, **__: forwarded(phase))
     def forward(
         self, phase: str, batch: Sequence[tuple[int, Role, bytes]]
     ) -> dict[Role, Delivery]:
@@ -139,6 +210,7 @@ class AnonymizingProxy:
             for (phase, recipient), counts in sorted(self._traffic.items())
         }
 
+    @step(lambda phase, *_, **__: routed_back(phase))
     def route_back(
         self, phase: str, delivery: Delivery, responses: Sequence[bytes]
     ) -> list[tuple[int, bytes]]:
@@ -160,6 +232,7 @@ class AnonymizingProxy:
             pairs = self._adversary.on_response(phase, pairs)
         return pairs
 
+    @step(lambda phase, *_, **__: broadcast_in(phase))
     def broadcast(self, phase: str, sender: Role, message: bytes) -> bytes:
         """A server's broadcast to every user, relayed once (recorded once)."""
         self._recorder.add(
@@ -172,4 +245,7 @@ class AnonymizingProxy:
         return len(self._routes)
 
 
-__all__ = ["AnonymizingProxy", "Delivery", "NetworkAdversary"]
+__all__ = [
+    "PROXY_TRANSITIONS", "AnonymizingProxy", "Delivery", "NetworkAdversary", "ProxyState", "broadcast_in", "forwarded",
+    "routed_back",
+]

@@ -15,6 +15,7 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any, Protocol
 
 import numpy as np
@@ -57,6 +58,7 @@ from fre_protocol.roles.server_common import (
     accept_shares,
     settle_shares,
 )
+from fre_protocol.roles.state import Transitions, step
 from primitives.errors import DecodeError, InvalidParameterError, ProtocolStateError
 from primitives.secret import Secret
 
@@ -88,7 +90,75 @@ class Reconstruction:
     withheld: dict[bytes, str] = field(default_factory=dict)
 
 
+class SynthesisState(Enum):
+    """Where S_syn stands in the round (:data:`SYNTHESIS_TRANSITIONS`)."""
+
+    COUNTING = "counting"
+    RELEASED = "released"
+    AGGREGATING = "aggregating"
+    RECONSTRUCTED = "reconstructed"
+
+
+_S = SynthesisState
+
+#: S_syn's messages by state: tag submissions in any number of batches until it releases; then
+#: the token hashes for S_tag, shares in any number of batches (settled after each window under
+#: running sums); then it names its accepted contributions (again, if asking S_tag failed) and
+#: reconstructs from S_tag's aggregate shares once. A networked S_syn rebuilt from its log
+#: replays S_tag's logged answer without naming its contributions again: reconstruct is taken
+#: straight after the release too.
+SYNTHESIS_TRANSITIONS: Transitions[SynthesisState] = Transitions(
+    role=VIEW,
+    initial=_S.COUNTING,
+    table={
+        "receive_submissions": {_S.COUNTING: _S.COUNTING},
+        "release": {_S.COUNTING: _S.RELEASED},
+        "released_tokens": {_S.RELEASED: _S.RELEASED},
+        "receive_shares": {_S.RELEASED: _S.RELEASED},
+        "pending_contributions": {_S.RELEASED: _S.RELEASED},
+        "settle_contributions": {_S.RELEASED: _S.RELEASED},
+        "accepted_contributions": {_S.RELEASED: _S.AGGREGATING, _S.AGGREGATING: _S.AGGREGATING},
+        "reconstruct": {_S.RELEASED: _S.RECONSTRUCTED, _S.AGGREGATING: _S.RECONSTRUCTED},
+    },
+)
+
+
+@dataclass(frozen=True, slots=True)
+class _Sums:
+    """Reconstruction's rows: S_tag's aggregate shares converted from the wire straight into
+    consecutive rows of one array (row i belongs to ``ready[i]``, so reconstruction need not
+    stack them again), and S_syn's own sums row for row."""
+
+    theirs: npt.NDArray[np.uint64]
+    own: npt.NDArray[np.uint64]
+    ready: list[tuple[bytes, int]] = field(default_factory=list)
+
+    @classmethod
+    def empty(cls, rows: int, width: int) -> _Sums:
+        return cls(np.empty((rows, width), dtype=np.uint64), np.empty((rows, width), dtype=np.uint64))
+
+
 class SynthesisServer:
+    """S_syn. States (:data:`SYNTHESIS_TRANSITIONS`; a message in any other state is refused with
+    :class:`~fre_protocol.roles.state.OutOfOrderError`, and nothing happens):
+
+    =============  ==============================================================
+    state          message → next state
+    =============  ==============================================================
+    counting       receive_submissions (any number of batches) → counting;
+                   release → released
+    released       released_tokens, receive_shares, pending_contributions,
+                   settle_contributions → released;
+                   accepted_contributions → aggregating; reconstruct → reconstructed
+    aggregating    accepted_contributions → aggregating; reconstruct → reconstructed
+    reconstructed  nothing
+    =============  ==============================================================
+
+    :attr:`n_submissions` and the attributes are read in any state.
+    """
+
+    TRANSITIONS = SYNTHESIS_TRANSITIONS
+
     def __init__(
         self,
         *,
@@ -123,8 +193,14 @@ class SynthesisServer:
         self.released: dict[bytes, int] = {}
         self._shares = ShareBook(keep_contributions=keep_contributions)
         self.rejections: dict[str, int] = {}
+        self._state = SYNTHESIS_TRANSITIONS.initial
+
+    @property
+    def state(self) -> SynthesisState:
+        return self._state
 
     # -- phase 1 ---------------------------------------------------------------------------------
+    @step("receive_submissions")
     def receive_submissions(self, ciphertexts: Sequence[bytes]) -> None:
         """Open and keep tag submissions; a token hash already counted is a duplicate (rejected:
         one submission, one count, one token)."""
@@ -146,6 +222,7 @@ class SynthesisServer:
         self._meter.add("S_syn.count", time.perf_counter() - t0, n)
         self._record(PHASE1_SUBMIT, opened)
 
+    @step("release")
     def release(self) -> bytes:
         """Threshold the counts at the release floor and encode the broadcast (sorted by tag)."""
         counts = self.counts
@@ -176,6 +253,7 @@ class SynthesisServer:
             out[tag].append(token_hash)
         return out
 
+    @step("released_tokens")
     def released_tokens(self) -> list[bytes]:
         """For S_tag, over the servers' own channel: one ReleasedTokens per released tag (sorted),
         the token hashes of its counted submissions. Never published (design §6.8)."""
@@ -189,6 +267,7 @@ class SynthesisServer:
         return self._n_submissions
 
     # -- phase 2 ---------------------------------------------------------------------------------
+    @step("receive_shares")
     def receive_shares(self, ciphertexts: Sequence[bytes], *, sharing: Any, dim: int) -> None:
         opened = self._inbox.open_all(ciphertexts, (ShareSubmission, CoverShare))
         accept_shares(
@@ -197,6 +276,7 @@ class SynthesisServer:
         )
         self._record(PHASE2, opened)
 
+    @step("settle_contributions")
     def settle_contributions(self, named: Sequence[bytes], *, sharing: Any, dim: int) -> list[bytes]:
         """Running sums, after each window: keep the contributions since the last window that
         S_tag names too (AcceptedContributions per tag), take the others out of the sum, and
@@ -208,11 +288,13 @@ class SynthesisServer:
         self._recorder.add(rows)
         return kept
 
+    @step("pending_contributions")
     def pending_contributions(self) -> list[bytes]:
         """Running sums: the contributions accepted since the last window settled, one
         AcceptedContributions per tag, for S_tag (:meth:`settle_contributions`)."""
         return [AcceptedContributions(tag=t, contribution_ids=tuple(ids)).encode() for t, ids in self._shares.unsettled().items()]
 
+    @step("accepted_contributions")
     def accepted_contributions(self) -> list[bytes]:
         """One AcceptedContributions per released tag (sorted ids; possibly empty), restricted
         to the contributions the validator passed when there is one."""
@@ -224,6 +306,7 @@ class SynthesisServer:
             out.append(AcceptedContributions(tag=tag, contribution_ids=ids).encode())
         return out
 
+    @step("reconstruct")
     def reconstruct(
         self,
         aggregates: Sequence[bytes],
@@ -241,68 +324,18 @@ class SynthesisServer:
             raise InvalidParameterError(f"policy must be one of {list(DROPOUT_POLICIES)}, got {policy!r}")
         out = Reconstruction()
         rows: list[Row] = []
-        width = int(encoder.config.padded_dim)
         modulus = int(sharing.modulus)
+        sums = _Sums.empty(len(aggregates), int(encoder.config.padded_dim))
         seen: set[bytes] = set()
-        ready: list[tuple[bytes, int]] = []
-        # S_tag's aggregates are converted from the wire straight into consecutive rows of one
-        # array (row i belongs to ready[i]), so reconstruction need not stack them again.
-        theirs_rows = np.empty((len(aggregates), width), dtype=np.uint64)
-        own_rows = np.empty((len(aggregates), width), dtype=np.uint64)  # S_syn's, row for row
         for data in aggregates:
-            error: Exception | None = None
-            try:
-                msg = decode_as(data, AggregateShare)
-                if msg.tag not in self.released:
-                    raise ProtocolStateError("aggregate share for a tag that was not released")
-                if msg.tag in seen:
-                    raise ProtocolStateError("second aggregate share for one tag")
-                if not set(msg.contribution_ids) <= self._shares.ids(msg.tag):
-                    raise ProtocolStateError("aggregate covers contributions S_syn did not accept")
-                if len(msg.values) != 8 * width:
-                    raise DecodeError(
-                        f"aggregate share must hold {width} words of 8 bytes, got {len(msg.values)} bytes"
-                    )
-                theirs = theirs_rows[len(ready)]
-                theirs[:] = np.frombuffer(msg.values, dtype=">u8")
-                if modulus < 1 << 64 and bool(np.any(theirs >= np.uint64(modulus))):
-                    raise DecodeError("aggregate share holds words outside the ring")
-            except (DecodeError, ProtocolStateError) as exc:
-                error = exc
+            msg, error = self._read_aggregate(data, seen, sums.theirs, len(sums.ready), modulus)
             rows.append((VIEW, AGGREGATION, Role.S_TAG.label, VIEW, message_type_name(data), data, status_of(error)))
-            if error is not None:
+            if msg is None:
                 continue
             seen.add(msg.tag)
-            count = msg.count
-            if count == 0 or (count < self.release_floor and policy == WITHHOLD):
-                # S_tag should not have sent it; S_syn publishes nothing of it either way.
-                out.withheld[msg.tag] = BELOW_FLOOR
-                continue
-            t0 = time.perf_counter()
-            own_rows[len(ready)] = self._shares.total(msg.tag, msg.contribution_ids, sharing=sharing)
-            self._meter.add("S_syn.accumulate", time.perf_counter() - t0, count)
-            ready.append((msg.tag, count))
-        if ready:
-            # All buckets at once: one ring addition and one batched decode (rotation of m rows).
-            t0 = time.perf_counter()
-            # In place: S_tag's rows take the sums (no fresh buffer to fault in per bucket).
-            totals = sharing.reconstruct(theirs_rows[: len(ready)], own_rows[: len(ready)], out=theirs_rows[: len(ready)])
-            t1 = time.perf_counter()
-            decoded = decode_many(encoder, totals, [r[1] for r in ready])
-            t2 = time.perf_counter()
-            self._meter.add("S_syn.reconstruct", t1 - t0, len(ready))
-            self._meter.add("S_syn.decode", t2 - t1, len(ready))
-            guard = getattr(encoder, "sum_norm_bound", None)
-            for (tag, count), row in zip(ready, decoded, strict=True):
-                # Norm guard: shares are uniform, so one malicious user can offset a sum at will;
-                # a sum longer than honest inputs plus noise can make it (tail 1.3e-14) is
-                # withheld. A decision on the DP sum alone: post-processing, free.
-                noise_users = max(count, self.release_floor) if policy == TOPUP else count
-                if guard is not None and float(np.linalg.norm(row)) > guard(count, noise_users):
-                    out.withheld[tag] = NORM_GUARD
-                    continue
-                out.centroids[tag] = row / float(count)
-                out.contributors[tag] = count
+            self._take_aggregate(msg, sums, out, sharing=sharing, policy=policy)
+        if sums.ready:
+            self._release_sums(sums, out, sharing=sharing, encoder=encoder, policy=policy)
         for tag in self.released:
             if tag not in seen and tag not in out.withheld:
                 own = self._shares.count(tag)
@@ -311,6 +344,71 @@ class SynthesisServer:
                 )
         self._recorder.add(rows)
         return out
+
+    def _read_aggregate(
+        self, data: bytes, seen: set[bytes], theirs: npt.NDArray[np.uint64], row: int, modulus: int
+    ) -> tuple[AggregateShare | None, Exception | None]:
+        """S_tag's aggregate share for one released tag, its words written into row ``row`` of
+        ``theirs``; or the error that refuses it (typed: the caller records it)."""
+        width = int(theirs.shape[1])
+        try:
+            msg = decode_as(data, AggregateShare)
+            if msg.tag not in self.released:
+                raise ProtocolStateError("aggregate share for a tag that was not released")
+            if msg.tag in seen:
+                raise ProtocolStateError("second aggregate share for one tag")
+            if not set(msg.contribution_ids) <= self._shares.ids(msg.tag):
+                raise ProtocolStateError("aggregate covers contributions S_syn did not accept")
+            if len(msg.values) != 8 * width:
+                raise DecodeError(
+                    f"aggregate share must hold {width} words of 8 bytes, got {len(msg.values)} bytes"
+                )
+            words = theirs[row]
+            words[:] = np.frombuffer(msg.values, dtype=">u8")
+            if modulus < 1 << 64 and bool(np.any(words >= np.uint64(modulus))):
+                raise DecodeError("aggregate share holds words outside the ring")
+        except (DecodeError, ProtocolStateError) as exc:
+            return None, exc
+        return msg, None
+
+    def _take_aggregate(
+        self, msg: AggregateShare, sums: _Sums, out: Reconstruction, *, sharing: Any, policy: str
+    ) -> None:
+        """Keep S_tag's row for reconstruction with S_syn's own sum beside it, or withhold the
+        tag when it has too few contributors under the policy."""
+        count = msg.count
+        if count == 0 or (count < self.release_floor and policy == WITHHOLD):
+            # S_tag should not have sent it; S_syn publishes nothing of it either way.
+            out.withheld[msg.tag] = BELOW_FLOOR
+            return
+        t0 = time.perf_counter()
+        sums.own[len(sums.ready)] = self._shares.total(msg.tag, msg.contribution_ids, sharing=sharing)
+        self._meter.add("S_syn.accumulate", time.perf_counter() - t0, count)
+        sums.ready.append((msg.tag, count))
+
+    def _release_sums(self, sums: _Sums, out: Reconstruction, *, sharing: Any, encoder: Any, policy: str) -> None:
+        """All buckets at once: one ring addition and one batched decode (rotation of m rows);
+        then each centroid, unless the norm guard withholds it."""
+        n = len(sums.ready)
+        t0 = time.perf_counter()
+        # In place: S_tag's rows take the sums (no fresh buffer to fault in per bucket).
+        totals = sharing.reconstruct(sums.theirs[:n], sums.own[:n], out=sums.theirs[:n])
+        t1 = time.perf_counter()
+        decoded = decode_many(encoder, totals, [r[1] for r in sums.ready])
+        t2 = time.perf_counter()
+        self._meter.add("S_syn.reconstruct", t1 - t0, n)
+        self._meter.add("S_syn.decode", t2 - t1, n)
+        guard = getattr(encoder, "sum_norm_bound", None)
+        for (tag, count), row in zip(sums.ready, decoded, strict=True):
+            # Norm guard: shares are uniform, so one malicious user can offset a sum at will;
+            # a sum longer than honest inputs plus noise can make it (tail 1.3e-14) is
+            # withheld. A decision on the DP sum alone: post-processing, free.
+            noise_users = max(count, self.release_floor) if policy == TOPUP else count
+            if guard is not None and float(np.linalg.norm(row)) > guard(count, noise_users):
+                out.withheld[tag] = NORM_GUARD
+                continue
+            out.centroids[tag] = row / float(count)
+            out.contributors[tag] = count
 
     # -- helpers ---------------------------------------------------------------------------------
     def _record(self, phase: str, opened: Sequence[Opened]) -> None:
@@ -364,4 +462,7 @@ def _decode_rows(encoder: Any, totals: npt.NDArray[Any], m: int, gamma: float) -
     return out
 
 
-__all__ = ["BELOW_FLOOR", "NORM_GUARD", "ContributionValidator", "Reconstruction", "SynthesisServer", "decode_many"]
+__all__ = [
+    "BELOW_FLOOR", "NORM_GUARD", "SYNTHESIS_TRANSITIONS", "ContributionValidator", "Reconstruction", "SynthesisServer",
+    "SynthesisState", "decode_many",
+]

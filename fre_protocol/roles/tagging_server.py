@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Sequence
+from enum import Enum
 from typing import Any
 
 import numpy as np
@@ -67,6 +68,7 @@ from fre_protocol.roles.server_common import (
     accept_shares,
     settle_shares,
 )
+from fre_protocol.roles.state import Transitions, step
 from primitives.errors import DecodeError, InvalidParameterError, ProtocolStateError
 from primitives.randomness import RandomSource
 from primitives.secret import Secret
@@ -75,7 +77,52 @@ from primitives.voprf import Mode, Oprf
 VIEW = Role.S_TAG.label
 
 
+class TaggingState(Enum):
+    """Where S_tag stands in the round (:data:`TAGGING_TRANSITIONS`)."""
+
+    EVALUATING = "evaluating"
+    INFORMED = "informed"
+    COLLECTING = "collecting"
+    AGGREGATED = "aggregated"
+
+
+_T = TaggingState
+
+#: S_tag's messages by state: blind requests in any number of batches until the broadcast, then
+#: S_syn's token hashes (once), then shares in any number of batches (settled after each window
+#: under running sums), then the one aggregation request.
+TAGGING_TRANSITIONS: Transitions[TaggingState] = Transitions(
+    role=VIEW,
+    initial=_T.EVALUATING,
+    table={
+        "evaluate": {_T.EVALUATING: _T.EVALUATING},
+        "receive_broadcast": {_T.EVALUATING: _T.INFORMED},
+        "receive_tokens": {_T.INFORMED: _T.COLLECTING},
+        "receive_shares": {_T.COLLECTING: _T.COLLECTING},
+        "settle_contributions": {_T.COLLECTING: _T.COLLECTING},
+        "aggregate": {_T.COLLECTING: _T.AGGREGATED},
+    },
+)
+
+
 class TaggingServer:
+    """S_tag. States (:data:`TAGGING_TRANSITIONS`; a message in any other state is refused with
+    :class:`~fre_protocol.roles.state.OutOfOrderError`, and nothing happens):
+
+    ==========  ===========================================================
+    state       message → next state
+    ==========  ===========================================================
+    evaluating  evaluate (any number of batches) → evaluating;
+                receive_broadcast → informed
+    informed    receive_tokens (S_syn's token hashes) → collecting
+    collecting  receive_shares, settle_contributions → collecting;
+                aggregate (S_syn's one request) → aggregated
+    aggregated  nothing
+    ==========  ===========================================================
+    """
+
+    TRANSITIONS = TAGGING_TRANSITIONS
+
     def __init__(
         self,
         *,
@@ -93,22 +140,7 @@ class TaggingServer:
         record_shares: bool = True,
         keep_contributions: bool = True,
     ) -> None:
-        if (
-            isinstance(proof_batch_size, bool)
-            or not isinstance(proof_batch_size, int)
-            or not 1 <= proof_batch_size <= MAX_PROOF_BATCH
-        ):
-            raise InvalidParameterError(
-                f"proof_batch_size must be an integer in [1, {MAX_PROOF_BATCH}], got {proof_batch_size!r}"
-            )
-        if suite.mode is not Mode.VOPRF:
-            raise InvalidParameterError(f"suite must be in mode VOPRF (users verify proofs), got {suite.mode.name}")
-        if isinstance(release_floor, bool) or not isinstance(release_floor, int) or release_floor < 1:
-            raise InvalidParameterError(f"release_floor must be an integer >= 1, got {release_floor!r}")
-        if dropout_policy not in DROPOUT_POLICIES:
-            raise InvalidParameterError(
-                f"dropout_policy must be one of {list(DROPOUT_POLICIES)}, got {dropout_policy!r}"
-            )
+        _check_settings(suite, release_floor, dropout_policy, proof_batch_size)
         self.release_floor = release_floor
         self.dropout_policy = dropout_policy
         self._suite = suite
@@ -138,8 +170,14 @@ class TaggingServer:
         self._requested: set[bytes] = set()
         self.refused: dict[bytes, str] = {}
         self.topped_up: dict[bytes, int] = {}
+        self._state = TAGGING_TRANSITIONS.initial
+
+    @property
+    def state(self) -> TaggingState:
+        return self._state
 
     # -- phase 1 ---------------------------------------------------------------------------------
+    @step("evaluate")
     def evaluate(self, ciphertexts: Sequence[bytes]) -> list[bytes]:
         """Answer each blinded element, by position: Evaluation / BatchEvaluation / Rejection.
 
@@ -164,48 +202,53 @@ class TaggingServer:
             if o.error is not None:
                 responses[j] = Rejection(reason=type(o.error).__name__).encode()
         elements = [opened[j].message.blinded_element for j in valid]  # type: ignore[union-attr]
-        size = self.proof_batch_size
-        sk, suite = self._sk.reveal(), self._suite
-
-        if size == 1:
-            def work_single(span: range) -> list[bytes]:
-                t = time.perf_counter()
-                mine = elements[span.start : span.stop]
-                answers = suite.blind_evaluate_each(sk, mine, [self._proof_rng([e]) for e in mine])
-                out = [Evaluation(evaluated_element=ev, proof=proof).encode() for ev, proof in answers]
-                self._meter.add("S_tag.voprf_eval", time.perf_counter() - t, len(span))
-                return out
-
-
-            eval_start = time.perf_counter()
-            parts = self._workers.map(work_single, chunks(len(elements), 512), desc="S_tag: VOPRF evaluate")
-            self._meter.add_wall("S_tag.voprf_eval", time.perf_counter() - eval_start)
-            answers = [a for part in parts for a in part]
-        else:
-            answers = []
-            for span in chunks(len(elements), size):
-                batch = elements[span.start : span.stop]
-                t = time.perf_counter()
-                # The suite splits a large batch over its own threads.
-                evaluated, proof = suite.blind_evaluate(sk, batch, rng=self._proof_rng(batch))
-                assert proof is not None
-                t1 = time.perf_counter()
-                self._meter.add("S_tag.voprf_eval", t1 - t, len(batch))
-                self._meter.add_wall("S_tag.voprf_eval", t1 - t)
-                # Each member gets the whole batch (to verify the one proof) and its position:
-                # message building, not evaluation, so metered apart.
-                blinded_t, evaluated_t = tuple(batch), tuple(evaluated)
-                answers.extend(
-                    BatchEvaluation(
-                        position=p, blinded_elements=blinded_t, evaluated_elements=evaluated_t, proof=proof
-                    ).encode()
-                    for p in range(len(batch))
-                )
-                self._meter.add_wall("S_tag.encode_batch_responses", time.perf_counter() - t1)
+        answers = self._evaluate_each(elements) if self.proof_batch_size == 1 else self._evaluate_batches(elements)
         for j, answer in zip(valid, answers, strict=True):
             responses[j] = answer
         self._record(PHASE1, opened)
         return responses
+
+    def _evaluate_each(self, elements: Sequence[bytes]) -> list[bytes]:
+        """One proof per element (``proof_batch_size`` 1), chunks of elements on the workers."""
+        sk, suite = self._sk.reveal(), self._suite
+
+        def work_single(span: range) -> list[bytes]:
+            t = time.perf_counter()
+            mine = elements[span.start : span.stop]
+            answers = suite.blind_evaluate_each(sk, mine, [self._proof_rng([e]) for e in mine])
+            out = [Evaluation(evaluated_element=ev, proof=proof).encode() for ev, proof in answers]
+            self._meter.add("S_tag.voprf_eval", time.perf_counter() - t, len(span))
+            return out
+
+        eval_start = time.perf_counter()
+        parts = self._workers.map(work_single, chunks(len(elements), 512), desc="S_tag: VOPRF evaluate")
+        self._meter.add_wall("S_tag.voprf_eval", time.perf_counter() - eval_start)
+        return [a for part in parts for a in part]
+
+    def _evaluate_batches(self, elements: Sequence[bytes]) -> list[bytes]:
+        """One proof per ``proof_batch_size`` elements; each member's answer is the whole batch."""
+        sk, suite = self._sk.reveal(), self._suite
+        answers: list[bytes] = []
+        for span in chunks(len(elements), self.proof_batch_size):
+            batch = list(elements[span.start : span.stop])
+            t = time.perf_counter()
+            # The suite splits a large batch over its own threads.
+            evaluated, proof = suite.blind_evaluate(sk, batch, rng=self._proof_rng(batch))
+            assert proof is not None
+            t1 = time.perf_counter()
+            self._meter.add("S_tag.voprf_eval", t1 - t, len(batch))
+            self._meter.add_wall("S_tag.voprf_eval", t1 - t)
+            # Each member gets the whole batch (to verify the one proof) and its position:
+            # message building, not evaluation, so metered apart.
+            blinded_t, evaluated_t = tuple(batch), tuple(evaluated)
+            answers.extend(
+                BatchEvaluation(
+                    position=p, blinded_elements=blinded_t, evaluated_elements=evaluated_t, proof=proof
+                ).encode()
+                for p in range(len(batch))
+            )
+            self._meter.add_wall("S_tag.encode_batch_responses", time.perf_counter() - t1)
+        return answers
 
     def _proof_rng(self, elements: Sequence[bytes]) -> RandomSource:
         """The randomness of the one proof over ``elements``, keyed by what it proves, so a seeded
@@ -218,6 +261,7 @@ class TaggingServer:
         return self._rng.child("evaluate/" + hashlib.sha256(b"".join(elements)).hexdigest())
 
     # -- broadcast -------------------------------------------------------------------------------
+    @step("receive_broadcast")
     def receive_broadcast(self, data: bytes) -> None:
         error: Exception | None = None
         try:
@@ -228,6 +272,7 @@ class TaggingServer:
             [(VIEW, BROADCAST, Role.S_SYN.label, VIEW, message_type_name(data), data, status_of(error))]
         )
 
+    @step("receive_tokens")
     def receive_tokens(self, messages: Sequence[bytes]) -> None:
         """S_syn's ReleasedTokens, one per released tag, after the broadcast (design §6.8).
         Refused (typed, recorded in S_tag's view): one for a tag that was not released, a second
@@ -253,6 +298,7 @@ class TaggingServer:
         self._recorder.add(rows)
 
     # -- phase 2 ---------------------------------------------------------------------------------
+    @step("receive_shares")
     def receive_shares(self, ciphertexts: Sequence[bytes], *, sharing: Any, dim: int) -> None:
         """Validate and keep each share: released tag, unspent token of one of the tag's
         accepted submissions (as S_syn listed them), fresh contribution id, well-formed share."""
@@ -263,6 +309,7 @@ class TaggingServer:
         )
         self._record(PHASE2, opened)
 
+    @step("settle_contributions")
     def settle_contributions(self, named: Sequence[bytes], *, sharing: Any, dim: int) -> list[bytes]:
         """Running sums, after each window: keep the contributions since the last window that
         S_syn names too (AcceptedContributions per tag), take the others out of the sum, and
@@ -274,6 +321,7 @@ class TaggingServer:
         self._recorder.add(rows)
         return kept
 
+    @step("aggregate")
     def aggregate(
         self,
         accepted: Sequence[bytes],
@@ -365,9 +413,29 @@ class TaggingServer:
         self._recorder.add(rows)
 
 
+def _check_settings(suite: Oprf, release_floor: int, dropout_policy: str, proof_batch_size: int) -> None:
+    """S_tag's settings, or InvalidParameterError naming the first one out of its domain."""
+    if (
+        isinstance(proof_batch_size, bool)
+        or not isinstance(proof_batch_size, int)
+        or not 1 <= proof_batch_size <= MAX_PROOF_BATCH
+    ):
+        raise InvalidParameterError(
+            f"proof_batch_size must be an integer in [1, {MAX_PROOF_BATCH}], got {proof_batch_size!r}"
+        )
+    if suite.mode is not Mode.VOPRF:
+        raise InvalidParameterError(f"suite must be in mode VOPRF (users verify proofs), got {suite.mode.name}")
+    if isinstance(release_floor, bool) or not isinstance(release_floor, int) or release_floor < 1:
+        raise InvalidParameterError(f"release_floor must be an integer >= 1, got {release_floor!r}")
+    if dropout_policy not in DROPOUT_POLICIES:
+        raise InvalidParameterError(
+            f"dropout_policy must be one of {list(DROPOUT_POLICIES)}, got {dropout_policy!r}"
+        )
+
+
 def missing_users(count: int, floor: int) -> int:
     """How many contributors short of the release floor an aggregate is (for the dropout policy)."""
     return max(0, floor - count)
 
 
-__all__ = ["TaggingServer", "missing_users"]
+__all__ = ["TAGGING_TRANSITIONS", "TaggingServer", "TaggingState", "missing_users"]

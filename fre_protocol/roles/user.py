@@ -31,6 +31,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any
 
 import numpy as np
@@ -64,6 +65,7 @@ from fre_protocol.roles.base import (
     chunks,
     status_of,
 )
+from fre_protocol.roles.state import Transitions, step
 from primitives.errors import DecodeError, FreError, ProtocolStateError, VerificationError
 from primitives.randomness import RandomSource
 from primitives.voprf import Finalized, Oprf
@@ -150,8 +152,68 @@ class _FinalizeJob:
     batch: tuple[tuple[int, BatchEvaluation], ...] | None = None
 
 
+class UserState(Enum):
+    """Where a population of devices stands in the round (:data:`USER_TRANSITIONS`)."""
+
+    NEW = "new"
+    PREPARED = "prepared"
+    BLINDED = "blinded"
+    FINALIZED = "finalized"
+    SUBMITTED = "submitted"
+    INFORMED = "informed"
+    RESTORED = "restored"
+    SHARED = "shared"
+    SENT = "sent"
+
+
+_U = UserState
+
+#: The user's step order, stated once: which message a population takes in which state and the
+#: state it leads to. Phase 1 then phase 2 on the same devices (the in-process driver, the
+#: networked users), or phase 2 only on devices restored from their phase-1 outcome
+#: (:meth:`~UserPopulation.restore`: a streaming window, a Dask task), which prepare their phase-2
+#: seals and may hear the broadcast (recorded once, by one population) in either order.
+USER_TRANSITIONS: Transitions[UserState] = Transitions(
+    role="users",
+    initial=_U.NEW,
+    table={
+        "prepare": {_U.NEW: _U.PREPARED, _U.RESTORED: _U.RESTORED},
+        "blind_requests": {_U.PREPARED: _U.BLINDED},
+        "receive_evaluations": {_U.BLINDED: _U.FINALIZED},
+        "tag_submissions": {_U.FINALIZED: _U.SUBMITTED},
+        "receive_broadcast": {_U.SUBMITTED: _U.INFORMED, _U.RESTORED: _U.RESTORED},
+        "restore": {_U.NEW: _U.RESTORED},
+        "share_submissions": {_U.INFORMED: _U.SENT},
+        "sealed_shares": {_U.INFORMED: _U.SHARED, _U.RESTORED: _U.SHARED},
+        "cover_messages": {_U.INFORMED: _U.SENT, _U.RESTORED: _U.SENT, _U.SHARED: _U.SENT},
+    },
+)
+
+
 class UserPopulation:
-    """N users' devices. ``encodings[i]`` is user i's bucket index b_i, canonically encoded."""
+    """N users' devices. ``encodings[i]`` is user i's bucket index b_i, canonically encoded.
+
+    States (:data:`USER_TRANSITIONS`; a message in any other state is refused with
+    :class:`~fre_protocol.roles.state.OutOfOrderError`, and nothing happens):
+
+    =========  ==================================================================================
+    state      message → next state
+    =========  ==================================================================================
+    new        prepare → prepared; restore (phase 1's outcome and the broadcast) → restored
+    prepared   blind_requests → blinded
+    blinded    receive_evaluations (verify, finalize) → finalized
+    finalized  tag_submissions → submitted
+    submitted  receive_broadcast → informed
+    informed   share_submissions → sent; sealed_shares → shared; cover_messages → sent
+    restored   prepare, receive_broadcast → restored; sealed_shares → shared; cover_messages → sent
+    shared     cover_messages (the other online users' cover) → sent
+    sent       nothing
+    =========  ==================================================================================
+
+    :meth:`tally` and the attributes are read in any state.
+    """
+
+    TRANSITIONS = USER_TRANSITIONS
 
     def __init__(
         self,
@@ -209,8 +271,14 @@ class UserPopulation:
         self.released: dict[bytes, int] = {}
         self.participants = np.zeros(0, dtype=np.int64)
         self.dropped = np.zeros(0, dtype=np.int64)
+        self._state = USER_TRANSITIONS.initial
+
+    @property
+    def state(self) -> UserState:
+        return self._state
 
     # -- before the protocol: what needs neither the data nor a server message ------------------
+    @step("prepare")
     def prepare(self, kinds: Sequence[str] = SEAL_KINDS) -> None:
         """Offline work of every device: the blind r and r^-1, and key material for each sealed
         box it will send (its blind request to S_tag; with its coin, its tag submission to S_syn;
@@ -276,6 +344,7 @@ class UserPopulation:
         return out
 
     # -- phase 1: blind -------------------------------------------------------------------------
+    @step("blind_requests")
     def blind_requests(self) -> list[tuple[int, Role, bytes]]:
         """Every user's sealed BlindRequest for S_tag (RFC 9497 §3.3.2 Blind, with its prepared r)."""
         suite, channel = self._suite, self._channel
@@ -308,6 +377,7 @@ class UserPopulation:
         return out
 
     # -- phase 1: finalize ----------------------------------------------------------------------
+    @step("receive_evaluations")
     def receive_evaluations(self, deliveries: Sequence[tuple[int, bytes]]) -> None:
         """Verify the proof and finalize each user's tag (RFC 9497 §2.2.2 VerifyProof, §3.3.2
         Finalize with the blind inverse prepared offline)."""
@@ -431,6 +501,7 @@ class UserPopulation:
         self._recorder.add(rows + inbox.duplicates)
 
     # -- phase 1: submit ------------------------------------------------------------------------
+    @step("tag_submissions")
     def tag_submissions(self) -> list[tuple[int, Role, bytes]]:
         """With its coin, each user with a tag sends it to S_syn, sealed (Algorithm 2, l. 4-6)."""
         have_tag = np.array([t is not None for t in self.tags], dtype=bool)
@@ -470,6 +541,7 @@ class UserPopulation:
         return out
 
     # -- broadcast -------------------------------------------------------------------------------
+    @step("receive_broadcast")
     def receive_broadcast(self, data: bytes) -> None:
         """The released tags with their counts (Algorithm 2, l. 10). Recorded once: every user
         receives the same broadcast."""
@@ -486,6 +558,7 @@ class UserPopulation:
         self._meter.add_bytes("user.download.broadcast", len(data))
 
     # -- phase 2 --------------------------------------------------------------------------------
+    @step("share_submissions")
     def share_submissions(
         self,
         *,
@@ -517,26 +590,33 @@ class UserPopulation:
                 self.x[users], [self.tags[i] for i in users], encoder=encoder, sharing=sharing, noise=noise,
                 rng=self._rng.child(f"phase2/{index}"), meter=self._meter, tokens=[self.tokens[i] for i in users],
             )
-            return self.sealed_shares(users, plains)
+            return self._sealed_shares(users, plains)
 
         jobs = list(enumerate(chunks(len(parts_idx), self._chunk)))
         parts = self._workers.map(work, jobs, desc="users: DDG encode + share")
         out = [item for part in parts for item in part]
         if self.cover_traffic:
             self.cover = np.flatnonzero(~eligible & active)
-            out += self.cover_messages(self.cover, sharing.share_sizes(int(encoder.config.padded_dim)))
+            out += self._cover_messages(self.cover, sharing.share_sizes(int(encoder.config.padded_dim)))
         return out
 
+    @step("sealed_shares")
     def sealed_shares(
         self, users: Sequence[int], plains: Sequence[tuple[bytes, bytes]]
     ) -> list[tuple[int, Role, bytes]]:
         """Each user seals its two ShareSubmissions, one to each server, with its prepared seals
         (chunks of users on the workers, as their devices would in parallel)."""
+        return self._sealed_shares(users, plains)
+
+    def _sealed_shares(
+        self, users: Sequence[int], plains: Sequence[tuple[bytes, bytes]]
+    ) -> list[tuple[int, Role, bytes]]:
         if len(plains) != len(users):
             raise ProtocolStateError(f"sealed_shares needs one pair of shares per user ({len(users)}), got {len(plains)}")
         return self._seal_pairs(list(users), lambda span: plains[span.start : span.stop], "shares")
 
 
+    @step("restore")
     def restore(
         self,
         tags: Sequence[bytes | None],
@@ -564,10 +644,14 @@ class UserPopulation:
             n_dropped_out=int(self.dropped.size), n_cover_users=int(self.cover.size), status=status,
         )
 
+    @step("cover_messages")
     def cover_messages(self, users: npt.NDArray[np.int64], share_sizes: tuple[int, int]) -> list[tuple[int, Role, bytes]]:
         """Two sealed CoverShares per user, as long as its two shares would be (the proxy sees
         the same count and sizes from every user; the servers open and discard them). Each
         carries a fresh random token field, drawn per chunk of users from its own stream."""
+        return self._cover_messages(users, share_sizes)
+
+    def _cover_messages(self, users: npt.NDArray[np.int64], share_sizes: tuple[int, int]) -> list[tuple[int, Role, bytes]]:
         idx = users.tolist()
         draws: dict[int, bytes] = {}
         for i in idx:
@@ -656,4 +740,7 @@ def _seal_prepared(channel: Channel, prepared: Sequence[Any], plaintexts: Sequen
     return [channel.seal_prepared(seal, p) for seal, p in zip(prepared, plaintexts, strict=True)]
 
 
-__all__ = ["OK", "PHASE1_SEALS", "PHASE2_SEALS", "SEAL_KINDS", "ServerKeys", "UserPopulation", "UserTally", "share_plaintexts"]
+__all__ = [
+    "OK", "PHASE1_SEALS", "PHASE2_SEALS", "SEAL_KINDS", "USER_TRANSITIONS", "ServerKeys", "UserPopulation", "UserState",
+    "UserTally", "share_plaintexts",
+]

@@ -10,6 +10,7 @@ import pytest
 from fre_protocol.components import build_components
 from fre_protocol.messages import BatchEvaluation, Evaluation, Role, SealedEnvelope, decode, tag_of
 from fre_protocol.roles import Meter, Recorder, ServerKeys, TaggingServer, UserPopulation, Workers
+from fre_protocol.roles.state import OutOfOrderError
 from primitives.errors import ProtocolStateError
 from primitives.randomness import RandomSource
 from primitives.secret import Secret
@@ -75,8 +76,10 @@ def test_every_user_gets_its_prf_value_and_a_bad_proof_costs_only_its_user(comps
     # Users with a tag and a coin submit it, each with its own prepared seal, once.
     submissions = users.tag_submissions()
     assert sorted(conn for conn, _, _ in submissions) == [i for i in range(N) if coins[i] and i not in (3, 5, 6)]
-    with pytest.raises(ProtocolStateError, match="no prepared seal"):
-        users.blind_requests()  # every blind-request seal is spent
+    # Nothing twice: a second round of blind requests is out of order (and its seals are spent).
+    with pytest.raises(OutOfOrderError, match="'submitted' cannot take 'blind_requests'"):
+        users.blind_requests()
+    assert all(seal is None for seal in users._seals["blind_request"])
 
 
 def _keyless(answer: bytes) -> bytes:
