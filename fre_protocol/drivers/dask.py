@@ -162,7 +162,7 @@ class _connect:
 
 
 class RemoteParty:
-    """A server actor seen as the in-process party the runner's stages call: each method call
+    """A server actor seen as the in-process party the in-process driver's stages call: each method call
     waits for the actor's answer, and the rows the server recorded go to the driver's store."""
 
     def __init__(self, actor: Any, role: str, recorder: Recorder, target: str = "server") -> None:
@@ -404,7 +404,7 @@ class DaskWindows:
 
 
 class _Phase1Window:
-    """One window's devices as the runner's phase-1 stage sees a population: blind requests
+    """One window's devices as the in-process driver's phase-1 stage sees a population: blind requests
     out, S_tag's answers in (each chunk's to its own task), tag submissions out."""
 
     def __init__(self, owner: DaskWindows, span: range) -> None:

@@ -19,7 +19,7 @@ Seeded runs release exactly what :func:`run_protocol` releases, noise on or off:
   participants in user order, whichever windows its users fall in: the chunk is computed when
   its first user's window plays and its later users' messages wait (at most one chunk) for
   their own window;
-* coins, the dropout mask and the public grid are drawn once, as the runner draws them;
+* coins, the dropout mask and the public grid are drawn once, as the in-process driver draws them;
 * S_tag's proof nonces are keyed by the elements they prove, so the proxy's shuffles (one per
   window instead of one per phase) change only the order in which servers receive messages.
   Modular sums do not depend on that order.
@@ -29,7 +29,7 @@ plays the same windows with the users' chunks as Dask tasks and the servers as D
 with :mod:`fre_protocol.drivers.user_processes`, whose players run those tasks in local worker processes
 while the servers stay in this one.
 
-Phase 1's tag submissions reach S_syn as in the runner, in one uniformly random order with all
+Phase 1's tag submissions reach S_syn as in the in-process driver, in one uniformly random order with all
 of S_tag's dummies: the proxy takes each window's submissions (and the window's share of the
 dummies, a random window each from the dummy user's own stream) as they come, holds S_syn's part
 (:class:`~fre_protocol.roles.windows.HeldSubmissions`, spooled to disk) and, after the last window, hands it over shuffled as
@@ -42,7 +42,7 @@ same messages in another order. With ``proof_batch_size > 1`` the batches are fo
 window, so the proofs (not the tags) differ. The servers keep running sums, so after each window
 they settle which of its contributions both hold
 (:func:`~fre_protocol.roles.windows.settle_window`: two AcceptedContributions messages a tag,
-which the runner's transcripts do not have) and a share only one of them accepted is taken out;
+which the in-process driver's transcripts do not have) and a share only one of them accepted is taken out;
 a validator's strict subset is still refused rather than summed, and no adversary can be placed
 on the network.
 
@@ -251,7 +251,7 @@ def _play(
 
 class WindowPlayer(Protocol):
     """How a driver plays the users' side of one window (phase 1) and of phase 2; the servers'
-    side is the runner's stages on ``ctx.parties``, wherever those servers run. A window's tag
+    side is the in-process driver's stages on ``ctx.parties``, wherever those servers run. A window's tag
     submissions (with that window's dummies) go through the proxy into ``ctx.held``, not to
     S_syn; a player may send them during a later window and report them there, and
     :meth:`phase1_done` sends and reports what it still holds."""
@@ -369,7 +369,7 @@ def _phase1_window(ctx: WindowContext, users: UserPopulation, span: range, dummi
 
 def _phase2(ctx: WindowContext, ahead: Ahead, plan: Phase2Plan, message: bytes, roster: Roster) -> UserTally:
     """Phase 2 window by window. Participants (submitted a released tag, still online) form
-    chunks in user order, as in the runner; a chunk is encoded and shared from its own stream
+    chunks in user order, as in the in-process driver; a chunk is encoded and shared from its own stream
     when the window of its first user plays, and each user seals and sends in its own window."""
     run, driver = ctx.run, ctx.driver
     pending: dict[int, tuple[bytes, bytes]] = {}

@@ -57,7 +57,7 @@ def size_only(row: Row) -> Row:
 class Recorder:
     """Buffers rows for a :class:`TranscriptStore`; without a store it only counts them.
 
-    Thread-safe (the store serialises writers). ``enabled`` lets a runner switch recording off
+    Thread-safe (the store serialises writers). ``enabled`` lets a driver switch recording off
     for throughput measurements without changing the parties' code paths. ``payloads=False``
     records every message size-only (what was sent, by whom, to whom and how large, not its
     bytes): a paper-scale run's full transcript would take ~10 kB a user on disk.

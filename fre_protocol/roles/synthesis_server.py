@@ -280,7 +280,7 @@ class SynthesisServer:
     def settle_contributions(self, named: Sequence[bytes], *, sharing: Any, dim: int) -> list[bytes]:
         """Running sums, after each window: keep the contributions since the last window that
         S_tag names too (AcceptedContributions per tag), take the others out of the sum, and
-        name the kept ones back. Both servers then hold the same contributions, as the runner's
+        name the kept ones back. Both servers then hold the same contributions, as the in-process driver's
         servers sum over the common ones at the aggregation."""
         kept, rows = settle_shares(
             self._shares, named, sharing=sharing, dim=dim, view=VIEW, sender=Role.S_TAG.label

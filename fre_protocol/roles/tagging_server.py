@@ -252,7 +252,7 @@ class TaggingServer:
 
     def _proof_rng(self, elements: Sequence[bytes]) -> RandomSource:
         """The randomness of the one proof over ``elements``, keyed by what it proves, so a seeded
-        run draws the same proof however a driver batches the requests (the in-process runner
+        run draws the same proof however a driver batches the requests (the in-process driver
         hands S_tag one batch, the networked proxy a window at a time). A cryptographic source's
         children are fresh OS randomness, so only seeded runs change. The same elements get the
         same nonce only for the same statement (the evaluations follow from the key), which
@@ -313,7 +313,7 @@ class TaggingServer:
     def settle_contributions(self, named: Sequence[bytes], *, sharing: Any, dim: int) -> list[bytes]:
         """Running sums, after each window: keep the contributions since the last window that
         S_syn names too (AcceptedContributions per tag), take the others out of the sum, and
-        name the kept ones back. Both servers then hold the same contributions, as the runner's
+        name the kept ones back. Both servers then hold the same contributions, as the in-process driver's
         servers sum over the common ones at the aggregation."""
         kept, rows = settle_shares(
             self._shares, named, sharing=sharing, dim=dim, view=VIEW, sender=Role.S_SYN.label

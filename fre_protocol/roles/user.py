@@ -78,7 +78,7 @@ OK = "ok"
 # user on its own processor, so time this thread spends waiting for the GIL held by a sibling
 # worker, or descheduled on a shared machine, is not that user's time (wall clocks per thread
 # overstated it by up to the number of workers). This counts all of a user's work only while
-# BLAS runs in the calling thread, which the runner arranges (threadpoolctl) for the whole run.
+# BLAS runs in the calling thread, which the in-process driver arranges (threadpoolctl) for the whole run.
 _clock = time.thread_time
 
 

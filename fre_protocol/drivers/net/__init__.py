@@ -1,5 +1,5 @@
 """The networked deployment: S_tag, S_syn and the proxy as HTTPS services — the network driver
-over the same role classes (:mod:`fre_protocol.roles`) that the in-process runner drives.
+over the same role classes (:mod:`fre_protocol.roles`) that the in-process driver drives.
 
 Operators (S_tag, S_syn, the proxy) authenticate one another with mutual TLS under one deployment
 CA; users reach the proxy over TLS with no certificate of their own.

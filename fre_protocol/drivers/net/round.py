@@ -295,7 +295,7 @@ class RoundContext:
         )
 
     def phase2(self, released: dict[bytes, int]) -> Phase2Plan:
-        """Phase 2's plan from the broadcast, as the in-process runner derives it."""
+        """Phase 2's plan from the broadcast, as the in-process driver derives it."""
         from fre_protocol.roles.round import phase2_plan
 
         return phase2_plan(self.params, self.settings.dim, self.settings.protocol, self.comps, released)
