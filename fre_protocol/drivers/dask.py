@@ -162,7 +162,7 @@ class _connect:
 
 
 class RemoteParty:
-    """A server actor seen as the in-process party the in-process driver's stages call: each method call
+    """A server actor seen as the in-process party the moving stages call: each method call
     waits for the actor's answer, and the rows the server recorded go to the driver's store."""
 
     def __init__(self, actor: Any, role: str, recorder: Recorder, target: str = "server") -> None:
