@@ -43,6 +43,10 @@ _ENTRIES: dict[str, dict[str, str]] = {
     "channel": {
         "sealed-box": "primitives.channel:SealedBoxChannel",
     },
+    "broadcast": {
+        "full-list": "primitives.compact.broadcast:FullListBroadcast",
+        "fuse": "primitives.compact.broadcast:FuseBroadcast",
+    },
 }
 
 
