@@ -46,6 +46,7 @@ _ENTRIES: dict[str, dict[str, str]] = {
     "broadcast": {
         "full-list": "primitives.compact.broadcast:FullListBroadcast",
         "fuse": "primitives.compact.broadcast:FuseBroadcast",
+        "ribbon": "primitives.compact.ribbon:RibbonBroadcast",
     },
 }
 

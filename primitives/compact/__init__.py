@@ -6,8 +6,13 @@ broadcast as a swappable primitive (registry family ``broadcast``):
 
 - :mod:`primitives.compact.fuse`: a 3-wise binary fuse filter (membership, false-positive rate
   2^-w for w-bit fingerprints) and the same construction storing values (a static function);
-- :mod:`primitives.compact.broadcast`: the interface and its two encodings, ``full-list`` (today's
-  list) and ``fuse`` (filter + counts). Byte formats: ``docs/compact-broadcast.md``.
+- :mod:`primitives.compact.broadcast`: the interface and two encodings, ``full-list`` (today's
+  list) and ``fuse`` (filter + counts);
+- :mod:`primitives.compact.ribbon`: ``ribbon``, a standard ribbon holding fingerprints and counts
+  (about 1.03-1.06 slots per tag against the fuse's 1.19-1.3 at 10^3-10^4 tags); not imported
+  here, as it compiles two numba kernels on first use.
+
+Byte formats: ``docs/compact-broadcast.md``.
 """
 
 from __future__ import annotations

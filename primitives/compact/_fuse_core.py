@@ -47,12 +47,17 @@ def mixed(keys: U64, seed: int) -> U64:
     return murmur64(keys + np.uint64(seed))
 
 
-def positions(hashes: U64, segment_length: int, segment_count: int) -> npt.NDArray[np.int64]:
-    """The three slots of every hash, shape ``(n, 3)``."""
-    scl = np.uint64(segment_length * segment_count)
+def mulhi(hashes: U64, factor: int) -> U64:
+    """``(hash * factor) >> 64`` for a factor below 2^32 (so the result is below 2^32)."""
+    f = np.uint64(factor)
     hi = hashes >> np.uint64(32)
     lo = hashes & np.uint64(MASK32)
-    h0 = (hi * scl + ((lo * scl) >> np.uint64(32))) >> np.uint64(32)  # mulhi(hash, scl) < 2^32
+    return (hi * f + ((lo * f) >> np.uint64(32))) >> np.uint64(32)
+
+
+def positions(hashes: U64, segment_length: int, segment_count: int) -> npt.NDArray[np.int64]:
+    """The three slots of every hash, shape ``(n, 3)``."""
+    h0 = mulhi(hashes, segment_length * segment_count)
     mask = np.uint64(segment_length - 1)
     length = np.uint64(segment_length)
     h1 = (h0 + length) ^ ((hashes >> np.uint64(18)) & mask)
