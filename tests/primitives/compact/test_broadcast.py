@@ -15,6 +15,8 @@ from scipy.stats import binom
 
 from primitives import registry
 from primitives.compact import BroadcastEncoding, FullListBroadcast, FuseBroadcast, LoadedBroadcast
+from primitives.compact.fuse import keys64
+from primitives.compact.ribbon import RibbonBroadcast
 from primitives.errors import DecodeError, InvalidInputError, InvalidParameterError
 
 ALPHA = 1e-6  # each statistical check fails a correct implementation with probability <= ALPHA
@@ -33,22 +35,27 @@ def _unreleased(n: int, stream: int, released: dict[bytes, int]) -> list[bytes]:
 
 
 def test_registry_family() -> None:
-    assert registry.names("broadcast") == ["full-list", "fuse"]
+    assert registry.names("broadcast") == ["full-list", "fuse", "ribbon"]
     for name in registry.names("broadcast"):
         encoding = registry.create("broadcast", name)
         assert isinstance(encoding, BroadcastEncoding) and encoding.name == name
     assert registry.create("broadcast", "fuse", fingerprint_bits=32).fingerprint_bits == 32
+    assert registry.create("broadcast", "ribbon", fingerprint_bits=32).fingerprint_bits == 32
+
+
+COMPACT = [FuseBroadcast, RibbonBroadcast]
 
 
 @pytest.mark.parametrize("bits", [16, 32])
-def test_fuse_answers_as_the_full_list(bits: int) -> None:
+@pytest.mark.parametrize("cls", COMPACT, ids=lambda c: c.name)
+def test_compact_answers_as_the_full_list(cls: type[FuseBroadcast], bits: int) -> None:
     """Every released tag: the same count. 200,000 unreleased tags: ``None`` from the full list;
-    from the fuse broadcast ``None`` except for false positives, whose number is within the
+    from the compact broadcast ``None`` except for false positives, whose number is within the
     binomial (1 - ALPHA) bound at rate 2^-bits."""
     released = _released(13_812, 3)
     seed = b"public seed"
     full = FullListBroadcast().load(FullListBroadcast().build(released, seed))
-    fuse = FuseBroadcast(bits).load(FuseBroadcast(bits).build(released, seed))
+    fuse = cls(bits).load(cls(bits).build(released, seed))
     assert isinstance(fuse, LoadedBroadcast) and len(fuse) == len(full) == len(released)
     for tag, count in released.items():
         assert fuse.query(tag) == full.query(tag) == count
@@ -67,9 +74,12 @@ def test_fuse_answers_as_the_full_list(bits: int) -> None:
     ),
     st.binary(max_size=40),
     st.sampled_from([8, 16, 32]),
+    st.sampled_from(COMPACT),
 )
-def test_property_round_trip_and_order(released: dict[bytes, int], seed: bytes, bits: int) -> None:
-    encoding = FuseBroadcast(bits)
+def test_property_round_trip_and_order(
+    released: dict[bytes, int], seed: bytes, bits: int, cls: type[FuseBroadcast]
+) -> None:
+    encoding = cls(bits)
     data = encoding.build(released, seed)
     assert encoding.build(list(reversed(list(released.items()))), seed) == data
     loaded = encoding.load(data)
@@ -80,12 +90,31 @@ def test_property_round_trip_and_order(released: dict[bytes, int], seed: bytes, 
 
 
 def test_count_width_follows_the_largest_count() -> None:
-    for max_count, width in [(255, 8), (256, 16), (65_535, 16), (65_536, 32)]:
+    for max_count, width in [(255, 8), (256, 16), (65_535, 16), (65_536, 32), (2**32 - 1, 32)]:
         released = _released(100, 5, max_count=1)
         next_tag = next(iter(released))
         released[next_tag] = max_count
         loaded = FuseBroadcast().load(FuseBroadcast().build(released, b"s"))
         assert loaded.counts.width == width and loaded.query(next_tag) == max_count
+        ribbon = RibbonBroadcast().load(RibbonBroadcast().build(released, b"s"))
+        assert ribbon.count_bits == width and ribbon.query(next_tag) == max_count
+
+
+@pytest.mark.parametrize(("bits", "n_probe"), [(8, 1_000_000), (16, 2_000_000)])
+def test_ribbon_false_positive_rate(bits: int, n_probe: int) -> None:
+    """≥ 10^6 random tags against a ribbon of 13,812: false positives within the two-sided
+    binomial (1 - ALPHA) interval at rate 2^-bits."""
+    released = _released(13_812, 20)
+    loaded = RibbonBroadcast(bits).load(RibbonBroadcast(bits).build(released, b"seed"))
+    probe = keys64(_unreleased(n_probe, 21, released))
+    hits = int(loaded.contains_many(probe).sum())
+    rate = 2.0**-bits
+    low, high = binom.ppf(ALPHA / 2, probe.size, rate), binom.isf(ALPHA / 2, probe.size, rate)
+    assert low <= hits <= high, (hits, probe.size * rate)
+    sample = _unreleased(2000, 22, released)
+    assert loaded.contains_many(keys64(sample)).tolist() == [
+        loaded.query(t) is not None for t in sample
+    ]
 
 
 def test_full_list_is_todays_released_tags_body() -> None:
@@ -96,7 +125,9 @@ def test_full_list_is_todays_released_tags_body() -> None:
     assert len(data) == 4 + 36 * 5
 
 
-@pytest.mark.parametrize("encoding", [FullListBroadcast(), FuseBroadcast()], ids=repr)
+@pytest.mark.parametrize(
+    "encoding", [FullListBroadcast(), FuseBroadcast(), RibbonBroadcast()], ids=repr
+)
 def test_deterministic_in_the_set_and_seed(encoding: BroadcastEncoding) -> None:
     released = _released(1372, 7)
     data = encoding.build(released, b"seed")
@@ -106,20 +137,25 @@ def test_deterministic_in_the_set_and_seed(encoding: BroadcastEncoding) -> None:
     assert encoding.build(dict(shuffled), b"seed") == data
 
 
-def test_fuse_seed_changes_the_bytes_not_the_answers() -> None:
+@pytest.mark.parametrize("cls", COMPACT, ids=lambda c: c.name)
+def test_seed_changes_the_bytes_not_the_answers(cls: type[FuseBroadcast]) -> None:
     released = _released(500, 9)
-    a, b = FuseBroadcast().build(released, b"one"), FuseBroadcast().build(released, b"two")
+    a, b = cls().build(released, b"one"), cls().build(released, b"two")
     assert a != b
-    loaded = FuseBroadcast().load(b)
+    loaded = cls().load(b)
     assert all(loaded.query(t) == c for t, c in released.items())
 
 
-@pytest.mark.parametrize("encoding", [FullListBroadcast(), FuseBroadcast()], ids=repr)
+@pytest.mark.parametrize(
+    "encoding", [FullListBroadcast(), FuseBroadcast(), RibbonBroadcast()], ids=repr
+)
 def test_refuses_bad_released_sets(encoding: BroadcastEncoding) -> None:
     tag = bytes(32)
     with pytest.raises(InvalidInputError, match="tag must be 32 bytes, got"):
         encoding.build({b"short": 3}, b"s")
-    with pytest.raises(InvalidInputError, match=r"count must be an integer in \[1, 4294967295\], got 0"):
+    with pytest.raises(
+        InvalidInputError, match=r"count must be an integer in \[1, 4294967295\], got 0"
+    ):
         encoding.build({tag: 0}, b"s")
     with pytest.raises(InvalidInputError, match=r"got 4294967296"):
         encoding.build({tag: 2**32}, b"s")
@@ -129,11 +165,14 @@ def test_refuses_bad_released_sets(encoding: BroadcastEncoding) -> None:
         encoding.load(encoding.build({tag: 1}, b"s")).query(b"\0" * 31)
 
 
-def test_fuse_refuses_bad_parameters() -> None:
-    with pytest.raises(InvalidParameterError, match=r"fingerprint_bits must be one of \(8, 16, 32\), got 20"):
-        FuseBroadcast(20)
+@pytest.mark.parametrize("cls", COMPACT, ids=lambda c: c.name)
+def test_compact_refuses_bad_parameters(cls: type[FuseBroadcast]) -> None:
+    with pytest.raises(
+        InvalidParameterError, match=r"fingerprint_bits must be one of \(8, 16, 32\), got 20"
+    ):
+        cls(20)
     with pytest.raises(InvalidParameterError, match="seed must be bytes, got str"):
-        FuseBroadcast().build({bytes(32): 1}, "seed")  # type: ignore[arg-type]
+        cls().build({bytes(32): 1}, "seed")  # type: ignore[arg-type]
 
 
 def _fuse_bytes() -> bytes:
@@ -153,7 +192,10 @@ def _swap_counts_layout(data: bytes) -> bytes:
     [
         (lambda b: b[:7], "at least 8 bytes .*got 7"),
         (lambda b: b"FCB2" + b[4:], "magic must be b'FCB1', got b'FCB2'"),
-        (lambda b: b[:4] + struct.pack("<I", 10**6) + b[8:], r"filter length must be at most \d+, got 1000000"),
+        (
+            lambda b: b[:4] + struct.pack("<I", 10**6) + b[8:],
+            r"filter length must be at most \d+, got 1000000",
+        ),
         (lambda b: b[:4] + struct.pack("<I", 20) + b[8:], "fuse filter must be at least 28 bytes"),
         (lambda b: b[:-2], r"fuse retrieval must be \d+ bytes .*got \d+"),
         (lambda b: b[:8] + b"XXXX" + b[12:], "fuse filter magic must be b'FBF1', got b'XXXX'"),
@@ -185,7 +227,41 @@ def test_malformed_full_list_bytes_are_refused(mutate: object, message: str) -> 
         FullListBroadcast().load(mutate(_full_bytes()))  # type: ignore[operator]
 
 
+def _ribbon_bytes() -> bytes:
+    return RibbonBroadcast().build(_released(40, 13), b"s")
+
+
+def _ribbon_header(data: bytes, index: int, value: int) -> bytes:
+    fields = list(struct.unpack_from("<4sBBBBQII", data))
+    fields[index] = value
+    return struct.pack("<4sBBBBQII", *fields) + data[24:]
+
+
+@pytest.mark.parametrize(
+    ("mutate", "message"),
+    [
+        (lambda b: b[:23], "at least 24 bytes .*got 23"),
+        (lambda b: b"RCB2" + b[4:], "magic must be b'RCB1', got b'RCB2'"),
+        (
+            lambda b: _ribbon_header(b, 1, 12),
+            r"fingerprint bits must be one of \(8, 16, 32\), got 12",
+        ),
+        (lambda b: _ribbon_header(b, 2, 0), r"count bits must be one of \(8, 16, 32\), got 0"),
+        (lambda b: _ribbon_header(b, 3, 32), "width must be 64, got 32"),
+        (lambda b: _ribbon_header(b, 4, 7), "reserved field must be 0, got 7"),
+        (lambda b: _ribbon_header(b, 6, 0), "of 0 tags must have 0 slots, got"),
+        (lambda b: _ribbon_header(b, 7, 63), "slots must be at least 64, got 63"),
+        (lambda b: _ribbon_header(b, 7, 10**9), r"must be \d+ bytes .*got \d+"),
+        (lambda b: b[:-1], r"must be \d+ bytes \(header and \d+ slots of 16 \+ 16 bits\), got \d+"),
+        (lambda b: b + b"\0", r"must be \d+ bytes .*got \d+"),
+    ],
+)
+def test_malformed_ribbon_bytes_are_refused(mutate: object, message: str) -> None:
+    with pytest.raises(DecodeError, match=message):
+        RibbonBroadcast().load(mutate(_ribbon_bytes()))  # type: ignore[operator]
+
+
 def test_load_refuses_non_bytes() -> None:
-    for encoding in (FullListBroadcast(), FuseBroadcast()):
+    for encoding in (FullListBroadcast(), FuseBroadcast(), RibbonBroadcast()):
         with pytest.raises(DecodeError, match="must be bytes, got list"):
             encoding.load([1, 2])  # type: ignore[arg-type]
