@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parents[1] / "vectors"
 
 #: sha256 of each vector file, as recorded in its README.
 SHA256 = {
-    "compact/fuse.json": "6e0145652f4f8063fc92cf6f6bff9f90a9faeb8171fa698a2dfc0a44b72de178",
+    "compact/broadcast.json": "0cada100c5156e0a4823299d256582bcd88b15fcf3ac7d34dfa502e317fe9298",
     "protocol/dp_noise.json": "82cdab5ea81d5273e13694955bef63ab40884c1fec6b52f8e73478759f1e65af",
     "protocol/noiseless.json": "6e5581a871eb55dd4d619ff19920160dc894902803c962f3819b32092a71e984",
     "rfc9380/expand_message_xmd_sha512.json": "c015dbd315369b331c762bad0b180536632fbb2bd58cdf42ffdd1135d0c89db4",

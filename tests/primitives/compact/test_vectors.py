@@ -1,4 +1,4 @@
-"""Known answers of primitives.compact (tests/vectors/compact/fuse.json): every case rebuilds to
+"""Known answers of primitives.compact (tests/vectors/compact/broadcast.json): every case rebuilds to
 the same bytes, and every query is answered the same by the package and by a reader written
 from docs/compact-broadcast.md alone (what the devices' TypeScript reader will do)."""
 
@@ -13,8 +13,9 @@ from known_answers import load
 
 from primitives.compact.broadcast import FullListBroadcast, FuseBroadcast
 from primitives.compact.fuse import FuseFilter, FuseRetrieval
+from primitives.compact.ribbon import RibbonBroadcast
 
-CASES: list[dict[str, Any]] = load("compact/fuse.json")["cases"]
+CASES: list[dict[str, Any]] = load("compact/broadcast.json")["cases"]
 M64 = 2**64 - 1
 
 
@@ -28,6 +29,8 @@ def test_rebuilds_to_the_same_bytes(case: dict[str, Any]) -> None:
     kind = case["encoding"]
     if kind == "fuse":
         data = FuseBroadcast(case["fingerprint_bits"]).build(pairs, seed)
+    elif kind == "ribbon":
+        data = RibbonBroadcast(case["fingerprint_bits"]).build(pairs, seed)
     elif kind == "full-list":
         data = FullListBroadcast().build(pairs, seed)
     elif kind == "filter":
@@ -76,9 +79,34 @@ def _filter_says(section: bytes, tag: bytes) -> bool:
     return n > 0 and x == (h ^ (h >> 32)) & ((1 << width) - 1)
 
 
+def _ribbon_answer(data: bytes, tag: bytes) -> int | None:
+    magic, f, v, width, _, seed, n, m = struct.unpack_from("<4sBBBBQII", data)
+    assert magic == b"RCB1" and width == 64
+    if n == 0:
+        return None
+    k = int.from_bytes(hashlib.sha256(b"fre-e2t/compact/key/v1" + tag).digest()[:8], "little")
+    h = _murmur64((k + seed) & M64)
+    start = (h * (m - 63)) >> 64
+    coeff = _murmur64((h + 0x9E3779B97F4A7C15) & M64) | 1
+
+    def xor(offset: int, bits: int) -> int:
+        out = 0
+        for j in range(64):
+            if coeff >> j & 1:
+                i = offset + (start + j) * bits // 8
+                out ^= int.from_bytes(data[i : i + bits // 8], "little")
+        return out
+
+    if xor(24, f) != (h ^ (h >> 32)) & ((1 << f) - 1):
+        return None
+    return xor(24 + m * f // 8, v)
+
+
 def _independent_answer(case: dict[str, Any], tag: bytes) -> Any:
     data = bytes.fromhex(case["bytes"])
     kind = case["encoding"]
+    if kind == "ribbon":
+        return _ribbon_answer(data, tag)
     if kind == "filter":
         return _filter_says(data, tag)
     if kind == "retrieval":
@@ -106,11 +134,15 @@ def test_queries(case: dict[str, Any]) -> None:
         assert _independent_answer(case, tag) == query["answer"], query
         if kind == "fuse":
             assert FuseBroadcast(case["fingerprint_bits"]).load(data).query(tag) == query["answer"]
+        elif kind == "ribbon":
+            assert (
+                RibbonBroadcast(case["fingerprint_bits"]).load(data).query(tag) == query["answer"]
+            )
         elif kind == "full-list":
             assert FullListBroadcast().load(data).query(tag) == query["answer"]
         elif kind == "filter":
             assert (tag in FuseFilter.from_bytes(data)) == query["answer"]
         else:
             assert FuseRetrieval.from_bytes(data)[tag] == query["answer"]
-        if tag in released and kind in ("fuse", "full-list", "retrieval"):
+        if tag in released and kind in ("fuse", "ribbon", "full-list", "retrieval"):
             assert query["answer"] == released[tag]

@@ -18,8 +18,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
 from primitives.compact.broadcast import FullListBroadcast, FuseBroadcast  # noqa: E402
 from primitives.compact.fuse import FuseFilter, FuseRetrieval, key64  # noqa: E402
+from primitives.compact.ribbon import RibbonBroadcast  # noqa: E402
 
-OUT = Path(__file__).resolve().parent / "fuse.json"
+OUT = Path(__file__).resolve().parent / "broadcast.json"
 FORMAT = 1
 
 
@@ -61,6 +62,26 @@ def fuse_case(n: int, bits: int, seed: bytes, label: str) -> dict[str, Any]:
         "bytes": data.hex(),
         "sha256": hashlib.sha256(data).hexdigest(),
         "queries": queries,
+    }
+
+
+def ribbon_case(n: int, bits: int, seed: bytes, label: str) -> dict[str, Any]:
+    pairs = released(n, label)
+    data = RibbonBroadcast(bits).build(pairs, seed)
+    loaded = RibbonBroadcast(bits).load(data)
+    return {
+        "name": f"ribbon broadcast, {n} tags, {bits}-bit fingerprints",
+        "encoding": "ribbon",
+        "fingerprint_bits": bits,
+        "seed": seed.hex(),
+        "released": [[t.hex(), c] for t, c in pairs],
+        "layout": {"seed": loaded.seed, "slots": loaded.m, "count_bits": loaded.count_bits},
+        "bytes": data.hex(),
+        "sha256": hashlib.sha256(data).hexdigest(),
+        "queries": [
+            {"tag": t.hex(), "key64": f"{key64(t):016x}", "answer": loaded.query(t)}
+            for t in probes(label, [t for t, _ in pairs])
+        ],
     }
 
 
@@ -115,6 +136,10 @@ def main() -> None:
         fuse_case(12, 16, seed, "kat/12"),
         fuse_case(12, 32, seed, "kat/12"),
         fuse_case(100, 16, seed, "kat/100"),
+        ribbon_case(0, 16, seed, "kat/empty"),
+        ribbon_case(12, 16, seed, "kat/12"),
+        ribbon_case(12, 32, seed, "kat/12"),
+        ribbon_case(100, 16, seed, "kat/100"),
         structure_case(12, "filter", 8, seed, "kat/12"),
         structure_case(12, "filter", 16, seed, "kat/12"),
         structure_case(12, "filter", 32, seed, "kat/12"),
