@@ -1,0 +1,119 @@
+"""The noise plan: how many contributors each released bucket's DDG noise is sized for, and each
+user's σ_int there (design §4.4, count-calibrated contributions).
+
+A function of the broadcast's released counts and of public parameters only, so every party
+computes the same plan (:func:`~fre_protocol.roles.round.phase2_plan` builds it with the rest of
+phase 2's plan) and ``fre-e2t audit`` recomputes it from the published counts. Under
+``noise_calibration = "floor"`` every tag's m_h is ⌈τ⌉ and its σ_int the DDG configuration's
+(exactly the protocol before the plan existed); under ``"count"``, m_h = max(⌈τ⌉, ⌊(1 − f)·n_h⌋)
+and σ_int,h is calibrated by the same bisection as the configuration's, at the same γ, so that
+the noise of ``honest_contributors(m_h, dishonest_fraction)`` users meets the DDG term.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from fre_protocol.roles.config import (
+    COUNT_CALIBRATION,
+    FLOOR_CALIBRATION,
+    ProtocolConfig,
+    honest_contributors,
+    sized_contributors,
+)
+from mechanism.fre_e2t import release_threshold
+from mechanism.params import FreParams
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NoisePlan:
+    """Per released tag: ``users`` m_h (the contributions S_tag needs before it sends the tag's
+    aggregate without top-up, and what the DDG term is evaluated at) and ``sigma_int`` σ_int,h
+    (each contributor's discrete Gaussian, integer units). ``floor`` is ⌈τ⌉ and
+    ``default_sigma`` the DDG configuration's σ_int, which stand for a tag the plan does not
+    name."""
+
+    calibration: str
+    floor: int
+    default_sigma: float
+    dropout_allowance: float
+    dishonest_fraction: float
+    users: Mapping[bytes, int] = field(default_factory=dict)
+    sigma_int: Mapping[bytes, float] = field(default_factory=dict)
+
+    def needed(self, tag: bytes) -> int:
+        """m_h: never below the release floor."""
+        return max(self.floor, int(self.users.get(tag, self.floor)))
+
+    def sigma(self, tag: bytes) -> float:
+        return float(self.sigma_int.get(tag, self.default_sigma))
+
+    def per_tag(self) -> dict[str, dict[str, Any]]:
+        """JSON-safe, by tag hex (sorted): m_h, the honest count the DDG term counts on, σ_int,h."""
+        return {
+            t.hex(): {
+                "m": int(self.users[t]),
+                "n_honest": honest_contributors(int(self.users[t]), self.dishonest_fraction),
+                "sigma_int": float(self.sigma_int[t]),
+            }
+            for t in sorted(self.users)
+        }
+
+
+def noise_plan(
+    params: FreParams, cfg: ProtocolConfig, ddg_config: Any, released: Mapping[bytes, int]
+) -> NoisePlan:
+    """The noise plan of a round whose broadcast released ``released`` (tag → count), with the
+    DDG configuration ``ddg_config`` (γ and the modulus: calibrated at the floor, unchanged).
+    Outside DP runs (ε = ∞) there is no noise to size: every tag gets the floor (and σ_int 0).
+    A round played without noise (the equivalence setting) keeps the same plan, so S_tag's
+    threshold m_h does not depend on whether the users add their noise."""
+    floor = release_threshold(params)
+    base = float(ddg_config.sigma_int)
+    calibration = cfg.noise_calibration if params.is_dp else FLOOR_CALIBRATION
+    users = {t: sized_contributors(int(c), floor, calibration, cfg.dropout_allowance) for t, c in released.items()}
+    sigmas: dict[bytes, float] = {}
+    memo: dict[int, float] = {floor: base}
+    for tag, m in users.items():
+        if m not in memo:
+            memo[m] = sigma_for(params, cfg, ddg_config, m)
+        sigmas[tag] = memo[m]
+    return NoisePlan(
+        calibration=calibration, floor=floor, default_sigma=base, dropout_allowance=float(cfg.dropout_allowance),
+        dishonest_fraction=float(cfg.dishonest_fraction), users=users, sigma_int=sigmas,
+    )
+
+
+def sigma_for(params: FreParams, cfg: ProtocolConfig, ddg_config: Any, m: int) -> float:
+    """σ_int for a bucket whose noise is sized for ``m`` contributors: the configuration's own
+    bisection (:func:`primitives.ddg.calibrate_sigma_int`) at its γ, d' and β, at the honest
+    count of ``m``, against the aggregation budget. The floor's is the configuration's σ_int."""
+    if m == release_threshold(params) or not params.is_dp:
+        return float(ddg_config.sigma_int)
+    from fre_protocol.roles.ledger import aggregation_budget, dummy_parameters
+
+    eps_agg, delta_agg = aggregation_budget(params, dummy_parameters(params, cfg))
+    return _calibrated(
+        eps_agg, delta_agg, float(params.sensitivity), float(ddg_config.clip), float(ddg_config.gamma),
+        int(ddg_config.padded_dim), honest_contributors(int(m), cfg.dishonest_fraction), float(ddg_config.beta),
+    )
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _calibrated(
+    eps: float, delta: float, sensitivity: float, clip: float, gamma: float, padded: int, n: int, beta: float
+) -> float:
+    """One bisection per distinct (budget, γ, d', n): every party of a process (and the audit)
+    computes the same plans, and many tags share a count."""
+    from primitives.ddg import calibrate_sigma_int, clipped_sensitivity
+
+    return calibrate_sigma_int(
+        epsilon=eps, delta=delta, sensitivity=clipped_sensitivity(sensitivity, clip), gamma=gamma,
+        padded_dim=padded, n=n, beta=beta,
+    )
+
+
+__all__ = ["COUNT_CALIBRATION", "FLOOR_CALIBRATION", "NoisePlan", "noise_plan", "sigma_for"]
