@@ -25,6 +25,7 @@ import numpy as np
 
 from fre_protocol.cli.common import (
     add_deprecated_alias,
+    add_noise_flags,
     add_param_flags,
     add_progress_flag,
     add_users_flags,
@@ -91,6 +92,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dishonest-fraction", type=_fraction, default=0.0, metavar="F",
                         help="size the users' DDG noise so that the honest (1 - F) of the release floor's "
                         "contributors meet the DDG term (design §4.4; default 0: every contributor honest)")
+    add_noise_flags(parser)
     parser.add_argument(
         "--driver", choices=DRIVERS, default="auto",
         help="'runner' holds every user at once; 'streaming' plays windows of users, so memory does not "
@@ -210,6 +212,8 @@ def run(args: argparse.Namespace) -> int:
         dropout_policy=args.dropout_policy,
         cover_traffic=args.cover_traffic,
         dishonest_fraction=args.dishonest_fraction,
+        noise_calibration=args.noise_calibration,
+        dropout_allowance=args.dropout_allowance,
     )
     if args.demo:
         from fre_protocol.cli.mechanism_cmd import DEMO_SEED, demo_population
