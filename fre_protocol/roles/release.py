@@ -29,7 +29,11 @@ from mechanism.seeds import SeedPlan
 from primitives.errors import ProtocolStateError
 
 #: The norm guard's rule as published (S_syn withholds a decoded sum beyond it; n contributors).
-NORM_GUARD_RULE = "withhold a decoded sum longer than n·clip + γ·n·√d' + γ·σ_int·√n·(√d' + 8)"
+NORM_GUARD_RULE = (
+    "withhold a decoded sum longer than n·clip + γ·n·√d' + γ·σ_int·√n·(√d' + 8)"
+    " (σ_int the tag's σ_int,h under count-sized noise; the noise term over max(n, m_h) users where"
+    " S_tag topped up)"
+)
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PublicPlan:
