@@ -197,16 +197,11 @@ def play(args: argparse.Namespace, x: Any, spec: Any, options: Any, *, users: An
     return result, driver
 
 
-def run(args: argparse.Namespace) -> int:
-    from fre_protocol.inputs import open_embeddings
-    from fre_protocol.roles.config import ProtocolConfig, RoundSpec, RunOptions
-    from mechanism.run_files import DIAGNOSTICS_FILE, TRANSCRIPT_JSONL_FILE
-    from mechanism.seeds import SeedPlan
+def protocol_config(args: argparse.Namespace) -> Any:
+    """The ProtocolConfig the flags choose."""
+    from fre_protocol.roles.config import ProtocolConfig
 
-    params = params_from_args(args)
-    seeds = SeedPlan.fresh() if args.seed is None else SeedPlan.from_seed(args.seed)
-    out_dir = prepare_out_dir(args.out)
-    config = ProtocolConfig(
+    return ProtocolConfig(
         proof_batch_size=args.proof_batch,
         modulus_bits=args.modulus_bits,
         dropout_policy=args.dropout_policy,
@@ -215,6 +210,18 @@ def run(args: argparse.Namespace) -> int:
         noise_calibration=args.noise_calibration,
         dropout_allowance=args.dropout_allowance,
     )
+
+
+def run(args: argparse.Namespace) -> int:
+    from fre_protocol.inputs import open_embeddings
+    from fre_protocol.roles.config import RoundSpec, RunOptions
+    from mechanism.run_files import DIAGNOSTICS_FILE, TRANSCRIPT_JSONL_FILE
+    from mechanism.seeds import SeedPlan
+
+    params = params_from_args(args)
+    seeds = SeedPlan.fresh() if args.seed is None else SeedPlan.from_seed(args.seed)
+    out_dir = prepare_out_dir(args.out)
+    config = protocol_config(args)
     if args.demo:
         from fre_protocol.cli.mechanism_cmd import DEMO_SEED, demo_population
 

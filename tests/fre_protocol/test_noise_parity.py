@@ -297,3 +297,39 @@ def test_the_audit_fails_a_ledger_whose_noise_plan_differs(tmp_path: Path) -> No
     with TranscriptStore.open(path) as store:
         finding = check_noise_plan(store)
     assert not finding.passed and finding.data["mismatched"] == [first]
+
+
+# -- the command line ------------------------------------------------------------------------------
+def test_account_shows_the_noise_by_count(capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from fre_protocol.cli import main
+
+    assert main(["account", "--protocol", "--epsilon", "8", "--dim", "64", "--json"]) == 0
+    count = json.loads(capsys.readouterr().out)
+    assert main(["account", "--protocol", "--epsilon", "8", "--dim", "64", "--json", "--noise-calibration", "floor"]) == 0
+    floor = json.loads(capsys.readouterr().out)
+    assert (count["epsilon"], count["delta"]) == (floor["epsilon"], floor["delta"])  # before any release
+    rows = {r["count"]: r for r in count["noise_by_count"]}
+    assert [r["m"] for r in rows.values()] == [50, 90, 225, 450]
+    # Count: the sum's σ stays within √(1/0.9) of the floor's; floor: it grows as √(n/⌈τ⌉).
+    assert rows[500]["sigma_sum"] == pytest.approx(rows[50]["sigma_sum"] / math.sqrt(0.9), rel=1e-6)
+    assert {r["m"] for r in floor["noise_by_count"]} == {50}
+    assert floor["noise_by_count"][-1]["sigma_sum"] == pytest.approx(math.sqrt(10) * rows[50]["sigma_sum"], rel=1e-9)
+    assert main(["account", "--protocol", "--epsilon", "8", "--dropout-allowance", "0.2"]) == 0
+    assert "dropout allowance 0.2" in capsys.readouterr().out
+    assert main(["account", "--epsilon", "8", "--noise-calibration", "floor"]) == 2  # needs --protocol
+
+
+def test_simulate_takes_the_calibration(tmp_path: Path) -> None:
+    import json
+
+    from fre_protocol.cli import main
+
+    x = tmp_path / "x.npy"
+    np.save(x, _planted().embeddings)
+    args = ["simulate", "--embeddings", str(x), "--epsilon", "8", "--seed", "41", "--noise-calibration", "floor",
+            "--dropout-allowance", "0.2", "--out", str(tmp_path / "out")]
+    assert main(args) == 0
+    info = json.loads((tmp_path / "out" / "release.json").read_text())["info"]
+    assert (info["noise_calibration"], info["dropout_allowance"]) == ("floor", 0.2)
