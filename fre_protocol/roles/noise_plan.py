@@ -6,8 +6,8 @@ computes the same plan (:func:`~fre_protocol.roles.round.phase2_plan` builds it 
 phase 2's plan) and ``fre-e2t audit`` recomputes it from the published counts. Under
 ``noise_calibration = "floor"`` every tag's m_h is ⌈τ⌉ and its σ_int the DDG configuration's
 (exactly the protocol before the plan existed); under ``"count"``, m_h = max(⌈τ⌉, ⌊(1 − f)·n_h⌋)
-and σ_int,h is calibrated by the same bisection as the configuration's, at the same γ, so that
-the noise of ``honest_contributors(m_h, dishonest_fraction)`` users meets the DDG term.
+and σ_int,h is the least σ_int, at the configuration's γ, for which the noise of
+``honest_contributors(m_h, dishonest_fraction)`` users meets the DDG term.
 """
 
 from __future__ import annotations
@@ -89,9 +89,10 @@ def noise_plan(
 
 
 def sigma_for(params: FreParams, cfg: ProtocolConfig, ddg_config: Any, m: int) -> float:
-    """σ_int for a bucket whose noise is sized for ``m`` contributors: the configuration's own
-    bisection (:func:`primitives.ddg.calibrate_sigma_int`) at its γ, d' and β, at the honest
-    count of ``m``, against the aggregation budget. The floor's is the configuration's σ_int."""
+    """σ_int for a bucket whose noise is sized for ``m`` contributors: the least σ_int that meets
+    the aggregation budget at the honest count of ``m``, at the configuration's γ, d' and β (the
+    bisection of :func:`primitives.ddg.calibrate_sigma_int`, or its exact scaling where the
+    accountant allows, :func:`_calibrated`). The floor's is the configuration's σ_int."""
     if m == release_threshold(params) or not params.is_dp:
         return float(ddg_config.sigma_int)
     from fre_protocol.roles.ledger import aggregation_budget, dummy_parameters
