@@ -13,7 +13,9 @@ Built on the generic checks of :mod:`transcripts.audit`, it reports
   excluded), thresholded at the release floor, compared with the broadcast and the recorded
   release; centroids reconstructed from S_syn's own shares plus S_tag's aggregate shares,
   decoded and divided by the contributors, compared with the recorded centroids;
-* the privacy ledger of the run with every term, and that its total is within the parameters.
+* the privacy ledger of the run with every term, and that its total is within the parameters;
+* the noise plan (design §4.4): each released tag's m_h and σ_int in the ledger's DDG term,
+  recomputed from the broadcast counts and the header's configuration.
 """
 
 from __future__ import annotations
@@ -341,6 +343,78 @@ def check_ledger(store: TranscriptStore) -> AuditFinding:
     )
 
 
+def recorded_config(store: TranscriptStore) -> Any:
+    """The run's ProtocolConfig from the header; a run recorded before count-sized noise existed
+    (no ``noise_calibration``) ran the floor calibration."""
+    from fre_protocol.roles.config import FLOOR_CALIBRATION, ProtocolConfig
+
+    data = dict(store.header.extra.get("config", {}))
+    data.setdefault("noise_calibration", FLOOR_CALIBRATION)
+    return ProtocolConfig(**data)
+
+
+def _recorded_broadcast(store: TranscriptStore) -> dict[bytes, int] | None:
+    """The released counts as every party heard them (the broadcast in S_tag's or the users'
+    view), or None where it is not recorded whole."""
+    for entry in store.entries(message_type="released_tags"):
+        if entry.view in (Role.USER.label, Role.S_TAG.label) and entry.payload_recorded and entry.accepted:
+            msg = decode(entry.payload, ReleasedTags)
+            assert isinstance(msg, ReleasedTags)
+            return msg.as_dict()
+    return None
+
+
+def check_noise_plan(store: TranscriptStore) -> AuditFinding:
+    """Each released tag's m_h and σ_int in the ledger's DDG term are the noise plan the
+    published counts and the header's configuration give (design §4.4), and each meets the
+    aggregation budget: recomputed here, from the broadcast (or, where it is not recorded, the
+    release's buckets) and the recorded DDG configuration."""
+    from fre_protocol.roles.config import COUNT_CALIBRATION
+    from fre_protocol.roles.noise_plan import noise_plan
+    from primitives.ddg import DDGConfig
+
+    name = "ledger:noise_plan"
+    if not (store.has_artifact("ledger") and store.has_artifact("ddg_config")):
+        return AuditFinding(name=name, passed=False, detail="no ledger or DDG configuration recorded")
+    params = FreParams.from_dict(dict(store.header.params))
+    cfg = recorded_config(store)
+    terms = {t["name"]: t for t in store.get_artifact("ledger").get("terms", [])}
+    recorded = dict(terms.get("centroid_ddg", {}).get("detail", {}).get("per_tag", {}))
+    counts = _recorded_broadcast(store)
+    partial = counts is None  # the broadcast kept as its size only: the release's buckets
+    if counts is None and store.has_artifact("release"):
+        counts = {bytes.fromhex(b["id"]): int(b["count"]) for b in store.get_artifact("release")["buckets"]}
+    if partial:  # a withheld tag's count is in the broadcast only: its entry cannot be checked
+        recorded = {t: v for t, v in recorded.items() if bytes.fromhex(t) in (counts or {})}
+    plan = noise_plan(params, cfg, DDGConfig.from_dict(store.get_artifact("ddg_config")), counts or {})
+    if plan.calibration != COUNT_CALIBRATION or not plan.users:
+        ok = not recorded
+        return AuditFinding(name=name, passed=ok, detail=(
+            f"noise sized for the release floor ⌈τ⌉ = {plan.floor} ({plan.calibration})"
+            + ("" if ok else "; the ledger lists per-tag noise NOT of this calibration")))
+    want = plan.per_tag()
+    bad = sorted(t for t in set(want) | set(recorded) if not _same_entry(want.get(t), recorded.get(t)))
+    return AuditFinding(
+        name=name,
+        passed=not bad,
+        detail=(
+            f"{len(want)} released tags' m_h = max(⌈τ⌉, ⌊(1 − f)·n_h⌋) (f = {plan.dropout_allowance}) and σ_int "
+            f"recomputed from the counts and the configuration; {len(set(plan.users.values()))} distinct m_h"
+            + (f"; {len(bad)} tags DIFFER from the ledger" if bad else "")
+            + ("; counts from the release's buckets (the broadcast is recorded as its size)" if partial else "")
+        ),
+        data={"mismatched": bad[:50]},
+    )
+
+
+def _same_entry(want: Mapping[str, Any] | None, got: Mapping[str, Any] | None) -> bool:
+    if want is None or got is None:
+        return False
+    return int(got.get("m", -1)) == int(want["m"]) and int(got.get("n_honest", -1)) == int(want["n_honest"]) and (
+        math.isclose(float(got.get("sigma_int", math.nan)), float(want["sigma_int"]), rel_tol=1e-12)
+    )
+
+
 def _check_unit(ledger: dict[str, Any], store: TranscriptStore) -> tuple[bool, str]:
     """The ledger's per-user record is the one its terms give under the run's unit (the header's),
     recomputed with :func:`mechanism.contributions.per_user_guarantee`."""
@@ -458,6 +532,7 @@ def _audit(
     else:
         findings += _check_payloads(store, params, dim, embeddings, user_ids, notes)
     findings.append(check_ledger(store))
+    findings.append(check_noise_plan(store))
     summary = {
         "run_id": header.run_id,
         "rng_mode": header.rng_mode,
@@ -567,6 +642,7 @@ __all__ = [
     "ALLOWED_TYPES",
     "audit_run",
     "bucket_needles",
+    "check_noise_plan",
     "check_release",
     "embedding_needles",
     "ledger_lines",

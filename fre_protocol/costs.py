@@ -115,6 +115,7 @@ def _run_shape(
         "workers": workers,
         "user_workers": info.get("user_workers", workers),
         "proof_batch_size": info.get("proof_batch_size"),
+        "noise_calibration": info.get("noise_calibration"),
         "n_released_buckets": int(meter.counts.get("S_syn.reconstruct", 0)),
         "n_participants": int(meter.counts.get("user.ddg_encode", 0)),
     }

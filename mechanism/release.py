@@ -67,6 +67,8 @@ PUBLIC_INFO_KEYS: Mapping[str, str] = {
     "sigma_effective": "DDG noise at the release floor (public parameters)",
     "sigma_mechanism": "the centralized mechanism's σ (public parameters)",
     "proof_batch_size": "DLEQ proof batch size (public configuration)",
+    "noise_calibration": "users' DDG noise sized for the release floor or for each bucket's released count (public configuration)",
+    "dropout_allowance": "the dropout allowance f of count-sized noise (public configuration)",
     "components": "registry names of the primitives (public configuration)",
 }
 

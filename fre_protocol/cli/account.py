@@ -14,10 +14,10 @@ from __future__ import annotations
 import argparse
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from fre_protocol.cli.common import add_param_flags, params_from_args, positive_int
+from fre_protocol.cli.common import add_noise_flags, add_param_flags, params_from_args, positive_int
 from mechanism.accounting import DEFAULT_V_GRID, calibrate_noise, optimise_budget_factor
 from mechanism.contributions import PrivacyUnit, per_user_guarantee
 from mechanism.ledger import PrivacyLedger
@@ -79,6 +79,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--dishonest-fraction", type=float, default=0.0, metavar="F",
                    help="with --protocol: size the users' DDG noise so that the honest (1 - F) of the "
                    "release floor's contributors meet the DDG term (design §4.4; default 0)")
+    add_noise_flags(g)
 
 
 def _num(value: float) -> str:
@@ -161,6 +162,47 @@ def render_ledger(ledger: PrivacyLedger, params: FreParams, *, lemma1: str) -> s
     return "\n".join(lines)
 
 
+#: Released counts, in multiples of ⌈τ⌉, at which `account --protocol` shows the noise.
+NOISE_TABLE_MULTIPLES = (1, 2, 5, 10)
+
+
+def noise_by_count(params: FreParams, dim: int, config: Any) -> list[dict[str, Any]]:
+    """The users' noise at a few released counts n (multiples of ⌈τ⌉), all contributing: m_h,
+    σ_int, each user's σ (γ·σ_int), the σ of the bucket's sum (γ·σ_int·√n) and of its centroid
+    (÷ n), with the floor calibration's sum beside it. At the γ of a round whose largest count is
+    10⌈τ⌉ (a round's γ follows its largest count; the sums' σ in embedding units hardly does)."""
+    from fre_protocol.roles.ledger import ddg_config_for
+    from fre_protocol.roles.noise_plan import noise_plan
+    from mechanism.fre_e2t import release_threshold
+
+    floor = release_threshold(params)
+    counts = [m * floor for m in NOISE_TABLE_MULTIPLES]
+    ddg = ddg_config_for(params, dim, config, n_modulus=max(counts))
+    plan = noise_plan(params, config, ddg, {n.to_bytes(8, "big"): n for n in counts})
+    rows = []
+    for n in counts:
+        tag = n.to_bytes(8, "big")
+        sigma = plan.sigma(tag)
+        rows.append({
+            "count": n, "m": plan.needed(tag), "sigma_int": sigma, "sigma_user": ddg.gamma * sigma,
+            "sigma_sum": ddg.gamma * sigma * math.sqrt(n), "sigma_centroid": ddg.gamma * sigma / math.sqrt(n),
+            "sigma_sum_floor": ddg.gamma * float(ddg.sigma_int) * math.sqrt(n),
+        })
+    return rows
+
+
+def render_noise(rows: Sequence[Mapping[str, Any]], config: Any) -> str:
+    table: list[tuple[str, ...]] = [("n_h", "m_h", "sigma_int", "user sigma", "sum sigma", "floor's sum sigma")]
+    table += [
+        (str(r["count"]), str(r["m"]), _num(r["sigma_int"]), _num(r["sigma_user"]), _num(r["sigma_sum"]),
+         _num(r["sigma_sum_floor"]))
+        for r in rows
+    ]
+    head = (f"Users' DDG noise by released count (--noise-calibration {config.noise_calibration}, "
+            f"dropout allowance {config.dropout_allowance}; embedding units, every contributor online)")
+    return "\n".join([head, *_table(table)])
+
+
 def protocol_ledger_of(params: FreParams, dim: int, dishonest_fraction: float = 0.0) -> PrivacyLedger:
     """The ledger the two-server protocol states with the default configuration (but for the
     dishonest fraction f), before any dropout: the DDG calibrated at the release floor (what the
@@ -172,6 +214,25 @@ def protocol_ledger_of(params: FreParams, dim: int, dishonest_fraction: float = 
     config = ProtocolConfig(dishonest_fraction=dishonest_fraction)
     ddg = ddg_config_for(params, dim, config, n_modulus=release_threshold(params))
     return build_ledger(params, ddg, dummy_parameters(params, config), dishonest_fraction=dishonest_fraction)
+
+
+def _noise_config(args: argparse.Namespace) -> Any:
+    """The protocol's noise configuration (--protocol only; the flags need it)."""
+    from fre_protocol.roles.config import (
+        DEFAULT_DROPOUT_ALLOWANCE,
+        NOISE_CALIBRATIONS,
+        ProtocolConfig,
+    )
+
+    chosen = args.noise_calibration != NOISE_CALIBRATIONS[0] or args.dropout_allowance != DEFAULT_DROPOUT_ALLOWANCE
+    if not args.protocol:
+        if chosen:
+            raise InvalidParameterError("--noise-calibration and --dropout-allowance size the protocol's noise: add --protocol")
+        return None
+    return ProtocolConfig(
+        dishonest_fraction=args.dishonest_fraction, noise_calibration=args.noise_calibration,
+        dropout_allowance=args.dropout_allowance,
+    )
 
 
 def per_user(ledger: PrivacyLedger, cap: int) -> dict[str, Any]:
@@ -188,6 +249,7 @@ def run(args: argparse.Namespace) -> int:
         raise InvalidParameterError("--protocol accounts the protocol's own ledger: drop --optimise-v and --lemma1")
     if args.dishonest_fraction and not args.protocol:
         raise InvalidParameterError("--dishonest-fraction sizes the protocol's DDG noise: add --protocol")
+    noise = _noise_config(args)
     if args.protocol:
         ledger = protocol_ledger_of(params, args.dim, args.dishonest_fraction)
     elif args.optimise_v:
@@ -226,6 +288,8 @@ def run(args: argparse.Namespace) -> int:
         if args.cap is not None:
             out["per_user"] = per_user(ledger, args.cap)
         out["path"] = "protocol" if args.protocol else "mechanism"
+        if noise is not None and params.is_dp:
+            out["noise_by_count"] = noise_by_count(params, args.dim, noise)
         print(json.dumps(json_safe(out), indent=2, allow_nan=False, ensure_ascii=False))
         return 0
 
@@ -243,6 +307,9 @@ def run(args: argparse.Namespace) -> int:
         print("\n".join(_table(rows)))
         print()
     print(render_ledger(ledger, params, lemma1=lemma1))
+    if noise is not None and params.is_dp:
+        print()
+        print(render_noise(noise_by_count(params, args.dim, noise), noise))
     if args.cap is not None:
         user = per_user(ledger, args.cap)
         print()

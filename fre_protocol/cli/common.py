@@ -57,6 +57,30 @@ def positive_int(text: str) -> int:
     return _integer_at_least(text, 1, "a positive integer")
 
 
+def fraction(text: str) -> float:
+    """A number in [0, 1) (argparse type)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a fraction in [0, 1), got {text!r}") from None
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(f"expected a fraction in [0, 1), got {text!r}")
+    return value
+
+
+def add_noise_flags(parser: argparse.ArgumentParser) -> None:
+    """How many contributors each user's DDG noise is sized for (design §4.4)."""
+    from fre_protocol.roles.config import DEFAULT_DROPOUT_ALLOWANCE, NOISE_CALIBRATIONS
+
+    parser.add_argument("--noise-calibration", choices=NOISE_CALIBRATIONS, default=NOISE_CALIBRATIONS[0],
+                        help="'count' (default): a user in released bucket h sizes its DDG noise for "
+                        "m_h = max(⌈τ⌉, ⌊(1 - F)·n_h⌋) contributors, n_h the bucket's released count; "
+                        "'floor': for ⌈τ⌉ contributors whatever the count (the paper's protocol)")
+    parser.add_argument("--dropout-allowance", type=fraction, default=DEFAULT_DROPOUT_ALLOWANCE, metavar="F",
+                        help="with --noise-calibration count: the fraction of a released bucket's "
+                        f"submitters that may drop out before the dropout policy acts (default {DEFAULT_DROPOUT_ALLOWANCE})")
+
+
 def add_param_flags(parser: argparse.ArgumentParser, *, defaults: FreParams | None = None) -> None:
     """The public parameters of a release, named as in the paper (design §3)."""
     d = defaults or FreParams()

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 from fre_protocol.cli.common import (
+    add_noise_flags,
     add_param_flags,
     add_users_flags,
     load_embeddings,
@@ -36,6 +37,7 @@ def add_round_flags(parser: argparse.ArgumentParser) -> None:
                         help="... or after S seconds, whichever first (default 0.5)")
     parser.add_argument("--proof-batch", type=positive_int, default=1, metavar="B",
                         help="blinded elements per DLEQ proof (default 1)")
+    add_noise_flags(parser)
 
 
 def settings_from_args(args: argparse.Namespace, dim: int, unit: object = None) -> object:
@@ -51,7 +53,11 @@ def settings_from_args(args: argparse.Namespace, dim: int, unit: object = None) 
     return RoundSettings(
         round_id=args.round_id or f"round-{time.strftime('%Y%m%d')}-{secrets.token_hex(4)}",
         params=params_from_args(args), public_seed=seeds.public_seed, rng_mode=seeds.rng_mode, dim=dim,
-        noise=args.noise == "on", protocol=ProtocolConfig(proof_batch_size=args.proof_batch),
+        noise=args.noise == "on",
+        protocol=ProtocolConfig(
+            proof_batch_size=args.proof_batch, noise_calibration=args.noise_calibration,
+            dropout_allowance=args.dropout_allowance,
+        ),
         window_count=args.window, window_seconds=args.window_seconds, unit=unit or TEXT_UNIT,
     )
 

@@ -25,6 +25,7 @@ import numpy as np
 
 from fre_protocol.cli.common import (
     add_deprecated_alias,
+    add_noise_flags,
     add_param_flags,
     add_progress_flag,
     add_users_flags,
@@ -91,6 +92,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dishonest-fraction", type=_fraction, default=0.0, metavar="F",
                         help="size the users' DDG noise so that the honest (1 - F) of the release floor's "
                         "contributors meet the DDG term (design §4.4; default 0: every contributor honest)")
+    add_noise_flags(parser)
     parser.add_argument(
         "--driver", choices=DRIVERS, default="auto",
         help="'runner' holds every user at once; 'streaming' plays windows of users, so memory does not "
@@ -195,22 +197,31 @@ def play(args: argparse.Namespace, x: Any, spec: Any, options: Any, *, users: An
     return result, driver
 
 
+def protocol_config(args: argparse.Namespace) -> Any:
+    """The ProtocolConfig the flags choose."""
+    from fre_protocol.roles.config import ProtocolConfig
+
+    return ProtocolConfig(
+        proof_batch_size=args.proof_batch,
+        modulus_bits=args.modulus_bits,
+        dropout_policy=args.dropout_policy,
+        cover_traffic=args.cover_traffic,
+        dishonest_fraction=args.dishonest_fraction,
+        noise_calibration=args.noise_calibration,
+        dropout_allowance=args.dropout_allowance,
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     from fre_protocol.inputs import open_embeddings
-    from fre_protocol.roles.config import ProtocolConfig, RoundSpec, RunOptions
+    from fre_protocol.roles.config import RoundSpec, RunOptions
     from mechanism.run_files import DIAGNOSTICS_FILE, TRANSCRIPT_JSONL_FILE
     from mechanism.seeds import SeedPlan
 
     params = params_from_args(args)
     seeds = SeedPlan.fresh() if args.seed is None else SeedPlan.from_seed(args.seed)
     out_dir = prepare_out_dir(args.out)
-    config = ProtocolConfig(
-        proof_batch_size=args.proof_batch,
-        modulus_bits=args.modulus_bits,
-        dropout_policy=args.dropout_policy,
-        cover_traffic=args.cover_traffic,
-        dishonest_fraction=args.dishonest_fraction,
-    )
+    config = protocol_config(args)
     if args.demo:
         from fre_protocol.cli.mechanism_cmd import DEMO_SEED, demo_population
 

@@ -96,7 +96,8 @@ def play(run: RunPlan, driver: Runtime, store: Any) -> tuple[Release, dict[str, 
     plan = plan_phase2(run, released)
     with driver.meter.phase("phase2_shares"):
         shares = users.share_submissions(
-            encoder=plan.encoder, sharing=plan.sharing, noise=run.noise, active=~run.dropped_mask
+            encoder=plan.encoder, sharing=plan.sharing, noise=run.noise, active=~run.dropped_mask,
+            sigmas=plan.noise.sigma_int,
         )
         phase2(parties, plan, shares, driver)
     return finish(run, parties, plan, released, driver, dummy_user, users.tally(), store)

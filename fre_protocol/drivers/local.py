@@ -215,9 +215,11 @@ def aggregation(run: RunPlan, parties: Parties, plan: Phase2Plan, driver: Runtim
     (topping up missing noise under ``topup``), S_syn reconstructs, decodes and divides."""
     with driver.meter.phase("aggregation"):
         accepted = parties.s_syn.accepted_contributions()
-        aggregates = parties.s_tag.aggregate(accepted, sharing=plan.sharing, noise=topup_noise(run, plan))
+        aggregates = parties.s_tag.aggregate(
+            accepted, sharing=plan.sharing, noise=topup_noise(run, plan), plan=plan.noise
+        )
         return parties.s_syn.reconstruct(
-            aggregates, sharing=plan.sharing, encoder=plan.encoder, policy=run.cfg.dropout_policy
+            aggregates, sharing=plan.sharing, encoder=plan.encoder, policy=run.cfg.dropout_policy, plan=plan.noise
         )
 
 def finish(

@@ -40,7 +40,9 @@ role                      states, in the order a round takes them (messages in b
   servers, proxy), ``tagging_server``/``synthesis_server`` from a ``ServerPlan`` (no user data)
   when the servers live elsewhere, ``population`` (the devices of a span of users, starting on a
   chunk boundary), ``make_dummy_user``, ``plan_phase2`` (what every party derives from the
-  broadcast), ``topup_noise``;
+  broadcast, with the noise plan of :mod:`~fre_protocol.roles.noise_plan`: each released tag's
+  m_h and σ_int, which the users' encoding, S_tag's aggregate and S_syn's reconstruction take),
+  ``topup_noise``;
 * :mod:`~fre_protocol.roles.windows` — what the roles decide when a round is played in windows:
   the proxy's held submissions and their one shuffle, the dummies' windows, the servers'
   settlement after each window, who sends shares and who sends cover;

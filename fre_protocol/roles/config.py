@@ -35,6 +35,17 @@ TRANSCRIPT_SIZES = "sizes"
 
 TRANSCRIPT_MODES = (TRANSCRIPT_FULL, TRANSCRIPT_SIZES)
 
+#: Noise calibrations (``ProtocolConfig.noise_calibration``): each user's DDG noise sized for its
+#: bucket's released count (less the dropout allowance), or for the release floor ⌈τ⌉.
+COUNT_CALIBRATION = "count"
+
+FLOOR_CALIBRATION = "floor"
+
+NOISE_CALIBRATIONS = (COUNT_CALIBRATION, FLOOR_CALIBRATION)
+
+#: The default dropout allowance f (a stated guess: no field-measured dropout rate; ProtocolConfig).
+DEFAULT_DROPOUT_ALLOWANCE = 0.1
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ProtocolConfig:
     """Protocol choices that are not privacy parameters (all public, recorded in the header).
@@ -75,6 +86,20 @@ class ProtocolConfig:
     that may add no noise (Sybils, malicious users; design §4.4). The users' σ_int is calibrated
     so that max(1, ⌊(1 − f)·⌈τ⌉⌋) honest users' noise alone meets the DDG term; 0 (default)
     is the honest-noise assumption, every number as before.
+
+    ``noise_calibration``: how many contributors each user's DDG noise is sized for (design §4.4,
+    count-calibrated contributions). ``"count"`` (default): a user in released bucket h sizes it
+    for m_h = max(⌈τ⌉, ⌊(1 − f)·n_h⌋) contributors, n_h the bucket's released count (public: in
+    the broadcast and the release) and f the ``dropout_allowance``, so a large bucket carries the
+    noise of one DDG term, not n_h/⌈τ⌉ of them. ``"floor"``: every user sizes it for ⌈τ⌉ (the
+    paper's protocol; every release exactly as before this option existed).
+
+    ``dropout_allowance``: f in [0, 1), the fraction of a released bucket's phase-1 submitters
+    that may fail to contribute in phase 2 before S_tag withholds (or tops up) the bucket under
+    ``"count"``. No dropout rate has been measured in the field, so 0.1 is a stated guess, not a
+    measurement: it keeps each user's noise within √(1/0.9) ≈ 1.054 of the least (5 % in σ) and
+    lets a bucket lose one in ten of its contributors before the dropout policy acts. Larger f
+    means more noise per user and fewer top-ups or withheld buckets; smaller f the reverse.
     """
 
     proof_batch_size: int = 1
@@ -88,6 +113,8 @@ class ProtocolConfig:
     cover_traffic: bool = True
     chunk_size: int = 1024
     dishonest_fraction: float = 0.0
+    noise_calibration: str = COUNT_CALIBRATION
+    dropout_allowance: float = DEFAULT_DROPOUT_ALLOWANCE
 
     def __post_init__(self) -> None:
         size = self.proof_batch_size
@@ -122,9 +149,26 @@ class ProtocolConfig:
         if isinstance(self.chunk_size, bool) or not isinstance(self.chunk_size, int) or self.chunk_size < 1:
             raise InvalidParameterError(f"chunk_size must be an integer >= 1, got {self.chunk_size!r}")
         check_dishonest_fraction(self.dishonest_fraction)
+        check_noise_calibration(self.noise_calibration)
+        check_dropout_allowance(self.dropout_allowance)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+def check_noise_calibration(value: object) -> str:
+    """The noise calibration: ``"count"`` or ``"floor"`` (:class:`ProtocolConfig`)."""
+    if value not in NOISE_CALIBRATIONS:
+        raise InvalidParameterError(f"noise_calibration must be one of {list(NOISE_CALIBRATIONS)}, got {value!r}")
+    return str(value)
+
+
+def check_dropout_allowance(value: object) -> float:
+    """f, the fraction of a released bucket's submitters that may drop out before its count-sized
+    noise falls short: a number in [0, 1)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not (math.isfinite(value) and 0 <= value < 1):
+        raise InvalidParameterError(f"dropout_allowance must be a number in [0, 1), got {value!r}")
+    return float(value)
+
 
 def check_dishonest_fraction(value: object) -> float:
     """f, the fraction of dishonest contributors the users' noise is sized for: a number in [0, 1)."""
@@ -139,6 +183,17 @@ def honest_contributors(floor: int, dishonest_fraction: float) -> int:
         return floor
     # A tiny slack, as release_floor's: (1 − 0.1)·50 is 44.99999… in floating point.
     return max(1, math.floor((1.0 - f) * floor + 1e-9))
+
+
+def sized_contributors(count: int, floor: int, calibration: str, dropout_allowance: float) -> int:
+    """m_h, the contributors a released bucket's noise is sized for (design §4.4): ⌈τ⌉ under
+    ``"floor"``; max(⌈τ⌉, ⌊(1 − f)·n_h⌋) under ``"count"``, n_h its released count."""
+    check_noise_calibration(calibration)
+    f = check_dropout_allowance(dropout_allowance)
+    if calibration == FLOOR_CALIBRATION:
+        return floor
+    # The same slack as honest_contributors': (1 − 0.1)·50 is 44.99999… in floating point.
+    return max(floor, math.floor((1.0 - f) * int(count) + 1e-9))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -13,7 +13,12 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from fre_protocol.roles.config import ProtocolConfig, check_dishonest_fraction, honest_contributors
+from fre_protocol.roles.config import (
+    COUNT_CALIBRATION,
+    ProtocolConfig,
+    check_dishonest_fraction,
+    honest_contributors,
+)
 from mechanism.accounting import calibrate_noise, histogram_release_cost, protocol_ledger
 from mechanism.fre_e2t import release_threshold
 from mechanism.ledger import LedgerTerm, PrivacyLedger
@@ -118,10 +123,15 @@ def ddg_config_for(
     )
 
 def aggregation_term(
-    params: FreParams, ddg_config: Any, dummy: tuple[float, float], *, dishonest_fraction: float = 0.0
+    params: FreParams, ddg_config: Any, dummy: tuple[float, float], *, dishonest_fraction: float = 0.0,
+    plan: Any = None,
 ) -> LedgerTerm:
     """The DDG term of the ledger (primitives.ddg's plain dict wrapped as a LedgerTerm), computed
-    at the honest contributors' count (⌈τ⌉ at f = 0)."""
+    at the honest contributors' count (⌈τ⌉ at f = 0). With a count-calibrated noise ``plan``
+    (:class:`~fre_protocol.roles.noise_plan.NoisePlan`) it is computed per released tag at its
+    own m_h and σ_int,h (:func:`count_term`)."""
+    if plan is not None and plan.calibration == COUNT_CALIBRATION and plan.users and params.is_dp:
+        return count_term(params, ddg_config, dummy, plan)
     if not params.is_dp:
         return LedgerTerm(
             name="centroid_ddg",
@@ -148,6 +158,44 @@ def aggregation_term(
         detail=dict(term["detail"]),
     )
 
+def count_term(params: FreParams, ddg_config: Any, dummy: tuple[float, float], plan: Any) -> LedgerTerm:
+    """The DDG term under count-calibrated contributions (design §4.4): each released tag's sum
+    is its own mechanism (disjoint buckets compose in parallel), the noise of
+    ``honest_contributors(m_h, f_dis)`` users at σ_int,h, each meeting (eps_agg, delta_agg) by
+    construction; the term is the largest ε of them (evaluated once per distinct m_h). Its
+    detail is that tag's accountant's, with every released tag's m_h and σ_int (public: a
+    function of the released counts and the configuration)."""
+    from primitives.ddg import ddg_ledger_term
+
+    eps_agg, delta_agg = aggregation_budget(params, dummy)
+    terms: dict[int, dict[str, Any]] = {}
+    for tag, m in sorted(plan.users.items()):
+        if m not in terms:
+            config = dataclasses.replace(ddg_config, sigma_int=float(plan.sigma(tag)))
+            terms[m] = ddg_ledger_term(
+                config, delta=delta_agg, n=honest_contributors(m, plan.dishonest_fraction),
+                sensitivity=params.sensitivity, epsilon=eps_agg,
+            )
+    worst = max(terms.values(), key=lambda t: float(t["epsilon"]))
+    detail = dict(worst["detail"])
+    detail.update({
+        "noise_calibration": plan.calibration,
+        "dropout_allowance": float(plan.dropout_allowance),
+        "release_floor": int(plan.floor),
+        "per_tag": plan.per_tag(),
+    })
+    return LedgerTerm(
+        name=str(worst["name"]),
+        epsilon=float(worst["epsilon"]),
+        delta=float(worst["delta"]),
+        source=(
+            f"{worst['source']}; per released tag at m_h = max(⌈τ⌉, ⌊(1 − f)·n_h⌋) contributors "
+            "(count-calibrated, design §4.4), the largest ε over the tags (parallel composition)"
+        ),
+        detail=detail,
+    )
+
+
 def build_ledger(
     params: FreParams,
     ddg_config: Any,
@@ -155,18 +203,22 @@ def build_ledger(
     extra: tuple[LedgerTerm, ...] = (),
     *,
     dishonest_fraction: float = 0.0,
+    plan: Any = None,
 ) -> PrivacyLedger:
     """protocol_ledger with the dummies' (2ε0, 2δ0) and the DDG term; ``extra`` zero-cost terms
     record what happened (dropouts) without changing the totals. With ``dishonest_fraction``
     f > 0 the DDG term is computed at the honest count and a zero-cost term states f and what
-    it costs in σ (at f = 0 the ledger is exactly what it was before f existed)."""
+    it costs in σ (at f = 0 the ledger is exactly what it was before f existed). ``plan``: the
+    round's noise plan (count-calibrated: the DDG term per released tag, :func:`count_term`)."""
     eps0, delta0 = dummy
     if params.is_dp:
         ledger = protocol_ledger(
             params,
             dummy_epsilon=2 * eps0,
             dummy_delta=2 * delta0,
-            aggregation=aggregation_term(params, ddg_config, dummy, dishonest_fraction=dishonest_fraction),
+            aggregation=aggregation_term(
+                params, ddg_config, dummy, dishonest_fraction=dishonest_fraction, plan=plan
+            ),
             strict=True,
         )
         if check_dishonest_fraction(dishonest_fraction) > 0:
@@ -224,20 +276,29 @@ class DropoutOutcome:
     withheld: dict[str, str]
     topped_up: list[str]
     below_floor_contributors: dict[str, int]
+    #: m_h of each topped-up tag when its noise was sized for its count (empty under "floor").
+    sized_for: dict[str, int] = dataclasses.field(default_factory=dict)
 
     @classmethod
-    def of_reconstruction(cls, result: Any, floor: int, policy: str) -> DropoutOutcome:
+    def of_reconstruction(cls, result: Any, floor: int, policy: str, plan: Any = None) -> DropoutOutcome:
         """The outcome as S_syn saw it (``result``: its
         :class:`~fre_protocol.roles.synthesis_server.Reconstruction`): the tags it withheld, and
-        those it released from fewer contributors than the release floor ``floor``, which S_tag
-        can only have sent topped up (it refuses a below-floor aggregate otherwise). A deployed
-        S_syn holds nothing else, so every driver derives the outcome this way."""
-        below = {t: c for t, c in sorted(result.contributors.items()) if c < floor}
+        those it released from fewer contributors than their m_h (the release floor ``floor``,
+        or the noise ``plan``'s m_h), which S_tag can only have sent topped up (it refuses such
+        an aggregate otherwise). A deployed S_syn holds nothing else, so every driver derives
+        the outcome this way."""
+        counted = plan is not None and plan.calibration == COUNT_CALIBRATION
+
+        def needed(t: bytes) -> int:
+            return max(floor, int(plan.needed(t))) if counted else floor
+
+        below = {t: c for t, c in sorted(result.contributors.items()) if c < needed(t)}
         return cls(
             policy=policy,
             withheld={t.hex(): why for t, why in sorted(result.withheld.items())},
             topped_up=sorted(t.hex() for t in below),
             below_floor_contributors={t.hex(): c for t, c in below.items()},
+            sized_for={t.hex(): needed(t) for t in below} if counted else {},
         )
 
     def ledger_term(self) -> LedgerTerm:
@@ -253,6 +314,9 @@ class DropoutOutcome:
         for t in self.topped_up:
             tags[t] = {"outcome": "topped_up", "epsilon": 0.0, "delta": 0.0,
                        "why": "covered by the DDG term at the release floor"}
+            if t in self.sized_for:
+                tags[t]["why"] = f"covered by the DDG term at m_h = {self.sized_for[t]} (the tag's count-sized noise)"
+                tags[t]["m"] = self.sized_for[t]
         return LedgerTerm(
             name=DROPOUTS_TERM,
             epsilon=0.0,

@@ -29,7 +29,11 @@ from mechanism.seeds import SeedPlan
 from primitives.errors import ProtocolStateError
 
 #: The norm guard's rule as published (S_syn withholds a decoded sum beyond it; n contributors).
-NORM_GUARD_RULE = "withhold a decoded sum longer than n·clip + γ·n·√d' + γ·σ_int·√n·(√d' + 8)"
+NORM_GUARD_RULE = (
+    "withhold a decoded sum longer than n·clip + γ·n·√d' + γ·σ_int·√n·(√d' + 8)"
+    " (σ_int the tag's σ_int,h under count-sized noise; the noise term over max(n, m_h) users where"
+    " S_tag topped up)"
+)
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PublicPlan:
@@ -72,11 +76,11 @@ def synthesis_release(
     server = plan.server
     released = s_syn.released  # read once: a Dask driver's S_syn answers each read remotely
     tags = sorted(result.centroids)
-    outcome = DropoutOutcome.of_reconstruction(result, server.floor, server.cfg.dropout_policy)
+    outcome = DropoutOutcome.of_reconstruction(result, server.floor, server.cfg.dropout_policy, phase2.noise)
     ledger = with_unit(
         build_ledger(
             server.params, phase2.ddg_config, server.dummy, (outcome.ledger_term(),),
-            dishonest_fraction=server.cfg.dishonest_fraction,
+            dishonest_fraction=server.cfg.dishonest_fraction, plan=phase2.noise,
         ),
         plan.unit,
     )
@@ -146,6 +150,8 @@ def public_info(
         "sigma_effective": float(ddg_config.noise_std(floor)) if noise else 0.0,
         "sigma_mechanism": float(calibrate_noise(params).sigma),
         "proof_batch_size": cfg.proof_batch_size,
+        "noise_calibration": cfg.noise_calibration,
+        "dropout_allowance": cfg.dropout_allowance,
         "components": comps.header(),
         "rng_mode": rng_mode,
     }

@@ -35,6 +35,7 @@ from fre_protocol.roles.ledger import (
     ddg_config_for,
     dummy_parameters,
 )
+from fre_protocol.roles.noise_plan import NoisePlan, noise_plan
 from fre_protocol.roles.proxy import AnonymizingProxy
 from fre_protocol.roles.synthesis_server import SynthesisServer
 from fre_protocol.roles.tagging_server import TaggingServer
@@ -399,19 +400,22 @@ def dummy_user_for(run: ServerPlan | RunPlan, syn_box_key: bytes, runtime: Runti
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Phase2Plan:
     """Phase 2's public parameters, fixed by the broadcast: the DDG configuration (its modulus
-    holds the largest released count), the encoder, the secret sharing and the padded width."""
+    holds the largest released count), the encoder, the secret sharing, the padded width and
+    the noise plan (each released tag's m_h and σ_int, :mod:`~fre_protocol.roles.noise_plan`)."""
 
     ddg_config: Any
     encoder: Any
     sharing: Any
     width: int
+    noise: NoisePlan
 
 def plan_phase2(run: RunPlan, released: Mapping[bytes, int]) -> Phase2Plan:
     return phase2_plan(run.params, run.dim, run.cfg, run.comps, released)
 
 def topup_noise(run: RunPlan, plan: Phase2Plan) -> tuple[Any, float] | None:
     """The users' own DDG noise (sampler, σ_int), which S_tag adds for missing contributors under
-    the ``topup`` dropout policy; None when the round adds no noise."""
+    the ``topup`` dropout policy (at each tag's σ_int,h of ``plan.noise`` where S_tag is given
+    the noise plan); None when the round adds no noise."""
     return (run.comps.sampler, float(plan.ddg_config.sigma_int)) if run.noise and run.params.is_dp else None
 
 
@@ -419,7 +423,8 @@ def phase2_plan(
     params: FreParams, dim: int, cfg: ProtocolConfig, comps: Components, released: Mapping[bytes, int]
 ) -> Phase2Plan:
     """What every party derives from the broadcast (any driver): the modulus holds the largest
-    released count (at least the release floor)."""
+    released count (at least the release floor); the noise plan sizes each released tag's noise
+    (design §4.4: a function of the broadcast counts and public parameters only)."""
     n_modulus = max(released.values(), default=release_threshold(params))
     ddg_config = ddg_config_for(params, dim, cfg, n_modulus=n_modulus)
     return Phase2Plan(
@@ -427,6 +432,7 @@ def phase2_plan(
         encoder=comps.make_encoder(ddg_config),
         sharing=comps.make_sharing(int(ddg_config.modulus_bits)),
         width=int(ddg_config.padded_dim),
+        noise=noise_plan(params, cfg, ddg_config, released),
     )
 
 def transcript_header(

@@ -67,6 +67,8 @@ VIEW = Role.S_SYN.label
 #: Why a released tag got no centroid when its phase-2 contributors fell below the release floor
 #: (the count itself stays in the operator's diagnostics).
 BELOW_FLOOR = "fewer phase-2 contributors than the release floor"
+#: Why a tag at or above the floor was withheld under count-sized noise (design §4.4).
+BELOW_SIZED = "fewer phase-2 contributors than its noise was sized for (m_h)"
 #: Why a decoded sum was withheld by the norm guard (see :meth:`SynthesisServer.reconstruct`).
 NORM_GUARD = "decoded sum longer than any honest contributions and noise can make it"
 
@@ -314,11 +316,15 @@ class SynthesisServer:
         sharing: Any,
         encoder: Any,
         policy: str = WITHHOLD,
+        plan: Any = None,
     ) -> Reconstruction:
         """Combine S_tag's aggregate shares with its own, decode, divide by the contributors.
 
-        A tag with fewer contributors than the release floor is withheld (policy ``withhold``) or
+        A tag with fewer contributors than its m_h is withheld (policy ``withhold``) or
         released with the noise S_tag topped up (policy ``topup``); with none it is withheld.
+        ``plan`` (the round's :class:`~fre_protocol.roles.noise_plan.NoisePlan`) gives each tag's
+        m_h and σ_int,h, which the norm guard uses too; without one, m_h is the release floor
+        and σ_int the encoder's.
         """
         if policy not in DROPOUT_POLICIES:
             raise InvalidParameterError(f"policy must be one of {list(DROPOUT_POLICIES)}, got {policy!r}")
@@ -333,14 +339,14 @@ class SynthesisServer:
             if msg is None:
                 continue
             seen.add(msg.tag)
-            self._take_aggregate(msg, sums, out, sharing=sharing, policy=policy)
+            self._take_aggregate(msg, sums, out, sharing=sharing, policy=policy, needed=self._needed(msg.tag, plan))
         if sums.ready:
-            self._release_sums(sums, out, sharing=sharing, encoder=encoder, policy=policy)
+            self._release_sums(sums, out, sharing=sharing, encoder=encoder, policy=policy, plan=plan)
         for tag in self.released:
             if tag not in seen and tag not in out.withheld:
                 own = self._shares.count(tag)
                 out.withheld[tag] = (
-                    BELOW_FLOOR if own < self.release_floor else "no aggregate share from S_tag"
+                    self._short(own) if own < self._needed(tag, plan) else "no aggregate share from S_tag"
                 )
         self._recorder.add(rows)
         return out
@@ -371,22 +377,32 @@ class SynthesisServer:
             return None, exc
         return msg, None
 
+    def _needed(self, tag: bytes, plan: Any) -> int:
+        """The contributions a tag's sum needs (m_h; at least the release floor)."""
+        return self.release_floor if plan is None else max(self.release_floor, int(plan.needed(tag)))
+
+    def _short(self, count: int) -> str:
+        """Why a tag with ``count`` contributors, fewer than its m_h, is withheld."""
+        return BELOW_FLOOR if count < self.release_floor else BELOW_SIZED
+
     def _take_aggregate(
-        self, msg: AggregateShare, sums: _Sums, out: Reconstruction, *, sharing: Any, policy: str
+        self, msg: AggregateShare, sums: _Sums, out: Reconstruction, *, sharing: Any, policy: str, needed: int
     ) -> None:
         """Keep S_tag's row for reconstruction with S_syn's own sum beside it, or withhold the
-        tag when it has too few contributors under the policy."""
+        tag when it has fewer contributors than ``needed`` (m_h) under the policy."""
         count = msg.count
-        if count == 0 or (count < self.release_floor and policy == WITHHOLD):
+        if count == 0 or (count < needed and policy == WITHHOLD):
             # S_tag should not have sent it; S_syn publishes nothing of it either way.
-            out.withheld[msg.tag] = BELOW_FLOOR
+            out.withheld[msg.tag] = self._short(count)
             return
         t0 = time.perf_counter()
         sums.own[len(sums.ready)] = self._shares.total(msg.tag, msg.contribution_ids, sharing=sharing)
         self._meter.add("S_syn.accumulate", time.perf_counter() - t0, count)
         sums.ready.append((msg.tag, count))
 
-    def _release_sums(self, sums: _Sums, out: Reconstruction, *, sharing: Any, encoder: Any, policy: str) -> None:
+    def _release_sums(
+        self, sums: _Sums, out: Reconstruction, *, sharing: Any, encoder: Any, policy: str, plan: Any
+    ) -> None:
         """All buckets at once: one ring addition and one batched decode (rotation of m rows);
         then each centroid, unless the norm guard withholds it."""
         n = len(sums.ready)
@@ -403,8 +419,8 @@ class SynthesisServer:
             # Norm guard: shares are uniform, so one malicious user can offset a sum at will;
             # a sum longer than honest inputs plus noise can make it (tail 1.3e-14) is
             # withheld. A decision on the DP sum alone: post-processing, free.
-            noise_users = max(count, self.release_floor) if policy == TOPUP else count
-            if guard is not None and float(np.linalg.norm(row)) > guard(count, noise_users):
+            noise_users = max(count, self._needed(tag, plan)) if policy == TOPUP else count
+            if guard is not None and float(np.linalg.norm(row)) > _guard_bound(guard, count, noise_users, tag, plan):
                 out.withheld[tag] = NORM_GUARD
                 continue
             out.centroids[tag] = row / float(count)
@@ -419,6 +435,13 @@ class SynthesisServer:
                 self.rejections[status] = self.rejections.get(status, 0) + 1
             rows.append((VIEW, phase, Role.PROXY.label, VIEW, o.type_name, o.payload, status))
         self._recorder.add(rows)
+
+
+def _guard_bound(guard: Any, count: int, noise_users: int, tag: bytes, plan: Any) -> float:
+    """The norm guard's bound for one tag: at its σ_int,h where there is a noise plan."""
+    if plan is None:
+        return float(guard(count, noise_users))
+    return float(guard(count, noise_users, sigma_int=plan.sigma(tag)))
 
 
 #: Coordinates per block of rows in :func:`decode_many`.
@@ -463,6 +486,6 @@ def _decode_rows(encoder: Any, totals: npt.NDArray[Any], m: int, gamma: float) -
 
 
 __all__ = [
-    "BELOW_FLOOR", "NORM_GUARD", "SYNTHESIS_TRANSITIONS", "ContributionValidator", "Reconstruction", "SynthesisServer",
+    "BELOW_FLOOR", "BELOW_SIZED", "NORM_GUARD", "SYNTHESIS_TRANSITIONS", "ContributionValidator", "Reconstruction", "SynthesisServer",
     "SynthesisState", "decode_many",
 ]

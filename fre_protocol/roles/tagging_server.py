@@ -328,16 +328,20 @@ class TaggingServer:
         *,
         sharing: Any,
         noise: tuple[Any, float] | None = None,
+        plan: Any = None,
     ) -> list[bytes]:
         """For each AcceptedContributions from S_syn, the AggregateShare over the common ids.
 
         Refused (ProtocolStateError, recorded in S_tag's view, listed in :attr:`refused`): a
         request for a tag that was not released, a second request for a tag (whatever subset it
-        names), and one whose common contributions number fewer than the release floor — unless
-        the dropout policy is ``topup``: then S_tag adds ``floor − count`` users' worth of
+        names), and one whose common contributions number fewer than the tag's m_h — unless
+        the dropout policy is ``topup``: then S_tag adds ``m_h − count`` users' worth of
         discrete Gaussian noise (``noise = (sampler, sigma_int)``, the users' own DDG noise) to
         its aggregate share, so the sum carries the noise the ledger assumed. An aggregate of no
-        contribution at all is always refused.
+        contribution at all is always refused. ``plan`` (the round's
+        :class:`~fre_protocol.roles.noise_plan.NoisePlan`, which S_tag's own broadcast counts
+        determine) gives each tag's m_h and σ_int,h; without one, m_h is the release floor and
+        σ_int the one of ``noise``. m_h is never below the release floor.
         """
         rows: list[Row] = []
         out: list[bytes] = []
@@ -347,7 +351,7 @@ class TaggingServer:
             ids: tuple[bytes, ...] = ()
             try:
                 msg = decode_as(data, AcceptedContributions)
-                ids = self._check_request(msg, noise)
+                ids = self._check_request(msg, noise, self._needed(msg.tag, plan))
             except (DecodeError, ProtocolStateError) as exc:
                 error = exc
             rows.append((VIEW, AGGREGATION, Role.S_SYN.label, VIEW, message_type_name(data), data, status_of(error)))
@@ -355,11 +359,18 @@ class TaggingServer:
                 if isinstance(error, ProtocolStateError):
                     self.refused[msg.tag] = str(error)
                 continue
-            out.append(self._aggregate_tag(msg.tag, ids, sharing=sharing, noise=noise, rng=rng))
+            out.append(self._aggregate_tag(msg.tag, ids, sharing=sharing, noise=_noise_for(msg.tag, noise, plan), rng=rng,
+                                           needed=self._needed(msg.tag, plan)))
         self._recorder.add(rows)
         return out
 
-    def _check_request(self, msg: AcceptedContributions, noise: tuple[Any, float] | None) -> tuple[bytes, ...]:
+    def _needed(self, tag: bytes, plan: Any) -> int:
+        """The contributions a tag's aggregate needs (m_h; at least the release floor)."""
+        return self.release_floor if plan is None else max(self.release_floor, int(plan.needed(tag)))
+
+    def _check_request(
+        self, msg: AcceptedContributions, noise: tuple[Any, float] | None, needed: int
+    ) -> tuple[bytes, ...]:
         """The contribution ids S_tag will sum for this request, or ProtocolStateError."""
         if msg.tag not in self.released:
             raise ProtocolStateError("aggregation requested for a tag that was not released")
@@ -369,10 +380,10 @@ class TaggingServer:
         ids = tuple(sorted(set(msg.contribution_ids) & self._shares.ids(msg.tag)))
         if not ids:
             raise ProtocolStateError("no contribution to aggregate for this tag")
-        if len(ids) < self.release_floor and not (self.dropout_policy == TOPUP and noise is not None):
+        if len(ids) < needed and not (self.dropout_policy == TOPUP and noise is not None):
+            what = f"the release floor {self.release_floor}" if len(ids) < self.release_floor else f"m_h = {needed}"
             raise ProtocolStateError(
-                f"{len(ids)} contributions are fewer than the release floor {self.release_floor}: "
-                "S_tag sends no aggregate of so few users"
+                f"{len(ids)} contributions are fewer than {what}: S_tag sends no aggregate of so few users"
             )
         return ids
 
@@ -384,11 +395,12 @@ class TaggingServer:
         sharing: Any,
         noise: tuple[Any, float] | None,
         rng: RandomSource,
+        needed: int,
     ) -> bytes:
         t0 = time.perf_counter()
         total = self._shares.total(tag, ids, sharing=sharing)
         self._meter.add("S_tag.accumulate", time.perf_counter() - t0, len(ids))
-        missing = missing_users(len(ids), self.release_floor)
+        missing = missing_users(len(ids), needed)
         if missing and noise is not None:
             sampler, sigma = noise
             if sigma > 0:
@@ -434,8 +446,16 @@ def _check_settings(suite: Oprf, release_floor: int, dropout_policy: str, proof_
 
 
 def missing_users(count: int, floor: int) -> int:
-    """How many contributors short of the release floor an aggregate is (for the dropout policy)."""
+    """How many contributors short of ``floor`` (the release floor, or a tag's m_h) an aggregate
+    is (for the dropout policy)."""
     return max(0, floor - count)
+
+
+def _noise_for(tag: bytes, noise: tuple[Any, float] | None, plan: Any) -> tuple[Any, float] | None:
+    """The top-up noise of one tag: the users' sampler at the tag's σ_int,h of the noise plan."""
+    if noise is None or plan is None:
+        return noise
+    return (noise[0], float(plan.sigma(tag)))
 
 
 __all__ = ["TAGGING_TRANSITIONS", "TaggingServer", "TaggingState", "missing_users"]

@@ -29,7 +29,7 @@ no tag and sends no shares, and records the rejection in its own view. Nothing e
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
@@ -566,12 +566,15 @@ class UserPopulation:
         sharing: Any,
         noise: bool,
         active: npt.NDArray[np.bool_] | None = None,
+        sigmas: Mapping[bytes, float] | None = None,
     ) -> list[tuple[int, Role, bytes]]:
         """Users whose submitted tag was released: DDG-encode x_i, split it into two shares,
         seal one to S_tag and one to S_syn, both tagged with h_i (Algorithm 2, l. 11-15).
 
         ``active`` marks users still online (False = dropped out between the phases). Under
         cover traffic every other online user sends two cover messages of the same sizes.
+        ``sigmas``: each released tag's σ_int (the noise plan's, design §4.4); None: the
+        encoder's for every tag.
         """
         released = self.released
         eligible = np.array(
@@ -589,6 +592,7 @@ class UserPopulation:
             plains = share_plaintexts(
                 self.x[users], [self.tags[i] for i in users], encoder=encoder, sharing=sharing, noise=noise,
                 rng=self._rng.child(f"phase2/{index}"), meter=self._meter, tokens=[self.tokens[i] for i in users],
+                sigmas=sigmas,
             )
             return self._sealed_shares(users, plains)
 
@@ -703,17 +707,26 @@ def share_plaintexts(
     rng: RandomSource,
     meter: Meter,
     tokens: Sequence[bytes | None],
+    sigmas: Mapping[bytes, float] | None = None,
 ) -> list[tuple[bytes, bytes]]:
     """One chunk of participants' two ShareSubmissions (to S_tag, to S_syn): DDG-encode each row
     of ``x``, split it into two shares, draw a contribution id (Algorithm 2, l. 11-15); both
     carry the participant's contribution token from phase 1 (``tokens``, design §6.8). All of it
     from the chunk's own stream ``rng``, in this order, so any driver that forms the same chunk
-    draws the same encodings, shares and ids."""
+    draws the same encodings, shares and ids. Each participant's noise is its tag's σ_int in
+    ``sigmas`` (the noise plan's, design §4.4), the encoder's where None: every driver encodes
+    here, so every driver sizes the noise alike."""
     if len(tokens) != len(tags):
         raise ProtocolStateError(f"share_plaintexts needs one token per participant ({len(tags)}), got {len(tokens)}")
     n, dim = len(tags), int(encoder.config.dim)
     t0 = _clock()
-    values = encoder.encode(np.asarray(x, dtype=np.float64).reshape(n, dim), rng, noise=noise)
+    rows = np.asarray(x, dtype=np.float64).reshape(n, dim)
+    if sigmas is None:
+        values = encoder.encode(rows, rng, noise=noise)
+    else:
+        default = float(encoder.config.sigma_int)
+        per_row = [float(sigmas.get(tag, default)) if tag is not None else default for tag in tags]
+        values = encoder.encode(rows, rng, noise=noise, sigma_int=per_row)
     t1 = _clock()
     first, second = sharing.share(values, rng)
     cids = rng.random_bytes(16 * n)

@@ -193,7 +193,7 @@ def encode_participants(
     machine does it. The two ShareSubmissions of each user, by user."""
     plains = share_plaintexts(
         x, tags, encoder=plan.encoder, sharing=plan.sharing, noise=noise, rng=users_rng.child(streams.phase2(j)),
-        meter=meter, tokens=tokens,
+        meter=meter, tokens=tokens, sigmas=plan.noise.sigma_int,
     )
     return dict(zip(who.tolist(), plains, strict=True))
 

@@ -238,27 +238,54 @@ class DDGEncoder:
 
     # -- the contract ------------------------------------------------------------------------
     def encode(
-        self, x: npt.ArrayLike, rng: RandomSource, *, noise: bool = True
+        self, x: npt.ArrayLike, rng: RandomSource, *, noise: bool = True, sigma_int: npt.ArrayLike | None = None
     ) -> npt.NDArray[np.uint64]:
         """``(n, d)`` vectors → ``(n, d')`` encodings in ``[0, 2^b)`` (one row per user).
 
         Rows are processed in chunks of :attr:`chunk_rows`; for each chunk the rounding coins are
         drawn from ``rng`` first, then the noise. ``noise=False`` skips step 4 (equivalence tests).
+        ``sigma_int`` (one number, or one per row) replaces the configuration's σ_int: each user's
+        noise sized for its own bucket (design §4.4). A chunk's rows of one σ draw their noise
+        together, the σ in the order of their first row, so rows that all carry the
+        configuration's σ_int draw exactly what they draw without the override.
         """
         arr = self._check_rows(x)
         n = arr.shape[0]
         width = int(self.config.padded_dim)
         out = np.empty((n, width), dtype=np.uint64)
         mask = np.int64(self.modulus - 1)
-        sigma = float(self.config.sigma_int)
+        sigmas = self._row_sigmas(sigma_int, n)
         for start in range(0, n, self.chunk_rows):
             stop = min(n, start + self.chunk_rows)
             q = self.quantize(arr[start:stop], rng)
-            if noise and sigma > 0:
-                q += self.sampler.sample(sigma, q.size, rng).reshape(q.shape)
+            if noise:
+                self._add_noise(q, sigmas[start:stop], rng)
             # Two's-complement AND with 2^b − 1 is reduction mod 2^b, negatives included.
             out[start:stop] = (q & mask).astype(np.uint64)
         return out
+
+    def _row_sigmas(self, sigma_int: npt.ArrayLike | None, n: int) -> npt.NDArray[np.float64]:
+        if sigma_int is None:
+            return np.full(n, float(self.config.sigma_int))
+        sig = np.asarray(sigma_int, dtype=np.float64)
+        if sig.ndim == 0:
+            sig = np.full(n, float(sig))
+        if sig.shape != (n,) or not np.all(np.isfinite(sig)) or bool(np.any(sig < 0)) or bool(np.any(sig > MAX_SIGMA)):
+            raise InvalidParameterError(f"sigma_int must be one number or {n} numbers in [0, 2^40]")
+        return sig
+
+    def _add_noise(self, q: npt.NDArray[np.int64], sigmas: npt.NDArray[np.float64], rng: RandomSource) -> None:
+        """Step 4 on one chunk ``q`` (rows in place), row i at ``sigmas[i]``."""
+        first = float(sigmas[0]) if sigmas.size else 0.0
+        if sigmas.size and bool(np.all(sigmas == first)):
+            if first > 0:
+                q += self.sampler.sample(first, q.size, rng).reshape(q.shape)
+            return
+        levels, at = np.unique(sigmas, return_index=True)
+        for level in levels[np.argsort(at)]:
+            rows = np.flatnonzero(sigmas == level)
+            if level > 0:
+                q[rows] += self.sampler.sample(float(level), rows.size * q.shape[1], rng).reshape(rows.size, -1)
 
     def aggregate(self, encoded: npt.ArrayLike) -> npt.NDArray[np.uint64]:
         """Sum of encodings ``(n, d')`` modulo ``2^b`` (what the two servers jointly obtain)."""
@@ -295,7 +322,9 @@ class DDGEncoder:
         centred = np.where(centred >= m // 2, centred - m, centred)
         return self.unrotate(centred.astype(np.float64), scale=float(self.config.gamma))
 
-    def sum_norm_bound(self, count: int, noise_users: int, *, tail: float = 8.0) -> float:
+    def sum_norm_bound(
+        self, count: int, noise_users: int, *, tail: float = 8.0, sigma_int: float | None = None
+    ) -> float:
         """L2 norm a decoded sum of ``count`` honest users (noise of ``noise_users``) exceeds
         with probability below ``exp(−tail²/2)`` (1.3e-14 at the default).
 
@@ -304,14 +333,16 @@ class DDGEncoder:
         coordinate, sub-Gaussian with variance proxy ``noise_users·σ_int²`` (CKS20), whose norm
         over d' coordinates exceeds ``γσ_int√noise_users·(√d' + tail)`` with at most that
         probability (Gaussian concentration of the norm, a 1-Lipschitz function). The rotation
-        is orthogonal, so none of this changes in the rotated basis.
+        is orthogonal, so none of this changes in the rotated basis. ``sigma_int`` replaces the
+        configuration's (a bucket whose users sized their noise for its count).
         """
         if not _is_int(noise_users) or noise_users < 0:
             raise InvalidParameterError(f"noise_users must be an integer >= 0, got {noise_users!r}")
         if not (isinstance(tail, int | float) and math.isfinite(tail) and tail > 0):
             raise InvalidParameterError(f"tail must be a finite number > 0, got {tail!r}")
         width = int(self.config.padded_dim)
-        noise = float(self.config.gamma) * float(self.config.sigma_int) * math.sqrt(noise_users)
+        sigma = float(self.config.sigma_int) if sigma_int is None else float(sigma_int)
+        noise = float(self.config.gamma) * sigma * math.sqrt(noise_users)
         return int(count) * float(self.config.clip) + self.quantization_bound(count) + noise * (math.sqrt(width) + tail)
 
     def quantization_bound(self, count: int) -> float:

@@ -19,7 +19,7 @@ from fre_protocol.components import build_components
 from fre_protocol.drivers.dask import DaskCluster
 from fre_protocol.drivers.inprocess import run_protocol
 from fre_protocol.messages import tag_of
-from fre_protocol.roles.config import RoundSpec
+from fre_protocol.roles.config import ProtocolConfig, RoundSpec
 from fre_protocol.roles.round import tagging_key
 from mechanism.fre_e2t import run_mechanism
 from mechanism.params import FreParams
@@ -75,11 +75,21 @@ def test_same_buckets_counts_and_centroids_without_noise(population: Population,
     assert encoder.quantization_bound(1) < 1e-2
 
 
-def test_noise_matches_the_ddg_sigma() -> None:
+def _sigma_ints(proto: Release, config: DDGConfig) -> dict[str, float]:
+    """Each released tag's σ_int: the ledger's per-tag record under count-sized noise, the DDG
+    configuration's under the floor calibration."""
+    detail = next(t for t in proto.ledger.terms if t.name == "centroid_ddg").detail
+    per_tag = detail.get("per_tag", {})
+    return {tag: float(per_tag[tag]["sigma_int"]) if tag in per_tag else config.sigma_int for tag in proto.ids}
+
+
+@pytest.mark.parametrize("calibration", ["count", "floor"])
+def test_noise_matches_the_ddg_sigma(calibration: str) -> None:
     """Statistical test of the centroid noise scale.
 
     For each released bucket with n contributors the protocol's centroid error against the
-    noiseless mechanism, times n / (γ σ_int √n), is per coordinate a sum of n i.i.d. discrete
+    noiseless mechanism, times n / (γ σ_int √n) (σ_int the bucket's own under count-sized
+    noise), is per coordinate a sum of n i.i.d. discrete
     Gaussians (σ_int) plus rounding (variance ≤ n/4 in integer units) plus clipping (≤ 1e-7),
     rotated orthogonally: variance in [1, 1 + 1/(4σ_int²)]. Test: the pooled sample variance of
     K = (#buckets × d) standardized errors lies within ±z·sqrt(2/K) of that interval (normal
@@ -91,24 +101,33 @@ def test_noise_matches_the_ddg_sigma() -> None:
     params = FreParams.paper(4.0)
     seeds = SeedPlan.from_seed(99)
     mech = run_mechanism(pop.embeddings, params, seeds, noise=False)
-    proto = run_protocol(pop.embeddings, RoundSpec(params=params, seeds=seeds, noise=True)).release
+    cfg = ProtocolConfig(noise_calibration=calibration)
+    proto = run_protocol(pop.embeddings, RoundSpec(params=params, seeds=seeds, noise=True, config=cfg)).release
     config = DDGConfig.from_dict(proto.info["ddg"])
     assert config.sigma_int > 1.0
+    sigmas = _sigma_ints(proto, config)
+    assert (min(sigmas.values()) < config.sigma_int) == (calibration == "count")
     mech_by_tag = dict(zip(_tag_ids(mech, seeds), mech.centroids, strict=True))
     z = []
     for tag, centroid, count in zip(proto.ids, proto.centroids, proto.counts.tolist(), strict=True):
-        scale = config.noise_std(count) / count  # DDG effective σ / n_h
+        scale = config.gamma * sigmas[tag] * math.sqrt(count) / count  # DDG effective σ / n_h
         z.append((centroid - mech_by_tag[tag]) / scale)
     zs = np.concatenate(z)
     k = zs.size
     assert k >= 512
     var = float(np.mean(zs**2))
     tol = z_two_sided(1e-6) * math.sqrt(2.0 / k)
-    upper = 1.0 + 1.0 / (4.0 * config.sigma_int**2)
+    upper = 1.0 + 1.0 / (4.0 * min(sigmas.values()) ** 2)
     assert 1.0 - tol <= var <= upper + tol, (var, tol, k)
     assert abs(float(np.mean(zs))) <= z_two_sided(1e-6) / math.sqrt(k)
-    # The accountant's σ for the worst case n = ⌈τ⌉ is what the ledger reports.
-    assert proto.ledger.sigma == pytest.approx(config.noise_std(math.ceil(params.tau)), rel=1e-9)
+    if calibration == "floor":
+        # The accountant's σ for the worst case n = ⌈τ⌉ is what the ledger reports.
+        assert proto.ledger.sigma == pytest.approx(config.noise_std(math.ceil(params.tau)), rel=1e-9)
+    else:
+        # The σ of the sum of the tag whose DDG term is the ledger's (its m_h users' noise).
+        per_tag = next(t for t in proto.ledger.terms if t.name == "centroid_ddg").detail["per_tag"]
+        sums = [config.gamma * v["sigma_int"] * math.sqrt(v["n_honest"]) for v in per_tag.values()]
+        assert any(proto.ledger.sigma == pytest.approx(s, rel=1e-12) for s in sums)
 
 
 @pytest.mark.parametrize("refused_by", ["S_tag", "S_syn"])

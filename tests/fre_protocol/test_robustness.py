@@ -511,23 +511,25 @@ def test_s_tag_answers_one_aggregation_request_per_tag(pop, honest, tmp_path, mo
     assert "second aggregation request" in why
 
 
-def test_dropouts_with_topup_keep_the_ddg_guarantee(lone: Population, tmp_path: Path) -> None:
+@pytest.mark.parametrize("calibration", ["floor", "count"])
+def test_dropouts_with_topup_keep_the_ddg_guarantee(lone: Population, tmp_path: Path, calibration: str) -> None:
     """ε = 4 with noise: a tag left with fewer than ⌈τ⌉ = 30 contributors is released because
-    S_tag adds the missing users' noise; the ledger and info say so."""
+    S_tag adds the missing users' noise (up to ⌈τ⌉, or to the tag's m_h under count-sized noise);
+    the ledger and info say so."""
     params = FreParams.paper(4.0)
-    result = _run(lone, tmp_path, params=params, noise=True, dropout=_all_but_one(lone, keep=40),
-                  config=ProtocolConfig(dropout_policy="topup"))
+    config = ProtocolConfig(dropout_policy="topup", noise_calibration=calibration)
+    result = _run(lone, tmp_path, params=params, noise=True, dropout=_all_but_one(lone, keep=40), config=config)
     info, diag = result.release.info, result.release.diagnostics
     assert len(result.release) == 1 and info["withheld"] == {}
     (tag,) = result.release.ids
     assert diag["contributors"][tag] < 30
     assert info["topped_up"] == [tag]
     assert diag["below_floor_contributors"] == {tag: diag["contributors"][tag]}
-    assert result.release.ledger.term("dropouts").detail == {
-        "policy": "topup",
-        "tags": {tag: {"outcome": "topped_up", "epsilon": 0.0, "delta": 0.0,
-                       "why": "covered by the DDG term at the release floor"}},
-    }
+    topped = {"outcome": "topped_up", "epsilon": 0.0, "delta": 0.0, "why": "covered by the DDG term at the release floor"}
+    if calibration == "count":
+        m = max(30, int(0.9 * int(result.release.counts[0])))
+        topped.update(why=f"covered by the DDG term at m_h = {m} (the tag's count-sized noise)", m=m)
+    assert result.release.ledger.term("dropouts").detail == {"policy": "topup", "tags": {tag: topped}}
     assert np.all(np.isfinite(result.release.centroids))
     # With the topup policy but no noise to top up (noise off), S_tag refuses instead.
     quiet = _run(lone, tmp_path / "quiet", params=params, noise=False, dropout=_all_but_one(lone, keep=40),

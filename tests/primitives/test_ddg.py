@@ -336,3 +336,45 @@ def test_unrotate_with_a_scale_is_the_scaled_inverse() -> None:
         y = rng.normal(size=(3, 32))
         np.testing.assert_allclose(enc.unrotate(y, scale=0.25), 0.25 * enc.unrotate(y), rtol=1e-15, atol=1e-15)
         np.testing.assert_allclose(enc.unrotate(y[0], scale=3.0), 3.0 * enc.unrotate(y[0]), rtol=1e-15)
+
+
+# -- a σ_int per row (count-sized noise, design §4.4) ------------------------------------------------
+def _row_config() -> DDGConfig:
+    return DDGConfig(dim=20, padded_dim=32, gamma=0.01, sigma_int=6.0, modulus_bits=30, clip=1.0)
+
+
+def test_a_sigma_per_row_equal_to_the_configs_draws_exactly_what_none_draws() -> None:
+    enc = DDGEncoder(_row_config())
+    x = RandomSource.seeded(1, "rows").normal((300, 20)) * 0.1  # several chunks of 2,048 // 32 rows
+    plain = enc.encode(x, RandomSource.seeded(2, "enc"))
+    assert np.array_equal(enc.encode(x, RandomSource.seeded(2, "enc"), sigma_int=[6.0] * 300), plain)
+    assert np.array_equal(enc.encode(x, RandomSource.seeded(2, "enc"), sigma_int=6.0), plain)
+
+
+def test_each_row_gets_its_own_sigma() -> None:
+    """In one chunk of rows, rows at σ = 0 are the noiseless encoding (the chunk's rounding coins
+    come first, and σ = 0 draws nothing); rows at 3 and 12 carry noise of those scales
+    (chi-square on the differences to the noiseless encoding, α = 1e-6 per level)."""
+    enc = DDGEncoder(_row_config())
+    n = enc.chunk_rows - enc.chunk_rows % 3
+    x = RandomSource.seeded(3, "rows").normal((n, 20)) * 0.1
+    levels = np.array([0.0, 3.0, 12.0])[np.arange(n) % 3]
+    noisy = enc.encode(x, RandomSource.seeded(4, "enc"), sigma_int=levels)
+    quiet = enc.encode(x, RandomSource.seeded(4, "enc"), noise=False)
+    m = enc.modulus
+    diff = ((noisy.astype(np.int64) - quiet.astype(np.int64) + m // 2) % m) - m // 2
+    assert np.array_equal(diff[levels == 0], np.zeros_like(diff[levels == 0]))
+    for level in (3.0, 12.0):
+        d = diff[levels == level].astype(np.float64).ravel()
+        var, k = float(np.mean(d**2)) / level**2, d.size
+        assert abs(var - 1.0) <= z_two_sided(1e-6) * math.sqrt(2.0 / k), (level, var)
+    with pytest.raises(InvalidParameterError, match="sigma_int"):
+        enc.encode(x[:2], RandomSource.seeded(4, "enc"), sigma_int=[1.0])
+    with pytest.raises(InvalidParameterError, match="sigma_int"):
+        enc.encode(x[:2], RandomSource.seeded(4, "enc"), sigma_int=[1.0, -1.0])
+
+
+def test_the_norm_guard_takes_a_sigma() -> None:
+    enc = DDGEncoder(_row_config())
+    assert enc.sum_norm_bound(10, 10, sigma_int=6.0) == enc.sum_norm_bound(10, 10)
+    assert enc.sum_norm_bound(10, 10, sigma_int=3.0) < enc.sum_norm_bound(10, 10)

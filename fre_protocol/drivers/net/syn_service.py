@@ -92,7 +92,8 @@ class SynService(LoggedServer):
             return encode_batch(party.released_tokens())
         if kind == AGGREGATES:
             self.result = party.reconstruct(
-                decode_batch(body), sharing=p2.sharing, encoder=p2.encoder, policy=self.settings.protocol.dropout_policy
+                decode_batch(body), sharing=p2.sharing, encoder=p2.encoder, policy=self.settings.protocol.dropout_policy,
+                plan=p2.noise,
             )
             return b""
         if kind == AGGREGATE:

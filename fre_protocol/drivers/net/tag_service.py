@@ -89,7 +89,8 @@ class TagService(LoggedServer):
             party.receive_tokens(decode_batch(body))
             return b""
         if kind == AGGREGATE:
-            return encode_batch(party.aggregate(decode_batch(body), sharing=p2.sharing, noise=self.ctx.user_noise(p2)))
+            answers = party.aggregate(decode_batch(body), sharing=p2.sharing, noise=self.ctx.user_noise(p2), plan=p2.noise)
+            return encode_batch(answers)
         raise ProtocolStateError(f"unknown request kind {kind!r}")
 
     def _dummies(self) -> bytes:

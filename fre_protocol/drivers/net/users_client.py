@@ -346,7 +346,8 @@ class _Devices:
             self.population.receive_broadcast(broadcast)
             plan = plan_phase2(run, self.population.released)
             shares = self.population.share_submissions(
-                encoder=plan.encoder, sharing=plan.sharing, noise=run.noise, active=~run.dropped_mask
+                encoder=plan.encoder, sharing=plan.sharing, noise=run.noise, active=~run.dropped_mask,
+                sigmas=plan.noise.sigma_int,
             )
         by_user: dict[int, list[bytes]] = {}
         for i, _, envelope in shares:

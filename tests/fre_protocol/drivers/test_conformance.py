@@ -25,7 +25,8 @@ and is itself checked, not skipped:
 Scenarios (a few hundred users in 32 dimensions, chunks of 64 users, windows of three chunks
 so windows do not line up with the chunks of participants; ε = 8 with a small threshold, so
 coins are sampled and S_tag's dummy user adds dummy tags): planted clusters, noise off and on;
-dropouts between the phases (a fixed mask, noise on; some broadcast tags are withheld); a
+dropouts between the phases (a fixed mask, noise on: under count-sized noise with the topup
+policy, the large tags topped up to their m_h; under the floor calibration, withheld below it); a
 malformed share that one server refuses (S_tag with noise off, S_syn with noise on: the release
 leaves it out, in every driver); a duplicate submission (one device sends its sealed tag
 submission twice, the same bytes); topic-ordered rows (clusters one after the other in the
@@ -41,6 +42,7 @@ one place only: :func:`conformance.net`.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections import Counter
 from collections.abc import Callable
@@ -76,6 +78,8 @@ DRIVERS = [
 #: budget (a test setting, as in tests/support/window_spread.py).
 PARAMS = FreParams.paper(8.0, threshold=16, delta=0.3)
 CONFIG = ProtocolConfig(chunk_size=64, dummy_epsilon0=0.3, dummy_delta0=1e-6)
+TOPUP = dataclasses.replace(CONFIG, dropout_policy="topup")
+FLOOR = dataclasses.replace(CONFIG, noise_calibration="floor")
 DIM = 32
 
 
@@ -116,13 +120,16 @@ class Scenario:
 
 
 def _spec(seed: int, *, noise: bool, **kw: Any) -> RoundSpec:
-    return RoundSpec(params=PARAMS, seeds=SeedPlan.from_seed(seed), noise=noise, config=CONFIG, **kw)
+    return RoundSpec(**{"params": PARAMS, "seeds": SeedPlan.from_seed(seed), "noise": noise, "config": CONFIG, **kw})
 
 
 SCENARIOS = [
     Scenario("planted-noiseless", planted, _spec(5, noise=False)),
     Scenario("planted-noisy", planted, _spec(6, noise=True)),
-    Scenario("dropout", planted, _spec(5, noise=True, dropout=_dropped(340, 0.25, 1))),
+    # Count-sized noise (the default): a quarter of the users drop out, more than the allowance
+    # f, so S_tag tops the large tags up to their m_h at their σ_int,h.
+    Scenario("dropout", planted, _spec(5, noise=True, dropout=_dropped(340, 0.25, 1), config=TOPUP)),
+    Scenario("dropout-floor", planted, _spec(5, noise=True, dropout=_dropped(340, 0.25, 1), config=FLOOR)),
     Scenario("share-refused-by-S_tag", planted, _spec(5, noise=False), Faults(refused_share="S_tag")),
     Scenario("share-refused-by-S_syn", planted, _spec(6, noise=True), Faults(refused_share="S_syn")),
     Scenario("duplicate-submission", planted, _spec(5, noise=False), Faults(duplicate_submission=True)),
@@ -172,7 +179,10 @@ def test_the_reference_shows_what_the_scenario_is_about(scenario: Scenario, refe
         assert rejections == {}
     assert views[RESENT] == (1 if scenario.faults.duplicate_submission else 0)
     dropped = release.diagnostics["n_dropped_out"]
-    assert (dropped > 0) is (scenario.name == "dropout")
+    assert (dropped > 0) is scenario.name.startswith("dropout")
+    if scenario.name == "dropout":  # tags short of their count-sized m_h, topped up and released
+        topped = release.info["topped_up"]
+        assert len(topped) >= 2 and set(topped) <= set(release.ids) and release.info["withheld"] == {}
     if scenario.rows is topic_ordered:  # contiguous topics: several windows each hold whole topics
         assert len(release) >= 4
 
