@@ -27,7 +27,7 @@ import numpy.typing as npt
 from fre_protocol.components import Components, build_components
 from fre_protocol.messages import TAG_BYTES, TOKEN_BYTES
 from fre_protocol.roles import streams
-from fre_protocol.roles.base import Meter, Recorder, Row, Runtime, Workers, size_only
+from fre_protocol.roles.base import HeldRows, Meter, Row, Runtime, Workers
 from fre_protocol.roles.round import Phase2Plan, bucket_encodings
 from fre_protocol.roles.round import devices as build_devices
 from fre_protocol.roles.user import (
@@ -40,25 +40,6 @@ from fre_protocol.roles.user import (
 from fre_protocol.roles.windows import Message, encode_participants, window_shares
 from mechanism.grid import PublicGrid, single_threaded_blas
 from primitives.randomness import RandomSource
-
-
-class RowBuffer(Recorder):
-    """A recorder that keeps a remote party's rows until its driver takes them for the store."""
-
-    def __init__(self, payloads: bool = True) -> None:
-        super().__init__(None, payloads=payloads)
-        self._rows: list[Row] = []
-
-    def add(self, rows: Any) -> None:
-        # Sizes-only transcripts drop the bytes where they are recorded, not after shipping them.
-        batch = list(rows) if self.payloads else [size_only(r) for r in rows]
-        with self._lock:
-            self._rows.extend(batch)
-
-    def take(self) -> list[Row]:
-        with self._lock:
-            out, self._rows = self._rows, []
-        return out
 
 
 def merge_meter(meter: Meter, part: Mapping[str, Any]) -> None:
@@ -90,7 +71,7 @@ class UserChunk:
     encodings: list[bytes] | None = None
 
     def devices(self, encodings: Sequence[bytes]) -> Devices:
-        meter, recorder, pool = Meter(), RowBuffer(self.payloads), Workers(1)
+        meter, recorder, pool = Meter(), HeldRows(payloads=self.payloads), Workers(1)
         users = build_devices(
             self.x, encodings, self.coins, comps=components_for(self.components, 1), keys=self.keys,
             rng=_users_stream(self.users_seed), runtime=Runtime(meter=meter, pool=pool, user_pool=pool, recorder=recorder),
@@ -105,7 +86,7 @@ class Devices:
 
     users: UserPopulation
     meter: Meter
-    recorder: RowBuffer
+    recorder: HeldRows
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -266,6 +247,6 @@ def _shift(messages: list[Message], offset: int) -> list[Message]:
 
 
 __all__ = [
-    "ChunkResult", "Devices", "Encoded", "RowBuffer", "SealJob", "UserChunk", "components_for", "forget", "merge_meter",
+    "ChunkResult", "Devices", "Encoded", "SealJob", "UserChunk", "components_for", "forget", "merge_meter",
     "users_blind", "users_encode", "users_seal", "users_submit",
 ]

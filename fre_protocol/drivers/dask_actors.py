@@ -20,9 +20,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from fre_protocol.drivers.chunk_tasks import RowBuffer, components_for
+from fre_protocol.drivers.chunk_tasks import components_for
 from fre_protocol.messages import Role
-from fre_protocol.roles.base import Meter, Row, Runtime, Workers
+from fre_protocol.roles.base import HeldRows, Meter, Row, Runtime, Workers
 from fre_protocol.roles.config import ProtocolConfig
 from fre_protocol.roles.round import (
     ServerPlan,
@@ -123,7 +123,7 @@ class ServerHost:
     def __init__(self, role: str, spec: ServerSpec) -> None:
         plan = spec.plan()
         self._seeds = spec.seeds
-        self._recorder = RowBuffer(spec.payloads)
+        self._recorder = HeldRows(payloads=spec.payloads)
         self._meter = Meter()
         pool = Workers(spec.workers)
         self._driver = Runtime(meter=self._meter, pool=pool, user_pool=pool, recorder=self._recorder)

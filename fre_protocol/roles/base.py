@@ -57,8 +57,7 @@ def size_only(row: Row) -> Row:
 class Recorder:
     """Buffers rows for a :class:`TranscriptStore`; without a store it only counts them.
 
-    Thread-safe (the store serialises writers). ``enabled`` lets a driver switch recording off
-    for throughput measurements without changing the parties' code paths. ``payloads=False``
+    Thread-safe (the store serialises writers). ``payloads=False``
     records every message size-only (what was sent, by whom, to whom and how large, not its
     bytes): a paper-scale run's full transcript would take ~10 kB a user on disk.
     """
@@ -71,10 +70,6 @@ class Recorder:
         self._flush_every = flush_every
         self.rows_recorded = 0
         self.bytes_recorded = 0
-
-    @property
-    def enabled(self) -> bool:
-        return self.store is not None
 
     def add(self, rows: Iterable[Row]) -> None:
         batch = list(rows)
@@ -103,6 +98,30 @@ class Recorder:
             if pending:
                 self._write(pending)
             self.store.flush()
+
+
+class HeldRows(Recorder):
+    """A recorder that holds a party's rows until its driver takes them (:meth:`take`): a party
+    that runs elsewhere (a Dask actor, a worker's task) ships them to the run's store, a service
+    logs them with the request that made them (nothing recorded twice or lost in a crash)."""
+
+    def __init__(self, *, payloads: bool = True) -> None:
+        super().__init__(None, payloads=payloads)
+        self._rows: list[Row] = []
+
+    def add(self, rows: Iterable[Row]) -> None:
+        # Size-only transcripts drop the bytes where they are recorded, not after shipping them.
+        batch = list(rows) if self.payloads else [size_only(r) for r in rows]
+        with self._lock:
+            self._rows.extend(batch)
+
+    def take(self) -> list[Row]:
+        with self._lock:
+            out, self._rows = self._rows, []
+        return out
+
+    def flush(self) -> None:
+        """Rows leave when the driver takes them, not on flush."""
 
 
 @dataclass
@@ -240,6 +259,7 @@ __all__ = [
     "BROADCAST",
     "Channel",
     "DROPOUT_POLICIES",
+    "HeldRows",
     "PHASE1",
     "PHASE1_SUBMIT",
     "PHASE2",

@@ -45,7 +45,7 @@ from fre_protocol.drivers.net.state import ServiceState
 from fre_protocol.drivers.net.transcript import LiveTranscript, party_header, write_party_transcript
 from fre_protocol.drivers.net.wire import MAX_BATCH_BODY, decode_batch
 from fre_protocol.messages import Role
-from fre_protocol.roles.base import Meter, Recorder, Workers
+from fre_protocol.roles.base import HeldRows, Meter, Recorder, Workers
 from mechanism.run_files import TRANSCRIPT_FILE
 from primitives.errors import ProtocolStateError, VerificationError
 from primitives.secret import Secret
@@ -70,7 +70,7 @@ class LoggedServer(ServiceBase):
         self.meter = Meter()
         self.keys = self._round_keys()
         self.bound = self.state.get(SIGNED_KEY) is not None  # both signatures checked: phase traffic may come
-        self.collector = RowCollector()
+        self.collector = HeldRows()
         self.live = LiveTranscript(lambda: self.state_path(TRANSCRIPT_FILE), lambda: party_header(self.ctx, party=self.role))
         self.party: Any = None
         self.rebuild()
@@ -302,32 +302,4 @@ class LoggedServer(ServiceBase):
         return path
 
 
-class RowCollector(Recorder):
-    """A recorder that keeps the rows a party records while one request is applied, for the
-    service to log with that request: the view is written in the log's transaction, so nothing
-    is recorded twice or lost in a crash."""
-
-    def __init__(self) -> None:
-        super().__init__(None)
-        self._rows: list[Any] = []
-
-    @property
-    def enabled(self) -> bool:
-        return True
-
-    def add(self, rows: Any) -> None:
-        batch = list(rows)
-        with self._lock:
-            self._rows.extend(batch)
-
-    def take(self) -> list[Any]:
-        with self._lock:
-            rows, self._rows = self._rows, []
-        return rows
-
-    def flush(self) -> None:
-        """Rows leave with their request's log entry, not on flush."""
-
-
-
-__all__ = ["FINALIZED", "KEYS", "LoggedServer", "RowCollector", "STATE_FILE", "TRANSCRIPT_FILE"]
+__all__ = ["FINALIZED", "KEYS", "LoggedServer", "STATE_FILE", "TRANSCRIPT_FILE"]
