@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping
 from typing import ClassVar, Protocol, runtime_checkable
 
 import numpy as np
+import numpy.typing as npt
 
 from primitives.compact.fuse import (
     WIDTHS,
@@ -231,6 +232,28 @@ class FuseReleased:
         return len(self.filter)
 
 
+def check_fingerprint_bits(fingerprint_bits: int) -> int:
+    """A compact broadcast's fingerprint width: one of :data:`WIDTHS`."""
+    if isinstance(fingerprint_bits, bool) or fingerprint_bits not in WIDTHS:
+        raise InvalidParameterError(f"fingerprint_bits must be one of {WIDTHS}, got {fingerprint_bits!r}")
+    return int(fingerprint_bits)
+
+
+def builder_inputs(
+    released: Released, seed: bytes
+) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.uint64], int, bytes]:
+    """The released set as a compact builder takes it: the tags' 64-bit keys in increasing order,
+    their counts in the same order, the fewest of 8, 16 or 32 bits that hold the largest count,
+    and the public seed as bytes."""
+    pairs = released_pairs(released)
+    if not isinstance(seed, (bytes, bytearray)):
+        raise InvalidParameterError(f"seed must be bytes, got {type(seed).__name__}")
+    keys = keys64([t for t, _ in pairs])
+    order = np.argsort(keys, kind="stable")
+    counts = np.array([c for _, c in pairs], dtype=np.uint64)[order]
+    return keys[order], counts, _count_width(max((c for _, c in pairs), default=0)), bytes(seed)
+
+
 def _count_width(max_count: int) -> int:
     for width in WIDTHS:
         if max_count < 1 << width:
@@ -253,22 +276,12 @@ class FuseBroadcast:
     name: ClassVar[str] = "fuse"
 
     def __init__(self, fingerprint_bits: int = 16) -> None:
-        if isinstance(fingerprint_bits, bool) or fingerprint_bits not in WIDTHS:
-            raise InvalidParameterError(
-                f"fingerprint_bits must be one of {WIDTHS}, got {fingerprint_bits!r}"
-            )
-        self.fingerprint_bits = fingerprint_bits
+        self.fingerprint_bits = check_fingerprint_bits(fingerprint_bits)
 
     def build(self, released: Released, seed: bytes) -> bytes:
-        pairs = released_pairs(released)
-        if not isinstance(seed, (bytes, bytearray)):
-            raise InvalidParameterError(f"seed must be bytes, got {type(seed).__name__}")
-        keys = keys64([t for t, _ in pairs])
-        order = np.argsort(keys, kind="stable")
-        counts = np.array([c for _, c in pairs], dtype=np.uint64)[order]
-        construction = build_fuse(keys[order], bytes(seed))
+        keys, counts, width, public_seed = builder_inputs(released, seed)
+        construction = build_fuse(keys, public_seed)
         filter_ = FuseFilter.from_construction(construction, self.fingerprint_bits)
-        width = _count_width(max((c for _, c in pairs), default=0))
         retrieval = FuseRetrieval.from_construction(construction, counts, width)
         filter_bytes = filter_.to_bytes()
         return (

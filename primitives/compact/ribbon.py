@@ -48,11 +48,11 @@ from primitives.compact.broadcast import (
     Released,
     _as_bytes,
     _check_tag,
-    _count_width,
-    released_pairs,
+    builder_inputs,
+    check_fingerprint_bits,
 )
-from primitives.compact.fuse import _DTYPES, WIDTHS, attempt_seed, key64, keys64
-from primitives.errors import DecodeError, InvalidInputError, InvalidParameterError
+from primitives.compact.fuse import _DTYPES, WIDTHS, attempt_seed, key64
+from primitives.errors import DecodeError, InvalidInputError
 
 MAGIC = b"RCB1"
 RIBBON_WIDTH = 64
@@ -209,26 +209,14 @@ class RibbonBroadcast:
     name: ClassVar[str] = "ribbon"
 
     def __init__(self, fingerprint_bits: int = 16) -> None:
-        if isinstance(fingerprint_bits, bool) or fingerprint_bits not in WIDTHS:
-            raise InvalidParameterError(
-                f"fingerprint_bits must be one of {WIDTHS}, got {fingerprint_bits!r}"
-            )
-        self.fingerprint_bits = fingerprint_bits
+        self.fingerprint_bits = check_fingerprint_bits(fingerprint_bits)
 
     def build(self, released: Released, seed: bytes) -> bytes:
-        pairs = released_pairs(released)
-        if not isinstance(seed, (bytes, bytearray)):
-            raise InvalidParameterError(f"seed must be bytes, got {type(seed).__name__}")
-        public_seed = bytes(seed)
-        keys = keys64([t for t, _ in pairs])
-        order = np.argsort(keys, kind="stable")
-        keys = keys[order]
+        keys, counts, count_bits, public_seed = builder_inputs(released, seed)
         if keys.size and bool(np.any(keys[1:] == keys[:-1])):
             raise InvalidInputError(
                 "tags must have distinct 64-bit key hashes, got two that share one"
             )
-        counts = np.array([c for _, c in pairs], dtype=np.uint64)[order]
-        count_bits = _count_width(max((c for _, c in pairs), default=0))
         f = self.fingerprint_bits
         n = int(keys.size)
         if n == 0:
