@@ -9,6 +9,7 @@ from typing import Any
 
 from fre_protocol.cli.common import (
     add_deprecated_alias,
+    add_noise_flags,
     add_param_flags,
     add_progress_flag,
     parse_epsilon,
@@ -83,6 +84,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     run.add_argument("--restart", action="store_true", help="discard the checkpoints in --out and start afresh")
     add_progress_flag(run, default=True, quiet_alias=True)
     add_param_flags(parser)
+    add_noise_flags(parser.add_argument_group("the protocol's noise (Fre-E2T rows only; central-dp is unaffected)"))
     # Only flags the user gives override the experiments' defaults (MiniLM settings per ε).
     for action in parser._actions:
         if action.dest in _PARAM_DESTS:
@@ -110,6 +112,7 @@ def config_from_args(args: argparse.Namespace) -> Any:
         limit=args.limit, epsilons=args.epsilons, seeds=args.seeds, quick=args.quick, params=params,
         inverter=args.inverter, budget=args.search_budget, max_centroids=args.max_centroids, pool_max=args.pool_max, embedder=args.embedder,
         second_embedder=args.second_embedder, cache_dir=args.cache_dir, workers=args.workers,
+        noise_calibration=args.noise_calibration, dropout_allowance=args.dropout_allowance,
         progress=args.progress,
         command="fre-e2t experiment " + " ".join(shlex.quote(a) for a in sys.argv[2:]) if sys.argv[1:2] == ["experiment"]
         else None,

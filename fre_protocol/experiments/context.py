@@ -26,7 +26,15 @@ import numpy as np
 import numpy.typing as npt
 
 from fre_protocol.experiments.store import ROWS_SUFFIX, RowStore
-from fre_protocol.roles.config import RoundSpec, RunOptions
+from fre_protocol.roles.config import (
+    COUNT_CALIBRATION,
+    DEFAULT_DROPOUT_ALLOWANCE,
+    ProtocolConfig,
+    RoundSpec,
+    RunOptions,
+    check_dropout_allowance,
+    check_noise_calibration,
+)
 from mechanism import metrics
 from mechanism.params import FreParams
 from mechanism.seeds import SeedPlan
@@ -81,6 +89,8 @@ class ExperimentConfig:
     second_embedder: str | None = None  # the embedders experiment's second model (a local folder)
     cache_dir: str | None = None
     workers: int = 2
+    noise_calibration: str = COUNT_CALIBRATION  # the protocol's (design §4.4); central-dp has none
+    dropout_allowance: float = DEFAULT_DROPOUT_ALLOWANCE
     progress: bool = True
     command: str | None = None
 
@@ -101,6 +111,8 @@ class ExperimentConfig:
                 raise InvalidParameterError(f"seeds must be non-negative integers, got {seed!r}")
         if self.limit is not None and (isinstance(self.limit, bool) or self.limit < 1):
             raise InvalidParameterError(f"limit must be an integer >= 1, got {self.limit!r}")
+        check_noise_calibration(self.noise_calibration)
+        check_dropout_allowance(self.dropout_allowance)
         if self.max_centroids is not None and self.max_centroids < 1:
             raise InvalidParameterError(f"max_centroids must be an integer >= 1, got {self.max_centroids!r}")
 
@@ -144,7 +156,22 @@ class ExperimentConfig:
             "pool_max": self.run_pool_max,
             "embedder": self.embedder,
             "second_embedder": self.second_embedder,
+            **self._protocol_choices(),
         }
+
+    def _protocol_choices(self) -> dict[str, Any]:
+        # Only choices away from the defaults enter the fingerprint, so checkpoints written before
+        # these flags existed (with the defaults) stay valid.
+        chosen: dict[str, Any] = {}
+        if self.noise_calibration != COUNT_CALIBRATION:
+            chosen["noise_calibration"] = self.noise_calibration
+        if self.dropout_allowance != DEFAULT_DROPOUT_ALLOWANCE:
+            chosen["dropout_allowance"] = self.dropout_allowance
+        return chosen
+
+    def protocol_config(self) -> ProtocolConfig:
+        """The protocol's configuration of the Fre-E2T rows."""
+        return ProtocolConfig(noise_calibration=self.noise_calibration, dropout_allowance=self.dropout_allowance)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -260,7 +287,9 @@ class Context:
             if method == FRE_E2T:
                 from fre_protocol.drivers.inprocess import run_protocol
 
-                release = run_protocol(x, RoundSpec(params=params, seeds=seeds, workers=self.config.workers), RunOptions(progress=self.config.progress)).release
+                spec = RoundSpec(params=params, seeds=seeds, config=self.config.protocol_config(),
+                                 workers=self.config.workers)
+                release = run_protocol(x, spec, RunOptions(progress=self.config.progress)).release
             else:
                 from mechanism.fre_e2t import run_mechanism
 

@@ -111,3 +111,24 @@ def test_cli_rejects_bad_lists_and_single_epsilon(tmp_path: Path, capsys: pytest
     assert "comma-separated list of numbers or inf" in capsys.readouterr().err
     assert main(["experiment", "utility", "--out", str(tmp_path), "--epsilon", "4"]) == 2
     assert "use --epsilons" in capsys.readouterr().err
+
+
+def test_noise_flags_reach_the_protocol_rows_and_the_checkpoint_fingerprint(tmp_path: Path) -> None:
+    import argparse
+
+    from fre_protocol.cli import experiment as experiment_cli
+
+    parser = argparse.ArgumentParser()
+    experiment_cli.add_arguments(parser)
+    args = parser.parse_args(["utility", "--out", str(tmp_path), "--embeddings", "x.npy",
+                              "--noise-calibration", "floor", "--dropout-allowance", "0"])
+    config = experiment_cli.config_from_args(args)
+    protocol = config.protocol_config()
+    assert (protocol.noise_calibration, protocol.dropout_allowance) == ("floor", 0.0)
+    assert config.fingerprint()["noise_calibration"] == "floor"
+    assert config.fingerprint()["dropout_allowance"] == 0.0
+    # the defaults leave the fingerprint as it was before the flags existed (old checkpoints resume)
+    default = ExperimentConfig(out_dir=tmp_path, corpus=None, embeddings="x.npy")
+    assert not {"noise_calibration", "dropout_allowance"} & set(default.fingerprint())
+    with pytest.raises(InvalidParameterError, match="dropout_allowance must be a number in \\[0, 1\\), got 1.5"):
+        ExperimentConfig(out_dir=tmp_path, corpus=None, embeddings="x.npy", dropout_allowance=1.5)
