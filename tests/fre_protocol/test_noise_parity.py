@@ -279,6 +279,36 @@ def test_a_large_bucket_that_loses_more_than_f_is_withheld_or_topped_up_at_its_m
     assert any(f.name == "ledger:noise_plan" and f.passed for f in report.findings)
 
 
+def test_the_dropout_outcome_is_a_function_of_the_counts_and_of_what_neighbours_share() -> None:
+    """design §4.4, "Why the dropout outcome may be published": neighbours differ in one online
+    user's text (it moves from the largest cluster to another), every device's online pattern
+    fixed, a quarter of the largest cluster offline (policy topup, so every released tag keeps
+    its count in the release). In both, a tag is topped up exactly when its contributors
+    c_h = n_h − d_h fall below its public m_h, and the offline submitters d_h of every tag are
+    the same in both datasets: the outcome changes only through n_h, a DP output."""
+    pop = _planted()
+    mask = _drop_from_largest(pop, 0.25)
+    largest = np.bincount(pop.labels[pop.labels >= 0]).argmax()
+    online = np.flatnonzero((pop.labels == largest) & ~mask)
+    elsewhere = np.flatnonzero((pop.labels >= 0) & (pop.labels != largest))
+    neighbour = pop.embeddings.copy()
+    neighbour[online[-1]] = pop.embeddings[elsewhere[0]]
+    config = dataclasses.replace(COUNT, dropout_policy="topup")
+    offline, counts = [], []
+    for x in (pop.embeddings, neighbour):
+        spec = RoundSpec(params=PARAMS, seeds=SeedPlan.from_seed(41), noise=True, config=config, dropout=lambda n: mask)
+        release = run_protocol(x, spec).release
+        assert release.info["withheld"] == {}
+        m = {t: v["m"] for t, v in release.ledger.term("centroid_ddg").detail["per_tag"].items()}
+        c = release.diagnostics["contributors"]
+        n = {t: int(k) for t, k in zip(release.ids, release.counts, strict=True)}
+        assert release.info["topped_up"] == sorted(t for t in release.ids if c[t] < m[t]) != []
+        offline.append({t: n[t] - c[t] for t in release.ids})
+        counts.append(n)
+    assert counts[0] != counts[1], "the neighbour changed no released count: it tests nothing"
+    assert offline[0] == offline[1] and max(offline[0].values()) > 0
+
+
 def test_the_audit_fails_a_ledger_whose_noise_plan_differs(tmp_path: Path) -> None:
     spec = RoundSpec(params=PARAMS, seeds=SeedPlan.from_seed(41), noise=True, config=COUNT)
     run_protocol(_planted().embeddings, spec, RunOptions(out_dir=tmp_path))
