@@ -1,0 +1,304 @@
+"""Recompute, from the JSON rows in docs/results/, every number that README.md and the results pages cite.
+
+    .venv/bin/python scripts/check_claims.py              # one line per figure; exit 1 if any differs
+    .venv/bin/python scripts/check_claims.py --markdown   # the same as a Markdown table
+
+Each check names the page that cites the figure, the figure as written there (to the digits written)
+and the JSON it comes from; it passes when the JSON value, rounded to the digits written, is the
+figure. ``docs/results/claims-check.md`` lists the claims read against these figures, what failed and
+how the text was changed. Reads only docs/results/*.json: nothing is run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any, Callable
+
+RESULTS = Path(__file__).resolve().parents[1] / "docs" / "results"
+INF = "inf"
+
+
+@cache
+def load(name: str) -> dict[str, Any]:
+    return json.loads((RESULTS / f"{name}.json").read_text())
+
+
+def rows(name: str, **match: Any) -> list[dict[str, Any]]:
+    """The rows of NAME.json whose fields equal ``match`` (a missing ``level`` counts as 'centroid')."""
+    found = []
+    for row in load(name)["rows"]:
+        if all(row.get(k, "centroid" if k == "level" else None) == v for k, v in match.items()):
+            found.append(row)
+    if not found:
+        raise LookupError(f"{name}.json: no row with {match}")
+    return found
+
+
+def one(name: str, **match: Any) -> dict[str, Any]:
+    found = rows(name, **match)
+    if len(found) != 1:
+        raise LookupError(f"{name}.json: {len(found)} rows with {match}, expected one")
+    return found[0]
+
+
+def mean(name: str, key: str, **match: Any) -> float:
+    return statistics.mean(float(r[key]) for r in rows(name, **match))
+
+
+def sd(name: str, key: str, **match: Any) -> float:
+    return statistics.stdev(float(r[key]) for r in rows(name, **match))
+
+
+def f1(p: float, r: float) -> float:
+    return 2 * p * r / (p + r) if p + r else 0.0
+
+
+def infrequent(name: str, **match: Any) -> float:
+    """How many infrequent texts lie within r of an output: δ*(r) × |V \\ F|."""
+    row = one(name, **match)
+    return row["delta_star_at_r"] * (row["n_reference_all"] - row["n_frequent"])
+
+
+def utility(method: str, eps: float | str, key: str, level: str = "centroid", seed: int = 1) -> float:
+    return one("utility", method=method, epsilon=eps, level=level, seed=seed)[key]
+
+
+def augpe_costs() -> dict[str, Any]:
+    return one("augpe", method="costs")
+
+
+def paper_setting(quantity: str) -> dict[str, Any]:
+    return next(c for c in augpe_costs()["comparison_paper_setting"] if c["quantity"].startswith(quantity))
+
+
+@dataclass(frozen=True)
+class Check:
+    page: str
+    what: str
+    cited: str  # the figure as the page writes it
+    value: Callable[[], float]
+    source: str
+
+    def computed(self) -> float:
+        return float(self.value())
+
+    def passes(self) -> bool:
+        written = self.cited.replace(",", "").replace("−", "-")
+        scale = 1.0
+        if written.endswith("%"):
+            written, scale = written[:-1], 100.0
+        mantissa, _, exponent = written.partition("e")
+        decimals = len(mantissa.partition(".")[2])
+        unit = 10.0 ** (int(exponent or 0) - decimals)
+        return abs(self.computed() * scale - float(written)) <= unit / 2 + 1e-12
+
+
+R = "docs/results/README.md"
+RD = "README.md"
+U, BL, AP = "utility.json", "baselines.json", "augpe.json"
+
+CHECKS: list[Check] = [
+    # The privacy paragraph of README.md and the SSP figures (utility.json, augpe.json).
+    *[
+        Check(RD, f"centroid-level δ*(r), fre-e2t, ε = {e}", c, lambda e=e: utility("fre-e2t", e, "delta_star_at_r"), U)
+        for e, c in ((4.0, "0"), (8.0, "0.070"), (16.0, "0.310"), (INF, "0.428"))
+    ],
+    Check(RD, "ε = 4, seed 2: centroid-level δ*(r), fre-e2t", "0", lambda: utility("fre-e2t", 4.0, "delta_star_at_r", seed=2), U),
+    Check(RD, "ε = 8: infrequent tweets within r of a fre-e2t centroid", "3,999",
+          lambda: infrequent("utility", method="fre-e2t", epsilon=8.0, level="centroid"), U),
+    Check(RD, "infrequent tweets |V \\ F|", "57,380",
+          lambda: one("utility", method="fre-e2t", epsilon=8.0, level="centroid")["n_reference_all"] - 5942, U),
+    Check(R, "ε = 8: central-dp centroid-level δ*(r)", "0.209", lambda: utility("central-dp", 8.0, "delta_star_at_r"), U),
+    Check(R, "text-level δ*(r), fre-e2t, ε = 4", "0.0022",
+          lambda: one("augpe", method="fre-e2t", epsilon=4.0)["delta_star_at_r"], AP),
+    Check(R, "text-level δ*(r), fre-e2t, ε = ∞", "0.0032",
+          lambda: one("augpe", method="fre-e2t", epsilon=INF)["delta_star_at_r"], AP),
+    *[
+        Check(R, f"text-level δ*(r), aug-pe, ε = {e}", "0.0012", lambda e=e: one("augpe", method="aug-pe", epsilon=e)["delta_star_at_r"], AP)
+        for e in (4.0, INF)
+    ],
+    # Heavy clusters (baselines.json).
+    Check(R, "fre-e2t cluster precision, lowest finite ε", "0.95",
+          lambda: min(one("baselines", method="fre-e2t", epsilon=e)["cluster_precision"] for e in (4.0, 8.0, 16.0)), BL),
+    Check(R, "fre-e2t cluster precision, highest finite ε", "0.97",
+          lambda: max(one("baselines", method="fre-e2t", epsilon=e)["cluster_precision"] for e in (4.0, 8.0, 16.0)), BL),
+    Check(R, "fre-e2t cluster recall, lowest finite ε", "0.91",
+          lambda: min(one("baselines", method="fre-e2t", epsilon=e)["cluster_recall"] for e in (4.0, 8.0, 16.0)), BL),
+    Check(R, "fre-e2t cluster recall, highest finite ε", "0.92",
+          lambda: max(one("baselines", method="fre-e2t", epsilon=e)["cluster_recall"] for e in (4.0, 8.0, 16.0)), BL),
+    Check(R, "central-dp's cluster P and R differ from fre-e2t's (largest difference)", "0",
+          lambda: max(abs(one("baselines", method="fre-e2t", epsilon=e)[k] - one("baselines", method="central-dp", epsilon=e)[k])
+                      for e in (4.0, 8.0, 16.0, INF) for k in ("cluster_precision", "cluster_recall")), BL),
+    Check(R, "heavy buckets", "64", lambda: one("baselines", method="fre-e2t", epsilon=8.0)["n_heavy"], BL),
+    *[
+        Check(R, f"ldp-embedding σ, ε = {e}", c, lambda e=e: one("baselines", method="ldp-embedding", epsilon=e)["sigma"], BL)
+        for e, c in ((4.0, "2.39"), (8.0, "1.31"), (16.0, "0.74"))
+    ],
+    Check(R, "ldp-embedding buckets released at ε ≤ 16", "0",
+          lambda: max(one("baselines", method="ldp-embedding", epsilon=e)["n_released"] for e in (4.0, 8.0, 16.0)), BL),
+    *[
+        Check(R, f"ldp-oue cluster {k.split('_')[1]}, ε = {e}", c, lambda e=e, k=k: one("baselines", method="ldp-oue", epsilon=e)[k], BL)
+        for e, k, c in (
+            (4.0, "cluster_recall", "0.66"), (4.0, "cluster_precision", "0.01"), (8.0, "cluster_precision", "0.75"),
+            (8.0, "cluster_recall", "0.81"), (16.0, "cluster_precision", "0.95"), (16.0, "cluster_recall", "0.86"),
+        )
+    ],
+    Check(R, "ldp-oue buckets released, ε = 4", "5,473", lambda: one("baselines", method="ldp-oue", epsilon=4.0)["n_released"], BL),
+    # Utility (utility.json): α = 1 centroid level.
+    Check(R, "α = 1 centroid F1, fre-e2t, ε = 4 (mean of seeds 1, 2)", "0.00",
+          lambda: mean("utility", "f1_strict", method="fre-e2t", epsilon=4.0, level="centroid"), U),
+    *[
+        Check(R, f"α = 1 centroid F1, fre-e2t, ε = {e}", c, lambda e=e: utility("fre-e2t", e, "f1_strict"), U)
+        for e, c in ((8.0, "0.727"), (16.0, "0.974"), (INF, "0.983"))
+    ],
+    *[
+        Check(R, f"α = 1 centroid F1, central-dp, ε = {e}", c, lambda e=e: utility("central-dp", e, "f1_strict"), U)
+        for e, c in ((4.0, "0.22"), (8.0, "0.897"), (16.0, "0.977"), (INF, "0.983"))
+    ],
+    Check(R, "α = 1 centroid F1 = 2PR/(P+R), fre-e2t, ε = 8", "0.727",
+          lambda: f1(utility("fre-e2t", 8.0, "precision_strict"), utility("fre-e2t", 8.0, "recall_strict")), U),
+    Check(R, "α = 1 centroid F1 = 2PR/(P+R), central-dp, ε = 8", "0.897",
+          lambda: f1(utility("central-dp", 8.0, "precision_strict"), utility("central-dp", 8.0, "recall_strict")), U),
+    Check(R, "mean L2 to the nearest frequent text, fre-e2t, ε = 4 (mean of seeds 1, 2)", "1.24",
+          lambda: mean("utility", "avg_l2", method="fre-e2t", epsilon=4.0, level="centroid"), U),
+    *[
+        Check(R, f"mean L2 to the nearest frequent text, fre-e2t, ε = {e}", c, lambda e=e: utility("fre-e2t", e, "avg_l2"), U)
+        for e, c in ((8.0, "0.86"), (16.0, "0.79"), (INF, "0.76"))
+    ],
+    *[
+        Check(R, f"σ, fre-e2t (DDG) against central-dp, ε = {e}", c,
+              lambda e=e: utility("fre-e2t", e, "sigma") / utility("central-dp", e, "sigma"), U)
+        for e, c in ((4.0, "1.08"), (8.0, "1.07"))
+    ],
+    # noise-parity-count.json (three seeds, count calibration): cited, not edited here.
+    *[
+        Check(R, f"α = 1 centroid F1, {m}, ε = {e}, count calibration, mean of 3 seeds", c,
+              lambda m=m, e=e: mean("noise-parity-count", "f1_strict", method=m, epsilon=e, level="centroid"), "noise-parity-count.json")
+        for m, e, c in (("fre-e2t", 8.0, "0.805"), ("central-dp", 8.0, "0.884"), ("fre-e2t", 16.0, "0.976"), ("central-dp", 16.0, "0.976"))
+    ],
+    *[
+        Check(R, f"its sd, {m}, ε = 8", "0.021",
+              lambda m=m: sd("noise-parity-count", "f1_strict", method=m, epsilon=8.0, level="centroid"), "noise-parity-count.json")
+        for m in ("fre-e2t", "central-dp")
+    ],
+    # Text level.
+    *[
+        Check(R, f"α = 1 text F1, fre-e2t, ε = {e}", c, lambda e=e: utility("fre-e2t", e, "f1_strict", level="text"), U)
+        for e, c in ((4.0, "0.07"), (8.0, "0.60"), (16.0, "0.71"), (INF, "0.62"))
+    ],
+    Check(R, "centroids inverted per release", "12",
+          lambda: max(r["n_inverted"] for r in rows("utility", level="text")), U),
+    Check(R, "released centroids, fewest (ε = 4, seed 2)", "39",
+          lambda: min(r["n_outputs"] for r in rows("utility", level="centroid")), U),
+    Check(R, "released centroids, most", "64", lambda: max(r["n_outputs"] for r in rows("utility", level="centroid")), U),
+    Check(R, "frequent texts", "5,942", lambda: utility("fre-e2t", 8.0, "n_frequent"), U),
+    Check(R, "texts", "63,322", lambda: utility("fre-e2t", 8.0, "n_reference_all"), U),
+    Check(R, "frequent share", "9.4%", lambda: utility("fre-e2t", 8.0, "n_frequent") / utility("fre-e2t", 8.0, "n_reference_all"), U),
+    # Ablations (two seeds, mean).
+    *[
+        Check(R, f"p_s ablation: α = 1 F1 at ε = 8, p_s = {p}", c,
+              lambda p=p: mean("ablation-ps", "f1_strict", epsilon=8.0, p_sample=p), "ablation-ps.json")
+        for p, c in ((0.3, "0.34"), (0.7, "0.88"), (0.8, "0.86"))
+    ],
+    Check(R, "p_s ablation: σ at p_s = 0.8", "2.06", lambda: rows("ablation-ps", p_sample=0.8)[0]["sigma"], "ablation-ps.json"),
+    *[
+        Check(R, f"edge ablation, paper setting: σ at m = 1, ε = {e}", c,
+              lambda e=e: next(s["sigma"] for s in load("ablation-edge")["paper_sigma"] if s["epsilon"] == e and s["edge_multiplier"] == 1.0),
+              "ablation-edge.json")
+        for e, c in ((4.0, "2.128"), (8.0, "1.131"), (16.0, "0.515"))
+    ],
+    *[
+        Check(R, f"t ablation: buckets released at ε = 8, t = {t} (mean of 2 seeds)", c,
+              lambda t=t: mean("ablation-t", "n_released", epsilon=8.0, threshold=t), "ablation-t.json")
+        for t, c in ((100, "50"), (150, "18"), (200, "8"))
+    ],
+    # Naturalness.
+    Check(R, "median NLL, Fre-E2T, lowest", "3.9", lambda: min(r["median_nll"] for r in rows("naturalness", source="fre-e2t")), "naturalness.json"),
+    Check(R, "median NLL, Fre-E2T, highest", "4.9", lambda: max(r["median_nll"] for r in rows("naturalness", source="fre-e2t")), "naturalness.json"),
+    Check(R, "median NLL, real frequent tweets", "6.7", lambda: one("naturalness", source="real")["median_nll"], "naturalness.json"),
+    Check(R, "share NLL ≤ 6, Fre-E2T, lowest", "83%", lambda: min(r["frac_nll_le_6"] for r in rows("naturalness", source="fre-e2t")), "naturalness.json"),
+    Check(R, "share NLL ≤ 6, real", "33%", lambda: one("naturalness", source="real")["frac_nll_le_6"], "naturalness.json"),
+    # Aug-PE.
+    *[
+        Check(R, f"α = 1.5 text {k}, {m}, ε = {e}", "1.0", lambda m=m, e=e, k=k: one("augpe", method=m, epsilon=e)[k], AP)
+        for m in ("aug-pe", "fre-e2t") for e in (4.0, INF) for k in ("precision", "recall")
+    ],
+    Check(R, "aug-pe α = 1 precision (ε = 4 and ∞)", "0.04", lambda: one("augpe", method="aug-pe", epsilon=4.0)["precision_strict"], AP),
+    Check(R, "aug-pe α = 1 recall (ε = 4 and ∞)", "0.0005", lambda: one("augpe", method="aug-pe", epsilon=INF)["recall_strict"], AP),
+    Check(R, "aug-pe mean L2, ε = 4", "1.083", lambda: one("augpe", method="aug-pe", epsilon=4.0)["avg_l2"], AP),
+    Check(R, "aug-pe mean L2, ε = ∞", "1.081", lambda: one("augpe", method="aug-pe", epsilon=INF)["avg_l2"], AP),
+    Check(R, "fre-e2t text mean L2, ε = 4", "0.95", lambda: one("augpe", method="fre-e2t", epsilon=4.0)["avg_l2"], AP),
+    Check(R, "fre-e2t text mean L2, ε = ∞", "0.83", lambda: one("augpe", method="fre-e2t", epsilon=INF)["avg_l2"], AP),
+    Check(R, "fre-e2t text α = 1 recall, ε = 4", "0.04", lambda: one("augpe", method="fre-e2t", epsilon=4.0)["recall_strict"], AP),
+    Check(R, "fre-e2t text α = 1 recall, ε = ∞", "0.66", lambda: one("augpe", method="fre-e2t", epsilon=INF)["recall_strict"], AP),
+    Check(R, "Fre-E2T user download (20,000 users)", "930", lambda: augpe_costs()["fre"]["download_bytes"], AP),
+    Check(R, "Aug-PE download per iteration, paper setting, bytes", "64.5e6",
+          lambda: paper_setting("user download (candidate embeddings)")["aug_pe_per_iteration"], AP),
+    Check(R, "ratio per iteration", "6.9e4", lambda: paper_setting("user download (candidate embeddings)")["ratio_per_iteration"], AP),
+    Check(R, "ratio per run", "1.4e6", lambda: paper_setting("user download (candidate embeddings)")["ratio_per_run"], AP),
+    Check(R, "Aug-PE scan per iteration, paper setting, ms", "11",
+          lambda: 1000 * paper_setting("user online compute")["aug_pe_per_iteration"], AP),
+    Check(R, "Fre-E2T user online time, ms", "0.76", lambda: augpe_costs()["fre"]["user_online_ms"], AP),
+    Check(R, "user download at N = 100,000, d = 768 (in-process run of the deployment benchmark), kB", "5.3",
+          lambda: load("deploy-benchmark")["cost_in_process"]["download_bytes"] / 1000, "deploy-benchmark.json"),
+    Check(R, "... of it the broadcast, bytes", "5,225",
+          lambda: load("deploy-benchmark")["cost_in_process"]["download_bytes_broadcast"], "deploy-benchmark.json"),
+    Check(R, "released buckets in that run", "145", lambda: load("deploy-benchmark")["cost_in_process"]["n_released_buckets"], "deploy-benchmark.json"),
+    Check(R, "Aug-PE iteration over that download", "1.2e4",
+          lambda: paper_setting("user download (candidate embeddings)")["aug_pe_per_iteration"]
+          / load("deploy-benchmark")["cost_in_process"]["download_bytes"], "augpe.json, deploy-benchmark.json"),
+    # Diversity.
+    *[
+        Check(R, f"Self-BLEU at T = {t}", c,
+              lambda t=t: one("diversity", source="fre-e2t", temperature=t)["self_bleu"], "diversity.json")
+        for t, c in ((0.6, "76.7"), (0.8, "56.3"), (1.0, "31.9"), (1.2, "31.7"))
+    ],
+    Check(R, "Self-BLEU of the real texts", "21.6", lambda: one("diversity", source="real")["self_bleu"], "diversity.json"),
+    # Downstream.
+    Check(R, "logistic regression on real texts", "0.455", lambda: one("downstream", source="reference")["real_accuracy"], "downstream.json"),
+    Check(R, "uniform guessing", "0.0625", lambda: one("downstream", source="reference")["random_accuracy"], "downstream.json"),
+    Check(R, "majority class", "0.124", lambda: one("downstream", source="reference")["majority_accuracy"], "downstream.json"),
+    Check(R, "classes releasing anything at k = 10 (ε = 8 and ∞)", "0",
+          lambda: max(r["classes_released"] for r in rows("downstream", source="fre-e2t")), "downstream.json"),
+    Check(R, "k = 3: buckets released in all", "125", lambda: one("downstream-k3", source="fre-e2t")["n_centroids"], "downstream-k3.json"),
+    Check(R, "k = 3: fewest per class", "5", lambda: min(one("downstream-k3", source="fre-e2t")["released_per_class"].values()), "downstream-k3.json"),
+    Check(R, "k = 3: most per class", "10", lambda: max(one("downstream-k3", source="fre-e2t")["released_per_class"].values()), "downstream-k3.json"),
+    Check(R, "k = 3: centroid vote accuracy", "33.4%", lambda: one("downstream-k3", source="fre-e2t")["centroid_accuracy"], "downstream-k3.json"),
+    Check(R, "k = 3: classifier on inverted texts", "23.8%", lambda: one("downstream-k3", source="fre-e2t")["text_accuracy"], "downstream-k3.json"),
+    Check(R, "k = 3: inverted training texts", "48", lambda: one("downstream-k3", source="fre-e2t")["n_train"], "downstream-k3.json"),
+    Check(R, "real training texts", "50,657", lambda: one("downstream", source="reference")["n_train"], "downstream.json"),
+]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--markdown", action="store_true", help="print a Markdown table")
+    args = parser.parse_args(argv)
+    failed = 0
+    if args.markdown:
+        print("| page | figure | cited | from the JSON | source | |\n|---|---|---|---|---|---|")
+    for check in CHECKS:
+        try:
+            value, ok = check.computed(), check.passes()
+        except (LookupError, KeyError, StopIteration, ValueError) as error:
+            value, ok = math.nan, False
+            print(f"error: {check.what}: {error}", file=sys.stderr)
+        failed += not ok
+        verdict = "ok" if ok else "DIFFERS"
+        if args.markdown:
+            print(f"| {check.page} | {check.what} | {check.cited} | {value:.6g} | {check.source} | {verdict} |")
+        else:
+            print(f"{verdict:8} {check.cited:>8}  {value:<12.6g} {check.what} [{check.source}; {check.page}]")
+    print(f"{len(CHECKS) - failed} of {len(CHECKS)} figures as cited", file=sys.stderr)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
