@@ -100,3 +100,13 @@ def test_a_steps_busy_cores_come_from_the_samples_that_bracket_it() -> None:
     assert sampler.cores(2.5, 9.0) == {}  # no sample after it
     rows = deploy.step_table([("phase1", 1.0, 3.0)], sampler)
     assert rows == [{"step": "phase1", "wall_s": 2.0, "cores": {"users": 1.5, "proxy": 0.5, "S_tag": 0.0}}]
+
+
+def test_every_figure_the_readmes_quote_rounds_from_its_json_row(capsys: pytest.CaptureFixture[str]) -> None:
+    claims = load("check_claims")
+    assert claims.main([]) == 0, capsys.readouterr().out
+    # The check itself: a figure off by more than half its last digit is caught.
+    off = claims.Check("README.md", "planted", "0.071", lambda: 0.0697, "utility.json")
+    assert not off.passes()
+    assert claims.Check("README.md", "planted", "7.0%", lambda: 0.0697, "utility.json").passes()
+    assert claims.Check("README.md", "planted", "6.9e4", lambda: 69367.7, "augpe.json").passes()
