@@ -127,6 +127,10 @@ def test_noise_flags_reach_the_protocol_rows_and_the_checkpoint_fingerprint(tmp_
     assert (protocol.noise_calibration, protocol.dropout_allowance) == ("floor", 0.0)
     assert config.fingerprint()["noise_calibration"] == "floor"
     assert config.fingerprint()["dropout_allowance"] == 0.0
+    from fre_protocol.experiments.context import Context
+    from fre_protocol.experiments.report import settings
+
+    assert settings(Context(config))["protocol"] == {"noise_calibration": "floor", "dropout_allowance": 0.0}
     # the defaults leave the fingerprint as it was before the flags existed (old checkpoints resume)
     default = ExperimentConfig(out_dir=tmp_path, corpus=None, embeddings="x.npy")
     assert not {"noise_calibration", "dropout_allowance"} & set(default.fingerprint())
