@@ -36,6 +36,8 @@ class Experiment:
     notes: tuple[str, ...] = ()
     #: the data it reads when that is its own rather than --corpus/--input/--embeddings
     data: str | None = None
+    #: the paper's figures it reproduces (beside or instead of tables)
+    paper_figures: tuple[int, ...] = ()
 
 
 #: name -> "module:attribute", in the order ``experiment all`` runs them.
@@ -52,6 +54,7 @@ EXPERIMENTS: dict[str, str] = {
     "downstream": "fre_protocol.experiments.downstream:EXPERIMENT",
     "embedders": "fre_protocol.experiments.embedders:EXPERIMENT",
     "user-level": "fre_protocol.experiments.user_level:EXPERIMENT",
+    "ssp": "fre_protocol.experiments.ssp:EXPERIMENT",
 }
 
 
@@ -68,7 +71,8 @@ def get_experiment(name: str) -> Experiment:
 
 def paper_reference(experiment: Experiment) -> str:
     """``paper Table 1, 9`` or, for an experiment beyond the paper, ``not a table of the paper``."""
-    tables = experiment.paper_tables
-    return f"paper Table {', '.join(map(str, tables))}" if tables else "not a table of the paper"
+    parts = [f"Table {', '.join(map(str, experiment.paper_tables))}"] if experiment.paper_tables else []
+    parts += [f"Figure {', '.join(map(str, experiment.paper_figures))}"] if experiment.paper_figures else []
+    return f"paper {', '.join(parts)}" if parts else "not a table of the paper"
 
 __all__ = ["EXPERIMENTS", "Experiment", "Rows", "get_experiment", "paper_reference"]

@@ -48,15 +48,19 @@ def _config(ctx: Context) -> Any:
     return AugPEConfig(**(QUICK_SETTING if ctx.config.quick else FULL_SETTING))
 
 
-def augpe_row(ctx: Context, epsilon: float, seed: int) -> dict[str, Any]:
+def augpe_result(ctx: Context, epsilon: float, seed: int) -> Any:
+    """One Aug-PE run at ``epsilon`` (the mechanism's δ) with this experiment's setting."""
     from fre_protocol.text.augpe import SmolLMGenerator, run_augpe
     from primitives.randomness import RandomSource
 
+    return run_augpe(ctx.dataset().x, ctx.embedder(), _config(ctx), epsilon=epsilon, delta=ctx.params(epsilon).delta,
+                     rng=RandomSource.seeded(seed, "experiment/augpe"), language_model=SmolLMGenerator(),
+                     progress=ctx.config.progress)
+
+
+def augpe_row(ctx: Context, epsilon: float, seed: int) -> dict[str, Any]:
     params = ctx.params(epsilon)
-    generator = SmolLMGenerator()
-    result = run_augpe(ctx.dataset().x, ctx.embedder(), _config(ctx), epsilon=epsilon, delta=params.delta,
-                       rng=RandomSource.seeded(seed, "experiment/augpe"), language_model=generator,
-                       progress=ctx.config.progress)
+    result = augpe_result(ctx, epsilon, seed)
     row = score(ctx, result.embeddings, params)
     row.update(sigma=result.sigma, seconds=sum(float(s.seconds) for s in result.iterations),
                timings=dict(result.timings), examples=list(result.texts[:3]))

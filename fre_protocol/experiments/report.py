@@ -69,6 +69,7 @@ def run_one(ctx: Context, experiment: Experiment) -> dict[str, Any]:
         "experiment": experiment.name,
         "title": experiment.title,
         "paper_tables": list(experiment.paper_tables),
+        "paper_figures": list(experiment.paper_figures),
         "label": EVALUATION_NOTE,
         "notes": list(experiment.notes),
         "settings": settings(ctx),

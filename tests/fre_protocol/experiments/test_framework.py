@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from fre_protocol.cli import main
-from fre_protocol.experiments import EXPERIMENTS, get_experiment
+from fre_protocol.experiments import EXPERIMENTS, get_experiment, paper_reference
 from fre_protocol.experiments.ablations import EDGE_VALUES, paper_sigma_table
 from fre_protocol.experiments.context import ExperimentConfig
 from fre_protocol.experiments.report import markdown_to_html
@@ -88,7 +88,9 @@ def test_markdown_tables_become_html() -> None:
 def test_every_registered_experiment_loads() -> None:
     for name in EXPERIMENTS:
         experiment = get_experiment(name)
-        assert experiment.title and (experiment.paper_tables or experiment.name == "user-level")
+        assert experiment.title and (experiment.paper_tables or experiment.paper_figures or experiment.name == "user-level")
+    assert paper_reference(get_experiment("ssp")) == "paper Figure 4"
+    assert paper_reference(get_experiment("utility")) == "paper Table 1, 9, 16"
     with pytest.raises(InvalidParameterError, match="experiment must be one of"):
         get_experiment("nope")
 

