@@ -358,3 +358,12 @@ def test_register_reaches_the_user_processes(x_path: Path, reference: Release) -
     assert got.ids == reference.ids
     np.testing.assert_array_equal(got.centroids, reference.centroids)
     assert got.info["component_origins"]["channel"]["origin"] == "register()"
+
+
+def test_the_library_guide_runs_as_written() -> None:
+    """docs/library.md's Python examples are doctests (run_protocol, register(), the origins)."""
+    import doctest
+
+    result = doctest.testfile(str(REPO / "docs" / "library.md"), module_relative=False,
+                              optionflags=doctest.NORMALIZE_WHITESPACE)
+    assert result.attempted >= 10 and result.failed == 0, result
