@@ -28,6 +28,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import re
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -41,6 +42,8 @@ ENTRY_POINT_GROUP = "fre_e2t.components"
 #: The environment variable that carries :func:`register`'s entries to child processes (a JSON
 #: list of ``[family, name, "module:attribute"]``).
 ENV_VAR = "FRE_E2T_REGISTERED"
+#: What a family or a name may be: what a transcript header accepts (transcripts.header).
+IDENTIFIER = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:+\-]{0,127}")
 BUILT_IN = "built-in"
 REGISTERED = "register()"
 
@@ -139,8 +142,9 @@ def _load_plugins() -> None:
             seen.add((ep.name, ep.value, dist))
             family, dot, name = ep.name.partition(".")
             where = f"entry point {ep.name!r} = {ep.value!r} of {dist} {version} (group {ENTRY_POINT_GROUP!r})"
-            if not dot or not family or not name:
-                _BROKEN.append((None, None, f"{where}: the entry name must be FAMILY.NAME"))
+            if not dot or not IDENTIFIER.fullmatch(family) or not IDENTIFIER.fullmatch(name):
+                _BROKEN.append((None, None, f"{where}: the entry name must be FAMILY.NAME, each 1-128 "
+                                            "letters, digits or _ . : + - starting with a letter or digit"))
                 continue
             # A family fre-e2t does not build yet is kept (the text side registers its families on
             # import; ``fre-e2t components`` shows every family).
@@ -182,7 +186,15 @@ def reload_plugins() -> None:
     _load_plugins()
 
 
-def _check_target(target: str) -> None:
+def _check_target(target: str, family: str = "x", name: str = "x") -> None:
+    for label, text in (("family", family), ("name", name)):
+        if not isinstance(text, str) or not IDENTIFIER.fullmatch(text):
+            raise UnknownComponentError(
+                f"a component {label} must be 1-128 letters, digits or _ . : + - starting with a letter or "
+                f"digit, got {text!r}"
+            )
+    if not isinstance(target, str):
+        raise UnknownComponentError(f"target must be 'module:attribute', got {target!r}")
     module_name, colon, attribute = target.partition(":")
     if not colon or not module_name or not attribute:
         raise UnknownComponentError(f"target must be 'module:attribute', got {target!r}")
@@ -210,7 +222,7 @@ def register(family: str, name: str, target: str, *, built_in: bool = False) -> 
     :data:`ENV_VAR`), so ``target`` must be importable there by its module path (not
     ``__main__``). ``built_in``: an entry of fre-e2t itself that its own module registers on
     import (the text components): recorded as built in, and not exported."""
-    _check_target(target)
+    _check_target(target, family, name)
     _load_plugins()
     with _LOCK:
         if built_in:
@@ -255,7 +267,7 @@ def apply(triples: Iterable[Iterable[str]]) -> None:
     with _LOCK:
         for family, name, target in (tuple(t) for t in triples):
             if _ENTRIES.get(family, {}).get(name) != target:
-                _check_target(target)
+                _check_target(target, family, name)
                 _add_registered(family, name, target, export=False)
 
 

@@ -239,7 +239,8 @@ def users_and_unit(
 
 # -- the swappable components (design §5, docs/library.md) ---------------------------------------------
 def add_component_flag(
-    parser: argparse.ArgumentParser, *, group: argparse._ArgumentGroup | None = None, what: str = ""
+    parser: argparse.ArgumentParser, *, group: argparse._ArgumentGroup | None = None, what: str = "",
+    absent: str = "every family takes its default",
 ) -> None:
     """``--component FAMILY=NAME`` (repeatable): the registry name of one family's component. The
     names are checked right after parsing, plug-ins included (``fre-e2t components`` lists them):
@@ -247,8 +248,8 @@ def add_component_flag(
     (group or parser).add_argument(
         "--component", action="append", default=[], metavar="FAMILY=NAME", dest="component",
         help=what + "use the component registered as NAME for FAMILY, e.g. shuffler=uniform; repeatable, one per "
-        "family; plug-ins of installed packages included (`fre-e2t components` lists them) (default: none; "
-        "every family takes its default)",
+        "family; plug-ins of installed packages included (`fre-e2t components` lists them) "
+        f"(default: none; {absent})",
     )
     parser.settle.append(settle_components)  # type: ignore[attr-defined]
 

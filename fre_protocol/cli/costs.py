@@ -9,8 +9,8 @@ import sys
 from fre_protocol.cli.common import (
     add_component_flag,
     add_deprecated_alias,
-    components_of,
     add_progress_flag,
+    components_of,
     non_negative_int,
     parse_epsilon,
     positive_int,

@@ -29,7 +29,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
     add_component_flag(parser, what="overrides the configuration's round settings (every party and the users "
-                       "must be given the same; a user refuses a round document that differs): ")
+                       "must be given the same; a user refuses a round document that differs): ",
+                       absent="the configuration's names")
 
 
 def run(args: argparse.Namespace) -> int:

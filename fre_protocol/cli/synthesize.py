@@ -22,12 +22,12 @@ from typing import Any
 
 from fre_protocol.cli.common import (
     add_component_flag,
-    components_of,
     add_deprecated_alias,
     add_param_flags,
     add_pool_flags,
     add_progress_flag,
     add_unit_flags,
+    components_of,
     params_from_args,
     parse_epsilon,
     pool_sources,

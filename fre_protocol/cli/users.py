@@ -40,7 +40,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="record the users' view in this transcript store (default: not recorded)")
     add_deprecated_alias(parser, "--transcript", "--transcript-file")
     add_component_flag(parser, what="overrides the configuration's expected round settings (the proxy's round "
-                       "document must name the same): ")
+                       "document must name the same): ", absent="the configuration's names")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -16,6 +16,7 @@ streams (the same state, so the same messages).
 from __future__ import annotations
 
 import os
+import socket
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -39,6 +40,7 @@ from fre_protocol.roles.user import (
 )
 from fre_protocol.roles.windows import Message, encode_participants, window_shares
 from mechanism.grid import PublicGrid, single_threaded_blas
+from primitives.errors import ComponentPluginError, UnknownComponentError
 from primitives.randomness import RandomSource
 
 
@@ -122,7 +124,14 @@ def components_for(
     key = (tuple(sorted(names.items())), workers, tuple(registered))
     with _HELD_LOCK:
         if key not in _COMPONENTS:
-            _COMPONENTS[key] = build_components(names, workers=workers, registered=registered)
+            try:
+                _COMPONENTS[key] = build_components(names, workers=workers, registered=registered)
+            except UnknownComponentError as exc:  # a plug-in the driver's process has and this worker lacks
+                raise ComponentPluginError(
+                    f"{exc} (in worker process {os.getpid()} on {socket.gethostname()}: a plug-in component "
+                    "must be installed on every worker, e.g. `pip install` its package in each Dask worker's "
+                    "environment)"
+                ) from None
         return _COMPONENTS[key]
 
 

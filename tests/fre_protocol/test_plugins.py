@@ -367,3 +367,55 @@ def test_the_library_guide_runs_as_written() -> None:
     result = doctest.testfile(str(REPO / "docs" / "library.md"), module_relative=False,
                               optionflags=doctest.NORMALIZE_WHITESPACE)
     assert result.attempted >= 10 and result.failed == 0, result
+
+
+def test_serve_and_users_apply_the_flag_over_the_configuration() -> None:
+    from fre_protocol.cli import build_parser
+    from fre_protocol.cli.common import with_components
+    from fre_protocol.drivers.net.round import RoundSettings
+
+    settings = RoundSettings(round_id="r1", params=FreParams.paper(math.inf, threshold=20),
+                             public_seed=SeedPlan.from_seed(SEED).public_seed, rng_mode="seeded", dim=8)
+    args = build_parser().parse_args(["users", "--config", "c.json", "--embeddings", "x.npy", "--credentials", "k",
+                                      "--component", "secret_sharing=additive-ring2k"])
+    changed = with_components(settings, args)
+    assert changed.components["secret_sharing"] == "additive-ring2k"
+    assert {f: n for f, n in changed.components.items() if f != "secret_sharing"} == {
+        f: n for f, n in settings.components.items() if f != "secret_sharing"}
+    plain = build_parser().parse_args(["serve", "tag", "--config", "c.json"])
+    assert with_components(settings, plain) is settings
+
+
+def test_an_older_transcript_is_read_with_its_names_only() -> None:
+    """A header from before origins were recorded (no extra.component_origins): the audit shows the
+    names, notes that no origin was recorded, and warns only about names not installed."""
+    from fre_protocol.audit import component_lines
+    from fre_protocol.components import DEFAULT_COMPONENTS
+    from transcripts import TranscriptHeader
+
+    old = TranscriptHeader(rng_mode="seeded", components=dict(DEFAULT_COMPONENTS), extra={"dim": 8})
+    described, warnings = component_lines(old)
+    assert "shuffler=uniform" in described and "origins not recorded" in described and warnings == []
+    gone = TranscriptHeader(rng_mode="seeded", components={**DEFAULT_COMPONENTS, "shuffler": "retired-one"})
+    described, warnings = component_lines(gone)
+    assert len(warnings) == 1 and "shuffler 'retired-one' is not installed here" in warnings[0]
+    elsewhere = TranscriptHeader(
+        rng_mode="seeded", components=dict(DEFAULT_COMPONENTS),
+        extra={"component_origins": {"shuffler": {"name": "uniform", "origin": "someone-else 9.9"}}},
+    )
+    assert component_lines(elsewhere)[1][0].startswith("shuffler 'uniform' was someone-else 9.9 in the run, is built-in here")
+
+
+def test_a_worker_without_the_plugin_says_to_install_it() -> None:
+    """A worker whose environment lacks a plug-in the driver named (a remote Dask worker) stops
+    with a ComponentPluginError that says where and what to install."""
+    from fre_protocol.drivers.chunk_tasks import components_for
+
+    with pytest.raises(ComponentPluginError, match="must be installed on every worker"):
+        components_for({"shuffler": "not-installed-anywhere"}, 1)
+
+
+def test_names_a_header_cannot_hold_are_refused_at_registration() -> None:
+    with pytest.raises(UnknownComponentError, match="name must be"):
+        registry.register("shuffler", "has space", "primitives.shuffle:UniformShuffler")
+    assert "has space" not in registry.names("shuffler")
