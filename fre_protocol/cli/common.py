@@ -251,37 +251,44 @@ def add_component_flag(
         "family; plug-ins of installed packages included (`fre-e2t components` lists them) "
         f"(default: none; {absent})",
     )
-    parser.settle.append(settle_components)  # type: ignore[attr-defined]
+    if hasattr(parser, "settle"):  # a CliParser: checked right after parsing (else by components_of)
+        parser.settle.append(settle_components)
+
+
+def _checked_components(given: Sequence[str]) -> dict[str, str] | None:
+    from fre_protocol.components import component_names, parse_component
+
+    overrides: dict[str, str] = {}
+    for text in given:
+        family, name = parse_component(text)
+        if family in overrides and overrides[family] != name:
+            raise InvalidParameterError(f"--component names {family} twice ({overrides[family]!r} and {name!r}); give one")
+        overrides[family] = name
+    if overrides:
+        component_names(overrides)  # UnknownComponentError listing the known names, plug-ins included
+    return overrides or None
 
 
 def settle_components(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     """``args.component`` (a list of FAMILY=NAME) becomes ``args.components``, a checked mapping
     ``family -> name`` (None when no flag was given); a bad one exits 2 with one line."""
-    from fre_protocol.components import component_names, parse_component
     from primitives.errors import FreError
 
     given = vars(args).pop("component", None)
     if given is None:  # settled already (argparse parses a sub-command's namespace twice)
         return
-    overrides: dict[str, str] = {}
     try:
-        for text in given:
-            family, name = parse_component(text)
-            if family in overrides and overrides[family] != name:
-                raise InvalidParameterError(
-                    f"--component names {family} twice ({overrides[family]!r} and {name!r}); give one"
-                )
-            overrides[family] = name
-        if overrides:
-            component_names(overrides)
+        args.components = _checked_components(given)
     except FreError as exc:
         parser.exit(2, f"{parser.prog}: error: --component: {exc}\n")
-    args.components = overrides or None
 
 
 def components_of(args: argparse.Namespace) -> dict[str, str] | None:
-    """The ``--component`` overrides of ``args`` (None: every default)."""
-    return getattr(args, "components", None)
+    """The ``--component`` overrides of ``args`` (None: every default); checked here when the
+    parser was not a :class:`CliParser` (a FreError then: one line, exit 2, from ``main``)."""
+    if hasattr(args, "components"):
+        return args.components  # type: ignore[no-any-return]
+    return _checked_components(getattr(args, "component", None) or [])
 
 
 def with_components(settings: Any, args: argparse.Namespace) -> Any:

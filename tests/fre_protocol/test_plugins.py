@@ -419,3 +419,18 @@ def test_names_a_header_cannot_hold_are_refused_at_registration() -> None:
     with pytest.raises(UnknownComponentError, match="name must be"):
         registry.register("shuffler", "has space", "primitives.shuffle:UniformShuffler")
     assert "has space" not in registry.names("shuffler")
+
+
+def test_a_plain_argparse_parser_checks_the_flag_when_read() -> None:
+    """add_component_flag on a plain ArgumentParser (a command embedded elsewhere): the names are
+    checked by components_of, with the same typed error."""
+    import argparse
+
+    from fre_protocol.cli.common import add_component_flag, components_of
+
+    parser = argparse.ArgumentParser()
+    add_component_flag(parser)
+    assert components_of(parser.parse_args([])) is None
+    assert components_of(parser.parse_args(["--component", "shuffler=uniform"])) == {"shuffler": "uniform"}
+    with pytest.raises(UnknownComponentError, match="uniform"):
+        components_of(parser.parse_args(["--component", "shuffler=nope"]))
