@@ -434,3 +434,14 @@ def test_a_plain_argparse_parser_checks_the_flag_when_read() -> None:
     assert components_of(parser.parse_args(["--component", "shuffler=uniform"])) == {"shuffler": "uniform"}
     with pytest.raises(UnknownComponentError, match="uniform"):
         components_of(parser.parse_args(["--component", "shuffler=nope"]))
+
+
+def test_costs_runs_with_the_plugin(site: Path, tmp_path: Path) -> None:
+    """``fre-e2t costs --component``: the measured run's header and release.json name the plug-in."""
+    out = tmp_path / "costs"
+    done = cli(["costs", "--num-users", "50", "--dim", "8", "--epsilon", "inf", "--batched-run", "0", "--no-cover-run",
+                *PLUGIN, "--out", str(out)], path=site)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert_header(out / "transcript.sqlite")
+    doc = json.loads((out / "release.json").read_text())
+    assert doc["info"]["component_origins"]["shuffler"]["origin"] == DIST
