@@ -100,7 +100,11 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    result = check(family, name)
+    try:
+        result = check(family, name)
+    except AssertionError as exc:  # a suite that reports by assertion: the first failure, one line
+        print(f"fre-e2t components: {family}={name} fails the conformance suite: {exc}".splitlines()[0], file=sys.stderr)
+        return 1
     if args.json:
         print(json.dumps(result if isinstance(result, dict | list) else str(result), indent=2, default=str))
     elif result is not None:
