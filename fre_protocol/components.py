@@ -133,6 +133,8 @@ class Components:
     make_sharing: Callable[[int], Any]  # modulus bits -> sharing scheme mod 2^bits
     make_encoder: Callable[[Any], Any]  # DDGConfig -> encoder
     make_dummy_generator: Callable[[float, float], Any]  # (epsilon0, delta0) -> generator
+    # family -> {"name", "origin"[, "target"]}: where each was resolved from when it was built.
+    built_from: Mapping[str, Mapping[str, str]] | None = None
 
     def header(self) -> dict[str, str]:
         """``family -> registry name``, as written into transcript headers."""
@@ -140,8 +142,11 @@ class Components:
 
     def origins(self) -> dict[str, dict[str, str]]:
         """``family -> {"name", "origin"[, "target"]}`` (:func:`component_origins`), written
-        beside :meth:`header` (transcript header ``extra["component_origins"]``, ``release.json``)."""
-        return component_origins(self.names)
+        beside :meth:`header` (transcript header ``extra["component_origins"]``, ``release.json``):
+        as resolved when the components were built."""
+        if self.built_from is None:
+            return component_origins(self.names)
+        return {family: dict(entry) for family, entry in self.built_from.items()}
 
     @property
     def registered(self) -> tuple[tuple[str, str, str], ...]:
@@ -163,6 +168,7 @@ def build_components(
     if registered:
         registry.apply(registered)
     names = component_names(overrides)
+    built_from = component_origins(names)
     from primitives.voprf import Mode
 
     group = registry.create("group", names["group"])
@@ -197,6 +203,7 @@ def build_components(
 
     return Components(
         names=names,
+        built_from=built_from,
         suite=suite,
         sampler=sampler,
         shuffler=shuffler,
