@@ -155,14 +155,21 @@ def test_the_plugin_is_found_by_its_entry_point_with_its_origin(installed: Path)
 
 
 def test_the_plugin_shuffler_is_uniform_enough(installed: Path) -> None:
-    """Where item 0 lands over 8,000 shuffles of 8 items: chi-square below 24.32, the 0.999
-    quantile of chi2(7) (the order comes from fresh keys: a failure has probability 1e-3)."""
+    """8,000 shuffles of 8 items (fresh keys, so not reproducible): where item 0 lands (8 cells) and
+    where items 0 and 1 land jointly (56 cells, which catches a rigid structure such as a rotation),
+    each a chi-square goodness-of-fit test at alpha = 1e-6."""
+    from chi_square import chi2_sf
+
     shuffler = registry.create("shuffler", "sort-by-prf")
     size, trials = 8, 8000
-    first = np.array([shuffler.shuffle(list(range(size)), None).index(0) for _ in range(trials)])
-    counts = np.bincount(first, minlength=size)
-    expected = trials / size
-    assert float(((counts - expected) ** 2 / expected).sum()) < 24.32
+    outs = [shuffler.shuffle(list(range(size)), None) for _ in range(trials)]
+    first = np.array([o.index(0) for o in outs])
+    second = np.array([o.index(1) for o in outs])
+    for cells, n_cells in ((first, size), (first * (size - 1) + np.where(second > first, second - 1, second), size * (size - 1))):
+        counts = np.bincount(cells, minlength=n_cells)
+        expected = trials / n_cells
+        stat = float(((counts - expected) ** 2 / expected).sum())
+        assert chi2_sf(stat, n_cells - 1) > 1e-6, (n_cells, stat)
 
 
 def test_in_process_runner_with_the_plugin(installed: Path, x_path: Path, reference: Release, tmp_path: Path) -> None:
