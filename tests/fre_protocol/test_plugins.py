@@ -452,3 +452,29 @@ def test_costs_runs_with_the_plugin(site: Path, tmp_path: Path) -> None:
     assert_header(out / "transcript.sqlite")
     doc = json.loads((out / "release.json").read_text())
     assert doc["info"]["component_origins"]["shuffler"]["origin"] == DIST
+
+
+@pytest.mark.integration
+def test_register_reaches_each_service_of_a_local_deployment(x_path: Path, reference: Release, tmp_path: Path) -> None:
+    """deploy_local's services are processes started after register(): they inherit its entries."""
+    for module in ("starlette", "uvicorn", "httpx"):
+        pytest.importorskip(module, reason=f"the networked deployment needs {module} (the 'net' extra)")
+    from fre_protocol.components import component_names
+    from fre_protocol.drivers.net.deploy import DeployOptions, deploy_local
+    from fre_protocol.drivers.net.round import RoundSettings
+
+    registry.register("channel", "sealed-box-alias", "primitives.channel:SealedBoxChannel")
+    try:
+        settings = RoundSettings(
+            round_id="alias", params=FreParams.paper(math.inf, threshold=20), public_seed=SeedPlan.from_seed(SEED).public_seed,
+            rng_mode="seeded", dim=8, noise=False, window_count=64, window_seconds=0.1,
+            components=component_names({"channel": "sealed-box-alias"}),
+        )
+        summary = deploy_local(np.load(x_path), settings, tmp_path, DeployOptions(test_seed=SEED))
+    finally:
+        registry.unregister("channel", "sealed-box-alias")
+    assert summary["users"]["failures"] == {}
+    got = Release.load(tmp_path)
+    assert got.ids == reference.ids and got.counts.tolist() == reference.counts.tolist()
+    np.testing.assert_array_equal(got.centroids, reference.centroids)
+    assert got.info["component_origins"]["channel"]["origin"] == "register()"
