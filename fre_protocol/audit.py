@@ -74,6 +74,8 @@ ALLOWED_TYPES: dict[str, set[str]] = {
 }
 FLOAT_DTYPES = ("<f4", ">f4", "<f8", ">f8")
 MIN_FLOAT_SCAN_DIM = 32
+#: The component families the audit rebuilds to recompute the centroids from S_syn's view.
+RECOMPUTE_FAMILIES = ("secret_sharing", "ddg_encoder", "discrete_gaussian")
 REQUIRED_TERMS = ("heavy_hitters", "sensitivity_failure", "centroid_ddg")
 REQUIRED_TERMS_DP = ("heavy_hitters", "dummy_padding", "sensitivity_failure", "centroid_ddg")
 
@@ -128,7 +130,9 @@ def _recompute_centroids(
     from fre_protocol.components import build_components
     from primitives.ddg import DDGConfig
 
-    comps = build_components(names, workers=1)
+    # Only the families the recomputation uses are the run's: a component of another family that is
+    # not installed here (a plug-in shuffler, say) does not stop it (check_header warns about it).
+    comps = build_components({f: n for f, n in names.items() if f in RECOMPUTE_FAMILIES}, workers=1)
     config = DDGConfig.from_dict(store.get_artifact("ddg_config"))
     encoder = comps.make_encoder(config)
     sharing = comps.make_sharing(int(config.modulus_bits))
@@ -284,8 +288,33 @@ def check_roles(store: TranscriptStore) -> AuditFinding:
     )
 
 
+def component_lines(header: Any) -> tuple[str, list[str]]:
+    """The header's components with their origins (``family=name (origin)``; a transcript from
+    before origins were recorded gives the names only), and one warning per component this
+    installation does not have, or has from another origin (:func:`~fre_protocol.components.installed_problems`)."""
+    from fre_protocol.components import installed_problems
+
+    origins = header.extra.get("component_origins")
+    origins = origins if isinstance(origins, Mapping) else None
+    parts = []
+    for family, name in sorted(header.components.items()):
+        entry = (origins or {}).get(family)
+        origin = entry.get("origin") if isinstance(entry, Mapping) else None
+        parts.append(f"{family}={name}" + (f" ({origin})" if origin else ""))
+    warnings = [
+        problem + (": the release cannot be recomputed from S_syn's view without it"
+                   if problem.split(" ", 1)[0] in RECOMPUTE_FAMILIES else
+                   ": the audit does not use it, rebuilding the run does (install the same package)")
+        for problem in installed_problems(origins, header.components)
+    ]
+    if origins is None:
+        parts.append("(origins not recorded: a transcript from before they were)")
+    return ", ".join(parts), warnings
+
+
 def check_header(store: TranscriptStore) -> AuditFinding:
     header = store.header
+    described, warnings = component_lines(header)
     missing = sorted(set(DEFAULT_COMPONENTS) - set(header.components))
     params_ok = True
     try:
@@ -296,10 +325,12 @@ def check_header(store: TranscriptStore) -> AuditFinding:
         name="header",
         passed=not missing and params_ok,
         detail=(
-            f"rng_mode {header.rng_mode}, package {header.package_version}, components {dict(header.components)}"
+            f"rng_mode {header.rng_mode}, package {header.package_version}, components {described}"
             + (f"; MISSING component families {missing}" if missing else "")
             + ("" if params_ok else "; parameters do not parse")
         ),
+        data={"components": dict(header.components), "component_origins": header.extra.get("component_origins"),
+              "not_installed": warnings},
     )
 
 
@@ -523,6 +554,7 @@ def _audit(
     findings.append(check_roles(store))
     findings += check_message_types(store, {v: sorted(t) for v, t in ALLOWED_TYPES.items()})
     notes: list[str] = []
+    warnings = component_lines(header)[1]
     if header.extra.get("transcript") == "sizes":
         notes.append(
             "the transcript records each message's size, not its bytes (--transcript-mode sizes): the content "
@@ -540,6 +572,7 @@ def _audit(
         "dim": dim,
         "views": view_summary(store),
         "notes": notes,
+        "warnings": warnings,
         "ledger": ledger_lines(store),
     }
     return AuditReport(findings=tuple(findings), summary=summary)
@@ -634,6 +667,7 @@ def render(report: AuditReport) -> str:
         *report.finding_lines(),
     ]
     lines += [f"  note: {note}" for note in summary.get("notes", [])]
+    lines += [f"  warning: {warning}" for warning in summary.get("warnings", [])]
     lines += [""] + list(summary.get("ledger", []))
     return "\n".join(lines) + "\n"
 

@@ -17,12 +17,16 @@ channel            sealed-box                  user → server sealing (X25519 s
 =================  ==========================  ===============================================
 
 Factories are resolved lazily through :mod:`primitives.registry`, so an unknown name fails with a
-typed error listing the known names before any work starts.
+typed error listing the known names before any work starts. Other distributions add names through
+the entry-point group ``fre_e2t.components`` (docs/library.md, "Writing a primitive"); each
+component's origin (``built-in``, ``DIST VERSION`` or ``register()``) is written beside its name
+(:meth:`Components.origins`), and the entries added by ``registry.register()`` travel to worker
+processes with :attr:`Components.registered`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,6 +48,29 @@ DEFAULT_COMPONENTS: dict[str, str] = {
 }
 
 
+#: The Protocol each family's components implement (``module:Class``; None: no Protocol declared,
+#: the built-in class is the reference). Shown by ``fre-e2t components``.
+FAMILY_PROTOCOLS: dict[str, str | None] = {
+    "group": "primitives.group:PrimeOrderGroup",
+    "oprf": "primitives.voprf:Oprf",
+    "secret_sharing": "primitives.sharing:SecretSharing",
+    "discrete_gaussian": "primitives.noise.base:DiscreteGaussianSampler",
+    "ddg_encoder": "primitives.ddg.encoder:Encoder",
+    "dummy_generator": "primitives.dummies:DummyGenerator",
+    "shuffler": "primitives.shuffle:Shuffler",
+    "channel": "primitives.channel:Channel",
+    "broadcast": "primitives.compact.broadcast:BroadcastEncoding",
+}
+
+
+def parse_component(text: str) -> tuple[str, str]:
+    """``FAMILY=NAME`` (the ``--component`` flag) as ``(family, name)``; InvalidParameterError otherwise."""
+    family, eq, name = text.partition("=")
+    if not eq or not family.strip() or not name.strip():
+        raise InvalidParameterError(f"--component must be FAMILY=NAME, got {text!r}")
+    return family.strip(), name.strip()
+
+
 def component_names(overrides: Mapping[str, str] | None = None) -> dict[str, str]:
     """The defaults with ``overrides`` applied; families and names are checked against the
     registry (UnknownComponentError names the known ones)."""
@@ -55,10 +82,43 @@ def component_names(overrides: Mapping[str, str] | None = None) -> dict[str, str
             )
         names[family] = name
     for family, name in names.items():
-        known = registry.names(family)
-        if name not in known:
-            raise UnknownComponentError(f"{family} must be one of {known}, got {name!r}")
+        registry.origin(family, name)  # UnknownComponentError listing the known names (plug-ins included)
     return names
+
+
+def component_origins(names: Mapping[str, str]) -> dict[str, dict[str, str]]:
+    """``family -> {"name", "origin"}`` (plus ``"target"`` for an entry that is not built in):
+    what transcript headers and ``release.json`` record beside the plain names."""
+    out: dict[str, dict[str, str]] = {}
+    for family, name in sorted(names.items()):
+        found = registry.origin(family, name)
+        entry = {"name": name, "origin": str(found)}
+        if found.kind != "built-in":
+            entry["target"] = found.target
+        out[family] = entry
+    return out
+
+
+def installed_problems(origins: Mapping[str, Any] | None, names: Mapping[str, str]) -> list[str]:
+    """One line per component a recorded run names that this process cannot build the same:
+    not registered here, or registered from another origin (e.g. another version of the plug-in).
+    ``origins`` is the recorded ``component_origins`` (None for a transcript from before they were
+    recorded: then only the names are checked)."""
+    problems: list[str] = []
+    for family, name in sorted(names.items()):
+        recorded = (origins or {}).get(family)
+        recorded_origin = recorded.get("origin") if isinstance(recorded, Mapping) else None
+        try:
+            here = str(registry.origin(family, name))
+        except UnknownComponentError:
+            problems.append(
+                f"{family} {name!r}" + (f" ({recorded_origin})" if recorded_origin else "")
+                + " is not installed here"
+            )
+            continue
+        if recorded_origin and recorded_origin != here:
+            problems.append(f"{family} {name!r} was {recorded_origin} in the run, is {here} here")
+    return problems
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -73,15 +133,42 @@ class Components:
     make_sharing: Callable[[int], Any]  # modulus bits -> sharing scheme mod 2^bits
     make_encoder: Callable[[Any], Any]  # DDGConfig -> encoder
     make_dummy_generator: Callable[[float, float], Any]  # (epsilon0, delta0) -> generator
+    # family -> {"name", "origin"[, "target"]}: where each was resolved from when it was built.
+    built_from: Mapping[str, Mapping[str, str]] | None = None
 
     def header(self) -> dict[str, str]:
         """``family -> registry name``, as written into transcript headers."""
         return dict(self.names)
 
+    def origins(self) -> dict[str, dict[str, str]]:
+        """``family -> {"name", "origin"[, "target"]}`` (:func:`component_origins`), written
+        beside :meth:`header` (transcript header ``extra["component_origins"]``, ``release.json``):
+        as resolved when the components were built."""
+        if self.built_from is None:
+            return component_origins(self.names)
+        return {family: dict(entry) for family, entry in self.built_from.items()}
 
-def build_components(overrides: Mapping[str, str] | None = None, *, workers: int = 2) -> Components:
-    """Resolve every family through the registry and build the components of a run."""
+    @property
+    def registered(self) -> tuple[tuple[str, str, str], ...]:
+        """The ``registry.register()`` entries among this run's names, as ``(family, name,
+        target)``: what a worker process that did not inherit them is given (:func:`build_components`'s
+        ``registered``)."""
+        return tuple(t for t in registry.registered() if self.names.get(t[0]) == t[1])
+
+
+def build_components(
+    overrides: Mapping[str, str] | None = None,
+    *,
+    workers: int = 2,
+    registered: Iterable[Iterable[str]] = (),
+) -> Components:
+    """Resolve every family through the registry and build the components of a run.
+    ``registered``: ``registry.register()`` entries of another process (:attr:`Components.registered`),
+    added here first."""
+    if registered:
+        registry.apply(registered)
     names = component_names(overrides)
+    built_from = component_origins(names)
     from primitives.voprf import Mode
 
     group = registry.create("group", names["group"])
@@ -116,6 +203,7 @@ def build_components(overrides: Mapping[str, str] | None = None, *, workers: int
 
     return Components(
         names=names,
+        built_from=built_from,
         suite=suite,
         sampler=sampler,
         shuffler=shuffler,
@@ -126,4 +214,7 @@ def build_components(overrides: Mapping[str, str] | None = None, *, workers: int
     )
 
 
-__all__ = ["DEFAULT_COMPONENTS", "Components", "build_components", "component_names"]
+__all__ = [
+    "DEFAULT_COMPONENTS", "FAMILY_PROTOCOLS", "Components", "build_components", "component_names",
+    "component_origins", "installed_problems", "parse_component",
+]

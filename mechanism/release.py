@@ -70,6 +70,7 @@ PUBLIC_INFO_KEYS: Mapping[str, str] = {
     "noise_calibration": "users' DDG noise sized for the release floor or for each bucket's released count (public configuration)",
     "dropout_allowance": "the dropout allowance f of count-sized noise (public configuration)",
     "components": "registry names of the primitives (public configuration)",
+    "component_origins": "each primitive's registry name with its origin: built-in, or the plug-in distribution and version (public configuration)",
 }
 
 _HEX = re.compile(r"\A(?:[0-9a-f]{2})+\Z")

@@ -42,3 +42,8 @@ class InfeasibleBudgetError(InvalidParameterError):
 
 class UnknownComponentError(InvalidParameterError):
     """A registry name that nothing is registered under."""
+
+
+class ComponentPluginError(UnknownComponentError):
+    """A component from another distribution (an entry point of ``fre_e2t.components``) or
+    from ``registry.register()`` cannot be added or loaded; the message names where it came from."""

@@ -32,6 +32,7 @@ COMMANDS: dict[str, str] = {
     "serve": "fre_protocol.cli.serve",
     "users": "fre_protocol.cli.users",
     "deploy-local": "fre_protocol.cli.deploy_local",
+    "components": "fre_protocol.cli.components_cmd",
 }
 
 

@@ -21,7 +21,7 @@ from primitives.errors import InvalidParameterError
 # The output writers (fre_protocol.outputs) and the embeddings reader (fre_protocol.inputs) are
 # used by the library too; named here for the sub-commands that import them from this module.
 __all__ = [
-    "CliParser", "HelpFormatter", "add_deprecated_alias", "add_progress_flag",
+    "CliParser", "HelpFormatter", "add_component_flag", "add_deprecated_alias", "components_of", "add_progress_flag",
     "add_param_flags", "add_unit_flags", "load_embeddings", "parse_cap", "privacy_unit", "non_negative_int", "params_from_args", "parse_epsilon",
     "positive_int", "prepare_out_dir", "write_json_atomic", "write_npy_atomic",
 ]
@@ -235,6 +235,73 @@ def users_and_unit(
     elif args.user_field is not None:
         raise InvalidParameterError("--user-field names a column of the --user-labels file; give --user-labels")
     return users, privacy_unit(args, users, seeds, log=log)
+
+
+# -- the swappable components (design §5, docs/library.md) ---------------------------------------------
+def add_component_flag(
+    parser: argparse.ArgumentParser, *, group: argparse._ArgumentGroup | None = None, what: str = "",
+    absent: str = "every family takes its default",
+) -> None:
+    """``--component FAMILY=NAME`` (repeatable): the registry name of one family's component. The
+    names are checked right after parsing, plug-ins included (``fre-e2t components`` lists them):
+    an unknown one stops the command before any work with one line and exit status 2."""
+    (group or parser).add_argument(
+        "--component", action="append", default=[], metavar="FAMILY=NAME", dest="component",
+        help=what + "use the component registered as NAME for FAMILY, e.g. shuffler=uniform; repeatable, one per "
+        "family; plug-ins of installed packages included (`fre-e2t components` lists them) "
+        f"(default: none; {absent})",
+    )
+    if hasattr(parser, "settle"):  # a CliParser: checked right after parsing (else by components_of)
+        parser.settle.append(settle_components)
+
+
+def _checked_components(given: Sequence[str]) -> dict[str, str] | None:
+    from fre_protocol.components import component_names, parse_component
+
+    overrides: dict[str, str] = {}
+    for text in given:
+        family, name = parse_component(text)
+        if family in overrides and overrides[family] != name:
+            raise InvalidParameterError(f"--component names {family} twice ({overrides[family]!r} and {name!r}); give one")
+        overrides[family] = name
+    if overrides:
+        component_names(overrides)  # UnknownComponentError listing the known names, plug-ins included
+    return overrides or None
+
+
+def settle_components(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """``args.component`` (a list of FAMILY=NAME) becomes ``args.components``, a checked mapping
+    ``family -> name`` (None when no flag was given); a bad one exits 2 with one line."""
+    from primitives.errors import FreError
+
+    given = vars(args).pop("component", None)
+    if given is None:  # settled already (argparse parses a sub-command's namespace twice)
+        return
+    try:
+        args.components = _checked_components(given)
+    except FreError as exc:
+        parser.exit(2, f"{parser.prog}: error: --component: {exc}\n")
+
+
+def components_of(args: argparse.Namespace) -> dict[str, str] | None:
+    """The ``--component`` overrides of ``args`` (None: every default); checked here when the
+    parser was not a :class:`CliParser` (a FreError then: one line, exit 2, from ``main``)."""
+    if hasattr(args, "components"):
+        return args.components  # type: ignore[no-any-return]
+    return _checked_components(getattr(args, "component", None) or [])
+
+
+def with_components(settings: Any, args: argparse.Namespace) -> Any:
+    """Round settings (``serve``/``users``: read from a configuration file) with the
+    ``--component`` overrides of ``args`` applied; the other families keep the file's names."""
+    import dataclasses
+
+    from fre_protocol.components import component_names
+
+    overrides = components_of(args)
+    if not overrides:
+        return settings
+    return dataclasses.replace(settings, components=component_names({**settings.components, **overrides}))
 
 
 # -- one vocabulary of flags (docs/cli.md) -------------------------------------------------------------

@@ -7,8 +7,10 @@ import argparse
 import sys
 
 from fre_protocol.cli.common import (
+    add_component_flag,
     add_deprecated_alias,
     add_progress_flag,
+    components_of,
     non_negative_int,
     parse_epsilon,
     positive_int,
@@ -37,6 +39,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "show it beside the default per-user proofs (0 or 1: skip; default 1024)")
     parser.add_argument("--no-cover-run", action="store_true",
                         help="skip the third run of the same population without phase-2 cover traffic")
+    add_component_flag(parser)
     add_progress_flag(parser, default=False)
 
 
@@ -52,6 +55,7 @@ def run(args: argparse.Namespace) -> int:
             args.num_users, args.dim, seed=args.seed, epsilon=args.epsilon, workers=args.workers,
             out_dir=run_dir, progress=args.progress, batched_run=args.batched_run,
             record=not args.no_transcript, user_workers=args.user_workers, no_cover_run=not args.no_cover_run,
+            components=components_of(args),
         )
         sys.stdout.write(cost_table(costs, batched=costs.get("batched_run"), no_cover=costs.get("no_cover_run")))
         if args.out:

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 from fre_protocol.cli.common import (
+    add_component_flag,
     add_noise_flags,
     add_param_flags,
     add_users_flags,
@@ -38,12 +39,14 @@ def add_round_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--proof-batch", type=positive_int, default=1, metavar="B",
                         help="blinded elements per DLEQ proof (default 1)")
     add_noise_flags(parser)
+    add_component_flag(parser)
 
 
 def settings_from_args(args: argparse.Namespace, dim: int, unit: object = None) -> object:
     """The round's public settings; ``unit`` (a PrivacyUnit) defaults to one text per user."""
     import secrets
 
+    from fre_protocol.components import component_names
     from fre_protocol.drivers.net.round import RoundSettings
     from fre_protocol.roles.config import ProtocolConfig
     from mechanism.contributions import TEXT_UNIT
@@ -59,6 +62,7 @@ def settings_from_args(args: argparse.Namespace, dim: int, unit: object = None) 
             dropout_allowance=args.dropout_allowance,
         ),
         window_count=args.window, window_seconds=args.window_seconds, unit=unit or TEXT_UNIT,
+        components=component_names(getattr(args, "components", None)),
     )
 
 

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import threading
+
+from fre_protocol.cli.common import add_component_flag, with_components
 
 HELP = "run one party (S_tag, S_syn or the proxy) as an HTTPS service for one round"
 ROLES = {"tag": "S_tag", "syn": "S_syn", "proxy": "proxy", "S_tag": "S_tag", "S_syn": "S_syn"}
@@ -25,12 +28,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "file-descriptor limit (default 1024; more: 503)")
 
 
+    add_component_flag(parser, what="overrides the configuration's round settings (every party and the users "
+                       "must be given the same; a user refuses a round document that differs): ",
+                       absent="the configuration's names")
+
+
 def run(args: argparse.Namespace) -> int:
     from fre_protocol.drivers.net.listener import ConnectionLimits, serve
     from fre_protocol.drivers.net.round import ServiceConfig
     from primitives.errors import InvalidParameterError
 
     config = ServiceConfig.load(args.config)
+    config = dataclasses.replace(config, round=with_components(config.round, args))
     limits = ConnectionLimits(max_head_bytes=args.max_head_bytes, head_timeout_s=args.head_timeout,
                               body_timeout_s=args.body_timeout, max_user_connections=args.max_user_connections)
     role = ROLES[args.role]

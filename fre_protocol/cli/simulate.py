@@ -24,11 +24,13 @@ from typing import Any
 import numpy as np
 
 from fre_protocol.cli.common import (
+    add_component_flag,
     add_deprecated_alias,
     add_noise_flags,
     add_param_flags,
     add_progress_flag,
     add_users_flags,
+    components_of,
     non_negative_int,
     params_from_args,
     positive_int,
@@ -115,6 +117,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="what the transcript keeps of each message: its bytes (full) or, for paper-scale "
                         "runs, only its sender, receiver, type and size (~10 kB a user less on disk; the audit "
                         "then checks counts and sizes but cannot re-read payloads)")
+    add_component_flag(parser)
     add_progress_flag(parser, default=False)
     add_old_driver_flags(parser)
 
@@ -234,7 +237,7 @@ def run(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     spec = RoundSpec(
         params=params, seeds=seeds, config=config, unit=unit, noise=args.noise == "on", dropout=args.dropout,
-        workers=args.workers,
+        workers=args.workers, components=components_of(args),
     )
     options = RunOptions(out_dir=out_dir, progress=args.progress, transcript=args.transcript_mode)
     result, driver = play(args, x, spec, options, users=users)

@@ -21,11 +21,13 @@ import sys
 from typing import Any
 
 from fre_protocol.cli.common import (
+    add_component_flag,
     add_deprecated_alias,
     add_param_flags,
     add_pool_flags,
     add_progress_flag,
     add_unit_flags,
+    components_of,
     params_from_args,
     parse_epsilon,
     pool_sources,
@@ -85,6 +87,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     run.add_argument("--no-eval", action="store_true",
                      help="skip the evaluation that reads the private data (metrics, plots)")
     add_progress_flag(run, default=True, quiet_alias=True)
+    add_component_flag(parser, group=run, what="--protocol distributed: ")
 
     inv = parser.add_argument_group("inversion and paraphrasing (post-processing, no privacy cost)")
     inv.add_argument("--inverter", choices=["guided", "retrieval", "vec2text"], default="guided",
@@ -169,6 +172,7 @@ def _options(args: argparse.Namespace) -> Any:
         dropout=args.dropout,
         workers=args.workers,
         progress=args.progress,
+        components=components_of(args),
     )
 
 
@@ -200,6 +204,8 @@ def _command_line(args: argparse.Namespace) -> str:
         parts += ["--user-field", args.user_field]
     if args.cap is not None:
         parts += ["--cap", str(args.cap)]
+    for family, name in sorted((components_of(args) or {}).items()):
+        parts += ["--component", f"{family}={name}"]
     return " ".join(shlex.quote(p) for p in parts)
 
 

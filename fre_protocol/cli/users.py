@@ -8,7 +8,13 @@ import json
 import sys
 from pathlib import Path
 
-from fre_protocol.cli.common import add_deprecated_alias, load_embeddings, positive_int
+from fre_protocol.cli.common import (
+    add_component_flag,
+    add_deprecated_alias,
+    load_embeddings,
+    positive_int,
+    with_components,
+)
 from fre_protocol.inputs import load_user_labels
 
 HELP = "play N users against a running deployment (the proxy's URL, CA and round settings in FILE)"
@@ -33,6 +39,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--transcript-file", default=None, metavar="FILE",
                         help="record the users' view in this transcript store (default: not recorded)")
     add_deprecated_alias(parser, "--transcript", "--transcript-file")
+    add_component_flag(parser, what="overrides the configuration's expected round settings (the proxy's round "
+                       "document must name the same): ", absent="the configuration's names")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -46,6 +54,7 @@ def run(args: argparse.Namespace) -> int:
         proxy, ca = str(config["proxy"]), Path(config["ca"])
     except (OSError, ValueError, KeyError) as exc:
         raise InvalidParameterError(f"--config {args.config!r} is not a users configuration: {exc}") from None
+    settings = with_components(settings, args)
     x = load_embeddings(args.embeddings)
     users = None if args.user_labels is None else load_user_labels(args.user_labels, int(x.shape[0]), field=args.user_field)
     if (users is None) != (settings.unit.kind == "text"):

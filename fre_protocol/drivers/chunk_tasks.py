@@ -16,6 +16,7 @@ streams (the same state, so the same messages).
 from __future__ import annotations
 
 import os
+import socket
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -39,6 +40,7 @@ from fre_protocol.roles.user import (
 )
 from fre_protocol.roles.windows import Message, encode_participants, window_shares
 from mechanism.grid import PublicGrid, single_threaded_blas
+from primitives.errors import ComponentPluginError, UnknownComponentError
 from primitives.randomness import RandomSource
 
 
@@ -67,13 +69,15 @@ class UserChunk:
     chunk_size: int
     cover_traffic: bool
     payloads: bool = True  # the transcript keeps messages' bytes (else their sizes only)
+    # registry.register() entries among the components, for a worker that did not inherit them.
+    registered: tuple[tuple[str, str, str], ...] = ()
     # Under a user unit: the slots' VOPRF inputs (padding included), laid out by the driver.
     encodings: list[bytes] | None = None
 
     def devices(self, encodings: Sequence[bytes]) -> Devices:
         meter, recorder, pool = Meter(), HeldRows(payloads=self.payloads), Workers(1)
         users = build_devices(
-            self.x, encodings, self.coins, comps=components_for(self.components, 1), keys=self.keys,
+            self.x, encodings, self.coins, comps=components_for(self.components, 1, self.registered), keys=self.keys,
             rng=_users_stream(self.users_seed), runtime=Runtime(meter=meter, pool=pool, user_pool=pool, recorder=recorder),
             chunk_size=self.chunk_size, cover_traffic=self.cover_traffic, first_chunk=self.index,
         )
@@ -108,15 +112,26 @@ class ChunkResult:
 #: process, and a task that runs on another worker must not take what this one holds.
 _HELD: dict[tuple[str, str, int], Devices] = {}
 _HELD_LOCK = threading.Lock()
-_COMPONENTS: dict[tuple[tuple[tuple[str, str], ...], int], Components] = {}
+_COMPONENTS: dict[tuple[Any, ...], Components] = {}
 
 
-def components_for(names: Mapping[str, str], workers: int) -> Components:
-    """This process's components for these names (built once per worker process)."""
-    key = (tuple(sorted(names.items())), workers)
+def components_for(
+    names: Mapping[str, str], workers: int, registered: Sequence[tuple[str, str, str]] = ()
+) -> Components:
+    """This process's components for these names (built once per worker process); ``registered``:
+    the driver's ``registry.register()`` entries among them, added here first (plug-ins of
+    installed packages are found through their entry points)."""
+    key = (tuple(sorted(names.items())), workers, tuple(registered))
     with _HELD_LOCK:
         if key not in _COMPONENTS:
-            _COMPONENTS[key] = build_components(names, workers=workers)
+            try:
+                _COMPONENTS[key] = build_components(names, workers=workers, registered=registered)
+            except UnknownComponentError as exc:  # a plug-in the driver's process has and this worker lacks
+                raise ComponentPluginError(
+                    f"{exc} (in worker process {os.getpid()} on {socket.gethostname()}: a plug-in component "
+                    "must be installed on every worker, e.g. `pip install` its package in each Dask worker's "
+                    "environment)"
+                ) from None
         return _COMPONENTS[key]
 
 

@@ -200,7 +200,7 @@ def _play(client: Any, run: RunPlan, driver: Runtime, store: Any, window: int, t
     place = Placement.of(client)
     spec = ServerSpec(
         params=run.params, seeds=run.seeds, cfg=run.cfg, components=run.comps.header(), floor=run.floor,
-        dummy=run.dummy, workers=run.workers, payloads=driver.recorder.payloads,
+        registered=run.comps.registered, dummy=run.dummy, workers=run.workers, payloads=driver.recorder.payloads,
     )
     with driver.meter.phase("setup"):
         tag = wait_for("S_tag", lambda: client.submit(ServerHost, Role.S_TAG.label, spec, actor=True, workers=[place.s_tag]))
@@ -282,7 +282,7 @@ class DaskWindows:
         return UserChunk(
             run_id=self.run_id, index=c, offset=span.start - window.start, x=np.asarray(x), encodings=encodings,
             coins=self.ctx.coins[span.start : span.stop], keys=self.keys, components=run.comps.header(),
-            users_seed=self.users_seed, chunk_size=run.cfg.chunk_size, cover_traffic=run.cfg.cover_traffic,
+            registered=run.comps.registered, users_seed=self.users_seed, chunk_size=run.cfg.chunk_size, cover_traffic=run.cfg.cover_traffic,
             payloads=self.ctx.driver.recorder.payloads,
         )
 

@@ -82,10 +82,13 @@ class ServerSpec:
     dummy: tuple[float, float]
     workers: int
     payloads: bool = True  # the transcript keeps messages' bytes (else their sizes only)
+    # registry.register() entries among the components, for a worker that did not inherit them.
+    registered: tuple[tuple[str, str, str], ...] = ()
 
     def plan(self) -> ServerPlan:
         return ServerPlan(
-            params=self.params, seeds=self.seeds, cfg=self.cfg, comps=components_for(self.components, self.workers),
+            params=self.params, seeds=self.seeds, cfg=self.cfg,
+            comps=components_for(self.components, self.workers, self.registered),
             floor=self.floor, dummy=self.dummy,
         )
 

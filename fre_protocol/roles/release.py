@@ -153,6 +153,7 @@ def public_info(
         "noise_calibration": cfg.noise_calibration,
         "dropout_allowance": cfg.dropout_allowance,
         "components": comps.header(),
+        "component_origins": comps.origins(),
         "rng_mode": rng_mode,
     }
 

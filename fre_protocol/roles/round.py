@@ -453,6 +453,9 @@ def transcript_header(
             "release_floor": release_threshold(params),
             "tau": params.tau,
             "config": cfg.to_dict(),
+            # Each component's origin and version beside the plain names of ``components`` (which
+            # stay as they were, so older readers and older transcripts agree on them).
+            "component_origins": comps.origins(),
             **extra,
         },
     )

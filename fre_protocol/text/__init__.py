@@ -119,8 +119,8 @@ def check_centroids(centroids: npt.NDArray[np.floating], dim: int | None = None)
 
 # Stable names for the text components (the registry stores only "module:attr" strings, so this
 # costs no import of any backend).
-register("embedder", "sentence-transformers", "fre_protocol.text.embedder:SentenceTransformerEmbedder")
-register("inverter", "guided", "fre_protocol.text.inverter_guided:GuidedInverter")
-register("inverter", "retrieval", "fre_protocol.text.inverter_retrieval:RetrievalInverter")
-register("inverter", "vec2text", "fre_protocol.text.inverter_vec2text:Vec2TextInverter")
-register("paraphraser", "causal-lm", "fre_protocol.text.paraphraser:CausalLMParaphraser")
+register("embedder", "sentence-transformers", "fre_protocol.text.embedder:SentenceTransformerEmbedder", built_in=True)
+register("inverter", "guided", "fre_protocol.text.inverter_guided:GuidedInverter", built_in=True)
+register("inverter", "retrieval", "fre_protocol.text.inverter_retrieval:RetrievalInverter", built_in=True)
+register("inverter", "vec2text", "fre_protocol.text.inverter_vec2text:Vec2TextInverter", built_in=True)
+register("paraphraser", "causal-lm", "fre_protocol.text.paraphraser:CausalLMParaphraser", built_in=True)

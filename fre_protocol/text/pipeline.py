@@ -36,7 +36,7 @@ import os
 import platform
 import resource
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -114,10 +114,15 @@ class SynthesisOptions:
     workers: int = 2
     progress: bool = True
     report: bool = True
+    components: Mapping[str, str] | None = None  # registry names of the protocol's primitives (design §5)
 
     def __post_init__(self) -> None:
         if self.protocol not in PROTOCOLS:
             raise InvalidParameterError(f"protocol must be one of {list(PROTOCOLS)}, got {self.protocol!r}")
+        if self.components and self.protocol != "distributed":
+            raise InvalidParameterError(
+                f"components apply to the distributed protocol only, got protocol {self.protocol!r}"
+            )
         if self.inverter not in INVERTERS:
             raise InvalidParameterError(f"inverter must be one of {list(INVERTERS)}, got {self.inverter!r}")
         if self.budget is not None and self.inverter != "guided":
@@ -398,7 +403,8 @@ def _release(
     from fre_protocol.drivers.inprocess import run_protocol
 
     spec = RoundSpec(
-        params=params, seeds=seeds, unit=unit, noise=options.noise, dropout=options.dropout, workers=options.workers
+        params=params, seeds=seeds, unit=unit, noise=options.noise, dropout=options.dropout, workers=options.workers,
+        components=options.components,
     )
     labels = list(users) if users is not None else None
     result = run_protocol(x, spec, RunOptions(out_dir=out_dir, progress=options.progress), users=labels)

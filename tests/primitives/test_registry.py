@@ -29,4 +29,4 @@ def test_users_can_register_their_own_component() -> None:
     try:
         assert registry.create("shuffler", "identity-for-test") == []
     finally:
-        registry._ENTRIES["shuffler"].pop("identity-for-test")
+        registry.unregister("shuffler", "identity-for-test")
