@@ -17,7 +17,10 @@ channel            sealed-box                  user → server sealing (X25519 s
 =================  ==========================  ===============================================
 
 Factories are resolved lazily through :mod:`primitives.registry`, so an unknown name fails with a
-typed error listing the known names before any work starts.
+typed error listing the known names before any work starts. Each component (or, for the families
+built later from round parameters, its factory class and then each product) is checked against its
+family's Protocol (:mod:`primitives.contracts`): a missing method or a wrong arity fails with
+:class:`~primitives.errors.ComponentContractError` naming the family, the name and the method.
 """
 
 from __future__ import annotations
@@ -28,7 +31,12 @@ from typing import Any
 
 from primitives import registry
 from primitives.channel import Channel
+from primitives.contracts import check_component, check_factory
+from primitives.ddg.encoder import DDGConfig, Encoder
+from primitives.dummies import DummyGenerator
 from primitives.errors import InvalidParameterError, UnknownComponentError
+from primitives.noise.base import DiscreteGaussianSampler
+from primitives.sharing import SecretSharing
 from primitives.shuffle import Shuffler
 from primitives.voprf import Oprf
 
@@ -67,12 +75,12 @@ class Components:
 
     names: Mapping[str, str]
     suite: Oprf
-    sampler: Any
+    sampler: DiscreteGaussianSampler
     shuffler: Shuffler
     channel: Channel
-    make_sharing: Callable[[int], Any]  # modulus bits -> sharing scheme mod 2^bits
-    make_encoder: Callable[[Any], Any]  # DDGConfig -> encoder
-    make_dummy_generator: Callable[[float, float], Any]  # (epsilon0, delta0) -> generator
+    make_sharing: Callable[[int], SecretSharing]  # modulus bits -> sharing scheme mod 2^bits
+    make_encoder: Callable[[DDGConfig], Encoder]  # DDGConfig -> encoder
+    make_dummy_generator: Callable[[float, float], DummyGenerator]  # (epsilon0, delta0) -> generator
 
     def header(self) -> dict[str, str]:
         """``family -> registry name``, as written into transcript headers."""
@@ -84,16 +92,23 @@ def build_components(overrides: Mapping[str, str] | None = None, *, workers: int
     names = component_names(overrides)
     from primitives.voprf import Mode
 
-    group = registry.create("group", names["group"])
-    suite = registry.resolve("oprf", names["oprf"])(names["oprf"], Mode.VOPRF, group=group, workers=workers)
-    sampler = registry.create("discrete_gaussian", names["discrete_gaussian"])
-    shuffler = registry.create("shuffler", names["shuffler"])
-    channel = registry.create("channel", names["channel"])
+    def built(family: str, component: Any) -> Any:
+        return check_component(family, names[family], component)
+
+    group = built("group", registry.create("group", names["group"]))
+    suite = built("oprf", registry.resolve("oprf", names["oprf"])(names["oprf"], Mode.VOPRF, group=group, workers=workers))
+    sampler = built("discrete_gaussian", registry.create("discrete_gaussian", names["discrete_gaussian"]))
+    shuffler = built("shuffler", registry.create("shuffler", names["shuffler"]))
+    channel = built("channel", registry.create("channel", names["channel"]))
     sharing_factory = registry.resolve("secret_sharing", names["secret_sharing"])
     encoder_factory = registry.resolve("ddg_encoder", names["ddg_encoder"])
     dummy_factory = registry.resolve("dummy_generator", names["dummy_generator"])
+    for family, factory in (
+        ("secret_sharing", sharing_factory), ("ddg_encoder", encoder_factory), ("dummy_generator", dummy_factory)
+    ):
+        check_factory(family, names[family], factory)
 
-    def make_sharing(bits: int) -> Any:
+    def make_sharing(bits: int) -> SecretSharing:
         try:
             scheme = sharing_factory(bits=bits)
         except TypeError:
@@ -106,13 +121,13 @@ def build_components(overrides: Mapping[str, str] | None = None, *, workers: int
                 f"secret_sharing must share mod 2^{bits} to aggregate DDG encodings, "
                 f"got {names['secret_sharing']!r} with modulus {scheme.modulus}"
             )
-        return scheme
+        return built("secret_sharing", scheme)
 
-    def make_encoder(config: Any) -> Any:
-        return encoder_factory(config, sampler)
+    def make_encoder(config: DDGConfig) -> Encoder:
+        return built("ddg_encoder", encoder_factory(config, sampler))
 
-    def make_dummy_generator(epsilon0: float, delta0: float) -> Any:
-        return dummy_factory(epsilon0, delta0, 1)
+    def make_dummy_generator(epsilon0: float, delta0: float) -> DummyGenerator:
+        return built("dummy_generator", dummy_factory(epsilon0, delta0, 1))
 
     return Components(
         names=names,

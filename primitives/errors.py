@@ -42,3 +42,9 @@ class InfeasibleBudgetError(InvalidParameterError):
 
 class UnknownComponentError(InvalidParameterError):
     """A registry name that nothing is registered under."""
+
+
+class ComponentContractError(InvalidParameterError):
+    """A component does not meet its family's contract (a Protocol in :mod:`primitives`): a method
+    the protocol calls is missing, is not callable or takes the wrong arguments. The message names
+    the family, the component's registry name and the method."""

@@ -106,7 +106,14 @@ class ShareBatch:
 
 @runtime_checkable
 class SecretSharing(Protocol):
-    """What the protocol needs from a sharing scheme (design §5, §6 step 3)."""
+    """What the protocol needs from a sharing scheme (design §5, §6 step 3): the
+    ``secret_sharing`` family's contract.
+
+    Factory convention: the registry entry is called as ``factory(bits=b)`` for the DDG encoder's
+    ring ``Z_{2^b}``, once the round's modulus is known. The scheme's :attr:`modulus` must be
+    ``2^b``: the encoder wraps its integers mod ``2^b``, and only a ring of that size sums them
+    (design §5). Every method below is called by a user, a server or the audit.
+    """
 
     @property
     def name(self) -> str:
