@@ -11,8 +11,10 @@ one row per user. Constructions (registry family ``secret_sharing``):
 * ``additive-ring2k`` → :class:`primitives.sharing.ring2k.AdditiveRing2k` (``M = 2^b``),
 * ``additive-ring2k-seeded`` → :class:`primitives.sharing.seeded.SeedCompressedRing2k`
   (the first share is a 32-byte seed expanded by AES-256-CTR),
-* ``additive-prime-field`` → :class:`primitives.sharing.prime_field.AdditivePrimeField`
-  (``M = p``, the field type from ``galois``).
+* :class:`primitives.sharing.prime_field.AdditivePrimeField` (``M = p``, the field type from
+  ``galois``) implements the interface but is not registered: the protocol shares the DDG
+  encoder's integers mod ``2^b``, and a field sum of them is not the ring sum without lifting,
+  a size bound on ``p`` and a lifted top-up at S_tag (design §5).
 """
 
 from __future__ import annotations

@@ -462,8 +462,11 @@ def test_prime_field_rejects_bad_primes(prime: object) -> None:
         AdditivePrimeField(prime=prime)  # type: ignore[arg-type]
 
 
-def test_prime_field_registry_and_defaults() -> None:
-    scheme = registry.create("secret_sharing", "additive-prime-field")
-    assert isinstance(scheme, AdditivePrimeField) and isinstance(scheme, SecretSharing)
+def test_prime_field_defaults_and_not_registered() -> None:
+    """The prime field meets the interface but is not selectable: the protocol's aggregation is
+    mod 2^b (design §5)."""
+    assert "additive-prime-field" not in registry.names("secret_sharing")
+    scheme = AdditivePrimeField()
+    assert isinstance(scheme, SecretSharing)
     assert scheme.modulus == DEFAULT_PRIME == 2**31 - 1
     assert scheme.word_bytes == 4 and scheme.share_sizes(1024) == (4096, 4096)
