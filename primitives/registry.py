@@ -41,6 +41,7 @@ _ENTRIES: dict[str, dict[str, str]] = {
     },
     "channel": {
         "sealed-box": "primitives.channel:SealedBoxChannel",
+        "hpke": "primitives.channel_hpke:HpkeChannel",
     },
     "broadcast": {
         "full-list": "primitives.compact.broadcast:FullListBroadcast",

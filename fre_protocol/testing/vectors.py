@@ -13,6 +13,7 @@ ROOT = Path(__file__).resolve().parent / "vectors"
 
 #: sha256 of each packaged vector file, as recorded in its README.
 SHA256 = {
+    "rfc9180/x25519-sha256-aes128gcm-base.json": "00d0b43b3abc20bfc291fb9f321c8592f3c2c58524109dbfcb18dcba0aa28793",
     "rfc9497/ristretto255-sha512.json": "c7ae504cbb9c4b3b6775c63438e9e86e5cc1a5a4ccaafee656b2e073a3f12e33",
 }
 
