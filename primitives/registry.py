@@ -38,6 +38,7 @@ _ENTRIES: dict[str, dict[str, str]] = {
     },
     "shuffler": {
         "uniform": "primitives.shuffle:UniformShuffler",
+        "prf-sort": "primitives.shuffle_prf:PrfSortShuffler",
     },
     "channel": {
         "sealed-box": "primitives.channel:SealedBoxChannel",
