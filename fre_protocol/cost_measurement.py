@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import platform
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,7 @@ def measure(
     record: bool = True,
     user_workers: int = 1,
     no_cover_run: bool = True,
+    components: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """Run the protocol on a synthetic population of ``n`` users in ``dim`` dimensions (planted
     clusters of ~1% of the users plus rare points) and return the cost summary of the default run
@@ -42,7 +44,8 @@ def measure(
     transcript is not recorded). ``user_workers`` threads play the users' devices (1: each
     device's time is measured with no other device's work beside it on the machine; the servers
     still use ``workers``). With ``no_cover_run``, a third run of the same population without
-    phase-2 cover traffic is under ``"no_cover_run"``, to show what the cover costs."""
+    phase-2 cover traffic is under ``"no_cover_run"``, to show what the cover costs.
+    ``components`` overrides registry names for every run (:mod:`fre_protocol.components`)."""
     if isinstance(batched_run, bool) or not isinstance(batched_run, int) or batched_run < 0:
         raise InvalidParameterError(f"batched_run must be an integer >= 0, got {batched_run!r}")
     params = FreParams.paper(epsilon)
@@ -59,7 +62,7 @@ def measure(
         ), n_clusters
 
     def one_run(pop: Any, batch: int, record_dir: str | Path | None, cover: bool = True) -> dict[str, Any]:
-        result = run_protocol(pop.embeddings, RoundSpec(params=params, seeds=SeedPlan.from_seed(seed), noise=True, workers=workers, config=ProtocolConfig(proof_batch_size=batch, user_workers=user_workers, cover_traffic=cover)), RunOptions(out_dir=record_dir, progress=progress))
+        result = run_protocol(pop.embeddings, RoundSpec(params=params, seeds=SeedPlan.from_seed(seed), noise=True, workers=workers, components=components, config=ProtocolConfig(proof_batch_size=batch, user_workers=user_workers, cover_traffic=cover)), RunOptions(out_dir=record_dir, progress=progress))
         costs = dict(result.costs)
         costs["epsilon"] = epsilon
         costs["released_buckets"] = len(result.release)
