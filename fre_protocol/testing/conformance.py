@@ -418,7 +418,10 @@ def _sharing_uniform(s: Any, ctx: Ctx) -> str:
 
 
 def _sampler_moments_and_tails(sampler: Any, ctx: Ctx) -> str:
-    from primitives.noise.base import discrete_gaussian_bin_probabilities, discrete_gaussian_variance
+    from primitives.noise.base import (
+        discrete_gaussian_bin_probabilities,
+        discrete_gaussian_variance,
+    )
 
     require(np.all(sampler.sample(0.0, 10, ctx.rng) == 0), "sigma = 0 is not a point mass at 0")
     n = ctx.samples(20000)
