@@ -115,11 +115,11 @@ def build_components(overrides: Mapping[str, str] | None = None, *, workers: int
             raise InvalidParameterError(
                 f"secret_sharing {names['secret_sharing']!r} cannot be built for a ring mod 2^{bits}"
             ) from None
-        if int(scheme.modulus) != 1 << bits:
-            # The DDG encoder wraps its integers mod 2^b: only a ring of the same size sums them.
+        if int(getattr(scheme, "ring_modulus", scheme.modulus)) != 1 << bits:
+            # The DDG encoder wraps its integers mod 2^b: reconstruction must answer mod 2^b.
             raise InvalidParameterError(
-                f"secret_sharing must share mod 2^{bits} to aggregate DDG encodings, "
-                f"got {names['secret_sharing']!r} with modulus {scheme.modulus}"
+                f"secret_sharing must reconstruct mod 2^{bits} to aggregate DDG encodings, "
+                f"got {names['secret_sharing']!r} reconstructing mod {getattr(scheme, 'ring_modulus', scheme.modulus)}"
             )
         return built("secret_sharing", scheme)
 

@@ -25,6 +25,7 @@ _ENTRIES: dict[str, dict[str, str]] = {
     "secret_sharing": {
         "additive-ring2k": "primitives.sharing.ring2k:AdditiveRing2k",
         "additive-ring2k-seeded": "primitives.sharing.seeded:SeedCompressedRing2k",
+        "additive-prime-field": "primitives.sharing.prime_field:for_ring",
     },
     "discrete_gaussian": {
         "cks-exact": "primitives.noise.cks_exact:ExactDiscreteGaussian",

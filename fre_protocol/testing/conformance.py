@@ -372,8 +372,8 @@ def _oprf_round_trip(suite: Any, ctx: Ctx) -> str:
 
 
 def _sharing_reconstructs(s: Any, ctx: Ctx) -> str:
-    m = int(s.modulus)
-    require(m == 1 << 16, f"built for bits=16, the modulus must be 2^16, got {m}")
+    m = int(s.ring_modulus)
+    require(m == 1 << 16, f"built for bits=16, reconstruction must answer mod 2^16, got {m}")
     n, d = ctx.samples(64), 9
     values = ctx.rng.integers_below(m, n * d).reshape(n, d).astype(np.uint64)
     values[0] = 0
@@ -392,19 +392,23 @@ def _sharing_reconstructs(s: Any, ctx: Ctx) -> str:
     out = np.empty_like(total)
     s.reconstruct(s.aggregate(ra), s.aggregate(rb), out=out)
     require(np.array_equal(out, total), "reconstruct(out=) differs")
+    noise = ctx.rng.integers_below(1 << 12, d).astype(np.int64) - (1 << 11)
+    topped = s.add_integers(s.aggregate(ra), noise)
+    want = ((total.astype(object) + noise.astype(object)) % m).astype(np.uint64)
+    require(np.array_equal(s.reconstruct(topped, s.aggregate(rb)), want), "add_integers (signed top-up) breaks the sum mod 2^b")
     try:
         s.decode_share(wa[0][:-1], d)
     except DecodeError:
         pass
     else:
         raise PropertyFailed("decode_share accepted a truncated share")
-    return f"{n} users × {d}: per user, aggregated, out=, wire sizes {sizes}, truncation refused"
+    return f"{n} users × {d}: per user, aggregated, signed top-up, out=, wire sizes {sizes}, truncation refused"
 
 
 def _sharing_uniform(s: Any, ctx: Ctx) -> str:
-    m = int(s.modulus)
+    m = int(s.modulus)  # shares are uniform on [0, modulus), whatever the ring they carry
     n, d, cells = ctx.samples(4000), 8, 16
-    for constant in (0, m - 1):
+    for constant in (0, int(s.ring_modulus) - 1):
         values = np.full((n, d), constant, dtype=np.uint64)
         a, b = s.share(values, ctx.rng)
         for which, batch in (("first", a), ("second", b)):

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from fre_protocol.drivers.inprocess import run_protocol
-from fre_protocol.roles.config import RoundSpec
+from fre_protocol.roles.base import TOPUP
+from fre_protocol.roles.config import ProtocolConfig, RoundSpec
 from mechanism.params import FreParams
 from mechanism.population import synthetic_population
 from mechanism.release import Release
@@ -19,11 +20,11 @@ from mechanism.seeds import SeedPlan
 from primitives.ddg import DDGConfig, DDGEncoder
 from primitives.randomness import RandomSource
 
-NEW = [{"channel": "hpke"}, {"shuffler": "prf-sort"}]
+NEW = [{"channel": "hpke"}, {"shuffler": "prf-sort"}, {"secret_sharing": "additive-prime-field"}]
 
 
-def _round(x: Any, components: dict[str, str] | None) -> Release:
-    spec = RoundSpec(params=FreParams.paper(8.0), seeds=SeedPlan.from_seed(33), noise=False, components=components)
+def _round(x: Any, components: dict[str, str] | None, **kwargs: Any) -> Release:
+    spec = RoundSpec(params=FreParams.paper(8.0), seeds=SeedPlan.from_seed(33), components=components, **{"noise": False, **kwargs})
     return run_protocol(x, spec).release
 
 
@@ -53,3 +54,17 @@ def test_new_components_release_what_the_defaults_release(population: Any, basel
         assert float(np.linalg.norm(a - b)) <= 2 * encoder.quantization_bound(n) / n + 1e-12
     # Observed: identical, not just within the bound (no encoder coin depends on these families).
     assert np.array_equal(np.asarray(got.centroids), np.asarray(baseline.centroids))
+
+
+def test_prime_field_sharing_with_noise_dropouts_and_top_up(population: Any) -> None:
+    """GF(2^61 - 1) carrying the ring (design §5) end to end where the field sum is most at risk:
+    DDG noise on, a fifth of the participants dropping out and S_tag topping up their noise (a
+    signed addition to its aggregate share). Same seeds, so the users encode the same integers and
+    S_tag draws the same top-up: the release equals the ring's exactly."""
+    kwargs = {"noise": True, "dropout": 0.2, "config": ProtocolConfig(dropout_policy=TOPUP)}
+    ring = _round(population, None, **kwargs)
+    field = _round(population, {"secret_sharing": "additive-prime-field"}, **kwargs)
+    assert field.info["components"]["secret_sharing"] == "additive-prime-field"
+    assert field.info["topped_up"] and field.info["topped_up"] == ring.info["topped_up"], "the run must exercise the top-up"
+    assert list(field.ids) == list(ring.ids) and field.counts.tolist() == ring.counts.tolist()
+    assert np.array_equal(np.asarray(field.centroids), np.asarray(ring.centroids))
