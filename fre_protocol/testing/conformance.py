@@ -19,8 +19,9 @@ group             serialize/deserialize round trip of elements and scalars; the 
 oprf              RFC 9497 App. A.1.2 (VOPRF, ristretto255-SHA512) known answers: key
                   derivation, blinding, evaluation and proof, unblinded output, batch
                   verify-and-finalize; a tampered proof fails its item
-secret_sharing    shares reconstruct (per user, and aggregated); wire sizes; modulus 2^b;
-                  each share alone is uniform (chi-square, α below)
+secret_sharing    shares reconstruct mod ``ring_modulus`` = 2^b (per user, aggregated, with a
+                  signed top-up by ``add_integers``); wire sizes; truncation refused; each
+                  share alone is uniform on [0, ``modulus``) (chi-square, α below)
 discrete_gaussian mean and variance (z-tests) and the whole pmf with both tails binned
                   (chi-square) at several σ; σ = 0 is a point mass
 ddg_encoder       range and shape; noiseless encode → modular sum → decode within
