@@ -21,7 +21,10 @@ typed error listing the known names before any work starts. Other distributions 
 the entry-point group ``fre_e2t.components`` (docs/library.md, "Writing a primitive"); each
 component's origin (``built-in``, ``DIST VERSION`` or ``register()``) is written beside its name
 (:meth:`Components.origins`), and the entries added by ``registry.register()`` travel to worker
-processes with :attr:`Components.registered`.
+processes with :attr:`Components.registered`. Each component (or, for the families built later
+from round parameters, its factory class and then each product) is checked against its family's
+Protocol (:mod:`primitives.contracts`): a missing method or a wrong arity fails with
+:class:`~primitives.errors.ComponentContractError` naming the family, the name and the method.
 """
 
 from __future__ import annotations
@@ -30,9 +33,14 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from primitives import registry
+from primitives import contracts, registry
 from primitives.channel import Channel
+from primitives.contracts import check_component, check_factory
+from primitives.ddg.encoder import DDGConfig, Encoder
+from primitives.dummies import DummyGenerator
 from primitives.errors import InvalidParameterError, UnknownComponentError
+from primitives.noise.base import DiscreteGaussianSampler
+from primitives.sharing import SecretSharing
 from primitives.shuffle import Shuffler
 from primitives.voprf import Oprf
 
@@ -48,19 +56,8 @@ DEFAULT_COMPONENTS: dict[str, str] = {
 }
 
 
-#: The Protocol each family's components implement (``module:Class``; None: no Protocol declared,
-#: the built-in class is the reference). Shown by ``fre-e2t components``.
-FAMILY_PROTOCOLS: dict[str, str | None] = {
-    "group": "primitives.group:PrimeOrderGroup",
-    "oprf": "primitives.voprf:Oprf",
-    "secret_sharing": "primitives.sharing:SecretSharing",
-    "discrete_gaussian": "primitives.noise.base:DiscreteGaussianSampler",
-    "ddg_encoder": "primitives.ddg.encoder:Encoder",
-    "dummy_generator": "primitives.dummies:DummyGenerator",
-    "shuffler": "primitives.shuffle:Shuffler",
-    "channel": "primitives.channel:Channel",
-    "broadcast": "primitives.compact.broadcast:BroadcastEncoding",
-}
+#: The Protocol each family's components implement (``module:Class``), shown by ``fre-e2t components``.
+FAMILY_PROTOCOLS = contracts.FAMILY_PROTOCOLS
 
 
 def parse_component(text: str) -> tuple[str, str]:
@@ -127,12 +124,12 @@ class Components:
 
     names: Mapping[str, str]
     suite: Oprf
-    sampler: Any
+    sampler: DiscreteGaussianSampler
     shuffler: Shuffler
     channel: Channel
-    make_sharing: Callable[[int], Any]  # modulus bits -> sharing scheme mod 2^bits
-    make_encoder: Callable[[Any], Any]  # DDGConfig -> encoder
-    make_dummy_generator: Callable[[float, float], Any]  # (epsilon0, delta0) -> generator
+    make_sharing: Callable[[int], SecretSharing]  # modulus bits -> sharing scheme mod 2^bits
+    make_encoder: Callable[[DDGConfig], Encoder]  # DDGConfig -> encoder
+    make_dummy_generator: Callable[[float, float], DummyGenerator]  # (epsilon0, delta0) -> generator
     # family -> {"name", "origin"[, "target"]}: where each was resolved from when it was built.
     built_from: Mapping[str, Mapping[str, str]] | None = None
 
@@ -171,35 +168,42 @@ def build_components(
     built_from = component_origins(names)
     from primitives.voprf import Mode
 
-    group = registry.create("group", names["group"])
-    suite = registry.resolve("oprf", names["oprf"])(names["oprf"], Mode.VOPRF, group=group, workers=workers)
-    sampler = registry.create("discrete_gaussian", names["discrete_gaussian"])
-    shuffler = registry.create("shuffler", names["shuffler"])
-    channel = registry.create("channel", names["channel"])
+    def built(family: str, component: Any) -> Any:
+        return check_component(family, names[family], component)
+
+    group = built("group", registry.create("group", names["group"]))
+    suite = built("oprf", registry.resolve("oprf", names["oprf"])(names["oprf"], Mode.VOPRF, group=group, workers=workers))
+    sampler = built("discrete_gaussian", registry.create("discrete_gaussian", names["discrete_gaussian"]))
+    shuffler = built("shuffler", registry.create("shuffler", names["shuffler"]))
+    channel = built("channel", registry.create("channel", names["channel"]))
     sharing_factory = registry.resolve("secret_sharing", names["secret_sharing"])
     encoder_factory = registry.resolve("ddg_encoder", names["ddg_encoder"])
     dummy_factory = registry.resolve("dummy_generator", names["dummy_generator"])
+    for family, factory in (
+        ("secret_sharing", sharing_factory), ("ddg_encoder", encoder_factory), ("dummy_generator", dummy_factory)
+    ):
+        check_factory(family, names[family], factory)
 
-    def make_sharing(bits: int) -> Any:
+    def make_sharing(bits: int) -> SecretSharing:
         try:
             scheme = sharing_factory(bits=bits)
         except TypeError:
             raise InvalidParameterError(
                 f"secret_sharing {names['secret_sharing']!r} cannot be built for a ring mod 2^{bits}"
             ) from None
-        if int(scheme.modulus) != 1 << bits:
-            # The DDG encoder wraps its integers mod 2^b: only a ring of the same size sums them.
+        if int(getattr(scheme, "ring_modulus", scheme.modulus)) != 1 << bits:
+            # The DDG encoder wraps its integers mod 2^b: reconstruction must answer mod 2^b.
             raise InvalidParameterError(
-                f"secret_sharing must share mod 2^{bits} to aggregate DDG encodings, "
-                f"got {names['secret_sharing']!r} with modulus {scheme.modulus}"
+                f"secret_sharing must reconstruct mod 2^{bits} to aggregate DDG encodings, "
+                f"got {names['secret_sharing']!r} reconstructing mod {getattr(scheme, 'ring_modulus', scheme.modulus)}"
             )
-        return scheme
+        return built("secret_sharing", scheme)
 
-    def make_encoder(config: Any) -> Any:
-        return encoder_factory(config, sampler)
+    def make_encoder(config: DDGConfig) -> Encoder:
+        return built("ddg_encoder", encoder_factory(config, sampler))
 
-    def make_dummy_generator(epsilon0: float, delta0: float) -> Any:
-        return dummy_factory(epsilon0, delta0, 1)
+    def make_dummy_generator(epsilon0: float, delta0: float) -> DummyGenerator:
+        return built("dummy_generator", dummy_factory(epsilon0, delta0, 1))
 
     return Components(
         names=names,

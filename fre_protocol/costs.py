@@ -142,6 +142,8 @@ def _server_costs(meter: Meter) -> dict[str, Any]:
         "reconstruct_us": recon + decode,
         "reconstruct_ring_us": recon,
         "reconstruct_decode_us": decode,
+        # The proxy: decode each envelope, rate-limit, shuffle each recipient's batch.
+        "proxy_forward_us": _per(meter, "proxy.forward"),
     }
 
 
@@ -246,6 +248,7 @@ ROWS: tuple[tuple[str, str, str], ...] = (
     ("  … share decode/expand (per server)", "share_decode_us", "µs/share"),
     ("  … opening a sealed message", "open_sealed_us", "µs/msg"),
     ("bucket reconstruction (ring + DDG decode)", "reconstruct_us", "µs/bucket"),
+    ("proxy forwarding (decode, rate-limit, shuffle)", "proxy_forward_us", "µs/msg"),
     ("user online time (participating user, CPU time of its thread)", "user_online_ms", "ms"),
     ("  … phase 1: hash + blind", "user_blind_ms", "ms"),
     ("  … phase 1: verify proof + unblind", "user_finalize_ms", "ms"),
@@ -310,6 +313,55 @@ def cost_table(
     return "\n".join(lines) + "\n"
 
 
+def parse_compare(spec: str) -> tuple[str, str, str]:
+    """``"FAMILY=A,B"`` → ``(family, A, B)``; both names are checked against the registry, and
+    the family must be one a run is built from (:data:`fre_protocol.components.DEFAULT_COMPONENTS`)."""
+    from fre_protocol.components import component_names
+    from primitives.errors import InvalidParameterError
+
+    family, sep, names = spec.partition("=")
+    parts = [p.strip() for p in names.split(",")] if sep else []
+    if not family or len(parts) != 2 or not all(parts) or parts[0] == parts[1]:
+        raise InvalidParameterError(f"--compare must be FAMILY=A,B with two different names, got {spec!r}")
+    for name in parts:
+        component_names({family.strip(): name})
+    return family.strip(), parts[0], parts[1]
+
+
+def _ratio(a: Any, b: Any) -> str:
+    if not isinstance(a, int | float) or not isinstance(b, int | float) or isinstance(a, bool):
+        return "—"
+    if math.isnan(a) or math.isnan(b) or a == 0:
+        return "—"
+    return f"{b / a:.2f}×"
+
+
+def compare_table(family: str, names: tuple[str, str], columns: tuple[Mapping[str, Any], Mapping[str, Any]]) -> str:
+    """A Markdown table of two runs that differ only in ``family``'s component: every row of
+    :data:`ROWS` with both columns and the ratio B/A. Only ratios from the same invocation
+    compare (same process, machine, population and seed); absolute figures of a small population
+    are dominated by fixed costs."""
+    a, b = columns
+    lines = [
+        f"Costs side by side: {family} = {names[0]} (A) vs {names[1]} (B); N = {a.get('n_users')}, "
+        f"d = {a.get('dim')} (d' = {a.get('padded_dim')}, ring 2^{a.get('modulus_bits')}), ε = {a.get('epsilon')}, "
+        f"{a.get('workers')} server threads, {os.cpu_count()} CPUs",
+        "",
+        "Both runs: one process, the same population and seed, after a warm-up run; every other "
+        "component the default. Only ratios within this table compare: times from another run, "
+        "machine or load do not.",
+        "",
+        f"| operation | A: {names[0]} | B: {names[1]} | B/A | unit |",
+        "|---|---|---|---|---|",
+    ]
+    for label, key, unit in ROWS:
+        lines.append(f"| {label} | {_fmt(a.get(key))} | {_fmt(b.get(key))} | {_ratio(a.get(key), b.get(key))} | {unit} |")
+    same = a.get("released_buckets") == b.get("released_buckets")
+    lines += ["", f"Released buckets: A {a.get('released_buckets')}, B {b.get('released_buckets')}"
+              f"{'' if same else ' (differ: the runs are not comparable)'}."]
+    return "\n".join(lines) + "\n"
+
+
 def write_reports(costs: Mapping[str, Any], out_dir: str | Path) -> tuple[Path, Path]:
     """``costs.json`` and ``costs.md`` in ``out_dir``."""
     out = Path(out_dir)
@@ -325,7 +377,9 @@ def write_reports(costs: Mapping[str, Any], out_dir: str | Path) -> tuple[Path, 
 __all__ = [
     "PAPER",
     "TARGETS",
+    "compare_table",
     "cost_table",
+    "parse_compare",
     "peak_rss_bytes",
     "summarize",
     "write_reports",

@@ -44,28 +44,29 @@ SEAL_OVERHEAD = 48
 
 @runtime_checkable
 class Channel(Protocol):
-    """Public-key encryption of user→server payloads."""
+    """Public-key encryption of user→server payloads: the ``channel`` family's contract.
+
+    Factory convention: the registry entry is called with no arguments (``factory()``) once per
+    run. The methods below are exactly those the protocol calls (key generation at set-up, a
+    device's prepared seals, a server's batch opening); a convenience such as a one-shot
+    ``seal``/``open`` may exist on an implementation but is not part of the contract.
+
+    ``overhead`` is the contract on sizes: every ciphertext is ``len(plaintext) + overhead`` bytes,
+    whatever the plaintext and key. Cover messages are sized to match real shares before sealing
+    (:meth:`fre_protocol.roles.user.User._cover_messages`), so a channel whose ciphertext length
+    varied by anything but the plaintext length would tell the servers which is which.
+    """
 
     @property
     def name(self) -> str: ...
 
     @property
     def overhead(self) -> int:
-        """Ciphertext length minus plaintext length."""
+        """Ciphertext length minus plaintext length (fixed)."""
         ...
 
     def generate_keypair(self, rng: RandomSource | None = None) -> tuple[Secret[bytes], bytes]:
-        """``(private key, public key)`` of a receiving server."""
-        ...
-
-    def seal(self, public_key: bytes, plaintext: bytes) -> bytes: ...
-
-    def open(self, private_key: Secret[bytes] | bytes, ciphertext: bytes) -> bytes:
-        """The plaintext; :class:`DecodeError` if the ciphertext is not a valid box for the key."""
-        ...
-
-    def seal_many(self, public_key: bytes, plaintexts: Iterable[bytes]) -> list[bytes]:
-        """:meth:`seal` over a batch to one recipient."""
+        """``(private key, public key)`` of a receiving server; from ``rng`` in seeded runs."""
         ...
 
     def prepare_seals(self, public_key: bytes, count: int, rng: RandomSource) -> list[Any]:
@@ -80,13 +81,15 @@ class Channel(Protocol):
         ...
 
     def seal_prepared(self, prepared: Any, plaintext: bytes) -> bytes:
-        """The ciphertext of ``plaintext`` under one item of :meth:`prepare_seals`, used once."""
+        """The ciphertext of ``plaintext`` under one item of :meth:`prepare_seals`, used once
+        (a second use raises ProtocolStateError)."""
         ...
 
     def try_open_many(
         self, private_key: Secret[bytes] | bytes, ciphertexts: Sequence[bytes]
     ) -> list[bytes | DecodeError]:
-        """:meth:`open` over a batch, each bad ciphertext's DecodeError in its place."""
+        """Open a batch, each bad ciphertext (tampered, truncated, sealed to another key) a
+        DecodeError in its place."""
         ...
 
 

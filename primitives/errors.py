@@ -47,3 +47,9 @@ class UnknownComponentError(InvalidParameterError):
 class ComponentPluginError(UnknownComponentError):
     """A component from another distribution (an entry point of ``fre_e2t.components``) or
     from ``registry.register()`` cannot be added or loaded; the message names where it came from."""
+
+
+class ComponentContractError(InvalidParameterError):
+    """A component does not meet its family's contract (a Protocol in :mod:`primitives`): a method
+    the protocol calls is missing, is not callable or takes the wrong arguments. The message names
+    the family, the component's registry name and the method."""

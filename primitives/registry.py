@@ -59,7 +59,7 @@ _ENTRIES: dict[str, dict[str, str]] = {
     "secret_sharing": {
         "additive-ring2k": "primitives.sharing.ring2k:AdditiveRing2k",
         "additive-ring2k-seeded": "primitives.sharing.seeded:SeedCompressedRing2k",
-        "additive-prime-field": "primitives.sharing.prime_field:AdditivePrimeField",
+        "additive-prime-field": "primitives.sharing.prime_field:for_ring",
     },
     "discrete_gaussian": {
         "cks-exact": "primitives.noise.cks_exact:ExactDiscreteGaussian",
@@ -73,9 +73,11 @@ _ENTRIES: dict[str, dict[str, str]] = {
     },
     "shuffler": {
         "uniform": "primitives.shuffle:UniformShuffler",
+        "prf-sort": "primitives.shuffle_prf:PrfSortShuffler",
     },
     "channel": {
         "sealed-box": "primitives.channel:SealedBoxChannel",
+        "hpke": "primitives.channel_hpke:HpkeChannel",
     },
     "broadcast": {
         "full-list": "primitives.compact.broadcast:FullListBroadcast",

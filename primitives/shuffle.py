@@ -19,17 +19,20 @@ P = TypeVar("P")
 
 @runtime_checkable
 class Shuffler(Protocol):
-    """Permutes a batch of messages; :meth:`strip_and_shuffle` also drops sender identities."""
+    """Permutes a batch of messages: the ``shuffler`` family's contract.
+
+    Factory convention: the registry entry is called with no arguments (``factory()``). The
+    protocol calls :meth:`shuffle` only (the proxy permutes indices of the batch it has already
+    stripped of connections, :mod:`fre_protocol.roles.proxy`); sender stripping is the caller's
+    business, so it is not part of the contract. ``rng`` is the proxy's source: an implementation
+    may draw its permutation from it (reproducible in seeded runs) or from its own key.
+    """
 
     @property
     def name(self) -> str: ...
 
     def shuffle(self, items: Sequence[T], rng: RandomSource) -> list[T]:
-        """The items in a random order."""
-        ...
-
-    def strip_and_shuffle(self, envelopes: Sequence[tuple[Any, P]], rng: RandomSource) -> list[P]:
-        """Payloads of ``(sender, payload)`` envelopes, senders dropped, in a random order."""
+        """A new list holding ``items`` in a uniformly random order."""
         ...
 
 
@@ -37,6 +40,8 @@ class UniformShuffler:
     """A uniformly random permutation from the caller's :class:`RandomSource` (Fisher-Yates).
 
     :meth:`shuffle` strips nothing itself: what the items carry is the caller's business.
+    :meth:`strip_and_shuffle` is a convenience outside the :class:`Shuffler` contract (the
+    protocol never calls it).
     """
 
     __slots__ = ()

@@ -40,11 +40,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-cover-run", action="store_true",
                         help="skip the third run of the same population without phase-2 cover traffic")
     add_component_flag(parser)
+    parser.add_argument("--compare", metavar="FAMILY=A,B", default=None,
+                        help="run the cost table for two implementations of one component family "
+                             "(e.g. channel=sealed-box,hpke) in this process on the same population, "
+                             "and print both columns and the ratio B/A (only same-run ratios compare; "
+                             "the batched and no-cover runs are skipped; default: none, one cost table)")
     add_progress_flag(parser, default=False)
 
 
 def run(args: argparse.Namespace) -> int:
     import tempfile
+
+    if args.compare:
+        return run_compare(args)
 
     from fre_protocol.cost_measurement import measure
     from fre_protocol.costs import cost_table, write_reports
@@ -61,4 +69,35 @@ def run(args: argparse.Namespace) -> int:
         if args.out:
             json_path, md_path = write_reports(costs, args.out)
             print(f"wrote {json_path} and {md_path}")
+    return 0
+
+
+def run_compare(args: argparse.Namespace) -> int:
+    """``--compare FAMILY=A,B``: a warm-up run (a tenth of the population, at most 500 users, with
+    A, so one-off costs such as JIT compilation fall on neither column), then A and B on the same
+    population, one after the other in this process."""
+    import json
+    from pathlib import Path
+
+    from fre_protocol.cost_measurement import measure
+    from fre_protocol.costs import compare_table, parse_compare
+    from primitives.jsonsafe import json_safe
+
+    family, a, b = parse_compare(args.compare)
+    common = dict(
+        dim=args.dim, seed=args.seed, epsilon=args.epsilon, workers=args.workers, progress=args.progress,
+        batched_run=0, record=False, user_workers=args.user_workers, no_cover_run=False,
+    )
+    others = {f: n for f, n in (components_of(args) or {}).items() if f != family}  # --component, the rest
+    measure(max(20, min(500, args.num_users // 10)), components={**others, family: a}, **common)
+    columns = tuple(measure(args.num_users, components={**others, family: name}, **common) for name in (a, b))
+    table = compare_table(family, (a, b), columns)
+    sys.stdout.write(table)
+    if args.out:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        data = {"family": family, "A": a, "B": b, "runs": {a: columns[0], b: columns[1]}}
+        (out / "costs-compare.json").write_text(json.dumps(json_safe(data), indent=2) + "\n", encoding="utf-8")
+        (out / "costs-compare.md").write_text(table, encoding="utf-8")
+        print(f"wrote {out / 'costs-compare.json'} and {out / 'costs-compare.md'}")
     return 0

@@ -406,7 +406,7 @@ class TaggingServer:
             if sigma > 0:
                 draws = sampler.sample(sigma, missing * total.shape[0], rng.child(tag.hex())).reshape(missing, -1)
                 added = np.sum(draws, axis=0, dtype=np.int64)
-                total = ((total.astype(np.int64) + added) & np.int64(sharing.modulus - 1)).astype(np.uint64)
+                total = sharing.add_integers(total, added)
             self.topped_up[tag] = missing
         values = total.astype(">u8").tobytes()
         return AggregateShare(tag=tag, contribution_ids=ids, values=values).encode()

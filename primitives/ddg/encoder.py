@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
@@ -166,6 +166,41 @@ class DDGConfig:
             if isinstance(exc, InvalidParameterError):
                 raise
             raise InvalidInputError(f"not a DDGConfig dict: {exc}") from exc
+
+
+@runtime_checkable
+class Encoder(Protocol):
+    """What the protocol calls on a DDG encoder: the ``ddg_encoder`` family's contract.
+
+    Factory convention: the registry entry is called as ``factory(config, sampler)`` with the
+    round's :class:`DDGConfig` and the run's ``discrete_gaussian`` component. Users call
+    :meth:`encode` (integers mod ``2^b``, ``b = config.modulus_bits``, which the sharing scheme
+    then splits); S_syn calls :meth:`decode_sum` — or, for many buckets at once, centres the sums
+    itself and calls :meth:`unrotate` — and withholds sums longer than :meth:`sum_norm_bound`.
+    """
+
+    @property
+    def config(self) -> DDGConfig: ...
+
+    def encode(
+        self, x: npt.ArrayLike, rng: RandomSource, *, noise: bool = True, sigma_int: npt.ArrayLike | None = None
+    ) -> npt.NDArray[np.uint64]:
+        """``(n, d)`` vectors → ``(n, d')`` integers in ``[0, 2^b)``."""
+        ...
+
+    def decode_sum(self, total: npt.ArrayLike, count: int) -> npt.NDArray[np.float64]:
+        """``(d',)`` sum mod ``2^b`` of ``count`` encodings → ``(d,)`` estimated sum of inputs."""
+        ...
+
+    def unrotate(self, y: npt.ArrayLike, *, scale: float = 1.0) -> npt.NDArray[np.float64]:
+        """The inverse of the encoder's rotation times ``scale``, cut to ``d`` coordinates."""
+        ...
+
+    def sum_norm_bound(
+        self, count: int, noise_users: int, *, tail: float = 8.0, sigma_int: float | None = None
+    ) -> float:
+        """The L2 norm an honest decoded sum exceeds with probability below ``exp(−tail²/2)``."""
+        ...
 
 
 class DDGEncoder:

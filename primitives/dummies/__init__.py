@@ -12,29 +12,34 @@ from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
-import numpy as np
-import numpy.typing as npt
-
 from primitives.randomness import RandomSource
 
 
 @runtime_checkable
 class DummyGenerator(Protocol):
-    """What S_tag's dummy user needs: a plan of how many dummy tags to submit at each level."""
+    """What S_tag's dummy user needs: a plan of how many dummy tags to submit at each level. The
+    ``dummy_generator`` family's contract.
+
+    Factory convention: the registry entry is called as ``factory(epsilon0, delta0, 1)`` (the
+    budget of the padding and the sensitivity of a level count) once per DP round. The dummy user
+    calls :meth:`dummy_plan` and reports ``epsilon0``, ``delta0`` and ``shift`` (the centre of the
+    count distribution) in its summary. Sampling single counts and the privacy statement are an
+    implementation's own (the ledger charges ``(2 ε0, 2 δ0)`` itself, design §4.5).
+    """
 
     @property
-    def name(self) -> str: ...
+    def epsilon0(self) -> float: ...
 
-    def sample(self, size: int, rng: RandomSource) -> npt.NDArray[np.int64]:
-        """``size`` independent dummy counts."""
+    @property
+    def delta0(self) -> float: ...
+
+    @property
+    def shift(self) -> int:
+        """The centre of the per-level count distribution (its mean for a symmetric law)."""
         ...
 
     def dummy_plan(self, tau: float, rng: RandomSource) -> dict[int, int]:
         """Level ``c`` (``1 <= c < tau``) → number of fresh dummy tags submitted ``c`` times."""
-        ...
-
-    def privacy(self) -> tuple[float, float]:
-        """``(epsilon, delta)`` of the padded level counts against one user's change."""
         ...
 
 

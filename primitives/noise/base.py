@@ -27,7 +27,12 @@ __all__ = [
 
 @runtime_checkable
 class DiscreteGaussianSampler(Protocol):
-    """Draws i.i.d. samples of ``N_Z(0, σ²)`` using only the given randomness source."""
+    """Draws i.i.d. samples of ``N_Z(0, σ²)`` using only the given randomness source: the
+    ``discrete_gaussian`` family's contract.
+
+    Factory convention: the registry entry is called with no arguments (``factory()``) once per
+    run; the users' DDG encoders and S_tag's top-up noise share the instance.
+    """
 
     name: str
 

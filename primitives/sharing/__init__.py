@@ -11,8 +11,10 @@ one row per user. Constructions (registry family ``secret_sharing``):
 * ``additive-ring2k`` → :class:`primitives.sharing.ring2k.AdditiveRing2k` (``M = 2^b``),
 * ``additive-ring2k-seeded`` → :class:`primitives.sharing.seeded.SeedCompressedRing2k`
   (the first share is a 32-byte seed expanded by AES-256-CTR),
-* ``additive-prime-field`` → :class:`primitives.sharing.prime_field.AdditivePrimeField`
-  (``M = p``, the field type from ``galois``).
+* ``additive-prime-field`` → :func:`primitives.sharing.prime_field.for_ring`: shares over
+  ``GF(p)``, ``p = 2^61 - 1``, of the encoder's integers lifted to ``[0, 2^b)``; sums of up to
+  :attr:`~primitives.sharing.prime_field.AdditivePrimeField.capacity` of them never wrap mod
+  ``p``, so the field sum read mod ``2^b`` is the ring sum (design §5).
 """
 
 from __future__ import annotations
@@ -106,7 +108,15 @@ class ShareBatch:
 
 @runtime_checkable
 class SecretSharing(Protocol):
-    """What the protocol needs from a sharing scheme (design §5, §6 step 3)."""
+    """What the protocol needs from a sharing scheme (design §5, §6 step 3): the
+    ``secret_sharing`` family's contract.
+
+    Factory convention: the registry entry is called as ``factory(bits=b)`` for the DDG encoder's
+    ring ``Z_{2^b}``, once the round's modulus is known. Shares live in ``[0, modulus)``;
+    :meth:`reconstruct` answers mod :attr:`ring_modulus`, which must be ``2^b``: the encoder wraps
+    its integers mod ``2^b`` and S_syn decodes sums mod ``2^b`` (design §5). Every method below is
+    called by a user, a server or the audit.
+    """
 
     @property
     def name(self) -> str:
@@ -118,15 +128,26 @@ class SecretSharing(Protocol):
         """``M``: ``2^b`` for a ring, ``p`` for a prime field."""
         ...
 
+    @property
+    def ring_modulus(self) -> int:
+        """``2^b``: what :meth:`reconstruct` answers modulo (``M`` itself for a ring)."""
+        ...
+
     def share(self, values: npt.ArrayLike, rng: RandomSource) -> tuple[ShareBatch, ShareBatch]:
-        """Split ``(n, d)`` integers in ``[0, M)`` into two share batches."""
+        """Split ``(n, d)`` integers in ``[0, 2^b)`` into two share batches."""
         ...
 
     def reconstruct(
         self, a: npt.ArrayLike, b: npt.ArrayLike, *, out: npt.NDArray[np.uint64] | None = None
     ) -> npt.NDArray[np.uint64]:
-        """Elementwise ``(a + b) mod M``, into ``out`` when given (a uint64 array of their shape,
-        which may be ``a`` itself: a server reconstructing many buckets reuses its buffer)."""
+        """Elementwise ``(a + b) mod M``, read mod :attr:`ring_modulus`, into ``out`` when given
+        (a uint64 array of their shape, which may be ``a`` itself: a server reconstructing many
+        buckets reuses its buffer)."""
+        ...
+
+    def add_integers(self, total: npt.ArrayLike, integers: npt.ArrayLike) -> npt.NDArray[np.uint64]:
+        """An aggregate share plus signed ``integers`` as the ring ``Z_{2^b}`` sees them (S_tag's
+        top-up noise for missing contributors), still a share of the new sum."""
         ...
 
     def aggregate(self, shares: npt.ArrayLike | ShareBatch) -> npt.NDArray[np.uint64]:

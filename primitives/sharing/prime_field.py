@@ -20,9 +20,14 @@ Default ``p = 2^31 - 1`` (a Mersenne prime), because:
 Any prime ``3 <= p < 2^63`` is accepted (``2p`` must fit in uint64); larger primes aggregate in
 blocks of ``floor((2^64 - 1)/(p - 1))`` rows, reducing between blocks.
 
-Using a prime field with the DDG encoder (design §4.4) means reducing the encoded integers mod
-``p`` instead of mod ``2^b`` and centring the decoded sum into ``[-(p-1)/2, (p-1)/2]``; the
-encoder must be configured for that modulus.
+In the protocol (registry ``additive-prime-field`` → :func:`for_ring`) the field carries the DDG
+encoder's ring ``Z_{2^b}`` instead (design §5): each user's integers are its residues mod ``2^b``
+lifted to ``[0, 2^b)``, shared over ``GF(p)`` with ``p = 2^61 - 1`` (:data:`RING_PRIME`). A sum of
+``k`` lifted values is below ``k (2^b - 1)``, so while ``k`` stays within :attr:`capacity` the
+field sum *is* the integer sum and reading it mod ``2^b`` gives the ring sum; S_tag's signed
+top-up noise enters the same way, lifted to ``[0, 2^b)`` (:meth:`AdditivePrimeField.add_integers`).
+Subtracting a dropped user's share (a server's settlement) is exact in the field. The price: a
+coordinate is an 8-byte word on the wire, where the ring needs ``ceil(b/8)`` bytes.
 """
 
 from __future__ import annotations
@@ -43,6 +48,10 @@ from primitives.sharing.wire import as_residues, check_out, pack_words, unpack_w
 
 #: The Mersenne prime ``2^31 - 1`` (see the module docstring for why).
 DEFAULT_PRIME = (1 << 31) - 1
+#: The Mersenne prime ``2^61 - 1``: the field that carries the DDG ring in the protocol.
+RING_PRIME = (1 << 61) - 1
+#: Fewest contributions a bucket's sum must be able to hold without wrapping mod p.
+MIN_CAPACITY = 1 << 20
 
 _U64_MAX = (1 << 64) - 1
 
@@ -63,6 +72,8 @@ class AdditivePrimeField:
 
     name: ClassVar[str] = "additive-prime-field"
     prime: int = DEFAULT_PRIME
+    #: ``b`` when the field carries the ring ``Z_{2^b}`` (module docstring); None: plain GF(p).
+    ring_bits: int | None = None
 
     def __post_init__(self) -> None:
         p = self.prime
@@ -72,6 +83,27 @@ class AdditivePrimeField:
             raise InvalidParameterError(f"prime must be in [3, 2^63), got {p}")
         if not galois.is_prime(p):
             raise InvalidParameterError(f"prime must be a prime number, got {p}")
+        b = self.ring_bits
+        if b is not None:
+            if isinstance(b, bool) or not isinstance(b, int) or b < 1:
+                raise InvalidParameterError(f"ring_bits must be an int >= 1, got {b!r}")
+            if self.capacity < MIN_CAPACITY:
+                raise InvalidParameterError(
+                    f"ring_bits must leave room for {MIN_CAPACITY} lifted summands below p = {p}: "
+                    f"2^{b} allows {self.capacity} (use a ring of at most "
+                    f"{(p // MIN_CAPACITY).bit_length() - 1} bits, or additive-ring2k)"
+                )
+
+    @property
+    def ring_modulus(self) -> int:
+        """``2^b`` when the field carries a ring (what :meth:`reconstruct` answers mod), else ``p``."""
+        return self.prime if self.ring_bits is None else 1 << self.ring_bits
+
+    @property
+    def capacity(self) -> int:
+        """How many values in ``[0, ring_modulus)`` sum below ``p``: the most contributions (top-up
+        included) one bucket's sum may hold for the ring reading to be exact."""
+        return (self.prime - 1) // (self.ring_modulus - 1)
 
     @property
     def modulus(self) -> int:
@@ -96,8 +128,9 @@ class AdditivePrimeField:
 
     # -- sharing -----------------------------------------------------------------------------
     def share(self, values: npt.ArrayLike, rng: RandomSource) -> tuple[ShareBatch, ShareBatch]:
-        """Split ``(n, d)`` residues mod ``p`` into ``(r, values - r mod p)``, ``r`` uniform."""
-        x = as_residues(values, self.prime, name="values", ndim=2)
+        """Split ``(n, d)`` residues mod ``p`` (mod ``2^b``, lifted, when the field carries a
+        ring) into ``(r, values - r mod p)``, ``r`` uniform."""
+        x = as_residues(values, self.ring_modulus, name="values", ndim=2)
         n, dim = x.shape
         if dim < 1:
             raise InvalidInputError(f"values must have at least one column, got shape {x.shape}")
@@ -120,7 +153,8 @@ class AdditivePrimeField:
     def reconstruct(
         self, a: npt.ArrayLike, b: npt.ArrayLike, *, out: npt.NDArray[np.uint64] | None = None
     ) -> npt.NDArray[np.uint64]:
-        """Elementwise ``(a + b) mod p``, into ``out`` when given (it may be ``a``)."""
+        """Elementwise ``(a + b) mod p`` — then mod ``2^b`` when the field carries a ring — into
+        ``out`` when given (it may be ``a``)."""
         left = as_residues(a, self.prime, name="first share")
         right = as_residues(b, self.prime, name="second share")
         if left.shape != right.shape:
@@ -132,7 +166,18 @@ class AdditivePrimeField:
         # Residues are < p < 2^63 here, so the uint64 sum cannot wrap before the reduction.
         total = np.add(left, right, out=out)
         total %= np.uint64(self.prime)
+        if self.ring_bits is not None:
+            total &= np.uint64(self.ring_modulus - 1)
         return total
+
+    def add_integers(self, total: npt.ArrayLike, integers: npt.ArrayLike) -> npt.NDArray[np.uint64]:
+        """``total + (integers mod 2^b) mod p``: signed integers lifted to ``[0, 2^b)`` first, so
+        they count as one more summand against :attr:`capacity` (plain GF(p): ``integers mod p``)."""
+        arr = as_residues(total, self.prime, name="total")
+        ints = np.asarray(integers, dtype=np.int64)
+        lifted = np.mod(ints, np.int64(self.ring_modulus)).astype(np.uint64)  # ring_modulus <= p < 2^63
+        out: npt.NDArray[np.uint64] = (arr + lifted) % np.uint64(self.prime)
+        return out
 
     def aggregate(self, shares: npt.ArrayLike | ShareBatch) -> npt.NDArray[np.uint64]:
         """Sum over users mod ``p``: uint64 block sums that cannot overflow, reduced between blocks.
@@ -171,3 +216,9 @@ class AdditivePrimeField:
     def decode_share(self, data: bytes, dim: int) -> npt.NDArray[np.uint64]:
         """Parse one share; wrong length or a word ``>= p`` → DecodeError."""
         return unpack_words(data, dim, self.word_bytes, self.prime)
+
+
+def for_ring(*, bits: int) -> AdditivePrimeField:
+    """The registry factory: GF(2^61 - 1) carrying the DDG ring ``Z_{2^bits}`` (``bits <= 41``,
+    so one bucket's sum holds at least 2^20 contributions)."""
+    return AdditivePrimeField(prime=RING_PRIME, ring_bits=bits)

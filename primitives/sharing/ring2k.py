@@ -97,6 +97,17 @@ class AdditiveRing2k:
             ShareBatch(modulus=self.modulus, dim=dim, data=other),
         )
 
+    @property
+    def ring_modulus(self) -> int:
+        """``2^bits``: a ring reconstructs in itself."""
+        return self.modulus
+
+    def add_integers(self, total: npt.ArrayLike, integers: npt.ArrayLike) -> npt.NDArray[np.uint64]:
+        """``total + integers mod 2^bits`` for signed ``integers`` (S_tag's top-up noise)."""
+        arr = np.asarray(total, dtype=np.uint64)
+        out: npt.NDArray[np.uint64] = (arr.astype(np.int64) + np.asarray(integers, dtype=np.int64)).astype(np.uint64) & self.mask
+        return out
+
     def reconstruct(
         self, a: npt.ArrayLike, b: npt.ArrayLike, *, out: npt.NDArray[np.uint64] | None = None
     ) -> npt.NDArray[np.uint64]:

@@ -25,7 +25,14 @@ from primitives.voprf.suite import Finalized, Mode, OprfSuite, SecretBytes, get_
 
 
 class Oprf(Protocol):
-    """What callers of an RFC 9497 suite rely on (implemented by :class:`OprfSuite`)."""
+    """What the protocol calls on an RFC 9497 suite: the ``oprf`` family's contract (implemented
+    by :class:`OprfSuite`).
+
+    Factory convention: the registry entry is called as ``factory(name, Mode.VOPRF, group=group,
+    workers=workers)`` with the run's built ``group`` component. RFC 9497's one-shot ``Finalize``
+    is not part of the contract: users verify and finalize a whole batch with
+    :meth:`verify_and_finalize` (the implementation keeps ``finalize`` for the RFC's interface).
+    """
 
     @property
     def mode(self) -> Mode: ...
@@ -47,17 +54,6 @@ class Oprf(Protocol):
     def blind_evaluate_each(
         self, sk: SecretBytes, blinded_elements: Sequence[bytes], rngs: Sequence[RandomSource]
     ) -> list[tuple[bytes, bytes]]: ...
-    def finalize(
-
-        self,
-        inputs: Sequence[bytes],
-        blinds: Sequence[SecretBytes],
-        evaluated: Sequence[bytes],
-        blinded_elements: Sequence[bytes] | None = None,
-        pk: bytes | None = None,
-        proof: bytes | None = None,
-        info: bytes = b"",
-    ) -> list[bytes]: ...
     def verify_and_finalize(
         self,
         inputs: Sequence[bytes | None],

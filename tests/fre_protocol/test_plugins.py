@@ -254,7 +254,7 @@ def test_register_reaches_processes_started_afterwards(monkeypatch: pytest.Monke
 @pytest.mark.parametrize(
     ("flag", "expected"),
     [
-        ("shuffler=no-such-shuffler", "shuffler must be one of ['uniform'"),
+        ("shuffler=no-such-shuffler", "shuffler must be one of ['prf-sort', 'uniform'"),
         ("no_such_family=x", "component family must be one of"),
         ("shuffler", "must be FAMILY=NAME"),
     ],
@@ -293,18 +293,22 @@ def test_components_lists_families_protocols_and_origins(installed: Path, capsys
                                       "dummy_generator", "shuffler", "channel", "broadcast"}
 
 
-def test_components_check_delegates_to_the_conformance_suite(capsys: pytest.CaptureFixture[str]) -> None:
-    import importlib.util
+def test_components_check_runs_the_conformance_suite(capsys: pytest.CaptureFixture[str]) -> None:
+    """A built-in passes (exit 0, every property listed); a registered shuffler that is not
+    uniform fails it (exit 1) with the failing property named; a name nobody registered is the
+    one-line usage error (exit 2)."""
+    from primitives import registry
 
+    assert main(["components", "--check", "shuffler=uniform"]) == 0
+    out = capsys.readouterr().out
+    assert "shuffler 'uniform' (fast): ok" in out and "false-failure probability" in out
+    registry.register("shuffler", "biased-test", "tests.primitives.test_conformance_suite:BiasedShuffler")
     try:
-        present = importlib.util.find_spec("fre_protocol.testing.conformance") is not None
-    except ModuleNotFoundError:
-        present = False
-    if present:
-        assert main(["components", "--check", "shuffler=uniform"]) == 0
-    else:
-        assert main(["components", "--check", "uniform"]) == 2
-        assert "conformance suite" in capsys.readouterr().err
+        assert main(["components", "--check", "biased-test"]) == 1
+        out = capsys.readouterr().out
+        assert "FAILED" in out and "FAIL" in out.split("FAILED", 1)[1]
+    finally:
+        registry.unregister("shuffler", "biased-test")
     assert main(["components", "--check", "shuffler=nope"]) == 2  # the one-line usage error
 
 

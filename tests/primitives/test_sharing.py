@@ -16,7 +16,7 @@ from primitives import registry
 from primitives.errors import DecodeError, InvalidInputError, InvalidParameterError
 from primitives.randomness import RandomSource
 from primitives.sharing import SEED_SIZE, SecretSharing, ShareBatch
-from primitives.sharing.prime_field import DEFAULT_PRIME, AdditivePrimeField
+from primitives.sharing.prime_field import DEFAULT_PRIME, RING_PRIME, AdditivePrimeField, for_ring
 from primitives.sharing.ring2k import AdditiveRing2k
 from primitives.sharing.seeded import EXPAND_DOMAIN, SeedCompressedRing2k, expand_seed
 
@@ -463,7 +463,44 @@ def test_prime_field_rejects_bad_primes(prime: object) -> None:
 
 
 def test_prime_field_registry_and_defaults() -> None:
-    scheme = registry.create("secret_sharing", "additive-prime-field")
-    assert isinstance(scheme, AdditivePrimeField) and isinstance(scheme, SecretSharing)
+    """Registered for the protocol as GF(2^61 - 1) carrying the ring Z_{2^b} (design §5); the
+    class's own default is plain GF(2^31 - 1)."""
+    carried = registry.create("secret_sharing", "additive-prime-field", bits=32)
+    assert isinstance(carried, AdditivePrimeField) and isinstance(carried, SecretSharing)
+    assert carried.modulus == RING_PRIME and carried.ring_modulus == 1 << 32
+    assert carried.capacity == (RING_PRIME - 1) // (2**32 - 1) >= 1 << 29
+    scheme = AdditivePrimeField()
+    assert scheme.ring_modulus == scheme.modulus
     assert scheme.modulus == DEFAULT_PRIME == 2**31 - 1
     assert scheme.word_bytes == 4 and scheme.share_sizes(1024) == (4096, 4096)
+
+
+def test_prime_field_carrying_a_ring_sums_lifted_residues_exactly() -> None:
+    """Lifted residues mod 2^b sum in GF(p) without wrapping, so the reconstruction read mod 2^b
+    is the ring sum — including a signed top-up and a subtracted (dropped) share."""
+    bits = 24
+    field, ring = for_ring(bits=bits), AdditiveRing2k(bits=bits)
+    rng = RandomSource.seeded(61, "prime/ring")
+    values = rng.integers_below(1 << bits, 500 * 6).reshape(500, 6).astype(np.uint64)
+    values[:50] = (1 << bits) - 1  # the largest lifted value, many times
+    a, b = field.share(values, rng)
+    noise = np.array([-5, 3, -(1 << 23), 0, 7, -1], dtype=np.int64)
+    p = np.uint64(RING_PRIME)
+
+    def settled(batch: ShareBatch) -> np.ndarray:
+        # A server's running sum of all 500, then the first 10 taken out again (a settlement).
+        total, gone = field.aggregate(batch), field.aggregate(batch.values()[:10])
+        return field.aggregate(np.stack([total, (p - gone) % p]))
+
+    got = field.reconstruct(field.add_integers(settled(a), noise), settled(b))
+    ra, rb = ring.share(values[10:], rng)
+    want = ring.reconstruct(ring.add_integers(ring.aggregate(ra), noise), ring.aggregate(rb))
+    assert np.array_equal(got, want)
+
+
+def test_prime_field_refuses_a_ring_too_wide_for_its_capacity() -> None:
+    for_ring(bits=41)
+    with pytest.raises(InvalidParameterError, match="ring_bits must leave room"):
+        for_ring(bits=42)
+    with pytest.raises(InvalidParameterError):
+        AdditivePrimeField(prime=RING_PRIME, ring_bits=0)

@@ -1,6 +1,6 @@
 """RFC 9497 Appendix A.1 known answers for ristretto255-SHA512, every intermediate value, both backends.
 
-The vectors live in ``tests/vectors/rfc9497/ristretto255-sha512.json`` (provenance and checksum in
+The vectors live in ``fre_protocol/testing/vectors/rfc9497/ristretto255-sha512.json`` (provenance and checksum in
 the README beside it); the checksum is verified before any vector is used.
 """
 
