@@ -64,7 +64,10 @@ def release_row(ctx: Context, method: str, epsilon: float, threshold: int, seed:
     params = _params(ctx, epsilon, threshold)
     if isinstance(params, str):
         return {"feasible": False, "reason": params}
-    release = ctx.release(method, params, seed)
+    try:
+        release = ctx.release(method, params, seed)
+    except InvalidParameterError as exc:  # e.g. the protocol's dummies leave no aggregation budget
+        return {"feasible": False, "reason": str(exc)[:300]}
     outputs = release.centroids
     row: dict[str, Any] = {"feasible": True, "n_released": len(release.ids), "radius": params.radius}
     if level == "text":
@@ -142,8 +145,9 @@ def smallest_safe_psi(got: Sequence[Mapping[str, Any]]) -> float | None:
 def render(rows: Sequence[Mapping[str, Any]]) -> str:
     rows = flatten(rows)
     series = _series(rows)
-    infeasible = sorted({(r["epsilon"], r["threshold"]) for r in rows if r.get("feasible") is False})
-    note = "".join(f"\nInfeasible at ε = {epsilon_label(e)}, t = {t}: no release.\n" for e, t in infeasible)
+    infeasible = sorted({(r["epsilon"], r["threshold"], r["method"], r.get("reason", "")) for r in rows
+                         if r.get("feasible") is False})
+    note = "".join(f"\nInfeasible at ε = {epsilon_label(e)}, t = {t} for {m}: {why}\n" for e, t, m, why in infeasible)
     if not series:
         return "No feasible setting.\n" + note
     header = ["ψ"] + list(series)

@@ -70,4 +70,4 @@ def test_the_reading_names_the_largest_safe_psi(rows: list[dict]) -> None:  # ty
 def test_an_infeasible_threshold_is_a_row_not_a_failure() -> None:
     rows = [{"method": "fre-e2t", "epsilon": 4.0, "threshold": 10, "seed": 1, "level": "centroid",
              "feasible": False, "reason": "delta budget exhausted"}]
-    assert "Infeasible at ε = 4, t = 10" in render(rows)
+    assert "Infeasible at ε = 4, t = 10 for fre-e2t: delta budget exhausted" in render(rows)
