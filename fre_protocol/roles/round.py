@@ -27,14 +27,6 @@ from fre_protocol.inputs import EmbeddingShards
 from fre_protocol.messages import Role
 from fre_protocol.roles import streams
 from fre_protocol.roles.base import Runtime, chunks
-from fre_protocol.roles.config import Dropout, ProtocolConfig, RoundSpec
-from fre_protocol.roles.dummy_user import DummyUser
-from fre_protocol.roles.ledger import (
-    _check_dummy_budget,
-    ddg_clip,
-    ddg_config_for,
-    dummy_parameters,
-)
 from fre_protocol.roles.broadcast import (
     DeviceSigmas,
     HeardBroadcast,
@@ -43,6 +35,14 @@ from fre_protocol.roles.broadcast import (
     encoding_name,
 )
 from fre_protocol.roles.broadcast import encoding as broadcast_encoding
+from fre_protocol.roles.config import Dropout, ProtocolConfig, RoundSpec
+from fre_protocol.roles.dummy_user import DummyUser
+from fre_protocol.roles.ledger import (
+    _check_dummy_budget,
+    ddg_clip,
+    ddg_config_for,
+    dummy_parameters,
+)
 from fre_protocol.roles.noise_plan import CountSizing, NoisePlan, noise_plan
 from fre_protocol.roles.proxy import AnonymizingProxy
 from fre_protocol.roles.synthesis_server import SynthesisServer
