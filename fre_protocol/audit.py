@@ -61,8 +61,9 @@ SERVER_VIEWS = (Role.S_TAG.label, Role.S_SYN.label, Role.PROXY.label)
 _ERROR_TYPES = {"sealed_payload", "unknown"}
 ALLOWED_TYPES: dict[str, set[str]] = {
     # refused_request: a request the proxy refused, recorded by its digest and size only.
+    # compact_broadcast: the users' broadcast it relays (released_tags: runs recorded before it).
     Role.PROXY.label: {"sealed_envelope", "refused_request", "evaluation", "batch_evaluation", "rejection", "released_tags",
-                       "unknown"},
+                       "compact_broadcast", "unknown"},
     # released_tokens: S_syn's token hashes per released tag; accepted_contributions: S_syn's
     # aggregation request, or its settling of a window's shares under a windowed driver.
     Role.S_TAG.label: {
@@ -70,7 +71,7 @@ ALLOWED_TYPES: dict[str, set[str]] = {
     } | _ERROR_TYPES,
     # accepted_contributions: S_tag's answer when a windowed driver settles a window's shares
     Role.S_SYN.label: {"tag_submission", "share_submission", "cover_share", "accepted_contributions", "aggregate_share"} | _ERROR_TYPES,
-    Role.USER.label: {"evaluation", "batch_evaluation", "rejection", "released_tags", "unknown"},
+    Role.USER.label: {"evaluation", "batch_evaluation", "rejection", "released_tags", "compact_broadcast", "unknown"},
 }
 FLOAT_DTYPES = ("<f4", ">f4", "<f8", ">f8")
 MIN_FLOAT_SCAN_DIM = 32
@@ -170,6 +171,9 @@ def check_release(store: TranscriptStore) -> list[AuditFinding]:
     counts = _recompute_counts(store)
     recomputed = {t: c for t, c in counts.items() if c >= floor}
     findings = [_broadcast_finding(store, counts, recomputed, floor)]
+    compact = compact_broadcast_finding(store, recomputed)
+    if compact is not None:
+        findings.append(compact)
     recorded = store.get_artifact("release") if store.has_artifact("release") else None
     if recorded is None:
         findings.append(AuditFinding(name="release:recorded", passed=False, detail="no recorded release artifact"))
@@ -206,6 +210,44 @@ def _broadcast_finding(
             + ("" if broadcast == recomputed else "; MISMATCH with the recomputed counts")
         ),
         data={"floor": floor, "recomputed": len(recomputed), "broadcast": None if broadcast is None else len(broadcast)},
+    )
+
+
+def compact_broadcast_finding(store: TranscriptStore, recomputed: Mapping[bytes, int]) -> AuditFinding | None:
+    """The users' compact broadcast is the round's encoding of the released list with the public
+    broadcast seed, byte for byte: rebuilt here from the full list (S_tag's, as S_syn sent it;
+    the recomputed counts where S_tag's is not recorded) and the header's public seed, and
+    compared with every recorded copy (users' and proxy's views; their sizes where the transcript
+    keeps sizes only). None for a run recorded before the compact broadcast existed."""
+    from fre_protocol.roles.broadcast import broadcast_seed, build_message, encoding, encoding_name
+
+    copies = [
+        e for e in store.entries(message_type="compact_broadcast") if e.view in (Role.USER.label, Role.PROXY.label)
+    ]
+    if not copies:
+        return None
+    full = _recorded_broadcast(store)
+    source = "S_tag's full list" if full is not None else "the recomputed counts"
+    full = full if full is not None else dict(recomputed)
+    name = encoding_name(store.header.components)
+    public_seed = bytes.fromhex(str(store.header.extra.get("seeds", {}).get("public_seed", "")))
+    try:
+        rebuilt = build_message(full, encoding(name), broadcast_seed(public_seed))
+    except Exception as exc:  # an unknown encoding name, a malformed list: the check fails
+        return AuditFinding(name="release:compact_broadcast", passed=False, detail=f"cannot rebuild: {exc}")
+    recorded = [e for e in copies if e.payload_recorded]
+    same_bytes = all(e.payload == rebuilt for e in recorded)
+    same_size = all(e.size == len(rebuilt) for e in copies)
+    return AuditFinding(
+        name="release:compact_broadcast",
+        passed=same_bytes and same_size,
+        detail=(
+            f"{len(copies)} recorded copies of the users' broadcast ({name}, {len(rebuilt)} bytes for {len(full)} "
+            f"tags), rebuilt from {source} and the public seed: "
+            + ("identical" if same_bytes and same_size else "MISMATCH")
+            + ("" if recorded else " (sizes only)")
+        ),
+        data={"encoding": name, "bytes": len(rebuilt), "tags": len(full), "copies": len(copies)},
     )
 
 

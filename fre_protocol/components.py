@@ -53,6 +53,7 @@ DEFAULT_COMPONENTS: dict[str, str] = {
     "dummy_generator": "tsdlap",
     "shuffler": "uniform",
     "channel": "sealed-box",
+    "broadcast": "ribbon",  # the users' broadcast encoding (fre_protocol.roles.broadcast)
 }
 
 

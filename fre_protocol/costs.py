@@ -67,6 +67,10 @@ def _sum_per(meter: Meter, names: tuple[str, ...], scale: float = 1e6) -> float:
     return secs / n * scale if n else math.nan
 
 
+def _per_or_zero(meter: Meter, name: str, scale: float = 1e6) -> float:
+    return _per(meter, name, scale) if meter.counts.get(name, 0) else 0.0
+
+
 def _bytes_per(meter: Meter, name: str, count: int) -> float:
     return meter.bytes.get(name, 0) / count if count else math.nan
 
@@ -96,6 +100,7 @@ def summarize(
     }
     out["upload_kB"] = out["upload_bytes"] / 1000.0
     out["download_kB"] = out["download_bytes"] / 1000.0
+    out["download_broadcast_kB"] = out["download_bytes_broadcast"] / 1000.0
     out["dummy_kB"] = out["dummy_bytes"] / 1000.0
     out["peak_memory_GiB"] = out["peak_memory_bytes"] / 2**30
     return out
@@ -135,6 +140,7 @@ def _server_costs(meter: Meter) -> dict[str, Any]:
         "voprf_evaluations": evals,
         # S_syn
         "tag_count_us": _per(meter, "S_syn.count"),
+        "broadcast_build_ms": meter.seconds.get("S_syn.broadcast_build", math.nan) * 1e3,
         "tags_counted": int(meter.counts.get("S_syn.count", 0)),
         "share_accumulate_us": _sum_per(meter, ("S_tag.accumulate", "S_syn.accumulate")),
         "share_decode_us": _sum_per(meter, ("S_tag.decode_share", "S_syn.decode_share")),
@@ -154,8 +160,12 @@ def _user_time_costs(meter: Meter) -> dict[str, Any]:
         _sum_per(meter, ("user.blind",), 1e3) + _per(meter, "user.seal", 1e3) + _per(meter, "user.finalize", 1e3)
     )
     submit = _per(meter, "user.submit", 1e3)
+    # Hearing the broadcast: each device loads it once and queries its own tag (0 where a run
+    # metered neither, e.g. one recorded before the compact broadcast).
+    broadcast = _per_or_zero(meter, "user.broadcast_load", 1e3) + _per_or_zero(meter, "user.broadcast_query", 1e3)
     phase2 = (
-        _per(meter, "user.ddg_encode", 1e3) + _per(meter, "user.share", 1e3) + _per(meter, "user.seal_shares", 1e3)
+        broadcast + _per(meter, "user.ddg_encode", 1e3) + _per(meter, "user.share", 1e3)
+        + _per(meter, "user.seal_shares", 1e3)
     )
     # Per participating user: its blind scalar and four seals' key material.
     offline = _per(meter, "user.offline.blind_scalar", 1e3) + 4 * _per(meter, "user.offline.seal_keys", 1e3)
@@ -170,6 +180,8 @@ def _user_time_costs(meter: Meter) -> dict[str, Any]:
         "user_finalize_ms": _per(meter, "user.finalize", 1e3),
         "user_seal_ms": _per(meter, "user.seal", 1e3),
         "user_seal_phase1_ms": _per(meter, "user.seal", 1e3) + submit,
+        "user_broadcast_ms": broadcast,
+        "user_broadcast_query_us": _per(meter, "user.broadcast_query"),
         "user_ddg_encode_ms": _per(meter, "user.ddg_encode", 1e3),
         "user_share_ms": _per(meter, "user.share", 1e3),
         "user_seal_shares_ms": _per(meter, "user.seal_shares", 1e3),
@@ -249,10 +261,12 @@ ROWS: tuple[tuple[str, str, str], ...] = (
     ("  … opening a sealed message", "open_sealed_us", "µs/msg"),
     ("bucket reconstruction (ring + DDG decode)", "reconstruct_us", "µs/bucket"),
     ("proxy forwarding (decode, rate-limit, shuffle)", "proxy_forward_us", "µs/msg"),
+    ("users' broadcast build (S_syn, once)", "broadcast_build_ms", "ms"),
     ("user online time (participating user, CPU time of its thread)", "user_online_ms", "ms"),
     ("  … phase 1: hash + blind", "user_blind_ms", "ms"),
     ("  … phase 1: verify proof + unblind", "user_finalize_ms", "ms"),
     ("  … phase 1: seal request, seal tag submission", "user_seal_phase1_ms", "ms"),
+    ("  … phase 2: load the broadcast, query its own tag", "user_broadcast_ms", "ms"),
     ("  … phase 2: DDG encode", "user_ddg_encode_ms", "ms"),
     ("  … phase 2: share", "user_share_ms", "ms"),
     ("  … phase 2: seal both shares", "user_seal_shares_ms", "ms"),
@@ -266,6 +280,7 @@ ROWS: tuple[tuple[str, str, str], ...] = (
     ("user total CPU (offline + online)", "user_total_ms", "ms"),
     ("user upload", "upload_kB", "kB"),
     ("user download", "download_kB", "kB"),
+    ("  … of which the broadcast of released tags", "download_broadcast_kB", "kB"),
     ("dummy messages", "dummy_messages", "msgs"),
     ("dummy traffic", "dummy_kB", "kB"),
     ("whole run", "total_s", "s"),

@@ -78,6 +78,7 @@ class MessageType(IntEnum):
     REJECTION = 0x0A
     COVER_SHARE = 0x0B
     RELEASED_TOKENS = 0x0C
+    COMPACT_BROADCAST = 0x0D
 
 
 class Role(IntEnum):
@@ -376,6 +377,51 @@ class ReleasedTags(Message):
         return dict(zip(self.tags, self.counts, strict=True))
 
 
+#: The longest broadcast encoding name a CompactBroadcast carries (a registry name, ASCII).
+MAX_ENCODING_NAME = 64
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CompactBroadcast(Message):
+    """S_syn → every user (relayed by the proxy): the released tags and their counts in a
+    broadcast encoding (registry family ``broadcast``, :mod:`primitives.compact`), which a device
+    queries for its own tag without the list. ``encoding`` names it (the round's public choice),
+    ``max_count`` is the largest released count (0 when none: phase 2's ring is sized for it,
+    design §6) and ``body`` the encoding's bytes (built from the released tags, their counts and
+    the round's public broadcast seed). Wire: ``u8 len || name || u32 max_count || u32 len ||
+    body``."""
+
+    TYPE: ClassVar[MessageType] = MessageType.COMPACT_BROADCAST
+    encoding: str
+    max_count: int
+    body: bytes
+
+    def __post_init__(self) -> None:
+        name = self.encoding
+        if (
+            not isinstance(name, str) or not 1 <= len(name) <= MAX_ENCODING_NAME or not name.isascii()
+            or not name.isprintable()
+        ):
+            raise InvalidInputError(
+                f"encoding must be 1 to {MAX_ENCODING_NAME} printable ASCII characters, got {name!r:.80}"
+            )
+        _check_uint("max_count", self.max_count, 32)
+        _check_bytes("body", self.body)
+
+    def _body(self) -> bytes:
+        name = self.encoding.encode("ascii")
+        return bytes((len(name),)) + name + _u32(self.max_count) + _var(self.body)
+
+    @classmethod
+    def _read(cls, reader: _Reader) -> CompactBroadcast:
+        raw = reader.take(reader.u8("encoding length"), "encoding")
+        try:
+            name = raw.decode("ascii")
+        except UnicodeDecodeError:
+            raise DecodeError("encoding must be ASCII") from None
+        return cls(encoding=name, max_count=reader.u32("max_count"), body=reader.var("body"))
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ShareSubmission(Message):
     """User → S_tag or S_syn, sealed: one additive share of the user's DDG-encoded embedding,
@@ -623,6 +669,7 @@ MESSAGE_CLASSES: dict[MessageType, type[Message]] = {
         Rejection,
         CoverShare,
         ReleasedTokens,
+        CompactBroadcast,
     )
 }
 
@@ -682,6 +729,7 @@ __all__ = [
     "ELEMENT_BYTES",
     "MAX_PROOF_BATCH",
     "MESSAGE_CLASSES",
+    "CompactBroadcast",
     "CoverShare",
     "PROOF_BYTES",
     "TAG_BYTES",

@@ -83,6 +83,7 @@ _ENTRIES: dict[str, dict[str, str]] = {
         "full-list": "primitives.compact.broadcast:FullListBroadcast",
         "fuse": "primitives.compact.broadcast:FuseBroadcast",
         "ribbon": "primitives.compact.ribbon:RibbonBroadcast",
+        "ribbon-32": "primitives.compact.ribbon:Ribbon32Broadcast",
     },
 }
 

@@ -29,6 +29,7 @@ from fre_protocol.components import Components, build_components
 from fre_protocol.messages import TAG_BYTES, TOKEN_BYTES
 from fre_protocol.roles import streams
 from fre_protocol.roles.base import HeldRows, Meter, Row, Runtime, Workers
+from fre_protocol.roles.broadcast import HeardBroadcast
 from fre_protocol.roles.round import Phase2Plan, bucket_encodings
 from fre_protocol.roles.round import devices as build_devices
 from fre_protocol.roles.user import (
@@ -226,14 +227,14 @@ class SealJob:
 
 
 def users_seal(
-    chunk: UserChunk, job: SealJob, released: dict[bytes, int], plan: Phase2Plan,
+    chunk: UserChunk, job: SealJob, heard: HeardBroadcast, plan: Phase2Plan,
     encoded: list[Encoded],
 ) -> ChunkResult:
     """Phase 2: each participant of the chunk seals its two shares, each other online user two
     covers, with key material prepared from the chunk's stream."""
     devices = chunk.devices([b""] * len(chunk.coins))
     users = devices.users
-    users.restore(job.tags, job.submitted, released, tokens=job.tokens)
+    users.restore(job.tags, job.submitted, heard, tokens=job.tokens)
     if job.broadcast is not None:
         users.receive_broadcast(job.broadcast)  # recorded once: every device hears the same
     plains: dict[int, tuple[bytes, bytes]] = {}

@@ -80,6 +80,7 @@ from fre_protocol.drivers.streaming import (
 from fre_protocol.inputs import EmbeddingShards, take_rows
 from fre_protocol.messages import Role
 from fre_protocol.roles.base import Meter, Recorder, Runtime, chunks
+from fre_protocol.roles.broadcast import HeardBroadcast
 from fre_protocol.roles.config import RoundSpec, RunOptions
 from fre_protocol.roles.round import Parties, Phase2Plan, RunPlan, device_inputs, parties_around
 from fre_protocol.roles.user import ServerKeys, UserTally
@@ -340,18 +341,18 @@ class DaskWindows:
             phase1_submit(self.ctx.parties, subs + dummies, self.ctx.driver, deliver=self.ctx.held.add)
         return window.tally
 
-    def phase2(self, plan: Phase2Plan, released: dict[bytes, int], message: bytes) -> UserTally:
+    def phase2(self, plan: Phase2Plan, heard: HeardBroadcast, message: bytes) -> UserTally:
         """Window by window, the users' workers encode and seal the next window's messages while
         the servers take this one's (the tasks of window k + 1 are submitted before window k is
         delivered)."""
         ctx = self.ctx
-        roster = ctx.roster(released)
+        roster = ctx.roster(heard)
         encoded: dict[int, Any] = {}
         next_chunk = 0  # the first participant chunk not yet encoded
 
         def submit(span: range) -> list[Any]:
             nonlocal next_chunk
-            futures, next_chunk = self._phase2_tasks(span, roster, encoded, next_chunk, plan, released, message)
+            futures, next_chunk = self._phase2_tasks(span, roster, encoded, next_chunk, plan, heard, message)
             return futures
 
         pending = submit(ctx.windows[0])
@@ -369,7 +370,7 @@ class DaskWindows:
 
     def _phase2_tasks(
         self, span: range, roster: Roster, encoded: dict[int, Any], first: int, plan: Phase2Plan,
-        released: dict[bytes, int], message: bytes,
+        heard: HeardBroadcast, message: bytes,
     ) -> tuple[list[Any], int]:
         """Window ``span``'s phase-2 tasks and the next participant chunk to encode: the chunks
         from ``first`` that this window is the first to reach are encoded (into ``encoded``),
@@ -398,7 +399,7 @@ class DaskWindows:
             )
             needed = [encoded[j] for j in sorted(set(where.tolist()))]
             futures.append(self._submit(
-                users_seal, self._chunk(c, span, with_rows=False), job, released, plan, needed, key=f"fre-seal-{c}",
+                users_seal, self._chunk(c, span, with_rows=False), job, heard, plan, needed, key=f"fre-seal-{c}",
             ))
         return futures, first + len(todo)
 

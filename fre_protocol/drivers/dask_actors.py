@@ -101,7 +101,7 @@ ACTOR_CALLS: dict[tuple[str, str], frozenset[str]] = {
     }),
     ("S_tag", "dummy"): frozenset({"summary"}),
     ("S_syn", "server"): frozenset({
-        "receive_submissions", "release", "released_tokens", "receive_shares", "pending_contributions",
+        "receive_submissions", "release", "released_tokens", "user_broadcast", "receive_shares", "pending_contributions",
         "settle_contributions", "accepted_contributions", "reconstruct",
     }),
 }

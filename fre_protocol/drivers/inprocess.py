@@ -43,7 +43,9 @@ from fre_protocol.roles.config import RoundSpec, RunOptions
 from fre_protocol.roles.proxy import NetworkAdversary
 from fre_protocol.roles.round import (
     RunPlan,
+    heard_by,
     make_dummy_user,
+    plan_devices,
     plan_phase2,
     plan_run,
     population,
@@ -94,10 +96,12 @@ def play(run: RunPlan, driver: Runtime, store: Any) -> tuple[Release, dict[str, 
         phase1_submit(parties, users.tag_submissions() + dummies, driver)
     released, _ = broadcast(parties, driver, users)
     plan = plan_phase2(run, released)
+    # The devices' plan from the compact broadcast alone (each reads its own tag's count).
+    mine = plan_devices(run, heard_by(run, users), like=plan)
     with driver.meter.phase("phase2_shares"):
         shares = users.share_submissions(
-            encoder=plan.encoder, sharing=plan.sharing, noise=run.noise, active=~run.dropped_mask,
-            sigmas=plan.noise.sigma_int,
+            encoder=mine.encoder, sharing=mine.sharing, noise=run.noise, active=~run.dropped_mask,
+            sigmas=mine.sigmas,
         )
         phase2(parties, plan, shares, driver)
     return finish(run, parties, plan, released, driver, dummy_user, users.tally(), store)

@@ -165,15 +165,18 @@ def phase1_submit(
 def broadcast(
     parties: Parties, driver: Runtime, users: UserPopulation | None = None
 ) -> tuple[dict[bytes, int], bytes]:
-    """S_syn thresholds the counts at τ and broadcasts the released tags with their counts;
-    returns them and the broadcast message (``users``: a population that hears it now; a
-    streaming driver hands it to its windows later)."""
+    """S_syn thresholds the counts at τ: the full list of released tags with their counts goes to
+    S_tag over the servers' channel, and the compact broadcast (the round's encoding) to every
+    user through the proxy; returns the released counts and the users' broadcast (``users``: a
+    population that hears it now; a streaming driver hands it to its windows later)."""
     with driver.meter.phase("broadcast"):
-        message = parties.proxy.broadcast(BROADCAST, Role.S_SYN, parties.s_syn.release())
+        full = parties.s_syn.release()
+        message = parties.proxy.broadcast(BROADCAST, Role.S_SYN, parties.s_syn.user_broadcast())
         if users is not None:
             users.receive_broadcast(message)
-        parties.s_tag.receive_broadcast(message)
-        # Server to server, not through the proxy: each released tag's token hashes (design §6.8).
+        # Server to server, not through the proxy: the full list, then each released tag's token
+        # hashes (design §6.8).
+        parties.s_tag.receive_broadcast(full)
         parties.s_tag.receive_tokens(parties.s_syn.released_tokens())
     return dict(parties.s_syn.released), message
 

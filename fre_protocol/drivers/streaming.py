@@ -55,7 +55,7 @@ this module moves the messages, keeps the devices' state between the phases
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Container, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -70,12 +70,15 @@ from fre_protocol.inputs import EmbeddingShards, release_pages, take_rows
 from fre_protocol.messages import TAG_BYTES, TOKEN_BYTES
 from fre_protocol.roles import streams
 from fre_protocol.roles.base import Runtime, chunks
+from fre_protocol.roles.broadcast import HeardBroadcast
 from fre_protocol.roles.config import RoundSpec, RunOptions
 from fre_protocol.roles.round import (
     Parties,
     Phase2Plan,
     RunPlan,
     dummy_user_for,
+    hear,
+    plan_devices,
     plan_phase2,
     plan_run,
     population,
@@ -195,8 +198,8 @@ class DeviceStates:
         raw = np.ascontiguousarray(self.tags[users]).tobytes()
         return [raw[TAG_BYTES * j : TAG_BYTES * (j + 1)] if self.has_tag[i] else None for j, i in enumerate(users)]
 
-    def eligible(self, span: range, released: Mapping[bytes, int]) -> npt.NDArray[np.bool_]:
-        """Users of ``span`` whose submitted tag was released."""
+    def eligible(self, span: range, released: Container[bytes]) -> npt.NDArray[np.bool_]:
+        """Users of ``span`` whose submitted tag was released (as the broadcast they heard says)."""
         return eligible(self.tag_list(np.arange(span.start, span.stop)), self.submitted[span.start : span.stop], released)
 
 
@@ -225,8 +228,9 @@ class WindowContext:
             held=HeldSubmissions.for_run(run, tmp, window),
         )
 
-    def roster(self, released: Mapping[bytes, int]) -> Roster:
-        """Phase 2's roster, from every device's outcome of phase 1 (read whole once, here)."""
+    def roster(self, released: Container[bytes]) -> Roster:
+        """Phase 2's roster, from every device's outcome of phase 1 (read whole once, here) and
+        the broadcast as the devices heard it (each asks it about its own tag)."""
         eligible = np.concatenate([self.devices.eligible(w, released) for w in self.windows])
         release_pages(self.devices.tags)
         return Roster.of(self.run, eligible)
@@ -260,7 +264,7 @@ class WindowPlayer(Protocol):
 
     def phase1_done(self) -> UserTally: ...
 
-    def phase2(self, plan: Phase2Plan, released: dict[bytes, int], message: bytes) -> UserTally: ...
+    def phase2(self, plan: Phase2Plan, heard: HeardBroadcast, message: bytes) -> UserTally: ...
 
 
 #: How a run plays its users' side: given the windows' context, a player to use within a block.
@@ -283,7 +287,10 @@ def play_windows(
         ctx.held.deliver(parties.s_syn.receive_submissions)
     released, message = local.broadcast(parties, driver)
     plan = plan_phase2(run, released)
-    tally += users.phase2(plan, released, message)
+    # The devices hear the compact broadcast: who takes part and each one's noise come from it.
+    heard = hear(run, message)
+    tally += users.phase2(plan_devices(run, heard, like=plan), heard, message)
+    heard.meter(driver.meter)
     return local.finish(run, parties, plan, released, driver, dummy_user, tally, store)
 
 
@@ -301,10 +308,10 @@ class _InProcessWindows:
     def phase1_done(self) -> UserTally:
         return UserTally()  # every window sent its submissions in its own turn
 
-    def phase2(self, plan: Phase2Plan, released: dict[bytes, int], message: bytes) -> UserTally:
+    def phase2(self, plan: Phase2Plan, heard: HeardBroadcast, message: bytes) -> UserTally:
         self.ahead.close()
-        with Ahead(self.ctx.windows, lambda span: _phase2_devices(self.ctx, span, released)) as ahead:
-            return _phase2(self.ctx, ahead, plan, message, self.ctx.roster(released))
+        with Ahead(self.ctx.windows, lambda span: _phase2_devices(self.ctx, span, heard)) as ahead:
+            return _phase2(self.ctx, ahead, plan, message, self.ctx.roster(heard))
 
     def __enter__(self) -> _InProcessWindows:
         return self
@@ -400,13 +407,13 @@ def _phase2(ctx: WindowContext, ahead: Ahead, plan: Phase2Plan, message: bytes, 
     return roster.tally()
 
 
-def _phase2_devices(ctx: WindowContext, span: range, released: dict[bytes, int]) -> UserPopulation:
+def _phase2_devices(ctx: WindowContext, span: range, heard: HeardBroadcast) -> UserPopulation:
     """A window's devices for phase 2, with their phase-1 outcome restored and their offline
     work (phase 2's seals) done."""
     users = population(ctx.run, ctx.parties.keys, ctx.driver, span, coins=ctx.coins, inputs=False)
     idx = np.arange(span.start, span.stop)
     users.restore(
-        ctx.devices.tag_list(idx), ctx.devices.submitted[span.start : span.stop], released,
+        ctx.devices.tag_list(idx), ctx.devices.submitted[span.start : span.stop], heard,
         tokens=ctx.devices.token_list(idx),
     )
     with ctx.driver.meter.phase("users_offline"):

@@ -21,7 +21,8 @@ role                      states, in the order a round takes them (messages in b
 ``TaggingServer``         evaluating (evaluate, any number of batches) → informed
                           (receive_broadcast) → collecting (receive_tokens; then receive_shares,
                           settle_contributions) → aggregated (aggregate)
-``SynthesisServer``       counting (receive_submissions) → released (release; then
+``SynthesisServer``       counting (receive_submissions) → released (release: the full list for
+                          S_tag; then user_broadcast: the users' compact broadcast,
                           released_tokens, receive_shares, pending_contributions,
                           settle_contributions) → aggregating (accepted_contributions) →
                           reconstructed (reconstruct)
@@ -39,10 +40,14 @@ role                      states, in the order a round takes them (messages in b
   slots, the dummies' budget: a bad argument fails here, before any message), ``setup`` (keys,
   servers, proxy), ``tagging_server``/``synthesis_server`` from a ``ServerPlan`` (no user data)
   when the servers live elsewhere, ``population`` (the devices of a span of users, starting on a
-  chunk boundary), ``make_dummy_user``, ``plan_phase2`` (what every party derives from the
-  broadcast, with the noise plan of :mod:`~fre_protocol.roles.noise_plan`: each released tag's
-  m_h and σ_int, which the users' encoding, S_tag's aggregate and S_syn's reconstruction take),
-  ``topup_noise``;
+  chunk boundary), ``make_dummy_user``, ``plan_phase2`` (what the servers derive from the full
+  list, with the noise plan of :mod:`~fre_protocol.roles.noise_plan`: each released tag's m_h and
+  σ_int, which S_tag's aggregate and S_syn's reconstruction take), ``plan_devices`` (what a
+  device derives from the compact broadcast alone: the same ring, and its own σ_int from the
+  count it reads, through the same count → m_h → σ_int map), ``topup_noise``;
+* :mod:`~fre_protocol.roles.broadcast` — the broadcast between the phases: the full list to
+  S_tag, the compact one (component ``broadcast``, public seed) to the users, which each device
+  queries for its own tag (:class:`~fre_protocol.roles.broadcast.HeardBroadcast`);
 * :mod:`~fre_protocol.roles.windows` — what the roles decide when a round is played in windows:
   the proxy's held submissions and their one shuffle, the dummies' windows, the servers'
   settlement after each window, who sends shares and who sends cover;

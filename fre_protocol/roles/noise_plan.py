@@ -64,27 +64,60 @@ class NoisePlan:
         }
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CountSizing:
+    """The one map from a released count to its noise (design §4.4): n_h → m_h → σ_int,h, at
+    the round's public parameters and DDG configuration. The servers' :class:`NoisePlan` applies
+    it to every released tag; a device applies it to the count it reads for its own tag from the
+    compact broadcast (:mod:`fre_protocol.roles.broadcast`), so it never needs the list."""
+
+    params: FreParams
+    cfg: ProtocolConfig
+    ddg_config: Any
+
+    @property
+    def floor(self) -> int:
+        return release_threshold(self.params)
+
+    @property
+    def calibration(self) -> str:
+        """Outside DP runs (ε = ∞) there is no noise to size: every tag gets the floor."""
+        return self.cfg.noise_calibration if self.params.is_dp else FLOOR_CALIBRATION
+
+    def users(self, count: int) -> int:
+        """m_h for a released count n_h."""
+        return sized_contributors(int(count), self.floor, self.calibration, self.cfg.dropout_allowance)
+
+    def sigma(self, count: int) -> float:
+        """σ_int,h for a released count n_h (the floor's: the DDG configuration's)."""
+        m = self.users(count)
+        if m == self.floor:
+            return float(self.ddg_config.sigma_int)
+        return sigma_for(self.params, self.cfg, self.ddg_config, m)
+
+
 def noise_plan(
     params: FreParams, cfg: ProtocolConfig, ddg_config: Any, released: Mapping[bytes, int]
 ) -> NoisePlan:
     """The noise plan of a round whose broadcast released ``released`` (tag → count), with the
-    DDG configuration ``ddg_config`` (γ and the modulus: calibrated at the floor, unchanged).
-    Outside DP runs (ε = ∞) there is no noise to size: every tag gets the floor (and σ_int 0).
-    A round played without noise (the equivalence setting) keeps the same plan, so S_tag's
-    threshold m_h does not depend on whether the users add their noise."""
-    floor = release_threshold(params)
-    base = float(ddg_config.sigma_int)
-    calibration = cfg.noise_calibration if params.is_dp else FLOOR_CALIBRATION
-    users = {t: sized_contributors(int(c), floor, calibration, cfg.dropout_allowance) for t, c in released.items()}
+    DDG configuration ``ddg_config`` (γ and the modulus: calibrated at the floor, unchanged):
+    :class:`CountSizing` applied to every released tag. Outside DP runs (ε = ∞) there is no noise
+    to size: every tag gets the floor (and σ_int 0). A round played without noise (the
+    equivalence setting) keeps the same plan, so S_tag's threshold m_h does not depend on
+    whether the users add their noise."""
+    sizing = CountSizing(params=params, cfg=cfg, ddg_config=ddg_config)
+    users = {t: sizing.users(c) for t, c in released.items()}
     sigmas: dict[bytes, float] = {}
-    memo: dict[int, float] = {floor: base}
-    for tag, m in users.items():
+    memo: dict[int, float] = {}
+    for tag, c in released.items():
+        m = users[tag]
         if m not in memo:
-            memo[m] = sigma_for(params, cfg, ddg_config, m)
+            memo[m] = sizing.sigma(c)
         sigmas[tag] = memo[m]
     return NoisePlan(
-        calibration=calibration, floor=floor, default_sigma=base, dropout_allowance=float(cfg.dropout_allowance),
-        dishonest_fraction=float(cfg.dishonest_fraction), users=users, sigma_int=sigmas,
+        calibration=sizing.calibration, floor=sizing.floor, default_sigma=float(ddg_config.sigma_int),
+        dropout_allowance=float(cfg.dropout_allowance), dishonest_fraction=float(cfg.dishonest_fraction), users=users,
+        sigma_int=sigmas,
     )
 
 
@@ -131,4 +164,4 @@ def _calibrated(budget: tuple[float, float, float, float, float, int, float], n:
     )
 
 
-__all__ = ["COUNT_CALIBRATION", "FLOOR_CALIBRATION", "NoisePlan", "noise_plan", "sigma_for"]
+__all__ = ["COUNT_CALIBRATION", "FLOOR_CALIBRATION", "CountSizing", "NoisePlan", "noise_plan", "sigma_for"]

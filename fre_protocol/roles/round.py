@@ -27,6 +27,14 @@ from fre_protocol.inputs import EmbeddingShards
 from fre_protocol.messages import Role
 from fre_protocol.roles import streams
 from fre_protocol.roles.base import Runtime, chunks
+from fre_protocol.roles.broadcast import (
+    DeviceSigmas,
+    HeardBroadcast,
+    broadcast_seed,
+    build_message,
+    encoding_name,
+)
+from fre_protocol.roles.broadcast import encoding as broadcast_encoding
 from fre_protocol.roles.config import Dropout, ProtocolConfig, RoundSpec
 from fre_protocol.roles.dummy_user import DummyUser
 from fre_protocol.roles.ledger import (
@@ -35,7 +43,7 @@ from fre_protocol.roles.ledger import (
     ddg_config_for,
     dummy_parameters,
 )
-from fre_protocol.roles.noise_plan import NoisePlan, noise_plan
+from fre_protocol.roles.noise_plan import CountSizing, NoisePlan, noise_plan
 from fre_protocol.roles.proxy import AnonymizingProxy
 from fre_protocol.roles.synthesis_server import SynthesisServer
 from fre_protocol.roles.tagging_server import TaggingServer
@@ -311,7 +319,8 @@ def synthesis_server(
     return SynthesisServer(
         box_key=syn_box, channel=run.comps.channel, workers=runtime.pool, meter=runtime.meter,
         recorder=runtime.recorder, release_floor=run.floor, validator=runtime.validator,
-        keep_contributions=keep_contributions,
+        keep_contributions=keep_contributions, broadcast=broadcast_encoding(encoding_name(run.comps.names)),
+        broadcast_seed=broadcast_seed(run.seeds.public_seed),
     )
 
 def population(
@@ -380,7 +389,7 @@ def devices(
     return UserPopulation(
         x, encodings, coins, suite=comps.suite, keys=keys, channel=comps.channel, rng=rng, workers=runtime.user_pool,
         meter=runtime.meter, recorder=runtime.recorder, chunk_size=chunk_size, cover_traffic=cover_traffic,
-        first_chunk=first_chunk,
+        first_chunk=first_chunk, broadcast=encoding_name(comps.names),
     )
 
 def make_dummy_user(run: ServerPlan | RunPlan, parties: Parties, runtime: Runtime) -> DummyUser | None:
@@ -400,14 +409,19 @@ def dummy_user_for(run: ServerPlan | RunPlan, syn_box_key: bytes, runtime: Runti
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Phase2Plan:
     """Phase 2's public parameters, fixed by the broadcast: the DDG configuration (its modulus
-    holds the largest released count), the encoder, the secret sharing, the padded width and
-    the noise plan (each released tag's m_h and σ_int, :mod:`~fre_protocol.roles.noise_plan`)."""
+    holds the largest released count), the encoder, the secret sharing, the padded width, the
+    noise plan (each released tag's m_h and σ_int, :mod:`~fre_protocol.roles.noise_plan`), the
+    count → σ_int map it applies (``sizing``) and ``sigmas``, each tag's σ_int as whoever holds
+    the plan reads it: the servers' plan lists every released tag's, a device's
+    (:func:`device_phase2`) reads its own tag's count from the compact broadcast."""
 
     ddg_config: Any
     encoder: Any
     sharing: Any
     width: int
     noise: NoisePlan
+    sizing: CountSizing
+    sigmas: Mapping[bytes, float]
 
 def plan_phase2(run: RunPlan, released: Mapping[bytes, int]) -> Phase2Plan:
     return phase2_plan(run.params, run.dim, run.cfg, run.comps, released)
@@ -422,18 +436,66 @@ def topup_noise(run: RunPlan, plan: Phase2Plan) -> tuple[Any, float] | None:
 def phase2_plan(
     params: FreParams, dim: int, cfg: ProtocolConfig, comps: Components, released: Mapping[bytes, int]
 ) -> Phase2Plan:
-    """What every party derives from the broadcast (any driver): the modulus holds the largest
+    """What every server derives from the full list (any driver): the modulus holds the largest
     released count (at least the release floor); the noise plan sizes each released tag's noise
     (design §4.4: a function of the broadcast counts and public parameters only)."""
-    n_modulus = max(released.values(), default=release_threshold(params))
-    ddg_config = ddg_config_for(params, dim, cfg, n_modulus=n_modulus)
+    ddg_config = ddg_config_for(params, dim, cfg, n_modulus=_n_modulus(params, max(released.values(), default=0)))
+    noise = noise_plan(params, cfg, ddg_config, released)
     return Phase2Plan(
         ddg_config=ddg_config,
         encoder=comps.make_encoder(ddg_config),
         sharing=comps.make_sharing(int(ddg_config.modulus_bits)),
         width=int(ddg_config.padded_dim),
-        noise=noise_plan(params, cfg, ddg_config, released),
+        noise=noise,
+        sizing=CountSizing(params=params, cfg=cfg, ddg_config=ddg_config),
+        sigmas=noise.sigma_int,
     )
+
+
+def device_phase2(
+    params: FreParams, dim: int, cfg: ProtocolConfig, comps: Components, heard: HeardBroadcast,
+    *, like: Phase2Plan | None = None,
+) -> Phase2Plan:
+    """What a device derives from the compact broadcast alone: the same DDG configuration (the
+    broadcast carries the largest released count) and its own tag's σ_int from the count it
+    reads (:class:`~fre_protocol.roles.broadcast.DeviceSigmas`); no per-tag noise plan. ``like``:
+    a plan already built in this process (the servers'), whose encoder and sharing are reused
+    where the configuration is the same (building an encoder draws its rotation again)."""
+    ddg_config = ddg_config_for(params, dim, cfg, n_modulus=_n_modulus(params, heard.max_count))
+    same = like is not None and like.ddg_config == ddg_config
+    sizing = CountSizing(params=params, cfg=cfg, ddg_config=ddg_config)
+    return Phase2Plan(
+        ddg_config=ddg_config,
+        encoder=like.encoder if same and like is not None else comps.make_encoder(ddg_config),
+        sharing=like.sharing if same and like is not None else comps.make_sharing(int(ddg_config.modulus_bits)),
+        width=int(ddg_config.padded_dim),
+        noise=noise_plan(params, cfg, ddg_config, {}),
+        sizing=sizing,
+        sigmas=DeviceSigmas(heard, sizing),
+    )
+
+
+def plan_devices(run: RunPlan, heard: HeardBroadcast, like: Phase2Plan | None = None) -> Phase2Plan:
+    return device_phase2(run.params, run.dim, run.cfg, run.comps, heard, like=like)
+
+
+def hear(run: RunPlan | ServerPlan, message: bytes) -> HeardBroadcast:
+    """The compact broadcast as every device of ``run`` loads it (the round's encoding)."""
+    return HeardBroadcast(message, encoding_name(run.comps.names))
+
+
+def heard_by(run: RunPlan, users: UserPopulation) -> HeardBroadcast:
+    """The broadcast as ``users`` heard it; where they refused it (malformed, another encoding),
+    an empty one: nothing was released for them, and every online device sends cover."""
+    if users.heard is not None:
+        return users.heard
+    enc = broadcast_encoding(encoding_name(run.comps.names))
+    return HeardBroadcast(build_message({}, enc, b""), enc)
+
+
+def _n_modulus(params: FreParams, max_count: int) -> int:
+    """The count the ring must hold: the largest released count, at least the release floor."""
+    return max_count if max_count > 0 else release_threshold(params)
 
 def transcript_header(
     seeds: SeedPlan, comps: Components, params: FreParams, cfg: ProtocolConfig, *, protocol: str, **extra: Any

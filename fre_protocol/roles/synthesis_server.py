@@ -49,6 +49,8 @@ from fre_protocol.roles.base import (
     Workers,
     status_of,
 )
+from fre_protocol.roles.broadcast import DEFAULT_BROADCAST, build_message
+from fre_protocol.roles.broadcast import encoding as broadcast_encoding
 from fre_protocol.roles.replay_filter import ReplayFilter
 from fre_protocol.roles.server_common import (
     Opened,
@@ -59,6 +61,7 @@ from fre_protocol.roles.server_common import (
     settle_shares,
 )
 from fre_protocol.roles.state import Transitions, step
+from primitives.compact.broadcast import BroadcastEncoding
 from primitives.errors import DecodeError, InvalidParameterError, ProtocolStateError
 from primitives.secret import Secret
 
@@ -116,6 +119,7 @@ SYNTHESIS_TRANSITIONS: Transitions[SynthesisState] = Transitions(
         "receive_submissions": {_S.COUNTING: _S.COUNTING},
         "release": {_S.COUNTING: _S.RELEASED},
         "released_tokens": {_S.RELEASED: _S.RELEASED},
+        "user_broadcast": {_S.RELEASED: _S.RELEASED},
         "receive_shares": {_S.RELEASED: _S.RELEASED},
         "pending_contributions": {_S.RELEASED: _S.RELEASED},
         "settle_contributions": {_S.RELEASED: _S.RELEASED},
@@ -149,8 +153,8 @@ class SynthesisServer:
     =============  ==============================================================
     counting       receive_submissions (any number of batches) → counting;
                    release → released
-    released       released_tokens, receive_shares, pending_contributions,
-                   settle_contributions → released;
+    released       released_tokens, user_broadcast, receive_shares,
+                   pending_contributions, settle_contributions → released;
                    accepted_contributions → aggregating; reconstruct → reconstructed
     aggregating    accepted_contributions → aggregating; reconstruct → reconstructed
     reconstructed  nothing
@@ -172,6 +176,8 @@ class SynthesisServer:
         release_floor: int,
         validator: ContributionValidator | None = None,
         keep_contributions: bool = True,
+        broadcast: BroadcastEncoding | None = None,
+        broadcast_seed: bytes = b"",
     ) -> None:
         if isinstance(release_floor, bool) or not isinstance(release_floor, int) or release_floor < 1:
             raise InvalidParameterError(f"release_floor must be an integer >= 1, got {release_floor!r}")
@@ -180,6 +186,9 @@ class SynthesisServer:
         self._recorder = recorder
         self.release_floor = release_floor
         self._validator = validator
+        # The users' broadcast: the round's encoding and public seed (fre_protocol.roles.broadcast).
+        self._broadcast = broadcast if broadcast is not None else broadcast_encoding(DEFAULT_BROADCAST)
+        self._broadcast_seed = bytes(broadcast_seed)
         self._inbox = SealedInbox(name="S_syn", channel=channel, private_key=self._box_sk, workers=workers, meter=meter)
         # Token hashes already counted (design §6.8): fresh per submission, so a repeated one is a
         # message delivered twice or a token submitted twice, refused either way.
@@ -226,7 +235,8 @@ class SynthesisServer:
 
     @step("release")
     def release(self) -> bytes:
-        """Threshold the counts at the release floor and encode the broadcast (sorted by tag)."""
+        """Threshold the counts at the release floor and encode the full list (sorted by tag):
+        what S_tag gets over the servers' channel (users get :meth:`user_broadcast`)."""
         counts = self.counts
         t1 = time.perf_counter()
         floor = self.release_floor
@@ -236,7 +246,22 @@ class SynthesisServer:
         self._released_hashes = self._hashes_of(released)
         for tag in released:
             self._tokens.allow(tag, self._released_hashes[tag])
-        return ReleasedTags(tags=tuple(released), counts=tuple(counts[t] for t in released)).encode()
+        return self.released_list()
+
+    def released_list(self) -> bytes:
+        """The full list of released tags with their counts (ReleasedTags, sorted), for S_tag;
+        read in any state after the release (empty before)."""
+        tags = sorted(self.released)
+        return ReleasedTags(tags=tuple(tags), counts=tuple(self.released[t] for t in tags)).encode()
+
+    @step("user_broadcast")
+    def user_broadcast(self) -> bytes:
+        """The users' broadcast, after the release: the released tags and counts in the round's
+        broadcast encoding with its public seed (a CompactBroadcast; design §6)."""
+        t0 = time.perf_counter()
+        out = build_message(self.released, self._broadcast, self._broadcast_seed)
+        self._meter.add("S_syn.broadcast_build", time.perf_counter() - t0, len(self.released))
+        return out
 
     def _hashes_of(self, tags: Sequence[bytes]) -> dict[bytes, list[bytes]]:
         """Each of ``tags``' token hashes, sorted (once, at the release: a pass over the counted

@@ -263,6 +263,8 @@ class TaggingServer:
     # -- broadcast -------------------------------------------------------------------------------
     @step("receive_broadcast")
     def receive_broadcast(self, data: bytes) -> None:
+        """The full list of released tags with their counts (ReleasedTags), from S_syn over the
+        servers' channel: S_tag needs every released tag (the users get the compact broadcast)."""
         error: Exception | None = None
         try:
             self.released = decode_as(data, ReleasedTags).as_dict()

@@ -44,7 +44,6 @@ from fre_protocol.messages import (
     CoverShare,
     Evaluation,
     Rejection,
-    ReleasedTags,
     Role,
     SealedEnvelope,
     ShareSubmission,
@@ -65,7 +64,9 @@ from fre_protocol.roles.base import (
     chunks,
     status_of,
 )
+from fre_protocol.roles.broadcast import HeardBroadcast
 from fre_protocol.roles.state import Transitions, step
+from primitives.compact.broadcast import BroadcastEncoding
 from primitives.errors import DecodeError, FreError, ProtocolStateError, VerificationError
 from primitives.randomness import RandomSource
 from primitives.voprf import Finalized, Oprf
@@ -231,6 +232,7 @@ class UserPopulation:
         chunk_size: int = 1024,
         cover_traffic: bool = True,
         first_chunk: int = 0,
+        broadcast: BroadcastEncoding | str | None = None,
     ) -> None:
         n = int(x.shape[0])
         if len(encodings) != n or coins.shape != (n,):
@@ -268,7 +270,10 @@ class UserPopulation:
         self.tokens: list[bytes | None] = [None] * n
         self.status: list[str] = ["no_response"] * n
         self.submitted = np.zeros(n, dtype=bool)
-        self.released: dict[bytes, int] = {}
+        # The round's broadcast encoding (a broadcast in another is refused) and, once heard, the
+        # compact broadcast each device queries for its own tag (fre_protocol.roles.broadcast).
+        self._broadcast = broadcast
+        self.heard: HeardBroadcast | None = None
         self.participants = np.zeros(0, dtype=np.int64)
         self.dropped = np.zeros(0, dtype=np.int64)
         self._state = USER_TRANSITIONS.initial
@@ -543,19 +548,25 @@ class UserPopulation:
     # -- broadcast -------------------------------------------------------------------------------
     @step("receive_broadcast")
     def receive_broadcast(self, data: bytes) -> None:
-        """The released tags with their counts (Algorithm 2, l. 10). Recorded once: every user
-        receives the same broadcast."""
+        """The compact broadcast of the released tags with their counts (Algorithm 2, l. 10;
+        design §6): each device loads it and asks it, locally, whether its own tag was released
+        and with which count. Recorded once: every user receives the same broadcast. A malformed
+        one (or one in another encoding than the round's) releases nothing for these devices."""
         error: Exception | None = None
         try:
-            msg = decode(data, ReleasedTags)
-            assert isinstance(msg, ReleasedTags)
-            self.released = msg.as_dict()
-        except DecodeError as exc:
-            error, self.released = exc, {}
+            self.heard = HeardBroadcast(data, self._broadcast)
+        except (DecodeError, FreError) as exc:
+            error, self.heard = exc, None
         self._recorder.add(
             [(VIEW, BROADCAST, Role.S_SYN.label, VIEW, message_type_name(data), data, status_of(error))]
         )
         self._meter.add_bytes("user.download.broadcast", len(data))
+
+    @property
+    def released(self) -> HeardBroadcast | Mapping[bytes, int]:
+        """What these devices know of the release: the heard broadcast (``tag in released`` asks
+        it), or nothing before it is heard."""
+        return self.heard if self.heard is not None else {}
 
     # -- phase 2 --------------------------------------------------------------------------------
     @step("share_submissions")
@@ -573,13 +584,16 @@ class UserPopulation:
 
         ``active`` marks users still online (False = dropped out between the phases). Under
         cover traffic every other online user sends two cover messages of the same sizes.
-        ``sigmas``: each released tag's σ_int (the noise plan's, design §4.4); None: the
+        ``sigmas``: each released tag's σ_int (the noise plan's, design §4.4), as a device reads
+        it for its own tag (:class:`~fre_protocol.roles.broadcast.DeviceSigmas`); None: the
         encoder's for every tag.
         """
         released = self.released
         eligible = np.array(
             [bool(self.submitted[i]) and self.tags[i] in released for i in range(self.n)], dtype=bool
         )
+        if self.heard is not None:
+            self.heard.meter(self._meter)
         if active is None:
             active = np.ones(self.n, dtype=bool)
         self.participants = np.flatnonzero(eligible & active)
@@ -625,19 +639,19 @@ class UserPopulation:
         self,
         tags: Sequence[bytes | None],
         submitted: npt.NDArray[np.bool_],
-        released: dict[bytes, int],
+        heard: HeardBroadcast | None,
         *,
         tokens: Sequence[bytes | None],
     ) -> None:
         """Phase 1's outcome on each device (its tag, whether it submitted it, its contribution
-        token) and the broadcast, for a population that plays phase 2 only (a streaming
-        driver's window)."""
+        token) and the broadcast as the devices heard it, for a population that plays phase 2
+        only (a streaming driver's window)."""
         if len(tags) != self.n or submitted.shape != (self.n,) or len(tokens) != self.n:
             raise ProtocolStateError(f"restore needs one tag, one flag and one token per user ({self.n})")
         self.tags = list(tags)
         self.tokens = list(tokens)
         self.submitted = np.asarray(submitted, dtype=bool)
-        self.released = released
+        self.heard = heard
 
     def tally(self) -> UserTally:
         status: dict[str, int] = {}

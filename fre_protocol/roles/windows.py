@@ -22,7 +22,7 @@ what the reference driver releases, bit for bit.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Container, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -120,10 +120,13 @@ def window_dummies(
 
 
 def eligible(
-    tags: Sequence[bytes | None], submitted: npt.NDArray[np.bool_], released: Mapping[bytes, int]
+    tags: Sequence[bytes | None], submitted: npt.NDArray[np.bool_], released: Container[bytes]
 ) -> npt.NDArray[np.bool_]:
     """Which devices (their tags, None where a device has none, and whether each submitted it)
-    submitted a tag that S_syn released: phase 2's participants, if they are still online."""
+    submitted a tag that S_syn released, as each device reads the broadcast it heard (``released``:
+    the :class:`~fre_protocol.roles.broadcast.HeardBroadcast`; a compact one also answers yes for
+    the rare unreleased tag that hits a false positive): phase 2's participants, if they are still
+    online."""
     return np.array([bool(s) and t in released for t, s in zip(tags, submitted, strict=True)], dtype=bool)
 
 
@@ -193,7 +196,7 @@ def encode_participants(
     machine does it. The two ShareSubmissions of each user, by user."""
     plains = share_plaintexts(
         x, tags, encoder=plan.encoder, sharing=plan.sharing, noise=noise, rng=users_rng.child(streams.phase2(j)),
-        meter=meter, tokens=tokens, sigmas=plan.noise.sigma_int,
+        meter=meter, tokens=tokens, sigmas=plan.sigmas,
     )
     return dict(zip(who.tolist(), plains, strict=True))
 

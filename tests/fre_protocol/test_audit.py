@@ -51,6 +51,7 @@ def test_honest_run_passes(pop: Population, run_dir: Path) -> None:
         "no_float_vectors",
         "roles_only",
         "release:broadcast_recomputed",
+        "release:compact_broadcast",
         "release:buckets_and_counts",
         "release:centroids",
         "ledger",
@@ -149,6 +150,19 @@ def _drop_submission(path: Path) -> None:
     _sql(path, "DELETE FROM entries WHERE seq = ?", seq)
 
 
+def _tamper_compact(path: Path) -> None:
+    # flip one byte of the users' compact broadcast (its last slot byte) in the users' view
+    conn = sqlite3.connect(path)
+    try:
+        seq, payload = conn.execute(
+            "SELECT seq, payload FROM entries WHERE view = 'user' AND message_type = 'compact_broadcast'"
+        ).fetchone()
+    finally:
+        conn.close()
+    tampered = bytes(payload[:-1]) + bytes([payload[-1] ^ 1])
+    _sql(path, "UPDATE entries SET payload = ? WHERE seq = ?", tampered, seq)
+
+
 def _shift_centroids(path: Path) -> None:
     def edit(raw: object) -> object:
         assert isinstance(raw, bytes)
@@ -186,6 +200,7 @@ def _foreign_message(path: Path) -> None:
         ("count", {"release:buckets_and_counts"}),
         ("submission", {"release:broadcast_recomputed", "release:buckets_and_counts"}),
         ("centroids", {"release:centroids"}),
+        ("compact", {"release:compact_broadcast"}),
         ("ledger", {"ledger"}),
         ("message_type", {"message_types:user"}),
         ("size_only", {"size_only_records"}),
@@ -200,6 +215,7 @@ def test_corrupted_transcripts_fail(pop: Population, run_dir: Path, tmp_path: Pa
         "count": _bump_count,
         "submission": _drop_submission,
         "centroids": _shift_centroids,
+        "compact": _tamper_compact,
         "ledger": _overspend,
         "message_type": _foreign_message,
         "size_only": _hidden_payload,

@@ -19,6 +19,7 @@ from fre_protocol.messages import (
     AggregateShare,
     BatchEvaluation,
     BlindRequest,
+    CompactBroadcast,
     CoverShare,
     Evaluation,
     Message,
@@ -93,6 +94,12 @@ BY_CLASS: dict[type[Message], st.SearchStrategy[Message]] = {
     Rejection: st.builds(Rejection, reason=st.sampled_from(["DecodeError", "VerificationError", "X1"])),
     CoverShare: st.builds(lambda n, t: CoverShare.matching(n, token=t), st.integers(1, 300), fixed(32)),
     ReleasedTokens: st.builds(ReleasedTokens, tag=fixed(TAG_BYTES), token_hashes=sorted_unique(32)),
+    CompactBroadcast: st.builds(
+        CompactBroadcast,
+        encoding=st.sampled_from(["ribbon", "fuse", "full-list", "x" * 64]),
+        max_count=st.integers(0, 2**32 - 1),
+        body=st.binary(max_size=300),
+    ),
 }
 MESSAGES: st.SearchStrategy[Message] = st.one_of(*BY_CLASS.values())
 
@@ -220,6 +227,8 @@ def test_non_canonical_orderings_rejected() -> None:
             "match blinded_elements",
         ),
         (lambda: ReleasedTags(tags=(b"a" * TAG_BYTES,), counts=(1, 2)), "one count per tag"),
+        (lambda: CompactBroadcast(encoding="", max_count=0, body=b""), "encoding must be 1 to 64"),
+        (lambda: CompactBroadcast(encoding="ribbon", max_count=2**32, body=b""), "max_count"),
     ],
 )
 def test_validation_names_the_field(factory, match) -> None:  # type: ignore[no-untyped-def]
@@ -242,6 +251,8 @@ def test_known_answer_encodings() -> None:
     rel = ReleasedTags(tags=(b"\x00" * 32,), counts=(258,)).encode()
     assert rel == b"\x05\x00\x00\x00\x01" + b"\x00" * 32 + b"\x00\x00\x01\x02"
     assert Rejection(reason="DecodeError").encode() == b"\x0a\x0bDecodeError"
+    compact = CompactBroadcast(encoding="ribbon", max_count=258, body=b"RCB1").encode()
+    assert compact == b"\x0d\x06ribbon\x00\x00\x01\x02\x00\x00\x00\x04RCB1"
 
 
 @given(BY_CLASS[SealedEnvelope])

@@ -16,8 +16,8 @@ PACKAGED = ("rfc9497/",)
 #: sha256 of each vector file, as recorded in its README.
 SHA256 = {
     "compact/broadcast.json": "0cada100c5156e0a4823299d256582bcd88b15fcf3ac7d34dfa502e317fe9298",
-    "protocol/dp_noise.json": "82cdab5ea81d5273e13694955bef63ab40884c1fec6b52f8e73478759f1e65af",
-    "protocol/noiseless.json": "6e5581a871eb55dd4d619ff19920160dc894902803c962f3819b32092a71e984",
+    "protocol/dp_noise.json": "d591b6cab1151a291d3c059a0e596302a2bbbd7bc17f08d52e3be778023618cf",
+    "protocol/noiseless.json": "4d6b53d69605382ed75b78bf74876a087192873eb50415c4182fceff790e56cc",
     "rfc9380/expand_message_xmd_sha512.json": "c015dbd315369b331c762bad0b180536632fbb2bd58cdf42ffdd1135d0c89db4",
     "rfc9496/ristretto255.json": "dca1409417a264533ac5378aa39f1274194c3e33380d53832dcaeb83a62745f5",
 }

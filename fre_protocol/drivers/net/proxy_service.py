@@ -322,8 +322,9 @@ class ProxyService(Admission, ProxyView, ServiceBase):
                 if self.state.get(BROADCAST_KEY) is None:
                     broadcast = self.peers.post(Role.S_SYN.label, "/v1/release", b"", request_id=f"{rid}/release")
                     self.state.put(BROADCAST_KEY, broadcast)
-                broadcast = self.state.get(BROADCAST_KEY) or b""
-                self.peers.post(Role.S_TAG.label, "/v1/broadcast", broadcast, request_id=f"{rid}/broadcast")
+                # S_tag hears that the tags are released and fetches the full list from S_syn
+                # (servers' channel); the proxy relays the compact broadcast to the users only.
+                self.peers.post(Role.S_TAG.label, "/v1/broadcast", b"", request_id=f"{rid}/broadcast")
             self._set_phase(OPEN2)
 
     def close_phase2(self) -> bytes:

@@ -58,7 +58,7 @@ class ProxyView:
             rows.append((view, VIEW_PHASE[str(kind)], Role.USER.label, self.role, REFUSED_TYPE, record, str(status)))
         broadcast = self.state.get(BROADCAST_KEY)
         if broadcast is not None:
-            rows.append((view, "broadcast", Role.S_SYN.label, Role.USER.label, "released_tags", broadcast, "accepted"))
+            rows.append((view, "broadcast", Role.S_SYN.label, Role.USER.label, message_type_name(broadcast), broadcast, "accepted"))
         if not self.live.extend(rows):
             raise ProtocolStateError("the proxy's transcript could not be written (see its store)")
         self.live.finish({})

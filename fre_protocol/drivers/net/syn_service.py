@@ -4,9 +4,11 @@ Endpoints (``/v1/...``; round id and idempotency key on every request):
 
 * ``POST /v1/submissions`` (proxy): a shuffled batch of sealed tag submissions (users' and the
   dummy user's, indistinguishable);
-* ``POST /v1/release`` (proxy, once): count, threshold at ⌈τ⌉ → the broadcast of released tags;
-* ``POST /v1/tokens`` (S_tag, after the release): each released tag's token hashes
-  (ReleasedTokens, design §6.8), over the servers' mutual-TLS channel, never published;
+* ``POST /v1/release`` (proxy, once): count, threshold at ⌈τ⌉ → the users' compact broadcast of
+  the released tags (CompactBroadcast, the round's encoding; design §6);
+* ``POST /v1/tokens`` (S_tag, after the release): the full list of released tags with their
+  counts (ReleasedTags), then each released tag's token hashes (ReleasedTokens, design §6.8), over
+  the servers' mutual-TLS channel; the hashes are never published;
 * ``POST /v1/phase2`` (proxy): a batch of sealed shares (or cover messages);
 * ``POST /v1/aggregate`` (proxy or operator, once): S_syn sends S_tag its accepted contributions,
   logs S_tag's aggregate shares, reconstructs, decodes and publishes the release; then it writes
@@ -33,6 +35,8 @@ from fre_protocol.drivers.net.service import require_peer
 from fre_protocol.drivers.net.wire import NotReadyError, decode_batch, encode_batch
 from fre_protocol.messages import Role
 from fre_protocol.roles.base import Meter, Recorder
+from fre_protocol.roles.broadcast import broadcast_seed, encoding_name
+from fre_protocol.roles.broadcast import encoding as broadcast_encoding
 from fre_protocol.roles.release import synthesis_release
 from fre_protocol.roles.round import Phase2Plan, box_key
 from fre_protocol.roles.synthesis_server import Reconstruction, SynthesisServer
@@ -70,6 +74,8 @@ class SynService(LoggedServer):
         return SynthesisServer(
             box_key=self.key_pair("box"), channel=self.ctx.comps.channel, workers=self.workers,
             meter=meter, recorder=recorder, release_floor=self.ctx.floor,
+            broadcast=broadcast_encoding(encoding_name(self.ctx.comps.names)),
+            broadcast_seed=broadcast_seed(self.ctx.seeds.public_seed),
         )
 
     def apply(self, kind: str, body: bytes, *, replay: bool) -> bytes:
@@ -82,14 +88,14 @@ class SynService(LoggedServer):
         if kind == RELEASE:
             if self.phase2 is not None and not replay:
                 raise ProtocolStateError("the tags were already released")
-            broadcast = party.release()
+            party.release()
             self.phase2 = self.ctx.phase2(party.released)
-            return broadcast
+            return party.user_broadcast()
         if kind == PHASE2:
             return self.receive_shares(body, before=NOT_YET)
         p2 = self.phase2_plan(kind, before=NOT_YET)
         if kind == TOKENS:
-            return encode_batch(party.released_tokens())
+            return encode_batch([party.released_list(), *party.released_tokens()])
         if kind == AGGREGATES:
             self.result = party.reconstruct(
                 decode_batch(body), sharing=p2.sharing, encoder=p2.encoder, policy=self.settings.protocol.dropout_policy,

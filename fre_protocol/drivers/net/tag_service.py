@@ -6,9 +6,10 @@ Endpoints (``/v1/...``, each request carries the round id and an idempotency key
   position (RFC 9497 VOPRF with DLEQ proofs);
 * ``POST /v1/dummies`` (proxy, once): the dummy user's sealed tag submissions (TSDLap padding),
   which the proxy shuffles in with the users' submissions before S_syn sees any;
-* ``POST /v1/broadcast`` (proxy): the released tags with counts, as S_syn broadcast them; before
-  answering, S_tag fetches each released tag's token hashes from S_syn (``POST /v1/tokens`` on
-  S_syn, mutual TLS; design §6.8) and logs them, so no share reaches it before they do;
+* ``POST /v1/broadcast`` (proxy, empty body): S_syn has released the tags (the users get the
+  compact broadcast from the proxy); before answering, S_tag fetches the full list of released
+  tags with their counts and each released tag's token hashes from S_syn (``POST /v1/tokens`` on
+  S_syn, mutual TLS; design §6, §6.8) and logs them, so no share reaches it before they do;
 * ``POST /v1/phase2`` (proxy): a batch of sealed shares (or cover messages);
 * ``POST /v1/aggregate`` (S_syn, once): S_syn's accepted contributions → S_tag's aggregate shares,
   answered once per tag and only over at least the release floor; then S_tag writes its
@@ -77,17 +78,24 @@ class TagService(LoggedServer):
         if kind == DUMMIES:
             return b"" if replay else self._dummies()
         if kind == BROADCAST:
+            # The proxy's word that the tags are released; the list itself comes from S_syn.
             if self.phase2 is not None and not replay:
                 raise ProtocolStateError("the broadcast was already received")
-            party.receive_broadcast(body)
+            return b""
+        if kind == TOKENS:
+            # S_syn's answer, over the servers' channel: the full list, then the token hashes.
+            if self.phase2 is not None and not replay:
+                raise ProtocolStateError("the released tags were already received")
+            items = decode_batch(body)
+            if not items:
+                raise ProtocolStateError("S_syn's answer must start with the released tags")
+            party.receive_broadcast(items[0])
             self.phase2 = self.ctx.phase2(party.released)
+            party.receive_tokens(items[1:])
             return b""
         if kind == PHASE2:
             return self.receive_shares(body, before=NOT_YET)
         p2 = self.phase2_plan(kind, before=NOT_YET)
-        if kind == TOKENS:
-            party.receive_tokens(decode_batch(body))
-            return b""
         if kind == AGGREGATE:
             answers = party.aggregate(decode_batch(body), sharing=p2.sharing, noise=self.ctx.user_noise(p2), plan=p2.noise)
             return encode_batch(answers)
@@ -110,7 +118,7 @@ class TagService(LoggedServer):
         return encode_batch(envelopes)
 
     def _fetch_tokens(self) -> None:
-        """S_syn's ReleasedTokens for the released tags, logged as a request of their own right
+        """S_syn's full list of released tags and its ReleasedTokens for them, logged as a request of their own right
         after the broadcast (a restart replays them in that order; a repeated broadcast fetches
         them only if they are not logged yet). Fixed request ids: S_syn answers a retry from
         its log."""

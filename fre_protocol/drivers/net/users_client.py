@@ -30,7 +30,7 @@ from fre_protocol.drivers.net.wire import encode_batch
 from fre_protocol.messages import Role
 from fre_protocol.roles.base import Meter, Recorder, Runtime, Workers
 from fre_protocol.roles.config import RoundSpec
-from fre_protocol.roles.round import RunPlan, plan_phase2, plan_run, population
+from fre_protocol.roles.round import RunPlan, heard_by, plan_devices, plan_run, population
 from fre_protocol.roles.user import ServerKeys
 from primitives.errors import ProtocolStateError
 
@@ -344,10 +344,11 @@ class _Devices:
             broadcast = await http.call("broadcast", "GET", "/v1/broadcast")
         with self.report.timed("encode_share_seal"):
             self.population.receive_broadcast(broadcast)
-            plan = plan_phase2(run, self.population.released)
+            # The devices' plan from the compact broadcast alone (each reads its own tag's count).
+            plan = plan_devices(run, heard_by(run, self.population))
             shares = self.population.share_submissions(
                 encoder=plan.encoder, sharing=plan.sharing, noise=run.noise, active=~run.dropped_mask,
-                sigmas=plan.noise.sigma_int,
+                sigmas=plan.sigmas,
             )
         by_user: dict[int, list[bytes]] = {}
         for i, _, envelope in shares:

@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 
 from fre_protocol.components import build_components
-from fre_protocol.messages import ReleasedTags, Role
+from fre_protocol.messages import CompactBroadcast, ReleasedTags, Role
 from fre_protocol.roles.base import (
     BROADCAST,
     PHASE1,
@@ -33,6 +33,7 @@ from fre_protocol.roles.base import (
     Recorder,
     Workers,
 )
+from fre_protocol.roles.broadcast import HeardBroadcast
 from fre_protocol.roles.config import ProtocolConfig
 from fre_protocol.roles.dummy_user import DUMMY_TRANSITIONS, DummyState, DummyUser
 from fre_protocol.roles.proxy import PROXY_TRANSITIONS, AnonymizingProxy, Delivery, ProxyState
@@ -54,6 +55,7 @@ from fre_protocol.roles.user import (
     share_plaintexts,
 )
 from mechanism.params import FreParams
+from primitives.compact.ribbon import RibbonBroadcast
 from primitives.errors import ProtocolStateError
 from primitives.randomness import RandomSource
 from primitives.secret import Secret
@@ -62,6 +64,8 @@ N, DIM, CHUNK, FLOOR = 12, 4, 4, 2
 INF = FreParams.paper(math.inf)
 CONFIG = ProtocolConfig(modulus_bits=22, chunk_size=CHUNK)
 EMPTY_BROADCAST = ReleasedTags(tags=(), counts=()).encode()
+#: What users hear: the compact broadcast of nothing (the default encoding).
+EMPTY_USER_BROADCAST = CompactBroadcast(encoding="ribbon", max_count=0, body=RibbonBroadcast().build({}, b"")).encode()
 
 
 @dataclass(frozen=True)
@@ -146,8 +150,8 @@ CALLS: dict[str, dict[str, Callable[[Any], Any]]] = {
         "blind_requests": lambda u: u.blind_requests(),
         "receive_evaluations": lambda u: u.receive_evaluations([]),
         "tag_submissions": lambda u: u.tag_submissions(),
-        "receive_broadcast": lambda u: u.receive_broadcast(EMPTY_BROADCAST),
-        "restore": lambda u: u.restore([None] * u.n, np.zeros(u.n, dtype=bool), {}, tokens=[None] * u.n),
+        "receive_broadcast": lambda u: u.receive_broadcast(EMPTY_USER_BROADCAST),
+        "restore": lambda u: u.restore([None] * u.n, np.zeros(u.n, dtype=bool), None, tokens=[None] * u.n),
         "share_submissions": lambda u: u.share_submissions(encoder=None, sharing=None, noise=False),
         "sealed_shares": lambda u: u.sealed_shares([], []),
         "cover_messages": lambda u: u.cover_messages(np.zeros(0, dtype=np.int64), (8, 8)),
@@ -164,6 +168,7 @@ CALLS: dict[str, dict[str, Callable[[Any], Any]]] = {
         "receive_submissions": lambda s: s.receive_submissions([]),
         "release": lambda s: s.release(),
         "released_tokens": lambda s: s.released_tokens(),
+        "user_broadcast": lambda s: s.user_broadcast(),
         "receive_shares": lambda s: s.receive_shares([], sharing=None, dim=DIM),
         "pending_contributions": lambda s: s.pending_contributions(),
         "settle_contributions": lambda s: s.settle_contributions([], sharing=None, dim=DIM),
@@ -337,10 +342,12 @@ class Round:
         self.at("proxy", self.proxy, ProxyState.PHASE1)
 
     def broadcast(self) -> tuple[bytes, dict[bytes, int], Any]:
-        message = self.proxy.broadcast(BROADCAST, Role.S_SYN, self.s_syn.release())
+        full = self.s_syn.release()
+        self.at("S_syn", self.s_syn, SynthesisState.RELEASED)
+        message = self.proxy.broadcast(BROADCAST, Role.S_SYN, self.s_syn.user_broadcast())
         self.at("S_syn", self.s_syn, SynthesisState.RELEASED)
         self.at("proxy", self.proxy, ProxyState.PHASE2)
-        self.s_tag.receive_broadcast(message)
+        self.s_tag.receive_broadcast(full)
         self.at("S_tag", self.s_tag, TaggingState.INFORMED)
         self.s_tag.receive_tokens(self.s_syn.released_tokens())
         self.at("S_syn", self.s_syn, SynthesisState.RELEASED)
@@ -432,7 +439,7 @@ def test_windows_with_running_sums_and_restored_devices_follow_the_tables(kit: K
     for k, span in enumerate(windows):
         devices = _users(kit, rnd.meter, rnd.recorder, span)
         lo, hi = span.start, span.stop
-        devices.restore(tags[lo:hi], np.array(submitted[lo:hi]), released, tokens=tokens[lo:hi])
+        devices.restore(tags[lo:hi], np.array(submitted[lo:hi]), HeardBroadcast(message), tokens=tokens[lo:hi])
         rnd.at("users", devices, UserState.RESTORED)
         steps: list[Callable[[], None]] = [lambda d=devices: d.prepare(PHASE2_SEALS)]
         if k == 0:

@@ -35,12 +35,13 @@ def _unreleased(n: int, stream: int, released: dict[bytes, int]) -> list[bytes]:
 
 
 def test_registry_family() -> None:
-    assert registry.names("broadcast") == ["full-list", "fuse", "ribbon"]
+    assert registry.names("broadcast") == ["full-list", "fuse", "ribbon", "ribbon-32"]
     for name in registry.names("broadcast"):
         encoding = registry.create("broadcast", name)
         assert isinstance(encoding, BroadcastEncoding) and encoding.name == name
     assert registry.create("broadcast", "fuse", fingerprint_bits=32).fingerprint_bits == 32
     assert registry.create("broadcast", "ribbon", fingerprint_bits=32).fingerprint_bits == 32
+    assert registry.create("broadcast", "ribbon-32").fingerprint_bits == 32
 
 
 COMPACT = [FuseBroadcast, RibbonBroadcast]
