@@ -187,6 +187,7 @@ def _published(release: Release) -> dict[str, Any]:
     doc = release.to_json()
     doc.pop("diagnostics", None)
     doc["info"]["components"].pop("broadcast")
+    doc["info"].get("component_origins", {}).pop("broadcast", None)
     return doc
 
 

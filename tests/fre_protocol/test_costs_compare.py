@@ -41,5 +41,6 @@ def test_malformed_compare_is_refused(spec: str) -> None:
 def test_unknown_names_are_refused_before_any_run() -> None:
     with pytest.raises(UnknownComponentError, match="channel must be one of"):
         parse_compare("channel=sealed-box,nope")
-    with pytest.raises(UnknownComponentError):
-        parse_compare("broadcast=fuse,ribbon")
+    with pytest.raises(UnknownComponentError, match="component family must be one of"):
+        parse_compare("no_such_family=a,b")
+    assert parse_compare("broadcast=full-list,ribbon") == ("broadcast", "full-list", "ribbon")  # a run family now
