@@ -27,13 +27,15 @@ import time
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from fre_protocol.components import DEFAULT_COMPONENTS
 from fre_protocol.messages import CompactBroadcast, decode_as
 from primitives import registry
 from primitives.compact.broadcast import BroadcastEncoding, LoadedBroadcast
 from primitives.errors import DecodeError
 
-#: The broadcast encoding when a run names none (component family ``broadcast``).
-DEFAULT_BROADCAST = "ribbon"
+#: The broadcast encoding when a run names none (component family ``broadcast``; its default is
+#: stated once, in :data:`fre_protocol.components.DEFAULT_COMPONENTS`).
+DEFAULT_BROADCAST = DEFAULT_COMPONENTS["broadcast"]
 
 #: Loads timed per heard broadcast (their median is what one device pays to load it).
 _LOAD_TIMINGS = 5

@@ -252,8 +252,8 @@ def test_views_record_who_received_what(tmp_path: Path) -> None:
         full = [e for e in store.entries(message_type="released_tags")]
         assert [(e.view, e.sender) for e in full] == [("S_tag", "S_syn")]
         listed = decode_as(full[0].payload, ReleasedTags).as_dict()
-        assert store.header.components["broadcast"] == "ribbon"
-    rebuilt = build_message(listed, encoding("ribbon"), broadcast_seed(seeds.public_seed))
+        assert store.header.components["broadcast"] == "ribbon-32"  # the default: 2^-32 false positives
+    rebuilt = build_message(listed, encoding("ribbon-32"), broadcast_seed(seeds.public_seed))
     assert compact[0].payload == rebuilt
     assert decode_as(rebuilt, CompactBroadcast).max_count == max(listed.values())
     assert result.costs["download_bytes_broadcast"] == len(rebuilt)
