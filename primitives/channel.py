@@ -93,20 +93,14 @@ class Channel(Protocol):
         ...
 
 
-class PreparedSeal:
-    """Key material for one sealed box to one recipient, made before the payload exists.
+class OneTimeKey:
+    """A symmetric key for one box, revealed once: a second :meth:`take` raises
+    ProtocolStateError (a second payload under the same key and nonce would break the cipher).
+    Shared by every channel's prepared seals."""
 
-    Holds the ephemeral public key, the nonce ``BLAKE2b-192(epk || recipient)`` and the
-    precomputed X25519 box key (kept in a :class:`Secret`). Single use: a second
-    :meth:`SealedBoxChannel.seal_prepared` with it raises ProtocolStateError.
-    """
+    __slots__ = ("_key", "_used", "_lock")
 
-    __slots__ = ("recipient", "_ephemeral_public", "_nonce", "_key", "_used", "_lock")
-
-    def __init__(self, recipient: bytes, ephemeral_public: bytes, nonce: bytes, key: Secret[bytes]) -> None:
-        self.recipient = recipient
-        self._ephemeral_public = ephemeral_public
-        self._nonce = nonce
+    def __init__(self, key: Secret[bytes]) -> None:
         self._key = key
         self._used = False
         self._lock = threading.Lock()
@@ -115,8 +109,7 @@ class PreparedSeal:
     def used(self) -> bool:
         return self._used
 
-    def take(self) -> tuple[bytes, bytes, bytes]:
-        """``(ephemeral public key, nonce, box key)``, once; the key is dropped afterwards."""
+    def take(self) -> bytes:
         with self._lock:
             if self._used:
                 raise ProtocolStateError(
@@ -125,10 +118,35 @@ class PreparedSeal:
             self._used = True
             key = self._key.reveal()
             self._key = Secret(b"")
-        return self._ephemeral_public, self._nonce, key
+        return key
+
+
+class PreparedSeal:
+    """Key material for one sealed box to one recipient, made before the payload exists.
+
+    Holds the ephemeral public key, the nonce ``BLAKE2b-192(epk || recipient)`` and the
+    precomputed X25519 box key (a :class:`OneTimeKey`). Single use: a second
+    :meth:`SealedBoxChannel.seal_prepared` with it raises ProtocolStateError.
+    """
+
+    __slots__ = ("recipient", "_ephemeral_public", "_nonce", "_key")
+
+    def __init__(self, recipient: bytes, ephemeral_public: bytes, nonce: bytes, key: Secret[bytes]) -> None:
+        self.recipient = recipient
+        self._ephemeral_public = ephemeral_public
+        self._nonce = nonce
+        self._key = OneTimeKey(key)
+
+    @property
+    def used(self) -> bool:
+        return self._key.used
+
+    def take(self) -> tuple[bytes, bytes, bytes]:
+        """``(ephemeral public key, nonce, box key)``, once; the key is dropped afterwards."""
+        return self._ephemeral_public, self._nonce, self._key.take()
 
     def __repr__(self) -> str:  # never shows key material
-        return f"PreparedSeal(used={self._used})"
+        return f"PreparedSeal(used={self.used})"
 
 
 def _public_key(public_key: bytes) -> PublicKey:

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import threading
 from typing import ClassVar
 
 from cryptography.exceptions import InvalidTag
@@ -37,7 +36,8 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from nacl.bindings import crypto_scalarmult, crypto_scalarmult_base
 from nacl.exceptions import RuntimeError as NaclRuntimeError
 
-from primitives.errors import DecodeError, InvalidInputError, ProtocolStateError
+from primitives.channel import OneTimeKey
+from primitives.errors import DecodeError, InvalidInputError
 from primitives.randomness import RandomSource
 from primitives.secret import Secret
 
@@ -118,35 +118,26 @@ def key_schedule(secret_in: bytes, context: bytes = _CONTEXT) -> tuple[bytes, by
 
 
 class PreparedHpkeSeal:
-    """The sender context of one box, made before its payload: ``enc``, key and base nonce (in a
-    :class:`Secret`). Single use: a second payload under the same key and nonce would break
-    AES-GCM, so a second :meth:`HpkeChannel.seal_prepared` raises ProtocolStateError."""
+    """The sender context of one box, made before its payload: ``enc``, key (a
+    :class:`~primitives.channel.OneTimeKey`) and base nonce. Single use: a second payload under
+    the same key and nonce would break AES-GCM, so a second :meth:`HpkeChannel.seal_prepared`
+    raises ProtocolStateError."""
 
-    __slots__ = ("recipient", "_enc", "_key", "_nonce", "_used", "_lock")
+    __slots__ = ("recipient", "_enc", "_key", "_nonce")
 
     def __init__(self, recipient: bytes, enc: bytes, key: Secret[bytes], nonce: bytes) -> None:
         self.recipient = recipient
-        self._enc, self._key, self._nonce = enc, key, nonce
-        self._used = False
-        self._lock = threading.Lock()
+        self._enc, self._key, self._nonce = enc, OneTimeKey(key), nonce
 
     @property
     def used(self) -> bool:
-        return self._used
+        return self._key.used
 
     def take(self) -> tuple[bytes, bytes, bytes]:
-        with self._lock:
-            if self._used:
-                raise ProtocolStateError(
-                    "prepared seal must be used once, got a second payload for it (nonce reuse)"
-                )
-            self._used = True
-            key = self._key.reveal()
-            self._key = Secret(b"")
-        return self._enc, key, self._nonce
+        return self._enc, self._key.take(), self._nonce
 
     def __repr__(self) -> str:  # never shows key material
-        return f"PreparedHpkeSeal(used={self._used})"
+        return f"PreparedHpkeSeal(used={self.used})"
 
 
 def _check_public(public_key: bytes) -> bytes:

@@ -145,8 +145,8 @@ def smallest_safe_psi(got: Sequence[Mapping[str, Any]]) -> float | None:
 def render(rows: Sequence[Mapping[str, Any]]) -> str:
     rows = flatten(rows)
     series = _series(rows)
-    infeasible = sorted({(r["epsilon"], r["threshold"], r["method"], r.get("reason", "")) for r in rows
-                         if r.get("feasible") is False})
+    infeasible = sorted({(r["epsilon"], r["threshold"], r["method"], r.get("reason", "").split(";")[0])
+                         for r in rows if r.get("feasible") is False})  # the first reason of each
     note = "".join(f"\nInfeasible at ε = {epsilon_label(e)}, t = {t} for {m}: {why}\n" for e, t, m, why in infeasible)
     if not series:
         return "No feasible setting.\n" + note
