@@ -142,6 +142,11 @@ def smallest_safe_psi(got: Sequence[Mapping[str, Any]]) -> float | None:
     return best
 
 
+def _share(value: float) -> str:
+    """A fraction: 4 decimals, or 2 significant digits below 10^-3 (where δ* matters most)."""
+    return f"{value:.1e}" if 0 < abs(value) < 1e-3 else f"{value:.4f}"
+
+
 def render(rows: Sequence[Mapping[str, Any]]) -> str:
     rows = flatten(rows)
     series = _series(rows)
@@ -156,7 +161,7 @@ def render(rows: Sequence[Mapping[str, Any]]) -> str:
         line: list[Any] = [f"{psi:g}"]
         for got in series.values():
             mean, std, n = mean_std(got, psi_key(psi))
-            line.append("–" if n == 0 else (f"{mean:.4f}" if n == 1 else f"{mean:.4f} ± {std:.4f}"))
+            line.append("–" if n == 0 else (_share(mean) if n == 1 else f"{_share(mean)} ± {_share(std)}"))
         body.append(line)
     seeds = {name: len(got) for name, got in series.items()}
     reading = ["| setting | seeds | released (mean) | largest ψ with δ* ≤ 1e-3 | δ*(r) |", "|---|---|---|---|---|"]
@@ -164,7 +169,7 @@ def render(rows: Sequence[Mapping[str, Any]]) -> str:
         psi = smallest_safe_psi(got)
         released = mean_std(got, "n_released")[0] if any("n_released" in r for r in got) else mean_std(got, "n_outputs")[0]
         reading.append(f"| {name} | {seeds[name]} | {released:.0f} | {'none' if psi is None else f'{psi:g}'} | "
-                       f"{mean_std(got, psi_key(1.0))[0]:.4f} |")
+                       f"{_share(mean_std(got, psi_key(1.0))[0])} |")
     return ("### Figure 4: δ*(ψ·r), the fraction of infrequent texts within ψ·r of an output (mean ± sd over seeds)\n\n"
             + markdown_table(header, body) + "\n### Reading\n\n" + "\n".join(reading) + "\n" + note)
 
