@@ -73,7 +73,7 @@ def clip_factors(rows: npt.NDArray[Any], clip: float) -> npt.NDArray[np.float64]
     return factors
 
 
-def _bucket_sums(
+def bucket_sums(
     x: npt.NDArray[Any],
     rows: npt.NDArray[np.intp],
     slot: npt.NDArray[np.intp],
@@ -119,7 +119,7 @@ def _bucket_sums(
     return sums
 
 
-def _check_embeddings(x: npt.ArrayLike) -> npt.NDArray[Any]:
+def check_embeddings(x: npt.ArrayLike) -> npt.NDArray[Any]:
     arr = np.asarray(x)
     if arr.ndim != 2:
         raise InvalidInputError(
@@ -161,7 +161,7 @@ def run_mechanism(
         raise InvalidParameterError(f"params must be FreParams, got {type(params).__name__}")
     if not isinstance(seeds, SeedPlan):
         raise InvalidParameterError(f"seeds must be a SeedPlan, got {type(seeds).__name__}")
-    arr = _check_embeddings(x)
+    arr = check_embeddings(x)
     n, d = arr.shape
     check_users_for(unit, users)
     ledger = with_unit(calibrate_noise(params), unit)  # before any work: an infeasible budget fails fast
@@ -212,7 +212,7 @@ def run_mechanism(
         if bar is not None:
             bar.reset(total=int(rows.shape[0]))
             bar.set_description("summing")
-        sums = _bucket_sums(arr, rows, slots, m, clip=params.clip, tick=tick)
+        sums = bucket_sums(arr, rows, slots, m, clip=params.clip, tick=tick)
         if noise and sigma > 0 and m > 0:
             draws = np.asarray(seeds.secret(CENTROID_NOISE_LABEL).normal((m, d)), dtype=np.float64)
             sums += sigma * draws

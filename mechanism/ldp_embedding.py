@@ -31,7 +31,7 @@ import numpy.typing as npt
 
 from mechanism.accounting import agm_delta, calibrate_agm
 from mechanism.baseline_release import BaselineRelease
-from mechanism.fre_e2t import _check_embeddings, clip_factors
+from mechanism.fre_e2t import check_embeddings, clip_factors
 from mechanism.grid import PublicGrid, encode_bucket
 from mechanism.grouping import group_buckets
 from mechanism.ledger import LedgerTerm, PrivacyLedger
@@ -196,7 +196,7 @@ def run_ldp_embedding(
         raise InvalidParameterError(f"params must be FreParams, got {type(params).__name__}")
     if not isinstance(seeds, SeedPlan):
         raise InvalidParameterError(f"seeds must be a SeedPlan, got {type(seeds).__name__}")
-    arr = _check_embeddings(x)
+    arr = check_embeddings(x)
     n, d = arr.shape
     sigma = ldp_embedding_sigma(params)
     ledger = _ledger(params, sigma)

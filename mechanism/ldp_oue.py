@@ -38,7 +38,7 @@ import numpy.typing as npt
 
 from mechanism.accounting import agm_delta, calibrate_agm, sensitivity_term
 from mechanism.baseline_release import BaselineRelease
-from mechanism.fre_e2t import _bucket_sums, _check_embeddings
+from mechanism.fre_e2t import bucket_sums, check_embeddings
 from mechanism.grid import PublicGrid, encode_bucket
 from mechanism.grouping import group_buckets
 from mechanism.ledger import CENTROID_GAUSSIAN, SENSITIVITY_FAILURE, LedgerTerm, PrivacyLedger
@@ -361,7 +361,7 @@ def _noisy_centroids(
     slot_of_row = slot_of_position[buckets.position_of_row]
     rows = np.flatnonzero(slot_of_row >= 0).astype(np.intp)
     sums = np.zeros((m, x.shape[1]), dtype=np.float64)
-    sums[:m_real] = _bucket_sums(x, rows, slot_of_row[rows], m_real, clip=clip, tick=tick)
+    sums[:m_real] = bucket_sums(x, rows, slot_of_row[rows], m_real, clip=clip, tick=tick)
     if sigma > 0 and m > 0:
         sums += sigma * np.asarray(seeds.secret(NOISE_LABEL).normal(sums.shape), dtype=np.float64)
     released = np.concatenate([selection.estimates[selection.kept], selection.empty_estimates])
@@ -390,7 +390,7 @@ def run_ldp_oue(
     if not isinstance(seeds, SeedPlan):
         raise InvalidParameterError(f"seeds must be a SeedPlan, got {type(seeds).__name__}")
     _check_empty(empty_buckets)
-    arr = _check_embeddings(x)
+    arr = check_embeddings(x)
     n, d = arr.shape
     ledger = oue_ledger(params, histogram_epsilon)  # validates ε₁; an infeasible δ fails fast
     eps1 = float(histogram_epsilon) if params.is_dp else math.inf

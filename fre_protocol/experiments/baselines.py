@@ -5,7 +5,10 @@ private points on the public grid of the run's seed), for
 
 - ``fre-e2t``: the two-server protocol (its ids are VOPRF tags; the seeded research mode lets the
   evaluator tag the true heavy buckets with the same derived key);
-- ``central-dp``: the centralized mechanism (a trusted curator);
+- ``central-dp``: Algorithm 1 run centrally (the protocol's exact oracle: same sampling, same
+  coins, Gaussian instead of DDG noise);
+- ``trusted-curator``: the paper's centralized DP baseline (:mod:`mechanism.curator`): no
+  sampling, Gaussian noise on every occupied bucket's count and sum, a threshold at t;
 - ``ldp-embedding``: every user publishes its embedding with analytic-Gaussian noise (ε, δ)-LDP,
   L2 sensitivity 2C; bucketing and thresholding the noisy vectors is post-processing
   (:mod:`mechanism.ldp_embedding`);
@@ -39,7 +42,8 @@ from mechanism.params import FreParams
 
 LDP_EMBEDDING = "ldp-embedding"
 LDP_OUE = "ldp-oue"
-METHODS = (FRE_E2T, CENTRAL_DP, LDP_EMBEDDING, LDP_OUE)
+TRUSTED_CURATOR = "trusted-curator"
+METHODS = (FRE_E2T, CENTRAL_DP, TRUSTED_CURATOR, LDP_EMBEDDING, LDP_OUE)
 
 
 def _recovery(released: Sequence[str], heavy: Sequence[str], n_heavy: int) -> dict[str, Any]:
@@ -61,6 +65,17 @@ def release_row(ctx: Context, method: str, params: FreParams, seed: int) -> dict
     release = ctx.release(method, params, seed)
     heavy, n_heavy = ctx.heavy_bucket_ids(params, seed, method)
     return {**_recovery(release.ids, heavy, n_heavy), "seconds": release.seconds}
+
+
+def curator_row(ctx: Context, params: FreParams, seed: int) -> dict[str, Any]:
+    from fre_protocol.experiments.utility import score
+    from mechanism.curator import run_trusted_curator
+
+    release = run_trusted_curator(ctx.dataset().x, params, ctx.seeds(seed))
+    heavy, n_heavy = ctx.heavy_bucket_ids(params, seed, CENTRAL_DP)
+    # the centroids' utility too (utility's metrics), to set beside fre-e2t's and central-dp's
+    return {**_recovery(release.ids, heavy, n_heavy), "sigma": release.ledger.sigma,
+            "sigma_counts": release.info["sigma_counts"], **score(ctx, release.centroids, params)}
 
 
 def ldp_embedding_row(ctx: Context, params: FreParams, seed: int) -> dict[str, Any]:
@@ -90,6 +105,7 @@ def run(ctx: Context) -> list[dict[str, Any]]:
             base = {"epsilon": epsilon, "seed": seed}
             for method in (FRE_E2T, CENTRAL_DP):
                 store.get_or_run({**base, "method": method}, partial(release_row, ctx, method, params, seed))
+            store.get_or_run({**base, "method": TRUSTED_CURATOR}, partial(curator_row, ctx, params, seed))
             store.get_or_run({**base, "method": LDP_EMBEDDING}, partial(ldp_embedding_row, ctx, params, seed))
             for fraction in DEFAULT_SPLITS if params.is_dp else (1.0,):
                 store.get_or_run({**base, "method": LDP_OUE, "histogram_fraction": fraction},
@@ -146,7 +162,7 @@ def figure(rows: Sequence[Mapping[str, Any]], path: Path) -> bool:
 
 EXPERIMENT = Experiment(
     name="baselines",
-    title="Heavy-cluster identification: Fre-E2T against centralized DP and two LDP baselines",
+    title="Heavy-cluster identification: Fre-E2T against centralized DP, a trusted curator and two LDP baselines",
     paper_tables=(8,),
     run=run,
     render=render,

@@ -41,8 +41,9 @@ def test_centroid_level_only_and_planted_clusters_found(run_dir: Path) -> None:
 
 def test_baselines_on_planted_clusters(run_dir: Path) -> None:
     by = {(r["method"], r["epsilon"]): r for r in _rows(run_dir, "baselines")}
-    for method in ("fre-e2t", "central-dp", "ldp-oue", "ldp-embedding"):
+    for method in ("fre-e2t", "central-dp", "trusted-curator", "ldp-oue", "ldp-embedding"):
         assert by[(method, "inf")]["cluster_recall"] == 1.0, method
+    assert by[("trusted-curator", 8.0)]["cluster_recall"] == 1.0  # no sampling: every planted cluster
     assert by[("ldp-embedding", 8.0)]["n_released"] == 0  # d = 64 unit vectors + σ ≈ 1 noise: scattered
     assert by[("fre-e2t", 8.0)]["cluster_recall"] >= 0.5
 

@@ -47,9 +47,9 @@ def test_every_experiment_writes_json_and_markdown(quick_run: Path) -> None:
     assert (quick_run / "utility.png").stat().st_size > 1000
 
 
-def test_baselines_publish_the_four_methods_with_cluster_metrics(quick_run: Path) -> None:
+def test_baselines_publish_the_five_methods_with_cluster_metrics(quick_run: Path) -> None:
     rows = _load(quick_run, "baselines")["rows"]
-    assert {r["method"] for r in rows} == {"fre-e2t", "central-dp", "ldp-embedding", "ldp-oue"}
+    assert {r["method"] for r in rows} == {"fre-e2t", "central-dp", "trusted-curator", "ldp-embedding", "ldp-oue"}
     for row in rows:
         assert {"method", "epsilon", "seed", "cluster_precision", "cluster_recall"} <= set(row)
     # The protocol and the curator find the same heavy clusters without noise (ε = ∞).
