@@ -6,7 +6,10 @@ Frequency Estimation", USENIX Security 2017, §4.4). Every user one-hot encodes 
 public domain, keeps its own bit with p = 1/2 and sets each other bit with q = 1/(e^ε₁ + 1): an
 ε₁-LDP report. The aggregator estimates bucket h's count by ĉ_h = (observed_h − n·q)/(p − q),
 unbiased with variance ``n·q(1−q)/(p−q)²`` for an empty bucket — Wang et al.'s
-``n·4e^ε₁/(e^ε₁ − 1)²`` — and releases every bucket with ĉ_h ≥ t (Fre-E2T's t). The rest follows
+``n·4e^ε₁/(e^ε₁ − 1)²`` — and releases every bucket with ĉ_h ≥ t (Fre-E2T's t) whose observed
+count also clears the false-positive control: an empty bucket passes with probability at most
+``false_positives``/D over a domain of D buckets (Bonferroni; default 0.05 expected false
+releases in all, :func:`oue_controlled_floor`; None restores t alone). The rest follows
 Fre-E2T: a released bucket's centroid is the sum of its members' clipped embeddings plus
 N(0, σ²·I_d), σ from the analytic Gaussian on the remaining budget (ε − ε₁, δ − δ_sens) with
 Fre-E2T's Δ, divided by max(ĉ_h, 1). Basic composition gives (ε, δ).
@@ -58,8 +61,12 @@ EMPTY_ID_PREFIX = "empty-"
 P_KEEP = 0.5
 
 #: Fractions of ε given to the OUE histogram (ε₁ = fraction·ε) that an experiment sweeps; the
-#: paper reports the split that maximises utility.
-DEFAULT_SPLITS: tuple[float, ...] = (0.25, 0.5, 0.75)
+#: paper reports the split that maximises utility. Wide enough that the best is inside the grid.
+DEFAULT_SPLITS: tuple[float, ...] = (0.1, 0.25, 0.5, 0.75, 0.9)
+#: The expected number of empty buckets released (false positives) the threshold allows, over the
+#: whole domain: each bucket's chance is held to this over the domain's size (Bonferroni), so the
+#: chance of any false positive is at most this too. None: the threshold t alone (no control).
+DEFAULT_FALSE_POSITIVES = 0.05
 
 
 # -- OUE (Wang et al. 2017, §4.4) ---------------------------------------------------------------
@@ -122,6 +129,37 @@ def oue_release_floor(n: int, epsilon: float, threshold: float) -> int:
     return o
 
 
+def _check_false_positives(value: float | None) -> float | None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < 1):
+        raise InvalidParameterError(f"false_positives must be None or a number in (0, 1), got {value!r}")
+    return value
+
+
+def oue_controlled_floor(n: int, epsilon: float, threshold: float, domain: int, false_positives: float | None) -> int:
+    """The smallest observed count o whose estimate reaches ``threshold`` and, unless
+    ``false_positives`` is None, at which an empty bucket is released with probability
+    P[Bin(n, q) ≥ o] ≤ false_positives / domain (so at most ``false_positives`` expected false
+    releases over the domain)."""
+    floor = oue_release_floor(n, epsilon, threshold)
+    if _check_false_positives(false_positives) is None:
+        return floor
+    domain = _check_n(domain)
+    _, q = oue_probabilities(epsilon)
+    n = _check_n(n)
+
+    def tail(o: int) -> float:
+        return float(binomial_tail(o, n, q)[1].sum())
+
+    target = false_positives / max(domain, 1)
+    if tail(floor) <= target:
+        return floor
+    lo, hi = floor, n + 1  # tail(lo) > target >= tail(hi) (tail(n + 1) = 0)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if tail(mid) > target else (lo, mid)
+    return hi
+
+
 def simulate_oue_counts(
     true_counts: npt.ArrayLike, n: int, epsilon: float, rng: RandomSource
 ) -> npt.NDArray[np.int64]:
@@ -142,13 +180,14 @@ def simulate_oue_counts(
 
 
 def simulate_empty_releases(
-    empty: int, n: int, epsilon: float, threshold: float, rng: RandomSource
+    empty: int, n: int, epsilon: float, threshold: float, rng: RandomSource, *, floor: int | None = None
 ) -> tuple[npt.NDArray[np.int64], float]:
     """(observed counts of the released empty buckets, π): the number released is Bin(E, π) with
-    π = P[Bin(n, q) ≥ o*], and each count is Bin(n, q) conditioned on ≥ o* (by inversion)."""
+    π = P[Bin(n, q) ≥ o*], and each count is Bin(n, q) conditioned on ≥ o* (by inversion); o* is
+    ``floor`` when given (:func:`oue_controlled_floor`), else the estimate's threshold."""
     empty = _check_n(empty)
     _, q = oue_probabilities(epsilon)
-    floor = oue_release_floor(n, epsilon, threshold)
+    floor = oue_release_floor(n, epsilon, threshold) if floor is None else floor
     values, pmf = binomial_tail(floor, n, q)
     pi = min(1.0, float(pmf.sum()))
     n_released = int(rng.binomial(empty, pi)) if pi > 0 else 0
@@ -319,9 +358,11 @@ def _count_buckets(
 
 
 def _select(
-    buckets: _Buckets, n: int, params: FreParams, eps1: float, empty: int, seeds: SeedPlan
+    buckets: _Buckets, n: int, params: FreParams, eps1: float, empty: int, seeds: SeedPlan,
+    false_positives: float | None,
 ) -> _Selection:
-    """OUE's release decision (ε = ∞: the exact counts against t, no false positives)."""
+    """OUE's release decision: an observed count at the :func:`oue_controlled_floor` over the
+    domain (non-empty and empty buckets); ε = ∞: the exact counts against t, no false positives."""
     t = params.threshold
     if not params.is_dp:
         estimates = buckets.counts.astype(np.float64)
@@ -331,11 +372,12 @@ def _select(
             empty_estimates=np.empty(0, dtype=np.float64),
             p_empty_released=0.0,
         )
+    floor = oue_controlled_floor(n, eps1, t, len(buckets.ids) + empty, false_positives)
     observed = simulate_oue_counts(buckets.counts, n, eps1, seeds.secret(COUNTS_LABEL))
     estimates = oue_estimate(observed, n, eps1)
-    empty_observed, pi = simulate_empty_releases(empty, n, eps1, t, seeds.secret(EMPTY_LABEL))
+    empty_observed, pi = simulate_empty_releases(empty, n, eps1, t, seeds.secret(EMPTY_LABEL), floor=floor)
     return _Selection(
-        kept=np.flatnonzero(estimates >= t),
+        kept=np.flatnonzero(observed >= floor),
         estimates=estimates,
         empty_estimates=oue_estimate(empty_observed, n, eps1),
         p_empty_released=pi,
@@ -376,6 +418,7 @@ def run_ldp_oue(
     *,
     histogram_epsilon: float,
     empty_buckets: int | None = None,
+    false_positives: float | None = DEFAULT_FALSE_POSITIVES,
     progress: bool = False,
 ) -> BaselineRelease:
     """The LDP (OUE) baseline on embeddings ``x`` (N, d) with ε₁ = ``histogram_epsilon`` (module
@@ -390,6 +433,7 @@ def run_ldp_oue(
     if not isinstance(seeds, SeedPlan):
         raise InvalidParameterError(f"seeds must be a SeedPlan, got {type(seeds).__name__}")
     _check_empty(empty_buckets)
+    _check_false_positives(false_positives)
     arr = check_embeddings(x)
     n, d = arr.shape
     ledger = oue_ledger(params, histogram_epsilon)  # validates ε₁; an infeasible δ fails fast
@@ -406,7 +450,7 @@ def run_ldp_oue(
     try:
         buckets = _count_buckets(arr, PublicGrid.derive(seeds, d, params), tick)
         empty = len(buckets.ids) if empty_buckets is None else empty_buckets
-        selection = _select(buckets, n, params, eps1, empty, seeds)
+        selection = _select(buckets, n, params, eps1, empty, seeds, false_positives)
         if bar is not None:
             bar.reset(total=int(buckets.counts[selection.kept].sum()))
             bar.set_description("summing")
@@ -427,6 +471,7 @@ def run_ldp_oue(
         "k": params.k,
         "threshold": params.threshold,
         "histogram_epsilon": eps1,
+        "false_positives": false_positives,
         "centroid_epsilon": params.epsilon - eps1 if params.is_dp else math.inf,
         "sigma": ledger.sigma,
         "n_released": len(ids),
@@ -448,7 +493,8 @@ def run_ldp_oue(
         "timings_s": {"total": time.perf_counter() - t_start},
     }
     if params.is_dp:
-        diagnostics["release_floor_observed"] = oue_release_floor(n, eps1, params.threshold)
+        diagnostics["release_floor_observed"] = oue_controlled_floor(
+            n, eps1, params.threshold, len(buckets.ids) + empty, false_positives)
     return BaselineRelease(
         method=METHOD,
         ids=ids,

@@ -257,7 +257,7 @@ def test_run_is_the_composition_of_its_stages(population: Population) -> None:
     """A seeded run equals its stages replayed by hand: true counts per bucket (dict), observed
     counts from COUNTS_LABEL, false positives from EMPTY_LABEL, centroid noise from NOISE_LABEL."""
     x, seeds, eps1 = population.embeddings, SeedPlan.from_seed(3), 4.0
-    release = run_ldp_oue(x, PARAMS, seeds, histogram_epsilon=eps1, empty_buckets=5000)
+    release = run_ldp_oue(x, PARAMS, seeds, histogram_epsilon=eps1, empty_buckets=5000, false_positives=None)
     members = bucket_members(x, PARAMS, seeds)
     ids = sorted(members)
     n = x.shape[0]
@@ -303,7 +303,7 @@ def test_false_positive_ids_never_match_a_real_bucket(population: Population) ->
     """Empty-domain ids are not hex, so cluster recovery counts them as false positives."""
     seeds = SeedPlan.from_seed(3)
     release = run_ldp_oue(
-        population.embeddings, PARAMS, seeds, histogram_epsilon=4.0, empty_buckets=5000
+        population.embeddings, PARAMS, seeds, histogram_epsilon=4.0, empty_buckets=5000, false_positives=None
     )
     fake = [i for i in release.ids if i.startswith(EMPTY_ID_PREFIX)]
     assert fake and all(not all(ch in "0123456789abcdef" for ch in i) for i in fake)
@@ -395,3 +395,35 @@ def test_other_bad_parameters_rejected() -> None:
         oue_estimate_variance(10, 1.0, 11)
     with pytest.raises(InvalidParameterError, match="true_counts must"):
         simulate_oue_counts(np.array([3, 11]), 10, 1.0, RandomSource.seeded(1))
+
+
+@pytest.mark.parametrize(("n", "epsilon", "domain"), [(2000, 4.0, 10_000), (63_322, 2.0, 200_000), (500, 0.5, 50)])
+def test_the_controlled_floor_is_the_least_that_holds_false_positives(n: int, epsilon: float, domain: int) -> None:
+    """At or above the estimate's floor for t; an empty bucket passes it with probability at most
+    0.05/D, and one count lower it would pass with more (the floor is the least such count)."""
+    from mechanism.ldp_oue import DEFAULT_FALSE_POSITIVES, oue_controlled_floor
+    from primitives.binomial import binomial_tail
+
+    t = PARAMS.threshold
+    floor = oue_controlled_floor(n, epsilon, t, domain, DEFAULT_FALSE_POSITIVES)
+    _, q = oue_probabilities(epsilon)
+    tail = lambda o: float(binomial_tail(o, n, q)[1].sum())  # noqa: E731
+    base = oue_release_floor(n, epsilon, t)
+    assert floor >= base and tail(floor) <= DEFAULT_FALSE_POSITIVES / domain
+    assert floor == base or tail(floor - 1) > DEFAULT_FALSE_POSITIVES / domain
+    assert oue_controlled_floor(n, epsilon, t, domain, None) == base
+
+
+def test_with_the_control_empty_buckets_are_rarely_released(population: Population) -> None:
+    """20 seeded runs against 5,000 empty buckets at ε₁ = 4: without the control each releases
+    false positives; with it the expected total is at most 20·0.05 = 1, and more than 8 has
+    probability below 1e-6 (Poisson tail), the test's false-failure probability."""
+    total = 0
+    for seed in range(20):
+        release = run_ldp_oue(population.embeddings, PARAMS, SeedPlan.from_seed(100 + seed),
+                              histogram_epsilon=4.0, empty_buckets=5000)
+        total += sum(i.startswith(EMPTY_ID_PREFIX) for i in release.ids)
+    assert total <= 8
+    loose = run_ldp_oue(population.embeddings, PARAMS, SeedPlan.from_seed(100), histogram_epsilon=4.0,
+                        empty_buckets=5000, false_positives=None)
+    assert sum(i.startswith(EMPTY_ID_PREFIX) for i in loose.ids) > 8
