@@ -34,7 +34,37 @@ function encodePath(path: readonly string[]): Uint8Array {
   return concat(...path.flatMap((c) => [u64be(BigInt(utf8(c).length)), utf8(c)]));
 }
 
-export class RandomSource {
+/** Anything that yields uniform bytes: a RandomSource stream, the OS's CSPRNG, a recorded tape. */
+export interface ByteSource {
+  randomBytes(n: number): Uint8Array;
+}
+
+/** The operating system's CSPRNG (crypto.getRandomValues, 64 KiB at a time). */
+export const cryptoBytes: ByteSource = {
+  randomBytes(n: number): Uint8Array {
+    const out = new Uint8Array(n);
+    for (let at = 0; at < n; at += 65536) globalThis.crypto.getRandomValues(out.subarray(at, Math.min(n, at + 65536)));
+    return out;
+  },
+};
+
+/** ``n`` 53-bit uniforms in [0, 1) from ``source`` (RandomSource.uniform). */
+export const uniformOf = (source: ByteSource, n: number): number[] => uniformFromBytes(source.randomBytes(8 * n));
+
+/** Box-Muller on 53-bit uniforms, as RandomSource.normal (JS's log/cos/sin may differ from
+ * numpy's in the last bit; callers that round, as the public grid and the noise sampler do,
+ * absorb it except with negligible probability). */
+export function normalOf(source: ByteSource, size: number): number[] {
+  const half = Math.ceil(size / 2);
+  const u1 = uniformOf(source, half).map((u) => 1.0 - u);
+  const u2 = uniformOf(source, half);
+  const radius = u1.map((u) => Math.sqrt(-2.0 * Math.log(u)));
+  const angle = u2.map((u) => 2.0 * Math.PI * u);
+  const z = [...radius.map((r, i) => r * Math.cos(angle[i])), ...radius.map((r, i) => r * Math.sin(angle[i]))];
+  return z.slice(0, size);
+}
+
+export class RandomSource implements ByteSource {
   private readonly key: Uint8Array;
   private buffer: Uint8Array = new Uint8Array(0);
   private used = 0;
@@ -78,19 +108,11 @@ export class RandomSource {
   }
 
   uniform(n: number): number[] {
-    return uniformFromBytes(this.randomBytes(8 * n));
+    return uniformOf(this, n);
   }
 
-  /** Box-Muller on 53-bit uniforms, as RandomSource.normal (JS's log/cos/sin may differ from
-   * numpy's in the last bit; callers that round to float32, as the public grid does, absorb it). */
   normal(size: number): number[] {
-    const half = Math.ceil(size / 2);
-    const u1 = this.uniform(half).map((u) => 1.0 - u);
-    const u2 = this.uniform(half);
-    const radius = u1.map((u) => Math.sqrt(-2.0 * Math.log(u)));
-    const angle = u2.map((u) => 2.0 * Math.PI * u);
-    const z = [...radius.map((r, i) => r * Math.cos(angle[i])), ...radius.map((r, i) => r * Math.sin(angle[i]))];
-    return z.slice(0, size);
+    return normalOf(this, size);
   }
 
   /** ``n`` integers uniform below ``bound`` (a power of two here: no rejection), as integers_below. */

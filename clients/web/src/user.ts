@@ -6,8 +6,7 @@
  * servers' keys); secret randomness from a {@link SecretRandomness}: the browser's
  * crypto.getRandomValues by default, or the recorded draws of a vector. What this client does not
  * derive itself, it is given: the DDG configuration (privacy accounting, fre_protocol/roles/ledger.py)
- * and the σ_int its count asks for (noise_plan.CountSizing), and the discrete Gaussian noise (the
- * sampler is not ported: see docs/device-client.md).
+ * and the σ_int its count asks for (noise_plan.CountSizing): see docs/device-client.md.
  */
 import { concat, fromHex } from "./bytes.js";
 import { type DDGConfig, encode, quantize } from "./ddg.js";
@@ -15,7 +14,8 @@ import { bucketEncoding } from "./grid.js";
 import {
   Role, TAG_BYTES, TOKEN_BYTES, blindRequest, coverShare, decodeEvaluation, sealedEnvelope, shareSubmission, tagSubmission,
 } from "./messages.js";
-import { uniformFromBytes } from "./random.js";
+import { sampleDiscreteGaussian } from "./noise.js";
+import { cryptoBytes, uniformFromBytes } from "./random.js";
 import { type HeardBroadcast, hear } from "./ribbon.js";
 import { type EphemeralKey, sealWith, seedKeypair } from "./seal.js";
 import { share, shareSizes } from "./sharing.js";
@@ -37,15 +37,13 @@ export interface SecretRandomness {
 
 const fresh = (n: number): Uint8Array => globalThis.crypto.getRandomValues(new Uint8Array(n));
 
-/** crypto.getRandomValues for everything but the noise, which needs a sampler this client lacks. */
+/** crypto.getRandomValues, and the noise sampled from it (the default "fast-vectorized" sampler). */
 export const cryptoRandomness: SecretRandomness = {
   blindBytes: () => fresh(64),
   sealSeed: () => fresh(32),
   token: () => fresh(TOKEN_BYTES),
   roundingBytes: (n) => fresh(8 * n),
-  noise: () => {
-    throw new Error("discrete Gaussian sampling is not implemented in this client yet");
-  },
+  noise: (sigma, n) => sampleDiscreteGaussian(sigma, n, cryptoBytes),
   shareSeed: () => fresh(32),
   contributionId: () => fresh(16),
   coverToken: () => fresh(TOKEN_BYTES),

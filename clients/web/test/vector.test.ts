@@ -8,10 +8,16 @@ import { readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { test } from "node:test";
 import { fileURLToPath } from "node:url";
+import { xsalsa20poly1305 } from "@noble/ciphers/salsa.js";
+import { ristretto255_oprf, x25519 } from "@noble/curves/ed25519.js";
+import { blake2b } from "@noble/hashes/blake2.js";
 import { sha256 } from "@noble/hashes/sha2.js";
-import { fromHex, hex } from "../src/bytes.js";
+import { concat, fromHex, hex } from "../src/bytes.js";
+import { boxKey } from "../src/seal.js";
+import { expandSeed } from "../src/sharing.js";
 import { phase2Batch } from "../src/messages.js";
-import { RandomSource } from "../src/random.js";
+import { sampleDiscreteGaussian } from "../src/noise.js";
+import { type ByteSource, RandomSource } from "../src/random.js";
 import { type SecretRandomness, Device, type RoundDocument, type SealKind } from "../src/user.js";
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "..", "..");
@@ -85,3 +91,64 @@ test("the public-randomness stream is Python's RandomSource (the device streams'
     }
   }
 });
+
+test("the noise sampler draws the recorded noise from the recorded stream", () => {
+  const c = vector.cases.find((x: any) => x.name === "released");
+  const tape = fromHex(c.randomness.tape["phase2/0"]);
+  let at = fromHex(c.randomness.rounding_bytes).length;
+  const source: ByteSource = {
+    randomBytes(n: number) {
+      assert.ok(at + n <= tape.length, "the sampler drew past the stream");
+      at += n;
+      return tape.slice(at - n, at);
+    },
+  };
+  const noise = sampleDiscreteGaussian(c.derived.sigma_int, c.randomness.noise.length, source);
+  assert.deepEqual(noise.map(Number), c.randomness.noise);
+  assert.equal(hex(source.randomBytes(32)), c.randomness.share_seed); // what follows the noise
+  const small = sampleDiscreteGaussian(3.5, 2000, RandomSource.seeded(1, "noise"));
+  const mean = small.reduce((a, b) => a + Number(b), 0) / small.length;
+  const variance = small.reduce((a, b) => a + (Number(b) - mean) ** 2, 0) / small.length;
+  assert.ok(Math.abs(mean) < 0.3 && Math.abs(variance - 3.5 ** 2) < 1.5, `mean ${mean} variance ${variance}`);
+});
+
+test("the default randomness plays a whole device against keys made here (noise sampled here)", () => {
+  const c = vector.cases.find((x: any) => x.name === "released");
+  const oprf = ristretto255_oprf.voprf.generateKeyPair();
+  const tagBox = x25519.keygen(), synBox = x25519.keygen();
+  const mine: RoundDocument = {
+    ...round,
+    public_keys: { voprf: hex(oprf.publicKey), S_tag_box: hex(tagBox.publicKey), S_syn_box: hex(synBox.publicKey) },
+  };
+  const device = new Device(mine, c.inputs.embedding, true);
+  device.prepare();
+  const request = device.blindRequest();
+  const blinded = open(tagBox.secretKey, request).subarray(1);
+  const answer = ristretto255_oprf.voprf.blindEvaluate(oprf.secretKey, oprf.publicKey, blinded);
+  const tag = device.receiveEvaluation(concat(new Uint8Array([2]), answer.evaluated, answer.proof));
+  const submission = open(synBox.secretKey, device.tagSubmission()!);
+  assert.equal(hex(submission.subarray(1, 33)), hex(tag));
+  assert.equal(device.receiveBroadcast(fromHex(c.inputs.broadcast)), null); // another round's broadcast
+  device.count = 25; // as if released: the shares, with noise sampled from the OS's randomness
+  const [toTag, toSyn] = device.phase2({ ddgConfig: c.derived.ddg_config, sigmaInt: c.derived.sigma_int });
+  const first = open(tagBox.secretKey, toTag), second = open(synBox.secretKey, toSyn);
+  const bits = c.derived.ddg_config.modulus_bits, d = c.derived.ddg_config.padded_dim;
+  const seed = first.subarray(1 + 32 + 16 + 32 + 4), words = second.subarray(1 + 32 + 16 + 32 + 4);
+  const mask = (1n << BigInt(bits)) - 1n, half = 1n << BigInt(bits - 1);
+  const g = expandSeed(seed, d, bits);
+  for (let i = 0; i < d; i++) {
+    const w = BigInt(words[3 * i]) | (BigInt(words[3 * i + 1]) << 8n) | (BigInt(words[3 * i + 2]) << 16n);
+    const v = (g[i] + w) & mask;
+    const centered = v >= half ? Number(v - (1n << BigInt(bits))) : Number(v);
+    // |rotated x / γ| ≤ 1/γ ≈ 89,000, plus 12σ of noise
+    assert.ok(Math.abs(centered) < 1 / c.derived.ddg_config.gamma + 12 * c.derived.sigma_int, `coordinate ${i}: ${centered}`);
+  }
+});
+
+/** crypto_box_seal_open of an envelope (type, recipient, length, epk || box). */
+function open(secretKey: Uint8Array, envelope: Uint8Array): Uint8Array {
+  const sealed = envelope.subarray(6);
+  const epk = sealed.subarray(0, 32);
+  const nonce = blake2b(concat(epk, x25519.getPublicKey(secretKey)), { dkLen: 24 });
+  return xsalsa20poly1305(boxKey(epk, secretKey), nonce).decrypt(sealed.subarray(32));
+}
