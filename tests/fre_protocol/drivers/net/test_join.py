@@ -11,6 +11,7 @@ credential already used, the round closed, a CA that did not sign the servers.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -147,3 +148,25 @@ def test_join_says_in_one_line_when_its_credential_is_used_or_the_round_closed(t
     assert late.returncode == 3, (out, err)
     assert err.strip().count("\n") == 0 and "the round is closed" in err
 
+
+
+@pytest.mark.text
+def test_join_embeds_its_text_with_the_default_embedder_and_plays_its_part(tmp_path: Path, live_deployment) -> None:
+    pytest.importorskip("sentence_transformers", reason="join --text needs the text extra")
+    from fre_protocol.drivers.net.deploy import close_phase
+
+    dep = live_deployment(dataclasses.replace(round_settings("join-text"), dim=384))  # MiniLM's
+    (tmp_path / "credential").write_text(credentials_for(dep, 1)[0])
+    proc = _join("--round", dep.url("proxy"), "--ca", str(dep.pki / "ca.pem"), "--credential",
+                 str(tmp_path / "credential"), "--text", "I have had a fever and a cough for three days",
+                 "--deadline", "120")
+    try:
+        _wait_items(dep, "submit", 1, proc, timeout_s=180)
+        close_phase(dep, 1)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, (out, err)
+    assert "d = 384" in out and "bucket" not in out  # no --show-bucket: nothing of its bucket printed
+    assert [ln.split()[1] for ln in out.splitlines() if ln.startswith("  sent")] == ["phase1", "submit", "phase2"]
