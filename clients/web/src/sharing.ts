@@ -47,10 +47,25 @@ export function packWords(values: bigint[], width: number): Uint8Array {
   return out;
 }
 
-/** The two shares' wire bytes: (seed, packed x − G(seed) mod 2^b). */
-export function share(values: bigint[], bits: number, seed: Uint8Array): [Uint8Array, Uint8Array] {
-  if (!compresses(values.length, bits)) throw new Error("explicit-only sharing (a share no longer than a seed) is not implemented here");
+/** Uniform bytes the sharing of ``dim`` values draws: a seed, or the explicit mask's stream. */
+export const shareRandomBytes = (dim: number, bits: number): number =>
+  compresses(dim, bits) ? SEED_SIZE : dim * streamWordBytes(bits);
+
+/** The two shares' wire bytes from ``random`` (shareRandomBytes of them): (seed, packed
+ * x − G(seed)) when a seed is shorter, else both explicit, (mask, x − mask) with the mask read
+ * from ``random`` as G's words are (primitives/sharing/ring2k.py). */
+export function share(values: bigint[], bits: number, random: Uint8Array): [Uint8Array, Uint8Array] {
+  const dim = values.length;
+  if (random.length !== shareRandomBytes(dim, bits)) throw new Error(`sharing needs ${shareRandomBytes(dim, bits)} random bytes`);
   const mask = (1n << BigInt(bits)) - 1n;
-  const g = expandSeed(seed, values.length, bits);
-  return [seed.slice(), packWords(values.map((x, i) => (x - g[i]) & mask), wordBytes(bits))];
+  const width = streamWordBytes(bits);
+  const g = compresses(dim, bits)
+    ? expandSeed(random, dim, bits)
+    : Array.from({ length: dim }, (_, i) => {
+      let v = 0n;
+      for (let b = width - 1; b >= 0; b--) v = (v << 8n) | BigInt(random[i * width + b]);
+      return v & mask;
+    });
+  const second = packWords(values.map((x, i) => (x - g[i]) & mask), wordBytes(bits));
+  return [compresses(dim, bits) ? random.slice() : packWords(g, wordBytes(bits)), second];
 }

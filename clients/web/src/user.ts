@@ -18,7 +18,7 @@ import { sampleDiscreteGaussian } from "./noise.js";
 import { cryptoBytes, uniformFromBytes } from "./random.js";
 import { type HeardBroadcast, hear } from "./ribbon.js";
 import { type EphemeralKey, sealWith, seedKeypair } from "./seal.js";
-import { share, shareSizes } from "./sharing.js";
+import { share, shareRandomBytes, shareSizes } from "./sharing.js";
 import { blind, scalarFromUniform, verifyAndFinalize } from "./voprf.js";
 
 export type SealKind = "blind_request" | "tag_submission" | "share_to_tag" | "share_to_syn";
@@ -30,7 +30,7 @@ export interface SecretRandomness {
   token(): Uint8Array; // 32 bytes
   roundingBytes(n: number): Uint8Array; // 8 bytes a coin
   noise(sigma: number, n: number): bigint[]; // discrete Gaussian integers
-  shareSeed(): Uint8Array; // 32 bytes
+  shareBytes(n: number): Uint8Array; // the share seed (32 bytes), or an explicit mask's stream
   contributionId(): Uint8Array; // 16 bytes
   coverToken(): Uint8Array; // 32 bytes
 }
@@ -44,7 +44,7 @@ export const cryptoRandomness: SecretRandomness = {
   token: () => fresh(TOKEN_BYTES),
   roundingBytes: (n) => fresh(8 * n),
   noise: (sigma, n) => sampleDiscreteGaussian(sigma, n, cryptoBytes),
-  shareSeed: () => fresh(32),
+  shareBytes: (n) => fresh(n),
   contributionId: () => fresh(16),
   coverToken: () => fresh(TOKEN_BYTES),
 };
@@ -148,7 +148,8 @@ export class Device {
       const coins = uniformFromBytes(this.rnd.roundingBytes(config.padded_dim));
       const q = quantize(this.embedding, config, coins);
       const noise = this.round.noise && inputs.sigmaInt > 0 ? this.rnd.noise(inputs.sigmaInt, config.padded_dim) : q.map(() => 0n);
-      const [first, second] = share(encode(q, noise, config), config.modulus_bits, this.rnd.shareSeed());
+      const random = this.rnd.shareBytes(shareRandomBytes(config.padded_dim, config.modulus_bits));
+      const [first, second] = share(encode(q, noise, config), config.modulus_bits, random);
       const cid = this.rnd.contributionId();
       return [
         this.seal("share_to_tag", "phase2", "S_tag", shareSubmission(this.tag, cid, this.tokenValue, first)),

@@ -16,6 +16,7 @@ import { concat, fromHex, hex } from "../src/bytes.js";
 import { boxKey } from "../src/seal.js";
 import { expandSeed } from "../src/sharing.js";
 import { phase2Batch } from "../src/messages.js";
+import { withoutMember } from "../src/net.js";
 import { sampleDiscreteGaussian } from "../src/noise.js";
 import { type ByteSource, RandomSource } from "../src/random.js";
 import { type SecretRandomness, Device, type RoundDocument, type SealKind } from "../src/user.js";
@@ -41,7 +42,10 @@ function recorded(r: any): SecretRandomness {
       assert.equal(r.noise.length, n);
       return r.noise.map(BigInt);
     },
-    shareSeed: () => fromHex(r.share_seed),
+    shareBytes: (n: number) => {
+      assert.equal(n, 32);
+      return fromHex(r.share_seed);
+    },
     contributionId: () => fromHex(r.contribution_id),
     coverToken: () => fromHex(covers.shift()),
   };
@@ -152,3 +156,11 @@ function open(secretKey: Uint8Array, envelope: Uint8Array): Uint8Array {
   const nonce = blake2b(concat(epk, x25519.getPublicKey(secretKey)), { dkLen: 24 });
   return xsalsa20poly1305(boxKey(epk, secretKey), nonce).decrypt(sealed.subarray(32));
 }
+
+test("the signed document's canonical bytes are the served JSON less its signatures member", () => {
+  const doc = '{"a":1.0,"b":"x,}{\\"","signatures":{"S_syn":{"c":"-"},"S_tag":[1,{"d":2}]},"unit":{"cap":1}}';
+  assert.equal(withoutMember(doc, "signatures"), '{"a":1.0,"b":"x,}{\\"","unit":{"cap":1}}');
+  assert.equal(withoutMember('{"signatures":{"a":1},"z":2}', "signatures"), '{"z":2}');
+  assert.equal(withoutMember('{"a":1,"signatures":[]}', "signatures"), '{"a":1}');
+  assert.equal(withoutMember('{"a":{"signatures":1}}', "signatures"), '{"a":{"signatures":1}}');
+});
