@@ -89,6 +89,10 @@ def _why(exc: BaseException) -> tuple[int, str] | None:
     return None
 
 
+#: What each request's envelopes seal (phase 2's, shares or cover, is the user's to see: --show-bucket).
+_SEALED = {"phase1": "BlindRequest", "submit": "TagSubmission", "phase2": "ShareSubmission or CoverShare"}
+
+
 def _describe(step: str, body: bytes) -> str:
     from fre_protocol.drivers.net.wire import decode_batch
     from fre_protocol.messages import SealedEnvelope, decode_as
@@ -97,7 +101,7 @@ def _describe(step: str, body: bytes) -> str:
     parts = []
     for data in envelopes:
         env = decode_as(data, SealedEnvelope)
-        parts.append(f"SealedEnvelope to {env.recipient.label} ({len(data)} B)")
+        parts.append(f"SealedEnvelope({_SEALED.get(step, '?')}) to {env.recipient.label} ({len(data)} B)")
     return f"{step:7s} {len(body):6d} B: " + ", ".join(parts)
 
 

@@ -54,7 +54,8 @@ async function main(): Promise<number> {
       ["phase2", phase2Batch(envelopes).length, device.sent.slice(-2)],
     ];
     for (const [step, size, sent] of requests) {
-      const parts = sent.map((e) => `SealedEnvelope to ${e.recipient} (${e.envelope.length} B)`).join(", ");
+      const inner = { phase1: "BlindRequest", submit: "TagSubmission", phase2: "ShareSubmission or CoverShare" }[step];
+      const parts = sent.map((e) => `SealedEnvelope(${inner}) to ${e.recipient} (${e.envelope.length} B)`).join(", ");
       console.log(`  sent ${step.padEnd(7)} ${String(size).padStart(6)} B: ${parts}`);
     }
     if (process.argv.includes("--show-bucket")) {
