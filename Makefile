@@ -5,9 +5,26 @@ PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup test test-fast test-integration test-text demo bench heavy lint clean
+.PHONY: setup setup-web test test-fast test-integration test-text test-web demo bench heavy lint clean
 
-setup: $(STAMP)
+# The TypeScript user client (clients/web): its packages from the npm registry, pinned by its
+# lockfile, when node and npm are present; without them its tests are skipped, and said so.
+WEB       := clients/web
+WEB_STAMP := $(WEB)/node_modules/.installed
+HAVE_NODE := $(shell command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 && node -e 'const [a,b]=process.versions.node.split(".").map(Number);process.exit(a>20||(a===20&&b>=19)?0:1)' 2>/dev/null && echo yes)
+
+setup: $(STAMP) setup-web
+
+setup-web:
+ifeq ($(HAVE_NODE),yes)
+	@$(MAKE) --no-print-directory $(WEB_STAMP)
+else
+	@echo "setup: node >= 20.19 and npm not found: the TypeScript client (clients/web) is not installed; its tests will be skipped"
+endif
+
+$(WEB_STAMP): $(WEB)/package.json $(WEB)/package-lock.json
+	cd $(WEB) && npm ci --no-audit --no-fund --loglevel=error
+	touch $(WEB_STAMP)
 
 $(STAMP): pyproject.toml Makefile fre_protocol/text/carriers.py
 	bash scripts/install_system_deps.sh
@@ -25,6 +42,15 @@ PYTEST := HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(PY) -m pytest -q --durations
 
 test: setup
 	$(PYTEST) -m "not heavy" tests
+	@$(MAKE) --no-print-directory test-web
+
+# The TypeScript client's tests: the user-side vectors replayed byte for byte (a few seconds).
+test-web: setup-web
+ifeq ($(HAVE_NODE),yes)
+	cd $(WEB) && npm test --silent
+else
+	@echo "test-web: SKIPPED: node >= 20.19 and npm are not installed, so the TypeScript client (clients/web) was not tested"
+endif
 
 # Between edits: no services, Dask, worker processes or models.
 test-fast: setup

@@ -31,6 +31,7 @@ COMMANDS: dict[str, str] = {
     "certs": "fre_protocol.cli.certs",
     "serve": "fre_protocol.cli.serve",
     "users": "fre_protocol.cli.users",
+    "join": "fre_protocol.cli.join",
     "deploy-local": "fre_protocol.cli.deploy_local",
     "components": "fre_protocol.cli.components_cmd",
 }

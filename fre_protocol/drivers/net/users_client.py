@@ -32,6 +32,7 @@ from fre_protocol.roles.base import Meter, Recorder, Runtime, Workers
 from fre_protocol.roles.config import RoundSpec
 from fre_protocol.roles.round import RunPlan, heard_by, plan_devices, plan_run, population
 from fre_protocol.roles.user import ServerKeys
+from mechanism.seeds import SeedPlan
 from primitives.errors import ProtocolStateError
 
 #: How long a user's request for its phase-1 answer waits at the proxy (seconds).
@@ -56,6 +57,10 @@ class UsersReport:
     #: steps and the users' own computing between them, so a sampler of the services' CPU can
     #: tell which party each step waits on.
     spans: list[tuple[str, float, float]] = field(default_factory=list)
+    #: One device only (:attr:`UsersOptions.device`): each accepted request's step and body, in
+    #: order, and what the device learnt of its own bucket (for its user's eyes only).
+    sent: list[tuple[str, bytes]] = field(default_factory=list)
+    own: dict[str, Any] = field(default_factory=dict)
 
     @contextmanager
     def timed(self, step: str) -> Iterator[None]:
@@ -75,7 +80,8 @@ class _Http:
     httpx here: its client costs about a quarter of the CPU per request, and this one process
     plays every user."""
 
-    def __init__(self, base: str, ca: Path, *, concurrency: int, deadline_s: float, report: UsersReport) -> None:
+    def __init__(self, base: str, ca: Path, *, concurrency: int, deadline_s: float, report: UsersReport,
+                 device: bool = False) -> None:
         self.session = aiohttp.ClientSession(
             base.rstrip("/"), connector=aiohttp.TCPConnector(limit=concurrency, ssl=tls_client_context(ca)),
             auto_decompress=False,
@@ -86,6 +92,7 @@ class _Http:
         self.longest_try = aiohttp.ClientTimeout(total=60.0, connect=10.0)  # shared: most tries get it
         self.deadline_s = deadline_s
         self.report = report
+        self.device = device  # one real device: keep what it sent, and stop at its first failure
 
     async def call(self, step: str, method: str, path: str, *, token: str | None = None, body: bytes | None = None,
                    params: dict[str, str] | None = None) -> bytes:
@@ -117,6 +124,8 @@ class _Http:
             if status > 0:
                 self.report.bytes_down += len(content)
                 if status < 400:
+                    if self.device and body is not None:
+                        self.report.sent.append((step, body))
                     return status, content
                 if status != 425 and status < 500:
                     raise peer_error(status, content)
@@ -146,6 +155,8 @@ async def _each(step: str, http: _Http, items: Sequence[Any], fn: Callable[[Any]
                 out[k] = await fn(item)
             except Exception:  # noqa: BLE001 - one user's failure is that user's
                 report.failures[step] = report.failures.get(step, 0) + 1
+                if getattr(http, "device", False):
+                    raise  # a device alone: its failure ends its round (the caller says why)
 
     http.until = time.monotonic() + http.deadline_s
     try:
@@ -178,6 +189,10 @@ class UsersOptions:
     concurrency: int = 64
     deadline_s: float = 900.0
     workers: int = 2
+    #: One real device (``fre-e2t join``): its secrets come from the system's CSPRNG whatever the
+    #: round's mode (a device holds no test seed), a failed request ends its round with that
+    #: error, and the report keeps its requests' bodies and its own outcome.
+    device: bool = False
 
 
 def play_users(
@@ -216,8 +231,9 @@ def _plan(
     if x.ndim != 2 or x.shape[1] != settings.dim:
         raise ProtocolStateError(f"embeddings must be (N, {settings.dim}), got shape {x.shape}")
     online = None if active is None else np.asarray(active, dtype=bool)
+    seeds = SeedPlan(public_seed=settings.public_seed) if options.device else settings.seeds(target.test_seed)
     spec = RoundSpec(
-        params=settings.params, seeds=settings.seeds(target.test_seed), config=settings.protocol,
+        params=settings.params, seeds=seeds, config=settings.protocol,
         unit=settings.unit, noise=settings.noise, components=settings.components, workers=options.workers,
         dropout=0.0 if online is None else (lambda n: ~online),
     )
@@ -247,7 +263,7 @@ async def _play(
     and through the same role methods; only the messages' way differs (HTTP, retries, deadlines)."""
     report = UsersReport(n_users=run.slots.n_users)
     http = _Http(target.proxy_url, target.ca, concurrency=options.concurrency, deadline_s=options.deadline_s,
-                 report=report)
+                 report=report, device=options.device)
     store = None
     try:
         # Before anything is sent: the settings are the ones given, and S_tag and S_syn each
@@ -366,6 +382,35 @@ class _Devices:
         self.pool.close()
         self.report.meter = self.runtime.meter.to_dict()
         self.report.status.update(self.population.tally().status)
+        if self.http.device:
+            self.report.own = own_outcome(self.population)
 
 
-__all__ = ["UsersOptions", "UsersReport", "UsersTarget", "play_users"]
+def own_outcome(devices: Any) -> dict[str, Any]:
+    """What a single device learnt of its own bucket: its bucket's encoding, its tag, whether it
+    submitted it, the count the broadcast gives it, and whether it contributed. Its user's to
+    see (``fre-e2t join --show-bucket``), nobody else's."""
+    tag = devices.tags[0]
+    count = devices.heard.query(tag) if devices.heard is not None else None
+    return {
+        "bucket": devices.encodings[0].hex(), "tag": None if tag is None else tag.hex(),
+        "status": devices.status[0], "submitted": bool(devices.submitted[0]), "count": count,
+        "contributed": bool(devices.participants.size), "cover": bool(devices.cover.size),
+    }
+
+
+async def fetch_round(proxy_url: str, ca: Path, *, deadline_s: float = 60.0) -> RoundSettings:
+    """The settings of the round the proxy serves, once S_tag and S_syn have each signed its
+    document with a certificate of their role from ``ca`` (VerificationError otherwise): what a
+    device that was given only the proxy's address and the CA trusts."""
+    report = UsersReport(n_users=1)
+    http = _Http(proxy_url, ca, concurrency=1, deadline_s=deadline_s, report=report, device=True)
+    try:
+        signed = SignedRoundDocument.decode(await http.call("round", "GET", "/v1/round"))
+    finally:
+        await http.close()
+    signed.verify(ca=ca)
+    return signed.document.settings
+
+
+__all__ = ["UsersOptions", "UsersReport", "UsersTarget", "fetch_round", "own_outcome", "play_users"]

@@ -1,0 +1,144 @@
+/**
+ * A device's network side in node (the browser's would use fetch and WebCrypto): the round
+ * document fetched over HTTPS against the deployment's CA and checked as the Python users check
+ * it (fre_protocol/drivers/net/signing.py: S_tag's and S_syn's ECDSA P-256 / SHA-256 signatures
+ * over CONTEXT || role || 0x00 || SHA-256(canonical document), each with a certificate the CA
+ * issued to that role, valid now), then the device's requests to the proxy with bounded retries
+ * (425 and 5xx are retried, other 4xx are final).
+ */
+import { X509Certificate, createHash, verify } from "node:crypto";
+import { request } from "node:https";
+import { concat, fromHex, utf8 } from "./bytes.js";
+
+export class PeerError extends Error {
+  constructor(readonly status: number, readonly kind: string, readonly detail: string) {
+    super(`${kind} (${status}): ${detail}`);
+  }
+}
+
+export class VerificationError extends Error {}
+
+interface Answer {
+  status: number;
+  body: Uint8Array;
+}
+
+function once(url: URL, method: string, ca: string, body?: Uint8Array, token?: string): Promise<Answer> {
+  return new Promise((resolve, reject) => {
+    const headers: Record<string, string> = token ? { authorization: `Bearer ${token}` } : {};
+    if (body) headers["content-length"] = String(body.length);
+    const req = request(url, { method, ca, headers, timeout: 60_000 }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on("data", (c: Buffer) => chunks.push(c));
+      res.on("end", () => resolve({ status: res.statusCode ?? 0, body: new Uint8Array(Buffer.concat(chunks)) }));
+      res.on("error", reject);
+    });
+    req.on("timeout", () => req.destroy(new Error("timed out")));
+    req.on("error", reject);
+    req.end(body ? Buffer.from(body) : undefined);
+  });
+}
+
+export class Proxy {
+  readonly received: number[] = [];
+  constructor(readonly base: string, readonly ca: string, readonly deadlineS = 900) {}
+
+  /** One request, retried until a final answer or the deadline (then an Error). */
+  async call(method: string, path: string, options: { body?: Uint8Array; token?: string } = {}): Promise<Uint8Array> {
+    const end = Date.now() + 1000 * this.deadlineS;
+    for (let attempt = 0; ; attempt++) {
+      let answer: Answer | null = null;
+      try {
+        answer = await once(new URL(path, this.base), method, this.ca, options.body, options.token);
+      } catch {
+        answer = null;
+      }
+      if (answer !== null && answer.status < 400) {
+        this.received.push(answer.body.length);
+        return answer.body;
+      }
+      if (answer !== null && answer.status !== 425 && answer.status < 500) {
+        let kind = "HTTPError", detail = new TextDecoder().decode(answer.body.subarray(0, 200));
+        try {
+          const data = JSON.parse(detail.length < 200 ? new TextDecoder().decode(answer.body) : "{}");
+          kind = String(data.error);
+          detail = String(data.detail);
+        } catch { /* not JSON: keep the text */ }
+        throw new PeerError(answer.status, kind, detail);
+      }
+      const pause = Math.min(1000, 20 * 2 ** attempt) * (0.5 + Math.random() / 2);
+      if (Date.now() + pause > end) throw new Error(`${method} ${path}: no answer within ${this.deadlineS} s`);
+      await new Promise((r) => setTimeout(r, pause));
+    }
+  }
+}
+
+/** The raw JSON without its top-level ``key`` member (the canonical document the servers signed). */
+export function withoutMember(raw: string, key: string): string {
+  let depth = 0, inString = false, escaped = false, keyStart = -1;
+  let memberStart = -1;
+  for (let i = 0; i < raw.length; i++) {
+    const ch = raw[i];
+    if (inString) {
+      if (escaped) escaped = false;
+      else if (ch === "\\") escaped = true;
+      else if (ch === '"') {
+        inString = false;
+        if (keyStart >= 0 && depth === 1 && raw[i + 1] === ":" && JSON.parse(raw.slice(keyStart, i + 1)) === key) {
+          memberStart = raw[keyStart - 1] === "," ? keyStart - 1 : keyStart;
+        }
+        keyStart = -1;
+      }
+      continue;
+    }
+    if (ch === '"') {
+      inString = true;
+      if (depth === 1 && (raw[i - 1] === "{" || raw[i - 1] === ",")) keyStart = i;
+    } else if (ch === "{" || ch === "[") depth++;
+    else if (ch === "}" || ch === "]" || ch === ",") {
+      if (memberStart >= 0 && depth === 1 && i > memberStart + key.length + 3) {
+        const end = raw[memberStart] === "," ? i : i + (ch === "," ? 1 : 0);
+        return raw.slice(0, memberStart) + raw.slice(end);
+      }
+      if (ch !== ",") depth--;
+    }
+  }
+  if (memberStart >= 0) throw new Error("unterminated member");
+  return raw;
+}
+
+const CONTEXT = concat(utf8("fre-e2t round document v1"), new Uint8Array([0]));
+
+function commonName(cert: X509Certificate): string | null {
+  const names = cert.subject.split("\n").filter((l) => l.startsWith("CN=")).map((l) => l.slice(3));
+  return names.length === 1 ? names[0] : null;
+}
+
+/** The round document the proxy serves, once both servers' signatures verify under ``ca``. */
+export async function fetchRound(proxy: Proxy): Promise<{ document: any; digest: string }> {
+  const raw = new TextDecoder().decode(await proxy.call("GET", "/v1/round"));
+  const signed = JSON.parse(raw);
+  const canonical = withoutMember(raw, "signatures");
+  const digest = createHash("sha256").update(canonical).digest();
+  const authority = new X509Certificate(proxy.ca);
+  const now = new Date();
+  for (const role of ["S_tag", "S_syn"]) {
+    const sig = signed.signatures?.[role];
+    if (!sig) throw new VerificationError(`${role}'s signature on the round document is missing`);
+    const leaf = new X509Certificate(sig.certificate);
+    if (!leaf.checkIssued(authority) || !leaf.verify(authority.publicKey)) {
+      throw new VerificationError(`${role}'s certificate is not issued by the deployment's CA`);
+    }
+    for (const cert of [authority, leaf]) {
+      if (!(new Date(cert.validFrom) <= now && now <= new Date(cert.validTo))) throw new VerificationError(`${role}'s certificate is not valid now`);
+    }
+    if (commonName(leaf) !== role) throw new VerificationError(`${role}'s certificate names role ${commonName(leaf)}`);
+    if (leaf.ca) throw new VerificationError(`${role}'s certificate is not a leaf certificate`);
+    const statement = concat(CONTEXT, utf8(role), new Uint8Array([0]), digest);
+    if (!verify("sha256", statement, leaf.publicKey, fromHex(sig.signature))) {
+      throw new VerificationError(`${role}'s signature on the round document does not verify under its certificate`);
+    }
+  }
+  const { signatures: _omitted, ...document } = signed;
+  return { document, digest: digest.toString("hex") };
+}

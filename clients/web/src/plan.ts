@@ -1,0 +1,38 @@
+/**
+ * The device's phase-2 plan from the round document and the broadcast, where it needs no
+ * privacy accounting: a round with ε = ∞ (fre_protocol/roles/ledger.py, ddg_config_for's non-DP
+ * branch: σ_int = 0 and the finest γ whose noiseless aggregate of n users fits the ring). A DP
+ * round's γ and σ_int come from the accountant, which this client does not port: it refuses.
+ */
+import { hex, utf8 } from "./bytes.js";
+import type { DDGConfig } from "./ddg.js";
+import type { RoundDocument } from "./user.js";
+
+const DEFAULT_ROTATION_SEED = hex(utf8("fre-e2t/ddg/rotation/v1"));
+
+/** ceil(τ − 1e-9·max(1, |τ|)), at least 1 (mechanism.fre_e2t.release_threshold). */
+export function releaseThreshold(round: RoundDocument): number {
+  const p = round.params as Record<string, unknown>;
+  const dp = p.epsilon !== "inf" && Number.isFinite(Number(p.epsilon));
+  const tau = (dp ? Number(p.p_sample) : 1.0) * Number(p.threshold);
+  return Math.max(1, Math.max(0, Math.ceil(tau - 1e-9 * Math.max(1.0, Math.abs(tau)))));
+}
+
+export function noiselessDdgConfig(round: RoundDocument, maxCount: number): DDGConfig {
+  const p = round.params as Record<string, unknown>;
+  if (p.epsilon !== "inf") throw new Error("a DP round's DDG configuration needs the privacy accountant, not ported to this client");
+  const protocol = round.protocol as Record<string, unknown>;
+  const bits = Number(protocol.modulus_bits ?? 24);
+  const k = Number(protocol.modulus_stddevs ?? 8.0);
+  const clip = Number(p.clip);
+  const floor = releaseThreshold(round);
+  const n = Math.max(maxCount > 0 ? maxCount : floor, floor);
+  const padded = 2 ** Math.ceil(Math.log2(round.dim));
+  const room = Number(1n << BigInt(bits)) ** 2 - k * k * n;
+  if (room <= 0) throw new Error(`modulus_bits = ${bits} cannot hold ${n} users' rounding`);
+  const gamma = ((1.01 * 2.0 * k * Math.sqrt((clip ** 2 * n * n) / padded)) / Math.sqrt(room));
+  return {
+    dim: round.dim, padded_dim: padded, gamma, sigma_int: 0.0, modulus_bits: bits, clip, beta: 0.0,
+    rotation_seed: DEFAULT_ROTATION_SEED, rotate: true,
+  };
+}
