@@ -47,7 +47,7 @@ EVALUATION_NOTE = (
 )
 #: Methods that produce a Fre-E2T release.
 FRE_E2T = "fre-e2t"  # the two-server protocol
-CENTRAL_DP = "central-dp"  # the centralized mechanism (a trusted curator)
+CENTRAL_DP = "central-dp"  # Algorithm 1 run centrally: the protocol's oracle (the paper's curator: mechanism.curator)
 RELEASE_METHODS = (FRE_E2T, CENTRAL_DP)
 
 #: What --quick changes (sizes for CI; flags given explicitly still win). At 2,000 healthtweets

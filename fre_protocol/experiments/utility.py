@@ -1,7 +1,8 @@
 """``utility`` — paper Tables 1, 9 and 16: precision, recall, F1 and L2 of Fre-E2T's outputs.
 
-For every ε and seed, Fre-E2T (the two-server protocol) and centralized DP (the mechanism, a
-trusted curator) release DP centroids; each is scored against the frequent set F (Table 1) and
+For every ε and seed, Fre-E2T (the two-server protocol) and central-dp (Algorithm 1 run centrally
+with the same coins, the protocol's oracle; the paper's trusted-curator baseline is in the
+``baselines`` experiment) release DP centroids; each is scored against the frequent set F (Table 1) and
 against all texts V (Table 16), at the centroid level and — after inversion with the default
 inverter — at the text level (Table 9). design §8: a hit lies within α·r (α = 1.5) of the other
 set; L2 is the mean distance from each output to its nearest frequent text.
