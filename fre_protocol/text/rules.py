@@ -14,7 +14,9 @@ passes when it breaks none of these rules (:data:`RULES`, in the order they are 
   boundaries;
 * ``no_word_list`` — it is not a comma-separated word list: it fails when it holds a run of at
   least :data:`LIST_ITEMS` comma-separated items of at most :data:`LIST_ITEM_WORDS` words each
-  and the text as a whole has no verb-ish token (:func:`has_verbish`: a common auxiliary or
+  (none verb-ish) and the text as a whole has no verb-ish token, or a run of more than
+  :data:`LIST_ITEMS` such items whatever follows ("Public, permission, seated, recorded: The
+  problem is …") (:func:`has_verbish`: a common auxiliary or
   verb, or a word ending in -ed/-ing/-s after a subject pronoun…, kept crude on purpose: a
   list *with* a verb, "She bought apples, pears, plums and figs.", is a sentence). A text whose
   sentences are mostly one or two words ("Pessimistic, billion, statistics. Nepotistical.")
@@ -48,7 +50,7 @@ TASK_TALK: tuple[str, ...] = (
     r"adds? a (?:touch|sense|hint|layer) of",
     r"uses? (?:some )?(?:of )?(?:the |these )?words?(?: like)?",
     r"(?:these|the following) words",
-    r"to enhance the",
+    r"to enhance the", r"this adds", r"adds? context", r"the previous (?:statement|sentence|text)",
     r"rewrit\w*", r"paraphras\w*", r"here(?:'s| is| are)", r"sure[,!]", r"similar to this",
 )
 _TASK_TALK = re.compile(r"\b(?:" + "|".join(TASK_TALK) + r")", re.IGNORECASE)
@@ -91,7 +93,7 @@ def _word_list(text: str) -> bool:
     for p, n in zip(pieces, sizes, strict=True):
         run = run + 1 if 0 < n <= LIST_ITEM_WORDS and not has_verbish(p) else 0
         best = max(best, run)
-    if best >= LIST_ITEMS and not has_verbish(text):
+    if best > LIST_ITEMS or (best >= LIST_ITEMS and not has_verbish(text)):
         return True
     # Mostly one- or two-word fragments: "Pessimistic, billion, statistics. Nepotistical."
     return len(sizes) >= 2 and sum(1 for n in sizes if n <= LIST_ITEM_WORDS) * 2 > len(sizes) and not has_verbish(text)
