@@ -14,7 +14,7 @@ passes when it breaks none of these rules (:data:`RULES`, in the order they are 
   boundaries;
 * ``no_word_list`` — it is not a comma-separated word list: it fails when it holds a run of at
   least :data:`LIST_ITEMS` comma-separated items of at most :data:`LIST_ITEM_WORDS` words each
-  (none verb-ish) and the text as a whole has no verb-ish token, or a run of more than
+  (none holding a word of :data:`VERBISH`) and the text as a whole has no verb-ish token, or a run of more than
   :data:`LIST_ITEMS` such items whatever follows ("Public, permission, seated, recorded: The
   problem is …") (:func:`has_verbish`: a common auxiliary or
   verb, or a word ending in -ed/-ing/-s after a subject pronoun…, kept crude on purpose: a
@@ -91,7 +91,7 @@ def _word_list(text: str) -> bool:
     sizes = [len(words(p)) for p in pieces]
     run = best = 0
     for p, n in zip(pieces, sizes, strict=True):
-        run = run + 1 if 0 < n <= LIST_ITEM_WORDS and not has_verbish(p) else 0
+        run = run + 1 if 0 < n <= LIST_ITEM_WORDS and not set(words(p)) & VERBISH else 0
         best = max(best, run)
     if best > LIST_ITEMS or (best >= LIST_ITEMS and not has_verbish(text)):
         return True
