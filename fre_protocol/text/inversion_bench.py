@@ -449,16 +449,10 @@ def markdown(result: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def run_bench(
-    config: BenchConfig,
-    embedder: Any,
-    *,
-    log: Callable[[str], None] = lambda _m: None,
-    load_lm: Callable[[], tuple[Any, Any]] | None = None,
-) -> dict[str, Any]:
-    """Build the targets, invert them with every inverter, score; a JSON-ready dict."""
-    started = time.perf_counter()
-    stages: dict[str, float] = {}
+def bench_targets(
+    config: BenchConfig, embedder: Any, log: Callable[[str], None] = lambda _m: None
+) -> tuple[PublicPool, list[str], list[Targets]]:
+    """The pool, the held-out candidates and the targets of a run (a pure function of ``config``)."""
     pool = PoolOptions(max_texts=config.pool_max).build()
     log(f"pool: {len(pool)} public texts {pool.counts()}")
     held = target_sentences(config.targets_from, pool)
@@ -472,6 +466,43 @@ def run_bench(
         singles, vectors[: config.singles], rest, vectors[config.singles :],
         centroids=config.centroids, rng=rng.child("noise"),
     )
+    return pool, held, targets
+
+
+def rejudge(result: dict[str, Any], embedder: Any, log: Callable[[str], None] = lambda _m: None) -> dict[str, Any]:
+    """A bench result (``bench.json``, e.g. of an earlier inverter) with its judge columns
+    recomputed by the current judges on the same targets (rebuilt from its config)."""
+    keys = set(BenchConfig.__dataclass_fields__)
+    raw = {k: v for k, v in result["config"].items() if k in keys}
+    for k in ("inverters", "budgets"):
+        raw[k] = tuple(raw[k])
+    config = BenchConfig(**raw)
+    pool, _, targets = bench_targets(config, embedder, log)
+    measured = [
+        Measured(inverter=r["inverter"], kind=r["target"], seconds=r["seconds_per_target"] * r["n"],
+                 inversions=tuple(Inversion(texts=(t,)) for t in r["outputs"]))
+        for r in result["rows"]
+    ]
+    texts = [inv.texts[0] for m in measured for inv in m.inversions]
+    vectors = embedder.embed(texts).astype(np.float64)
+    judged = judge_outputs(targets, measured, vectors, pool.texts, log, guide_embed=lambda xs: embedder.embed(xs))
+    out = dict(result)
+    out["rows"] = [r | judged.get((r["inverter"], r["target"]), {}) for r in result["rows"]]
+    out["fluency"] = dict(result.get("fluency", {})) | {"judges": judged["about"]}
+    return out
+
+
+def run_bench(
+    config: BenchConfig,
+    embedder: Any,
+    *,
+    log: Callable[[str], None] = lambda _m: None,
+    load_lm: Callable[[], tuple[Any, Any]] | None = None,
+) -> dict[str, Any]:
+    """Build the targets, invert them with every inverter, score; a JSON-ready dict."""
+    started = time.perf_counter()
+    stages: dict[str, float] = {}
+    pool, held, targets = bench_targets(config, embedder, log)
     stages["pool_and_targets"] = time.perf_counter() - started
     measured, unavailable, describe = _invert_all(config, embedder, pool, targets, log)
     stages["inversion_with_warm_up"] = time.perf_counter() - started - sum(stages.values())
