@@ -5,8 +5,10 @@ from it: the pool rarely holds a sentence about exactly that. :class:`GuidedInve
 one, zero-shot, with SmolLM2-135M-Instruct (the paraphraser's packaged model) and the pipeline's
 own embedder in the loop, so it works for any embedder. Per target (the centroid, normalised):
 
-1. **seed** — the retrieval inverter's nearest pool texts; the seed is always a candidate, so the
-   result is never farther from the target than retrieval's;
+1. **seed** — the retrieval inverter's nearest pool texts, those a reader accepts
+   (:mod:`fre_protocol.text.rules`) first: the seed is the nearest *readable* one of the
+   :data:`SEED_CHOICES` nearest (the nearest if none is). The seed is always a candidate, so the
+   result is never farther from the target than its seed;
 2. **keywords** — a greedy bag of public-vocabulary words (from the pool) whose summed word
    vectors point towards the target (no encoder call: word vectors are embedded once, cached);
 3. **guided beam search** — the LM is prompted to write a sentence like the seed with the
@@ -14,7 +16,12 @@ own embedder in the loop, so it works for any embedder. Per target (the centroid
    text is re-embedded and ranked by ``cosine to the target + fluency × mean log-probability``,
    and the best ``beam`` survive (the zero-shot inversion recipe of ZSInvert, cut down to a 135M
    LM and a few hundred encoder calls). Keeping only the LM's top tokens and weighing in its
-   log-probability keeps the text fluent; the cosine moves it towards the target;
+   log-probability keeps the text fluent; the cosine moves it towards the target. **Only
+   sentences come out** (issue 34): a beam that breaks a rule no later token can repair (a word
+   repeated back to back, talk about the task) is dropped; a text becomes a candidate only when
+   it ends a sentence (a stop token or final punctuation) and passes every reader's rule; beams
+   still open at ``max_tokens`` are finished by the LM alone (its most likely tokens, at most
+   ``finish`` more) and kept only if they then pass;
 4. **rounds** — each further round samples ``samples`` rewrites of the current best (randomness
    from ``rng``) and runs the beam search again, prompted with the current best.
 
