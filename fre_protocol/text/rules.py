@@ -16,7 +16,8 @@ passes when it breaks none of these rules (:data:`RULES`, in the order they are 
   least :data:`LIST_ITEMS` comma-separated items of at most :data:`LIST_ITEM_WORDS` words each
   (none holding a word of :data:`VERBISH`) and the text as a whole has no verb-ish token, or a run of more than
   :data:`LIST_ITEMS` such items whatever follows ("Public, permission, seated, recorded: The
-  problem is …") (:func:`has_verbish`: a common auxiliary or
+  problem is …"), or a bracketed list of at least :data:`LIST_ITEMS` such items ("The accent in
+  question (france, crash, australian) is …") (:func:`has_verbish`: a common auxiliary or
   verb, or a word ending in -ed/-ing/-s after a subject pronoun…, kept crude on purpose: a
   list *with* a verb, "She bought apples, pears, plums and figs.", is a sentence). A text whose
   sentences are mostly one or two words ("Pessimistic, billion, statistics. Nepotistical.")
@@ -58,6 +59,7 @@ _END = re.compile(r"[.!?][\"'”’)\]]*$")
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9'’-]*")
 _DANGLING = re.compile(r"(?:^|\s)([B-HJ-Zb-z])[.!?\"'”’)\]]*$")
 _PIECES = re.compile(r"[,;.!?:]+")
+_BRACKETED = re.compile(r"[(\[]([^()\[\]]*)[)\]]")
 #: Auxiliaries, common verbs and subject pronouns: one of them makes a comma run a sentence.
 VERBISH: frozenset[str] = frozenset(
     """is are was were be been being am has have had do does did can could will would shall should
@@ -87,6 +89,10 @@ def _repeats(text: str) -> bool:
 
 
 def _word_list(text: str) -> bool:
+    for inside in _BRACKETED.findall(text):  # keywords dropped in brackets: "(france, crash, australian)"
+        items = [p.strip() for p in inside.split(",")]
+        if len(items) >= LIST_ITEMS and all(0 < len(words(p)) <= LIST_ITEM_WORDS for p in items):
+            return True
     pieces = [p.strip() for p in _PIECES.split(text) if p.strip()]
     sizes = [len(words(p)) for p in pieces]
     run = best = 0

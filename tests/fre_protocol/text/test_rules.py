@@ -19,6 +19,7 @@ BAD = {
     "Stocks fell as investors weighed the news of b.": "no_dangling_letter",
     "Health, flu, vaccine, children, winter.": "no_word_list",
     "Good.": "finished",
+    "The accent in question (france, crash, australian) is a crucial part to consider.": "no_word_list",
     "Urbanization, foreseeable threat. This adds context to the previous statement.": "no_task_talk",
     "Public, permission, seated, recorded, accessible: the problem is access.": "no_word_list",
 }
