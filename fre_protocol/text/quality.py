@@ -250,7 +250,35 @@ def perplexity_summary(
     }
 
 
+# -- readability: judges that neither wrote nor steered the text (issue 34) ---------------------------
+def readability(texts: Sequence[str], real_texts: Sequence[str] | None = None) -> dict[str, Any]:
+    """Reader's rules (:mod:`fre_protocol.text.rules`) over ``texts``, and their fluency under
+    the Kneser–Ney judge trained on the public pool (:func:`fre_protocol.text.judges.public_fluency_judge`):
+    median NLL and, with ``real_texts``, the share of ``texts`` above the real texts' 90th-percentile
+    NLL. Neither judge is SmolLM2 (the writer) nor the embedder (the guide). A judge that cannot be
+    built (no public pool installed) is reported as unavailable, with the reason."""
+    from fre_protocol.text import judges, rules
+
+    items = _check_texts(texts)
+    out: dict[str, Any] = {"rules": rules.summary(items)}
+    if real_texts is not None:
+        out["rules_real"] = rules.summary(_check_texts(real_texts, "real_texts"))["pass_share"]
+    if not items:
+        return out
+    try:
+        judge = judges.public_fluency_judge()
+    except Exception as exc:  # noqa: BLE001 — a missing pool must not sink the evaluation
+        out["fluency_unavailable"] = str(exc)
+        return out
+    nll = judge.nlls(items)
+    fluency: dict[str, Any] = {"judge": judge.name, "nll_median": float(np.median(nll))}
+    if real_texts:
+        fluency |= judges.fluency_judgement(nll, judge.nlls(list(real_texts)))
+    out["fluency"] = fluency
+    return out
+
+
 __all__ = [
-    "LM_LABEL", "MAX_NGRAM_ORDER", "NLL_THRESHOLD", "SELF_BLEU_METRIC", "perplexity_summary",
+    "LM_LABEL", "readability", "MAX_NGRAM_ORDER", "NLL_THRESHOLD", "SELF_BLEU_METRIC", "perplexity_summary",
     "self_bleu", "self_bleu_per_cluster", "self_bleu_scores", "text_nlls", "token_nlls",
 ]

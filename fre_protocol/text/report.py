@@ -312,6 +312,21 @@ def _evaluation_section(evaluation: Mapping[str, Any] | None, radius: float) -> 
         "within r. Centroids are averages, so their norm is below 1; noise-free centroids can lie "
         "within r of many texts, which makes centroid-level δ* high at ε = ∞.</p>",
     ]
+    readable = evaluation.get("readability")
+    if readable:
+        rules_ = readable.get("rules", {})
+        flu = readable.get("fluency", {})
+        line = (f"<h3>Readability (judges that neither wrote nor steered the texts)</h3><p>Reader's rules "
+                f"(finished sentence, no repeated word, no talk about the task, no word list): "
+                f"{_fmt(rules_.get('pass_share'), 2)} of {_fmt(rules_.get('n'))} synthetic texts pass "
+                f"(private texts: {_fmt(readable.get('rules_real'), 2)}). ")
+        if flu:
+            line += (f"Fluency under {_e(flu.get('judge', ''))}: median NLL {_fmt(flu.get('nll_median'), 2)} "
+                     f"(private texts {_fmt(flu.get('reference_nll_median'), 2)}); share above the private "
+                     f"texts' 90th-percentile NLL: {_fmt(flu.get('share_above_cut'), 2)}.")
+        elif "fluency_unavailable" in readable:
+            line += f"Fluency judge unavailable: {_e(readable['fluency_unavailable'])}."
+        parts.append(line + "</p>")
     users = evaluation.get("users")
     if users:
         rows = []

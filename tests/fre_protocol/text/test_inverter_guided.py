@@ -9,14 +9,17 @@ import importlib.util
 import numpy as np
 import pytest
 
-from fre_protocol.text import inverter_guided
+from fre_protocol.text import Inversion, inverter_guided, rules
 from fre_protocol.text.inverter_guided import (
     GuidedBudget,
     GuidedInverter,
+    acceptable_candidate,
+    acceptable_prefix,
     build_prompt,
     is_acceptable,
     keyword_bag,
     pool_vocabulary,
+    readable_first,
 )
 from fre_protocol.text.inverter_retrieval import RetrievalInverter
 from fre_protocol.text.public_pool import PublicPool
@@ -116,6 +119,25 @@ def test_candidates_that_talk_about_the_task_or_loop_are_dropped(text: str, seed
     assert is_acceptable(text, seed) is ok
 
 
+def test_beams_and_candidates_follow_the_readers_rules() -> None:
+    seed = "Flu season starts."
+    assert acceptable_prefix("The committee said that the", seed)  # unfinished: may still finish
+    assert not acceptable_candidate("The committee said that the", seed)
+    assert not acceptable_prefix("This phrase adds a touch of", seed)
+    assert acceptable_candidate("Flu cases rose sharply in the north this winter.", seed)
+    assert not acceptable_candidate("Pessimistic, billion, statistics. Nepotistical.", seed)
+
+
+def test_the_seed_is_the_nearest_readable_pool_text() -> None:
+    answer = Inversion(texts=("Flu Season Update", "Flu cases rose in the north this winter.", "Rain"),
+                       distances=(0.5, 0.6, 0.7), sources=("news-headline", "news", "wordnet"))
+    first = readable_first(answer, 2)
+    assert first.texts == ("Flu cases rose in the north this winter.", "Flu Season Update")
+    assert first.distances == (0.6, 0.5) and first.sources == ("news", "news-headline")
+    unreadable = Inversion(texts=("Rain", "Snow"), distances=(0.1, 0.2))
+    assert readable_first(unreadable, 2).texts == ("Rain", "Snow")  # none readable: nearest first
+
+
 def test_prompt_holds_the_seed_and_the_words_and_nothing_else() -> None:
     prompt = build_prompt("Rail workers strike.", ["rail", "strike"])
     assert prompt == inverter_guided.PROMPT.format(seed="Rail workers strike.", words="rail, strike")
@@ -148,6 +170,9 @@ def test_guided_is_never_farther_than_its_retrieval_seed(minilm, pool, targets) 
         assert o.seed == s.texts[0] and o.seed_distance == pytest.approx(s.distances[0], abs=1e-5)
         assert len(o.texts) == 2 and len(set(o.texts)) == 2
         assert o.distances[0] <= o.seed_distance + 1e-5, row
+        # a written text is a sentence a reader accepts (a pool text is returned as it is)
+        for text, source in zip(o.texts, o.sources or (), strict=True):
+            assert source == "pool" or rules.passes(text), text
         # the reported distance is the text's own, to the centroid as given (not normalised)
         e = minilm.embed([o.texts[0]]).astype(np.float64)[0]
         assert o.distances[0] == pytest.approx(float(np.linalg.norm(e - targets[row])), abs=1e-4)

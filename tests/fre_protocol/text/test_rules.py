@@ -1,0 +1,60 @@
+"""Reader's rules (issue 34): each bad output quoted in the issue fails, fluent sentences pass."""
+
+from __future__ import annotations
+
+import pytest
+
+from fre_protocol.text.rules import RULES, check, passes, prefix_ok, summary
+
+BAD = {
+    "Pessimistic, billion, statistics. Nepotistical.": "no_word_list",
+    "This phrase adds a touch of humor to the situation.": "no_task_talk",
+    "This text uses some words to enhance the message.": "no_task_talk",
+    "Here is a sentence about the weather.": "no_task_talk",
+    "Your response should mention the budget.": "no_task_talk",
+    "The committee said on Tuesday that the": "finished",
+    "Officials expect the new rules to take effect in": "finished",
+    "Nope, nope, nope.": "no_repeat",
+    "The the market fell sharply on Monday.": "no_repeat",
+    "Stocks fell as investors weighed the news of b.": "no_dangling_letter",
+    "Health, flu, vaccine, children, winter.": "no_word_list",
+    "Good.": "finished",
+    "The accent in question (france, crash, australian) is a crucial part to consider.": "no_word_list",
+    "Urbanization, foreseeable threat. This adds context to the previous statement.": "no_task_talk",
+    "Public, permission, seated, recorded, accessible: the problem is access.": "no_word_list",
+}
+
+GOOD = [
+    "The company said its profit rose 10 percent in the third quarter.",
+    "Flu vaccines are now available for children over six months.",
+    "She bought apples, pears, plums and figs at the market.",
+    "Why did the minister resign?",
+    '"We will not give up," he said.',
+    "I think it will rain tomorrow (or so they say).",
+]
+
+
+@pytest.mark.parametrize(("text", "rule"), BAD.items())
+def test_each_bad_example_breaks_its_rule(text: str, rule: str) -> None:
+    assert rule in check(text)
+    assert not passes(text)
+
+
+@pytest.mark.parametrize("text", GOOD)
+def test_fluent_sentences_pass(text: str) -> None:
+    assert check(text) == []
+
+
+def test_prefix_rules_are_the_unrepairable_ones() -> None:
+    assert prefix_ok("The committee said that the")  # unfinished, but may still be finished
+    assert not prefix_ok("This text uses")
+    assert not prefix_ok("Nope nope")
+
+
+def test_summary_counts_shares_and_rules() -> None:
+    s = summary([*GOOD, *BAD])
+    assert s["n"] == len(GOOD) + len(BAD)
+    assert s["pass_share"] == pytest.approx(len(GOOD) / s["n"])
+    assert set(s["broken"]) == set(RULES)
+    assert s["broken"]["no_task_talk"] >= 4
+    assert summary([])["n"] == 0
