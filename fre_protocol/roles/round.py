@@ -441,15 +441,29 @@ def phase2_plan(
     (design §4.4: a function of the broadcast counts and public parameters only)."""
     ddg_config = ddg_config_for(params, dim, cfg, n_modulus=_n_modulus(params, max(released.values(), default=0)))
     noise = noise_plan(params, cfg, ddg_config, released)
+    sharing = comps.make_sharing(int(ddg_config.modulus_bits))
+    _check_capacity(sharing, comps.names.get("secret_sharing", "?"), max(released.values(), default=0))
     return Phase2Plan(
         ddg_config=ddg_config,
         encoder=comps.make_encoder(ddg_config),
-        sharing=comps.make_sharing(int(ddg_config.modulus_bits)),
+        sharing=sharing,
         width=int(ddg_config.padded_dim),
         noise=noise,
         sizing=CountSizing(params=params, cfg=cfg, ddg_config=ddg_config),
         sigmas=noise.sigma_int,
     )
+
+
+def _check_capacity(sharing: Any, name: str, largest: int) -> None:
+    """A sharing that sums in a field (``capacity``: the most ring values whose sum stays below
+    its modulus) must hold the largest released bucket's contributions plus S_tag's top-up,
+    or the sums would wrap; refused before phase 2, naming the numbers."""
+    capacity = getattr(sharing, "capacity", None)
+    if capacity is not None and largest + 1 > int(capacity):
+        raise InvalidParameterError(
+            f"secret_sharing {name!r} sums at most {int(capacity)} contributions per bucket, but the largest "
+            f"released bucket has {largest} (plus one top-up summand): use a smaller ring (modulus_bits) or a ring sharing"
+        )
 
 
 def device_phase2(

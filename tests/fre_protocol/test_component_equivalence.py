@@ -68,3 +68,18 @@ def test_prime_field_sharing_with_noise_dropouts_and_top_up(population: Any) -> 
     assert field.info["topped_up"] and field.info["topped_up"] == ring.info["topped_up"], "the run must exercise the top-up"
     assert list(field.ids) == list(ring.ids) and field.counts.tolist() == ring.counts.tolist()
     assert np.array_equal(np.asarray(field.centroids), np.asarray(ring.centroids))
+
+
+def test_a_bucket_larger_than_the_fields_capacity_is_refused_before_phase_2(
+    population: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """GF(p) sums of lifted ring values are the ring sum only while a bucket's contributions (and
+    S_tag's one top-up summand) stay within the field's capacity (2^29 at b = 32): past it the
+    servers refuse before any share is sent, naming the numbers. Stood in for by a capacity of 10."""
+    from primitives.errors import InvalidParameterError
+    from primitives.sharing import prime_field
+
+    monkeypatch.setattr(prime_field, "MIN_CAPACITY", 1)  # the constructor's own floor, 2^20 by default
+    monkeypatch.setattr(prime_field.AdditivePrimeField, "capacity", property(lambda self: 10))
+    with pytest.raises(InvalidParameterError, match="sums at most 10 contributions per bucket, but the largest"):
+        _round(population, {"secret_sharing": "additive-prime-field"})
