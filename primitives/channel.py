@@ -149,12 +149,17 @@ class PreparedSeal:
         return f"PreparedSeal(used={self.used})"
 
 
-def _public_key(public_key: bytes) -> PublicKey:
+def check_public_key(public_key: bytes) -> bytes:
+    """An X25519 public key as bytes (every channel's recipient check)."""
     if not isinstance(public_key, bytes | bytearray):
         raise InvalidInputError(f"public_key must be bytes, got {type(public_key).__name__}")
     if len(public_key) != KEY_SIZE:
         raise DecodeError(f"public_key must be {KEY_SIZE} bytes, got {len(public_key)} bytes")
-    return PublicKey(bytes(public_key))
+    return bytes(public_key)
+
+
+def _public_key(public_key: bytes) -> PublicKey:
+    return PublicKey(check_public_key(public_key))
 
 
 def _private_key(private_key: Secret[bytes] | bytes) -> PrivateKey:

@@ -36,12 +36,11 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from nacl.bindings import crypto_scalarmult, crypto_scalarmult_base
 from nacl.exceptions import RuntimeError as NaclRuntimeError
 
-from primitives.channel import OneTimeKey
+from primitives.channel import KEY_SIZE, OneTimeKey, check_public_key
 from primitives.errors import DecodeError, InvalidInputError
 from primitives.randomness import RandomSource
 from primitives.secret import Secret
 
-KEY_SIZE = 32
 #: Bytes a box adds to its plaintext: ``enc`` (Npk = 32) and the AES-GCM tag (Nt = 16).
 HPKE_OVERHEAD = 48
 #: HPKE ``info`` of every box of this channel (context binding, RFC 9180 §5.1).
@@ -140,14 +139,6 @@ class PreparedHpkeSeal:
         return f"PreparedHpkeSeal(used={self.used})"
 
 
-def _check_public(public_key: bytes) -> bytes:
-    if not isinstance(public_key, bytes | bytearray):
-        raise InvalidInputError(f"public_key must be bytes, got {type(public_key).__name__}")
-    if len(public_key) != KEY_SIZE:
-        raise DecodeError(f"public_key must be {KEY_SIZE} bytes, got {len(public_key)} bytes")
-    return bytes(public_key)
-
-
 def _check_count(count: int) -> int:
     if isinstance(count, bool) or not isinstance(count, int) or count < 0:
         raise InvalidInputError(f"count must be an integer >= 0, got {count!r}")
@@ -170,7 +161,7 @@ class HpkeChannel:
     def prepare_seals(self, public_key: bytes, count: int, rng: RandomSource) -> list[PreparedHpkeSeal]:
         """``count`` sender contexts to ``public_key`` (Encap + KeySchedule), ephemeral keys from
         ``DeriveKeyPair`` of ``rng``'s bytes (32 a seal, drawn at once)."""
-        recipient = _check_public(public_key)
+        recipient = check_public_key(public_key)
         ikms = rng.random_bytes(KEY_SIZE * _check_count(count))
         out: list[PreparedHpkeSeal] = []
         for k in range(count):
