@@ -84,6 +84,7 @@ _ENTRIES: dict[str, dict[str, str]] = {
         "fuse": "primitives.compact.broadcast:FuseBroadcast",
         "ribbon": "primitives.compact.ribbon:RibbonBroadcast",
         "ribbon-32": "primitives.compact.ribbon:Ribbon32Broadcast",
+        "ribbon-classes": "primitives.compact.ribbon_classes:RibbonClassesBroadcast",
     },
 }
 

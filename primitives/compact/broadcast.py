@@ -66,6 +66,12 @@ class BroadcastEncoding(Protocol):
     @property
     def name(self) -> str: ...
 
+    def heard_counts(self, released: Released) -> dict[bytes, int]:
+        """The count a device reads for each released tag: the count itself in an exact encoding,
+        a public rounding of it, never above it, in a lossy one. The noise plan sizes every
+        bucket's noise from these, as the devices do."""
+        ...
+
     def build(self, released: Released, seed: bytes) -> bytes:
         """The broadcast bytes of ``released`` (tag → count); deterministic given the set and seed."""
         ...
@@ -106,6 +112,11 @@ def released_pairs(released: Released) -> list[tuple[bytes, int]]:
     if len(pairs) > MAX_TAGS:
         raise InvalidInputError(f"released tags must number at most {MAX_TAGS}, got {len(pairs)}")
     return pairs
+
+
+def exact_counts(released: Released) -> dict[bytes, int]:
+    """``heard_counts`` of an encoding that stores every count exactly."""
+    return dict(released_pairs(released))
 
 
 def _check_tag(tag: bytes) -> bytes:
@@ -164,6 +175,9 @@ class FullListBroadcast:
 
     __slots__ = ()
     name: ClassVar[str] = "full-list"
+
+    def heard_counts(self, released: Released) -> dict[bytes, int]:
+        return exact_counts(released)
 
     def build(self, released: Released, seed: bytes = b"") -> bytes:
         pairs = released_pairs(released)
@@ -278,6 +292,9 @@ class FuseBroadcast:
     def __init__(self, fingerprint_bits: int = 16) -> None:
         self.fingerprint_bits = check_fingerprint_bits(fingerprint_bits)
 
+    def heard_counts(self, released: Released) -> dict[bytes, int]:
+        return exact_counts(released)
+
     def build(self, released: Released, seed: bytes) -> bytes:
         keys, counts, width, public_seed = builder_inputs(released, seed)
         construction = build_fuse(keys, public_seed)
@@ -321,5 +338,6 @@ __all__ = [
     "FuseBroadcast",
     "FuseReleased",
     "LoadedBroadcast",
+    "exact_counts",
     "released_pairs",
 ]

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import math
 import struct
+from collections.abc import Callable
 from typing import ClassVar
 
 import numpy as np
@@ -50,6 +51,7 @@ from primitives.compact.broadcast import (
     _check_tag,
     builder_inputs,
     check_fingerprint_bits,
+    exact_counts,
 )
 from primitives.compact.fuse import _DTYPES, WIDTHS, attempt_seed, key64
 from primitives.errors import DecodeError, InvalidInputError
@@ -127,6 +129,39 @@ def _hashes(
     return hashes, starts, coeffs
 
 
+def construct(
+    keys: npt.NDArray[np.uint64],
+    public_seed: bytes,
+    targets_for: Callable[[npt.NDArray[np.uint64]], npt.NDArray[np.uint64]],
+) -> tuple[int, int, npt.NDArray[np.uint64]]:
+    """(u64 seed, slots m, solution) of a ribbon whose row for each of the distinct ``keys``
+    XORs to ``targets_for(hashes)`` (up to 64 bits per key). Sizes tried from 1.03 slots per key
+    up, a few seeds each (every seed a function of the public seed)."""
+    if bool(np.any(keys[1:] == keys[:-1])):
+        raise InvalidInputError("tags must have distinct 64-bit key hashes, got two that share one")
+    n = int(keys.size)
+    plan = [(o, _SEEDS_PER_SIZE) for o in _OVERHEADS] + [(1.5, _LAST_ATTEMPTS)]
+    attempt = 0
+    for overhead, tries in plan:
+        m = max(RIBBON_WIDTH, math.ceil(n * overhead) + RIBBON_WIDTH // 2)
+        for _ in range(tries):
+            u64_seed = attempt_seed(public_seed, attempt)
+            attempt += 1
+            hashes, starts, coeffs = _hashes(keys, u64_seed, m)
+            rows, rhs, ok = _band(starts, coeffs, targets_for(hashes), m)
+            if ok:
+                return u64_seed, m, _solve(rows, rhs)
+    raise InvalidInputError(f"ribbon construction for {n} tags failed after {attempt} attempts")
+
+
+def selected_slots(tag: bytes, seed: int, m: int) -> tuple[int, list[int]]:
+    """(the key's 64-bit hash, the slots its row selects) for ``tag`` in a ribbon of ``m`` slots."""
+    hash_ = core.murmur64_int((key64(_check_tag(tag)) + seed) & core.MASK64)
+    start = (hash_ * (m - RIBBON_WIDTH + 1)) >> 64
+    coeff = core.murmur64_int((hash_ + GOLDEN) & core.MASK64) | 1
+    return hash_, [start + j for j in range(RIBBON_WIDTH) if coeff >> j & 1]
+
+
 class RibbonReleased:
     """A loaded ribbon broadcast."""
 
@@ -170,11 +205,7 @@ class RibbonReleased:
         if self.n == 0:
             _check_tag(tag)
             return None
-        k = key64(_check_tag(tag))
-        hash_ = core.murmur64_int((k + self.seed) & core.MASK64)
-        start = (hash_ * (self.m - RIBBON_WIDTH + 1)) >> 64
-        coeff = core.murmur64_int((hash_ + GOLDEN) & core.MASK64) | 1
-        selected = [start + j for j in range(RIBBON_WIDTH) if coeff >> j & 1]
+        hash_, selected = selected_slots(tag, self.seed, self.m)
         fp = 0
         for slot in self.fingerprints[selected].tolist():
             fp ^= slot
@@ -211,32 +242,19 @@ class RibbonBroadcast:
     def __init__(self, fingerprint_bits: int = 16) -> None:
         self.fingerprint_bits = check_fingerprint_bits(fingerprint_bits)
 
+    def heard_counts(self, released: Released) -> dict[bytes, int]:
+        return exact_counts(released)
+
     def build(self, released: Released, seed: bytes) -> bytes:
         keys, counts, count_bits, public_seed = builder_inputs(released, seed)
-        if keys.size and bool(np.any(keys[1:] == keys[:-1])):
-            raise InvalidInputError(
-                "tags must have distinct 64-bit key hashes, got two that share one"
-            )
         f = self.fingerprint_bits
-        n = int(keys.size)
-        if n == 0:
-            return self._pack(
-                attempt_seed(public_seed, 0), 0, 0, count_bits, np.zeros(0, np.uint64)
-            )
-        plan = [(o, _SEEDS_PER_SIZE) for o in _OVERHEADS] + [(1.5, _LAST_ATTEMPTS)]
-        attempt = 0
-        for overhead, tries in plan:
-            m = max(RIBBON_WIDTH, math.ceil(n * overhead) + RIBBON_WIDTH // 2)
-            for _ in range(tries):
-                u64_seed = attempt_seed(public_seed, attempt)
-                attempt += 1
-                hashes, starts, coeffs = _hashes(keys, u64_seed, m)
-                # One elimination for both arrays: fingerprint in the low 32 bits, count above.
-                targets = core.fingerprints(hashes, f) | (counts << np.uint64(32))
-                rows, rhs, ok = _band(starts, coeffs, targets, m)
-                if ok:
-                    return self._pack(u64_seed, n, m, count_bits, _solve(rows, rhs))
-        raise InvalidInputError(f"ribbon construction for {n} tags failed after {attempt} attempts")
+        if keys.size == 0:
+            return self._pack(attempt_seed(public_seed, 0), 0, 0, count_bits, np.zeros(0, np.uint64))
+        # One elimination for both arrays: fingerprint in the low 32 bits, count above.
+        seed_, m, z = construct(
+            keys, public_seed, lambda hashes: core.fingerprints(hashes, f) | (counts << np.uint64(32))
+        )
+        return self._pack(seed_, int(keys.size), m, count_bits, z)
 
     def _pack(self, seed: int, n: int, m: int, count_bits: int, z: npt.NDArray[np.uint64]) -> bytes:
         f = self.fingerprint_bits

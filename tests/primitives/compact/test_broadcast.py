@@ -35,7 +35,7 @@ def _unreleased(n: int, stream: int, released: dict[bytes, int]) -> list[bytes]:
 
 
 def test_registry_family() -> None:
-    assert registry.names("broadcast") == ["full-list", "fuse", "ribbon", "ribbon-32"]
+    assert registry.names("broadcast") == ["full-list", "fuse", "ribbon", "ribbon-32", "ribbon-classes"]
     for name in registry.names("broadcast"):
         encoding = registry.create("broadcast", name)
         assert isinstance(encoding, BroadcastEncoding) and encoding.name == name
