@@ -20,6 +20,7 @@ Built on the generic checks of :mod:`transcripts.audit`, it reports
 
 from __future__ import annotations
 
+import functools
 import math
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -41,6 +42,7 @@ from fre_protocol.messages import (
 from fre_protocol.published import check_published, release_document_problems
 from mechanism.accounting import histogram_release_cost
 from mechanism.contributions import PrivacyUnit, per_user_guarantee
+from mechanism.fre_e2t import release_threshold
 from mechanism.ledger import PrivacyLedger
 from mechanism.params import FreParams
 from mechanism.run_files import TRANSCRIPT_FILE
@@ -442,6 +444,7 @@ def check_noise_plan(store: TranscriptStore) -> AuditFinding:
     published counts and the header's configuration give (design §4.4), and each meets the
     aggregation budget: recomputed here, from the broadcast (or, where it is not recorded, the
     release's buckets) and the recorded DDG configuration."""
+    from fre_protocol.roles.broadcast import encoding as broadcast_encoding
     from fre_protocol.roles.config import COUNT_CALIBRATION
     from fre_protocol.roles.noise_plan import noise_plan
     from primitives.ddg import DDGConfig
@@ -459,14 +462,28 @@ def check_noise_plan(store: TranscriptStore) -> AuditFinding:
         counts = {bytes.fromhex(b["id"]): int(b["count"]) for b in store.get_artifact("release")["buckets"]}
     if partial:  # a withheld tag's count is in the broadcast only: its entry cannot be checked
         recorded = {t: v for t, v in recorded.items() if bytes.fromhex(t) in (counts or {})}
-    plan = noise_plan(params, cfg, DDGConfig.from_dict(store.get_artifact("ddg_config")), counts or {})
+    ddg = DDGConfig.from_dict(store.get_artifact("ddg_config"))
+    counts = counts or {}
+    if not partial and "broadcast" in store.header.components:
+        # Noise is sized from what the devices read: the encoding may round counts down.
+        try:
+            counts = broadcast_encoding(store.header.components["broadcast"]).heard_counts(counts)
+        except Exception as exc:  # an encoding not installed here, a malformed list: the check fails
+            return AuditFinding(name=name, passed=False, detail=f"cannot recompute the counts the devices read: {exc}")
+    plan = noise_plan(params, cfg, ddg, counts)
     if plan.calibration != COUNT_CALIBRATION or not plan.users:
         ok = not recorded
         return AuditFinding(name=name, passed=ok, detail=(
             f"noise sized for the release floor ⌈τ⌉ = {plan.floor} ({plan.calibration})"
             + ("" if ok else "; the ledger lists per-tag noise NOT of this calibration")))
     want = plan.per_tag()
-    bad = sorted(t for t in set(want) | set(recorded) if not _same_entry(want.get(t), recorded.get(t)))
+    if partial:
+        # Without the withheld tags' counts a lossy encoding's floors cannot be rebuilt: each
+        # entry must then size for no more contributors than its count asks for, at its m's σ_int.
+        same = functools.partial(_no_less_noise, params=params, cfg=cfg, ddg=ddg)
+    else:
+        same = _same_entry
+    bad = sorted(t for t in set(want) | set(recorded) if not same(want.get(t), recorded.get(t)))
     return AuditFinding(
         name=name,
         passed=not bad,
@@ -474,10 +491,28 @@ def check_noise_plan(store: TranscriptStore) -> AuditFinding:
             f"{len(want)} released tags' m_h = max(⌈τ⌉, ⌊(1 − f)·n_h⌋) (f = {plan.dropout_allowance}) and σ_int "
             f"recomputed from the counts and the configuration; {len(set(plan.users.values()))} distinct m_h"
             + (f"; {len(bad)} tags DIFFER from the ledger" if bad else "")
-            + ("; counts from the release's buckets (the broadcast is recorded as its size)" if partial else "")
+            + ("; counts from the release's buckets (the broadcast is recorded as its size): each entry checked to "
+               "size for no more contributors than its count, at its own m's σ_int" if partial else "")
         ),
         data={"mismatched": bad[:50]},
     )
+
+
+def _no_less_noise(
+    want: Mapping[str, Any] | None, got: Mapping[str, Any] | None, *, params: Any, cfg: Any, ddg: Any
+) -> bool:
+    """``got`` sizes for at most ``want``'s contributors (at least the floor's), with the σ_int
+    and honest count of its own m."""
+    from fre_protocol.roles.config import honest_contributors
+    from fre_protocol.roles.noise_plan import sigma_for
+
+    if want is None or got is None:
+        return False
+    m = int(got.get("m", -1))
+    if not release_threshold(params) <= m <= int(want["m"]):
+        return False
+    return _same_entry({"m": m, "n_honest": honest_contributors(m, cfg.dishonest_fraction),
+                        "sigma_int": sigma_for(params, cfg, ddg, m)}, got)
 
 
 def _same_entry(want: Mapping[str, Any] | None, got: Mapping[str, Any] | None) -> bool:

@@ -14,7 +14,7 @@ ddg_encoder        ddg                         rotation, rounding, noise, mod 2^
 dummy_generator    tsdlap                      S_tag's dummy-tag padding (design §4.5)
 shuffler           uniform                     the proxy's permutation of each batch
 channel            sealed-box                  user → server sealing (X25519 sealed boxes)
-broadcast          ribbon-32                   the released tags and counts as users download them
+broadcast          ribbon-classes              the released tags and count classes as users download them
 =================  ==========================  ===============================================
 
 Factories are resolved lazily through :mod:`primitives.registry`, so an unknown name fails with a
@@ -54,9 +54,10 @@ DEFAULT_COMPONENTS: dict[str, str] = {
     "dummy_generator": "tsdlap",
     "shuffler": "uniform",
     "channel": "sealed-box",
-    # The users' broadcast encoding (fre_protocol.roles.broadcast): 32-bit fingerprints, so an
-    # unreleased tag passes with probability 2^-32 (docs/threat-model.md, "The compact broadcast").
-    "broadcast": "ribbon-32",
+    # The users' broadcast encoding (fre_protocol.roles.broadcast): 27-bit fingerprints, so an
+    # unreleased tag passes with probability 2^-27, and 8-bit count classes, so each bucket's
+    # noise is sized from its count's class floor (docs/threat-model.md, "The compact broadcast").
+    "broadcast": "ribbon-classes",
 }
 
 

@@ -438,9 +438,12 @@ def phase2_plan(
 ) -> Phase2Plan:
     """What every server derives from the full list (any driver): the modulus holds the largest
     released count (at least the release floor); the noise plan sizes each released tag's noise
-    (design §4.4: a function of the broadcast counts and public parameters only)."""
+    from the count a device reads for it in the round's broadcast encoding (design §4.4: a
+    function of the broadcast counts and public parameters only)."""
     ddg_config = ddg_config_for(params, dim, cfg, n_modulus=_n_modulus(params, max(released.values(), default=0)))
-    noise = noise_plan(params, cfg, ddg_config, released)
+    # Sized from what the devices read (a lossy encoding rounds counts down), as they size theirs.
+    heard = broadcast_encoding(encoding_name(comps.names)).heard_counts(released)
+    noise = noise_plan(params, cfg, ddg_config, heard)
     sharing = comps.make_sharing(int(ddg_config.modulus_bits))
     _check_capacity(sharing, comps.names.get("secret_sharing", "?"), max(released.values(), default=0))
     return Phase2Plan(

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from fre_protocol.components import build_components
 from fre_protocol.drivers.inprocess import run_protocol
 from fre_protocol.messages import CompactBroadcast, ReleasedTags, decode_as
 from fre_protocol.roles.broadcast import (
@@ -35,6 +36,7 @@ from fre_protocol.roles.broadcast import (
 from fre_protocol.roles.config import ProtocolConfig, RoundSpec, RunOptions
 from fre_protocol.roles.ledger import ddg_config_for
 from fre_protocol.roles.noise_plan import CountSizing, noise_plan
+from fre_protocol.roles.round import device_phase2, phase2_plan
 from fre_protocol.roles.user import UserPopulation
 from mechanism.fre_e2t import release_threshold
 from mechanism.params import FreParams
@@ -67,22 +69,28 @@ def binomial_upper(n: int, p: float, alpha: float) -> int:
         k += 1
 
 
-@pytest.mark.parametrize("name", ["ribbon", "ribbon-32", "fuse", "full-list"])
+@pytest.mark.parametrize("name", ["ribbon", "ribbon-32", "ribbon-classes", "fuse", "full-list"])
 def test_device_answers_equal_the_full_list_except_false_positives_at_the_stated_rate(name: str) -> None:
     """1,372 released tags (the seeded 10^6-user run's number) with counts from the floor up: a
-    device's query equals the list on each of them; of 10^5 unreleased tags at most
+    device's query equals the list's count on each of them, or for ``ribbon-classes`` its
+    class floor (the encoding's ``heard_counts``: the count when at most 256 counts are distinct,
+    here 1,129 are, so most are rounded down, none up); of 10^5 unreleased tags at most
     ``binomial_upper(10^5, rate, 1e-9)`` answer (13 for 2^-16; expected 1.5), the exact list
     none. Each false positive's answer is a count the list does not give (it is not released)."""
     rng = np.random.default_rng(32)
     released = {t: int(c) for t, c in zip(_tags(1372, "released"), rng.integers(16, 5000, 1372), strict=True)}
     heard = HeardBroadcast(build_message(released, encoding(name), broadcast_seed(b"\x07" * 32)), name)
     assert len(heard) == len(released) and heard.max_count == max(released.values())
-    for tag, count in released.items():
-        assert heard.query(tag) == count
+    reads = encoding(name).heard_counts(released)
+    assert all(reads[t] <= c for t, c in released.items())
+    assert (reads == released) == (name != "ribbon-classes")
+    for tag in released:
+        assert heard.query(tag) == reads[tag]
     probes = _tags(PROBES, f"unreleased/{name}")
     false_positives = [t for t in probes if heard.query(t) is not None]
     rate = heard.false_positive_rate
-    assert rate == {"ribbon": 2.0**-16, "ribbon-32": 2.0**-32, "fuse": 2.0**-16, "full-list": 0.0}[name]
+    assert rate == {"ribbon": 2.0**-16, "ribbon-32": 2.0**-32, "ribbon-classes": 2.0**-27, "fuse": 2.0**-16,
+                    "full-list": 0.0}[name]
     bound = binomial_upper(PROBES, rate, FALSE_FAILURE) if rate else 0
     assert len(false_positives) <= bound, (len(false_positives), bound)
     assert not set(false_positives) & set(released)
@@ -128,6 +136,31 @@ def test_a_devices_sigma_is_the_noise_plans_for_its_count() -> None:
         assert sigmas[tag] == plan.sigma_int[tag]
     assert len(set(plan.sigma_int.values())) > 2  # count-sized: the large buckets' σ differs
     assert sigmas.get(b"\x00" * 32, -1.0) == -1.0  # not released: not a key
+
+
+def test_with_count_classes_servers_and_devices_size_noise_from_the_same_floors() -> None:
+    """``ribbon-classes`` rounds counts down to public floors: the servers' phase-2 plan sizes
+    each tag's noise from the floor the devices read (from the exact count the plan would expect
+    less noise than the devices add, and S_tag would wait for more contributions than it needs), so each
+    device's σ_int equals the plan's; with 300 distinct counts some are rounded, none up, and a
+    rounded tag's m_h is its floor's."""
+    params = FreParams.paper(8.0, threshold=16, delta=0.3)
+    cfg = ProtocolConfig(dummy_epsilon0=0.3, dummy_delta0=1e-6)
+    floor = release_threshold(params)
+    released = dict(zip(_tags(300, "classes"), range(floor, floor + 3000, 10), strict=True))
+    comps = build_components({"broadcast": "ribbon-classes"})
+    plan = phase2_plan(params, 32, cfg, comps, released)
+    heard = HeardBroadcast(build_message(released, encoding("ribbon-classes"), b"s"), "ribbon-classes")
+    device = device_phase2(params, 32, cfg, comps, heard, like=plan)
+    reads = encoding("ribbon-classes").heard_counts(released)
+    rounded = [t for t in released if reads[t] < released[t]]
+    assert rounded and all(reads[t] <= released[t] for t in released)
+    for tag in released:
+        assert device.sigmas[tag] == plan.sigmas[tag] == plan.sizing.sigma(reads[tag])
+        assert plan.noise.needed(tag) == plan.sizing.users(reads[tag])
+    exact = phase2_plan(params, 32, cfg, build_components({"broadcast": "ribbon"}), released)
+    assert all(plan.sigmas[t] >= exact.sigmas[t] for t in released)
+    assert any(plan.sigmas[t] > exact.sigmas[t] for t in rounded)
 
 
 # -- a false positive in a whole round -------------------------------------------------------------
@@ -252,8 +285,8 @@ def test_views_record_who_received_what(tmp_path: Path) -> None:
         full = [e for e in store.entries(message_type="released_tags")]
         assert [(e.view, e.sender) for e in full] == [("S_tag", "S_syn")]
         listed = decode_as(full[0].payload, ReleasedTags).as_dict()
-        assert store.header.components["broadcast"] == "ribbon-32"  # the default: 2^-32 false positives
-    rebuilt = build_message(listed, encoding("ribbon-32"), broadcast_seed(seeds.public_seed))
+        assert store.header.components["broadcast"] == "ribbon-classes"  # the default
+    rebuilt = build_message(listed, encoding("ribbon-classes"), broadcast_seed(seeds.public_seed))
     assert compact[0].payload == rebuilt
     assert decode_as(rebuilt, CompactBroadcast).max_count == max(listed.values())
     assert result.costs["download_bytes_broadcast"] == len(rebuilt)

@@ -35,6 +35,8 @@ from mechanism.population import Population, synthetic_population
 from mechanism.run_files import TRANSCRIPT_FILE
 from mechanism.seeds import SeedPlan
 from primitives.ddg import clipped_sensitivity, ddg_epsilon
+from primitives import registry
+from primitives.compact.ribbon_classes import RibbonClassesBroadcast
 from primitives.randomness import RandomSource
 from transcripts import TranscriptStore
 
@@ -363,3 +365,44 @@ def test_simulate_takes_the_calibration(tmp_path: Path) -> None:
     assert main(args) == 0
     info = json.loads((tmp_path / "out" / "release.json").read_text())["info"]
     assert (info["noise_calibration"], info["dropout_allowance"]) == ("floor", 0.2)
+
+
+# -- count classes: noise sized from a public floor at or below the count ---------------------------
+class OneClassBit(RibbonClassesBroadcast):
+    """``ribbon-classes`` with two classes, so the planted middle cluster's count is rounded down."""
+
+    name = "ribbon-classes-1bit"
+
+    def __init__(self) -> None:
+        super().__init__(class_bits=1)
+
+
+def _three() -> Population:
+    """Three clusters that are all released at ε = 8 (about 125, 200 and 300 sampled users)."""
+    return synthetic_population(3, [250, 400, 600], 20, 32, 0.5, RandomSource.seeded(7, "parity/classes"), spread=0.02)
+
+
+def test_count_classes_size_noise_from_the_floor_and_the_audit_agrees(tmp_path: Path) -> None:
+    """With two count classes, the three planted buckets' counts read as (smallest, smallest,
+    largest): the middle bucket's m_h is the smallest count's (more noise than its own count asks
+    for, never less), the others' their own; the ledger's totals are the exact encoding's, and
+    the audit recomputes the rounded plan from the broadcast and passes."""
+    registry.register("broadcast", OneClassBit.name, f"{__name__}:OneClassBit")
+    try:
+        spec = RoundSpec(params=PARAMS, seeds=SeedPlan.from_seed(41), noise=True, config=COUNT,
+                         components={"broadcast": OneClassBit.name})
+        rounded = run_protocol(_three().embeddings, spec, RunOptions(out_dir=tmp_path)).release
+        report = audit_run(tmp_path)
+    finally:
+        registry.unregister("broadcast", OneClassBit.name)
+    exact = run_protocol(_three().embeddings, dataclasses.replace(spec, components={"broadcast": "ribbon"})).release
+    assert rounded.ids == exact.ids and list(rounded.counts) == list(exact.counts) and len(exact) == 3
+    counts = dict(zip(exact.ids, exact.counts.tolist(), strict=True))
+    small, middle, large = sorted(counts, key=counts.__getitem__)
+    m_rounded = {t: v["m"] for t, v in rounded.ledger.term("centroid_ddg").detail["per_tag"].items()}
+    m_exact = {t: v["m"] for t, v in exact.ledger.term("centroid_ddg").detail["per_tag"].items()}
+    assert m_rounded[middle] == m_exact[small] < m_exact[middle]
+    assert m_rounded[small] == m_exact[small] and m_rounded[large] == m_exact[large]
+    assert rounded.ledger.epsilon == pytest.approx(exact.ledger.epsilon, rel=1e-12) and rounded.ledger.delta == exact.ledger.delta
+    assert report.passed, [f.detail for f in report.failures]
+    assert any(f.name == "ledger:noise_plan" and f.passed for f in report.findings)
