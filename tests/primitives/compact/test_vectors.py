@@ -116,7 +116,8 @@ def _ribbon_classes_answer(data: bytes, tag: bytes) -> tuple[int | None, list[in
     magic, f, c, width, reserved, seed, n, m = struct.unpack_from("<4sBBBBQII", data)
     assert magic == b"RCC1" and width == 64 and reserved == 0
     (k,) = struct.unpack_from("<H", data, 24)
-    floors, pos = [], 26
+    floors: list[int] = []
+    pos = 26
     for _ in range(k):  # LEB128: first floor, then positive differences
         value, shift = 0, 0
         while True:
