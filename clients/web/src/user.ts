@@ -135,7 +135,7 @@ export class Device {
   }
 
   receiveBroadcast(message: Uint8Array): number | null {
-    this.heard = hear(message, this.round.components.broadcast ?? "ribbon-32");
+    this.heard = hear(message, this.round.components.broadcast ?? "ribbon-classes");
     this.count = this.tokenValue !== null && this.tag !== null ? this.heard.query(this.tag) : null;
     return this.count;
   }

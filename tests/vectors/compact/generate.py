@@ -19,6 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 from primitives.compact.broadcast import FullListBroadcast, FuseBroadcast  # noqa: E402
 from primitives.compact.fuse import FuseFilter, FuseRetrieval, key64  # noqa: E402
 from primitives.compact.ribbon import RibbonBroadcast  # noqa: E402
+from primitives.compact.ribbon_classes import RibbonClassesBroadcast  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "broadcast.json"
 FORMAT = 1
@@ -34,9 +35,9 @@ def released(n: int, label: str) -> list[tuple[bytes, int]]:
     return [(tag(label, i), 1 + (37 * i * i) % 2000) for i in range(n)]
 
 
-def probes(label: str, members: list[bytes]) -> list[bytes]:
-    """Three members and five non-members to query."""
-    return members[:3] + [tag(label + "/absent", i) for i in range(5)]
+def probes(label: str, members: list[bytes], absent: int = 5) -> list[bytes]:
+    """Three members and ``absent`` (five unless told) non-members to query."""
+    return members[:3] + [tag(label + "/absent", i) for i in range(absent)]
 
 
 def fuse_case(n: int, bits: int, seed: bytes, label: str) -> dict[str, Any]:
@@ -81,6 +82,43 @@ def ribbon_case(n: int, bits: int, seed: bytes, label: str) -> dict[str, Any]:
         "queries": [
             {"tag": t.hex(), "key64": f"{key64(t):016x}", "answer": loaded.query(t)}
             for t in probes(label, [t for t, _ in pairs])
+        ],
+    }
+
+
+def ribbon_classes_case(
+    n: int,
+    fingerprint_bits: int,
+    class_bits: int,
+    seed: bytes,
+    label: str,
+    *,
+    extra_members: int = 0,
+    absent: int = 5,
+) -> dict[str, Any]:
+    """``extra_members`` more released tags (every 10th from the fourth) are queried, so a case
+    whose counts are rounded answers some members below their count; ``absent`` non-members, so
+    a case with few fingerprint bits answers some non-members with a class's floor."""
+    pairs = released(n, label)
+    encoding = RibbonClassesBroadcast(fingerprint_bits, class_bits)
+    data = encoding.build(pairs, seed)
+    loaded = encoding.load(data)
+    members = [t for t, _ in pairs]
+    queried = probes(label, members, absent) + members[3::10][:extra_members]
+    return {
+        "name": f"ribbon-classes broadcast, {n} tags, {fingerprint_bits}-bit fingerprints, {class_bits}-bit classes",
+        "encoding": "ribbon-classes",
+        "fingerprint_bits": fingerprint_bits,
+        "class_bits": class_bits,
+        "seed": seed.hex(),
+        "released": [[t.hex(), c] for t, c in pairs],
+        "layout": {"seed": loaded.seed, "slots": loaded.m},
+        "floors": loaded.floors,
+        "bytes": data.hex(),
+        "sha256": hashlib.sha256(data).hexdigest(),
+        "queries": [
+            {"tag": t.hex(), "key64": f"{key64(t):016x}", "answer": loaded.query(t)}
+            for t in queried
         ],
     }
 
@@ -140,6 +178,11 @@ def main() -> None:
         ribbon_case(12, 16, seed, "kat/12"),
         ribbon_case(12, 32, seed, "kat/12"),
         ribbon_case(100, 16, seed, "kat/100"),
+        ribbon_classes_case(0, 27, 8, seed, "kat/empty"),
+        ribbon_classes_case(12, 27, 8, seed, "kat/12"),
+        ribbon_classes_case(100, 27, 8, seed, "kat/100"),
+        ribbon_classes_case(300, 27, 4, seed, "kat/300", extra_members=12),
+        ribbon_classes_case(12, 3, 4, seed, "kat/12", absent=40),
         structure_case(12, "filter", 8, seed, "kat/12"),
         structure_case(12, "filter", 16, seed, "kat/12"),
         structure_case(12, "filter", 32, seed, "kat/12"),
