@@ -116,10 +116,13 @@ def decode_floors(data: bytes, offset: int, max_floors: int) -> tuple[list[int],
     for i in range(k):
         value, shift = 0, 0
         while True:
-            if pos >= len(data) or shift > 35:
-                raise DecodeError(f"count-class table floor {i} is truncated or longer than 32 bits")
+            # One encoding per table: at most 5 bytes, and no trailing zero group.
+            if pos >= len(data) or shift > 28:
+                raise DecodeError(f"count-class table floor {i} is truncated or longer than 5 bytes")
             byte = data[pos]
             pos += 1
+            if byte == 0 and shift:
+                raise DecodeError(f"count-class table floor {i} is not in its shortest encoding")
             value |= (byte & 0x7F) << shift
             shift += 7
             if not byte & 0x80:

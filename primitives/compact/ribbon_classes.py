@@ -32,6 +32,9 @@ offset  size  field
               [i·r, (i+1)·r) of the section, bit j of the section being bit j mod 8 of its
               byte j div 8 (least significant first); zero bits pad the last byte
 ======  ====  ==============================================================================
+
+Each byte string has one reading and each broadcast one byte string: the loader refuses
+non-zero padding bits and a floor not in its shortest varint.
 """
 
 from __future__ import annotations
@@ -83,7 +86,8 @@ def unpack_slots(data: bytes, count: int, bits: int) -> npt.NDArray[np.uint64]:
     """The inverse of :func:`pack_slots`."""
     fields = np.unpackbits(np.frombuffer(data, dtype=np.uint8), bitorder="little")[: count * bits]
     weights = np.uint64(1) << np.arange(bits, dtype=np.uint64)
-    return (fields.reshape(count, bits).astype(np.uint64) * weights).sum(axis=1, dtype=np.uint64)
+    values: npt.NDArray[np.uint64] = (fields.reshape(count, bits).astype(np.uint64) * weights).sum(axis=1, dtype=np.uint64)
+    return values
 
 
 class RibbonClassesReleased:
@@ -177,6 +181,8 @@ class RibbonClassesBroadcast:
             raise DecodeError(
                 f"ribbon-classes broadcast must be {expected} bytes (header, floors and {m} slots of {bits} bits), got {len(data)}"
             )
+        if m * bits % 8 and data[-1] >> (m * bits % 8):
+            raise DecodeError("ribbon-classes broadcast padding bits after the last slot must be 0")
         return RibbonClassesReleased(
             seed=seed, n=n, m=m, fingerprint_bits=f, class_bits=c, floors=floors,
             slots=unpack_slots(data[offset:], m, bits), size=len(data),

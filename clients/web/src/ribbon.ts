@@ -144,8 +144,10 @@ export function decodeFloors(data: Uint8Array, offset: number, maxFloors: number
   for (let i = 0; i < k; i++) {
     let value = 0, shift = 0;
     for (;;) {
-      if (pos >= data.length || shift > 35) throw new Error(`count-class table floor ${i} is truncated or longer than 32 bits`);
+      // One encoding per table: at most 5 bytes, and no trailing zero group.
+      if (pos >= data.length || shift > 28) throw new Error(`count-class table floor ${i} is truncated or longer than 5 bytes`);
       const byte = data[pos++];
+      if (byte === 0 && shift > 0) throw new Error(`count-class table floor ${i} is not in its shortest encoding`);
       value += (byte & 0x7f) * 2 ** shift; // at most 2^42: exact in a double
       shift += 7;
       if ((byte & 0x80) === 0) break;
@@ -191,6 +193,10 @@ export function loadRibbonClasses(body: Uint8Array): LoadedBroadcast & { floors:
   const expected = end + Math.ceil((m * bits) / 8); // m·bits < 2^38: exact
   if (body.length !== expected) {
     throw new Error(`${what} must be ${expected} bytes (header, floors and ${m} slots of ${bits} bits), got ${body.length}`);
+  }
+  const used = (m * bits) % 8;
+  if (used !== 0 && body[body.length - 1] >> used !== 0) {
+    throw new Error(`${what} padding bits after the last slot must be 0`);
   }
   // XOR acts on each field alone, so the fingerprints and classes are unpacked apart.
   const fingerprints = new Uint32Array(m), classes = new Uint16Array(m);

@@ -124,10 +124,14 @@ test("malformed RCC1 bodies are refused with the reason", () => {
     [good.subarray(0, good.length - 1), /must be 322 bytes \(header, floors and 64 slots of 35 bits\), got 321/],
     [edit(good, 26, 0), /floors must increase from 1 below 2\^32, got 0 at 0/],
     [edit(good, 27, 0), /floors must increase from 1 below 2\^32, got 1 at 1/],
-    [concat(empty.subarray(0, 24), new Uint8Array([1, 0, 0x80])), /floor 0 is truncated or longer than 32 bits/],
-    [concat(empty.subarray(0, 24), new Uint8Array([1, 0, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x01])), /floor 0 is truncated or longer than 32 bits/],
+    [concat(empty.subarray(0, 24), new Uint8Array([1, 0, 0x80])), /floor 0 is truncated or longer than 5 bytes/],
+    [concat(empty.subarray(0, 24), new Uint8Array([1, 0, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x01])), /floor 0 is truncated or longer than 5 bytes/],
     [concat(empty.subarray(0, 24), new Uint8Array([1, 0, 0x80, 0x80, 0x80, 0x80, 0x10])), /below 2\^32, got 4294967296 at 0/],
   ];
+  // One reading per byte string: a floor in a longer varint than it needs, set padding bits.
+  refusals.push([concat(empty.subarray(0, 24), new Uint8Array([1, 0, 0x81, 0x00])), /floor 0 is not in its shortest encoding/]);
+  const padded = fromHex(classesCase(100, 27, 8).bytes); // 135 slots of 35 bits: 3 bits pad the last byte
+  refusals.push([edit(padded, padded.length - 1, padded[padded.length - 1] | 0x80), /padding bits after the last slot must be 0/]);
   for (const [body, reason] of refusals) assert.throws(() => loadRibbonClasses(body), reason);
 });
 

@@ -147,9 +147,25 @@ def test_bad_parameters_and_inputs() -> None:
         (lambda b: b + b"\0", "must be"),
         (lambda b: b[:-1], "must be"),
         (lambda b: b[:24] + b"\xff\xff" + b[26:], "at most 256 floors"),
+        (lambda b: b[:-1] + bytes([b[-1] | 0x80]), "padding bits"),
     ],
 )
 def test_malformed_bytes_are_refused(mutate: object, message: str) -> None:
-    data = RibbonClassesBroadcast().build(_released(12, 1), b"s")
+    data = RibbonClassesBroadcast().build(_released(40, 1), b"s")  # 74 slots of 35 bits: 6 bits pad
     with pytest.raises(DecodeError, match=message):
         RibbonClassesBroadcast().load(mutate(data))  # type: ignore[operator]
+
+
+@pytest.mark.parametrize(
+    ("table", "message"),
+    [
+        (b"\x01\x00\x81\x00", "not in its shortest encoding"),  # 1 as two bytes
+        (b"\x01\x00\x80\x80\x80\x80\x80\x01", "longer than 5 bytes"),
+        (b"\x01\x00\x80", "truncated"),
+        (b"\x02\x00\x05\x00", "must increase"),
+        (b"\x01\x00\x00", "must increase from 1"),
+    ],
+)
+def test_a_floors_table_has_one_encoding(table: bytes, message: str) -> None:
+    with pytest.raises(DecodeError, match=message):
+        decode_floors(table, 0, 256)
