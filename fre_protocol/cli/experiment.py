@@ -114,9 +114,17 @@ def config_from_args(args: argparse.Namespace) -> Any:
         second_embedder=args.second_embedder, cache_dir=args.cache_dir, workers=args.workers,
         noise_calibration=args.noise_calibration, dropout_allowance=args.dropout_allowance,
         progress=args.progress,
-        command="fre-e2t experiment " + " ".join(shlex.quote(a) for a in sys.argv[2:]) if sys.argv[1:2] == ["experiment"]
-        else None,
+        command=_command(args),
+        argv=getattr(args, "_argv", None),
     )
+
+
+def _command(args: argparse.Namespace) -> str | None:
+    """The command line as a shell takes it: from main()'s arguments, else from sys.argv."""
+    given = getattr(args, "_argv", None)
+    if given is not None:
+        return "fre-e2t " + shlex.join(given)
+    return "fre-e2t experiment " + shlex.join(sys.argv[2:]) if sys.argv[1:2] == ["experiment"] else None
 
 
 def run(args: argparse.Namespace) -> int:

@@ -18,6 +18,7 @@ from typing import Any
 
 from fre_protocol.experiments import EXPERIMENTS, Experiment, get_experiment, paper_reference
 from fre_protocol.experiments.context import EVALUATION_NOTE, Context
+from fre_protocol.experiments.provenance import current_code_state, describe_model, distributions
 from fre_protocol.experiments.store import ROWS_SUFFIX
 from fre_protocol.outputs import write_atomically_text, write_json_atomic
 
@@ -34,6 +35,33 @@ def versions() -> dict[str, str | None]:
         except metadata.PackageNotFoundError:
             out[name] = None
     return out
+
+
+def _data(ctx: Context) -> str | None:
+    cfg = ctx.config
+    return cfg.corpus or cfg.input or cfg.embeddings
+
+
+def document_provenance(ctx: Context, rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Where NAME.json's rows came from: this invocation's command and code, and the commits its
+    rows were computed at (a resumed row keeps the commit of the run that computed it)."""
+    code = current_code_state()
+    stamped = [r["commit"] for r in rows if isinstance(r, Mapping) and "commit" in r]
+    return {
+        "command": ctx.config.command,
+        "commit": code["commit"],
+        "dirty": code["dirty"],
+        "seeds": list(ctx.config.run_seeds),
+        "row_commits": sorted(set(stamped)),
+        "rows_without_commit": len(rows) - len(stamped),
+        "manifest": MANIFEST_FILE,  # the versions and model files of the run
+    }
+
+
+def models_used(ctx: Context) -> list[dict[str, Any]]:
+    """The models the invocation loaded, with the SHA-256 of each weight file (no local paths)."""
+    return [describe_model(role, name, location, files)
+            for (role, name), (location, files) in sorted(ctx.models.items())]
 
 
 def settings(ctx: Context) -> dict[str, Any]:
@@ -72,11 +100,13 @@ def run_one(ctx: Context, experiment: Experiment) -> dict[str, Any]:
         "paper_figures": list(experiment.paper_figures),
         "label": EVALUATION_NOTE,
         "notes": list(experiment.notes),
+        "data": experiment.data or _data(ctx),
         "settings": settings(ctx),
         "wall_seconds": wall,
         "rows": rows,
         **extra,  # an experiment may publish a selection of its rows (e.g. the best budget split)
     }
+    document["provenance"] = document_provenance(ctx, document["rows"])
     write_json_atomic(out / f"{experiment.name}.json", document)
     rows = document["rows"]
     figure_name = None
@@ -93,6 +123,8 @@ def run_one(ctx: Context, experiment: Experiment) -> dict[str, Any]:
     checkpoint = ctx.config.out_dir / f"{experiment.name}{ROWS_SUFFIX}"
     compute = ctx.store(experiment.name).compute_seconds() if checkpoint.exists() else 0.0
     return {"experiment": experiment.name, "wall_seconds": wall, "compute_seconds": compute, "rows": len(rows),
+            "seeds": list(ctx.config.run_seeds), "commit": document["provenance"]["commit"],
+            "command": document["provenance"]["command"],
             "files": [f"{experiment.name}.json", f"{experiment.name}.md"] + ([figure_name] if figure_name else [])}
 
 
@@ -131,6 +163,9 @@ def run_experiments(ctx: Context, names: Sequence[str]) -> dict[str, Any]:
 
 
 def write_manifest(ctx: Context, entries: list[dict[str, Any]]) -> dict[str, Any]:
+    """manifest.json: what every experiment in the folder last ran with, and one record per
+    invocation (command, code, distributions, models), appended so that a folder filled by several
+    calls keeps each call's provenance."""
     path = ctx.config.out_dir / MANIFEST_FILE
     previous: dict[str, Any] = {}
     if path.exists():
@@ -143,12 +178,26 @@ def write_manifest(ctx: Context, entries: list[dict[str, Any]]) -> dict[str, Any
     commands = list(previous.get("commands", []))
     if ctx.config.command and ctx.config.command not in commands:
         commands.append(ctx.config.command)
+    code = current_code_state()
+    invocation = {
+        "command": ctx.config.command,
+        "argv": list(ctx.config.argv) if ctx.config.argv is not None else None,
+        "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "code": code,
+        "experiments": [e["experiment"] for e in entries],
+        "seeds": list(ctx.config.run_seeds),
+        "distributions": distributions(),
+        "models": models_used(ctx),
+    }
     manifest = {
         "label": EVALUATION_NOTE,
+        "commit": code["commit"],  # the code of the latest invocation (each one: invocations[i].code)
+        "dirty": code["dirty"],
         "versions": versions(),
         "machine": {"platform": platform.platform(), "processor": platform.machine(), "python": sys.version.split()[0]},
         "settings": settings(ctx),
         "commands": commands,
+        "invocations": [*previous.get("invocations", []), invocation],
         "experiments": [experiments[n] for n in EXPERIMENTS if n in experiments],
     }
     write_json_atomic(path, manifest)
@@ -206,6 +255,9 @@ def write_index(folder: Path, manifest: Mapping[str, Any]) -> Path:
     toc = "".join(f'<li><a href="#{html.escape(e["experiment"])}">{html.escape(e["experiment"])}</a> '
                   f'({e["rows"]} rows, {e["wall_seconds"]:.0f} s)</li>' for e in manifest["experiments"])
     commands = "".join(f"<pre>{html.escape(c)}</pre>" for c in manifest.get("commands", []))
+    if "commit" in manifest:  # manifests before provenance was recorded have none
+        dirty = " (with uncommitted changes)" if manifest.get("dirty") else ""
+        commands += f"<p>Code: commit {html.escape(str(manifest['commit']))}{dirty}</p>"
     page = f"""<!doctype html><html><head><meta charset="utf-8"><title>fre-e2t experiments</title>
 <style>body{{font-family:sans-serif;max-width:70em;margin:2em auto;padding:0 1em}}
 table{{border-collapse:collapse;margin:1em 0;font-size:90%}}td,th{{border:1px solid #bbb;padding:3px 7px;text-align:right}}
