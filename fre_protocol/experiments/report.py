@@ -18,11 +18,11 @@ from typing import Any
 
 from fre_protocol.experiments import EXPERIMENTS, Experiment, get_experiment, paper_reference
 from fre_protocol.experiments.context import EVALUATION_NOTE, Context
+from fre_protocol.experiments.pages import MANIFEST_FILE, experiment_page
 from fre_protocol.experiments.provenance import current_code_state, describe_model, distributions
 from fre_protocol.experiments.store import ROWS_SUFFIX
 from fre_protocol.outputs import write_atomically_text, write_json_atomic
 
-MANIFEST_FILE = "manifest.json"
 INDEX_FILE = "index.html"
 VERSIONED = ("fre-e2t", "numpy", "scipy", "torch", "transformers", "sentence-transformers", "scikit-learn", "sacrebleu")
 
@@ -118,7 +118,7 @@ def run_one(ctx: Context, experiment: Experiment) -> dict[str, Any]:
         figure_path = out / f"{experiment.name}.png"
         if experiment.figure(rows, figure_path):
             figure_name = figure_path.name
-    write_atomically_text(out / f"{experiment.name}.md", markdown(experiment, rows, ctx, wall, figure_name))
+    write_atomically_text(out / f"{experiment.name}.md", experiment_page(document, f"{experiment.name}.json", out))
     ctx.log(f"experiment {experiment.name}: {len(rows)} rows in {wall:.1f} s")
     checkpoint = ctx.config.out_dir / f"{experiment.name}{ROWS_SUFFIX}"
     compute = ctx.store(experiment.name).compute_seconds() if checkpoint.exists() else 0.0
@@ -126,29 +126,6 @@ def run_one(ctx: Context, experiment: Experiment) -> dict[str, Any]:
             "seeds": list(ctx.config.run_seeds), "commit": document["provenance"]["commit"],
             "command": document["provenance"]["command"],
             "files": [f"{experiment.name}.json", f"{experiment.name}.md"] + ([figure_name] if figure_name else [])}
-
-
-def markdown(experiment: Experiment, rows: Sequence[Mapping[str, Any]], ctx: Context, wall: float,
-             figure_name: str | None) -> str:
-    cfg = ctx.config
-    lines = [
-        f"## {experiment.name}: {experiment.title} ({paper_reference(experiment)})",
-        "",
-        f"Data: {experiment.data or cfg.corpus or cfg.input or cfg.embeddings}"
-        + (f" ({cfg.run_limit} texts)" if cfg.run_limit else "")
-        + f"; seeds {', '.join(map(str, cfg.run_seeds))}; mean ± std over seeds; wall time {wall:.0f} s"
-        + (" (--quick)" if cfg.quick else "") + ".",
-        "",
-        f"*{EVALUATION_NOTE}.*",
-        "",
-    ]
-    lines += [f"- {note}" for note in experiment.notes]
-    if experiment.notes:
-        lines.append("")
-    lines.append(experiment.render(rows) if rows else "No rows.\n")
-    if figure_name:
-        lines += ["", f"![{experiment.name}]({figure_name})", ""]
-    return "\n".join(lines)
 
 
 def run_experiments(ctx: Context, names: Sequence[str]) -> dict[str, Any]:
@@ -226,6 +203,8 @@ def markdown_to_html(text: str, folder: Path) -> str:
 
     for line in text.splitlines():
         stripped = line.strip()
+        if stripped.startswith("<!--") and stripped.endswith("-->"):
+            continue  # a marker of a rendered part (pages.py)
         if stripped.startswith("|"):
             table.append([c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", stripped.strip("|"))])
             continue
@@ -246,6 +225,25 @@ def markdown_to_html(text: str, folder: Path) -> str:
 
 
 def write_index(folder: Path, manifest: Mapping[str, Any]) -> Path:
+    path = folder / INDEX_FILE
+    write_atomically_text(path, index_html(folder, manifest))
+    return path
+
+
+def rewrite_index(folder: Path, *, write: bool = True) -> bool | None:
+    """index.html of ``folder`` again from its manifest and pages; whether it changed (None: the
+    folder has no index.html or no manifest.json, and none is made)."""
+    index, manifest_path = folder / INDEX_FILE, folder / MANIFEST_FILE
+    if not (index.is_file() and manifest_path.is_file()):
+        return None
+    page = index_html(folder, json.loads(manifest_path.read_text(encoding="utf-8")))
+    changed = page != index.read_text(encoding="utf-8")
+    if changed and write:
+        write_atomically_text(index, page)
+    return changed
+
+
+def index_html(folder: Path, manifest: Mapping[str, Any]) -> str:
     sections = []
     for entry in manifest["experiments"]:
         md = folder / f"{entry['experiment']}.md"
@@ -268,6 +266,4 @@ th{{background:#eee}}img{{max-width:42em}}pre{{background:#f4f4f4;padding:.5em;w
 <h2>Versions</h2><pre>{html.escape(", ".join(f"{k} {v}" for k, v in manifest["versions"].items()))}</pre>
 </body></html>
 """
-    path = folder / INDEX_FILE
-    write_atomically_text(path, page)
-    return path
+    return page

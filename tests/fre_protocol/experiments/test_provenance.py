@@ -198,6 +198,10 @@ def test_a_run_records_commit_command_versions_and_seeds(embeddings: Path, tmp_p
     assert (made["commit"], made["command"], made["seeds"], made["manifest"]) == (
         code["commit"], run["command"], [1], "manifest.json")
     assert document["rows"] and all(r["commit"] == code["commit"] and r["seed"] == 1 for r in document["rows"])
+    page = (out / "ablation-t.md").read_text(encoding="utf-8")
+    assert f"made by `{run['command']}`" in page and "`ablation-t.json`" in page
+    if code["commit"] != "unknown":
+        assert f"commit `{code['commit'][:10]}`" in page
 
     # a second call on the same folder adds seed 2: its rows, and one more invocation record
     _run(embeddings, out, "1,2")
