@@ -160,6 +160,10 @@ def report(args: argparse.Namespace) -> int:
         print(f"{INDEX_FILE}: {'changed' if index_changed else 'unchanged'} (from {MANIFEST_FILE} and the pages)")
     if done.hand_written:
         print(f"written by hand, nothing rendered: {', '.join(done.hand_written)}")
+    for page in done.unmarked:
+        print(f"{page}: no rendered part, though {page.removesuffix('.md')}.json is beside it (a page written before "
+              "pages were marked; running the experiment into the folder again writes a rendered one, resuming from "
+              "its checkpoints where they are kept)")
     return 1 if args.check and (done.changed or index_changed) else 0
 
 

@@ -151,6 +151,8 @@ class Rerendered:
     rendered: list[str] = field(default_factory=list)
     changed: list[str] = field(default_factory=list)
     hand_written: list[str] = field(default_factory=list)
+    #: unmarked pages with an experiment's NAME.json beside them: written before pages were marked
+    unmarked: list[str] = field(default_factory=list)
 
 
 def _load(folder: Path, source: str, page: str, cache: dict[str, Any]) -> Mapping[str, Any]:
@@ -192,6 +194,8 @@ def rerender(folder: Path | str, *, write: bool = True) -> Rerendered:
         text = page.read_text(encoding="utf-8")
         if not _BLOCK.search(text):
             found.hand_written.append(page.name)
+            if _is_experiment_document(page.with_suffix(".json")):
+                found.unmarked.append(page.name)
             continue
         found.rendered.append(page.name)
         new = rerender_text(text, folder, page.name, cache)
@@ -200,6 +204,14 @@ def rerender(folder: Path | str, *, write: bool = True) -> Rerendered:
             if write:
                 write_atomically_text(page, new)
     return found
+
+
+def _is_experiment_document(path: Path) -> bool:
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(document, dict) and document.get("experiment") in EXPERIMENTS and "rows" in document
 
 
 def markers_only(text: str) -> Sequence[tuple[str, str]]:

@@ -38,7 +38,7 @@ def test_the_committed_pages_are_what_their_json_renders_to(results: Path) -> No
     assert rewrite_index(results) is False  # index.html too, from manifest.json and the pages
     for page in (RESULTS / p for p in found.rendered):  # nothing was written: byte for byte the same
         assert (results / page.name).read_bytes() == page.read_bytes(), page.name
-    assert set(found.hand_written) == HAND_WRITTEN
+    assert set(found.hand_written) == HAND_WRITTEN and found.unmarked == []
     assert set(found.rendered) | set(found.hand_written) == {p.name for p in RESULTS.glob("*.md")}
 
 
@@ -112,3 +112,11 @@ def test_the_report_command(results: Path, tmp_path: Path, capsys: pytest.Captur
     assert "experiment NAME needs --out DIR" in capsys.readouterr().err
     assert main(["experiment", "report", "--from", str(tmp_path / "absent")]) == 2
     assert "--from must be a folder of results pages" in capsys.readouterr().err
+
+
+def test_an_unmarked_experiment_page_is_reported(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    shutil.copy(RESULTS / "ablation-t.json", tmp_path / "ablation-t.json")
+    (tmp_path / "ablation-t.md").write_text("## ablation-t: a page from before the markers\n", encoding="utf-8")
+    assert rerender(tmp_path).unmarked == ["ablation-t.md"]
+    assert main(["experiment", "report", "--from", str(tmp_path)]) == 0
+    assert "ablation-t.md: no rendered part, though ablation-t.json is beside it" in capsys.readouterr().out
