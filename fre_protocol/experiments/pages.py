@@ -10,8 +10,10 @@ A rendered part of a page sits between two markers::
     <!-- end of rendered part -->
 
 where PART is ``head`` (title, data line, where the rows came from), ``data`` (the same without
-the title, for a page with its own), ``body`` (the evaluation label, notes, tables and figure) or
-``tables`` (the experiment's tables alone). What lies outside the markers is prose written by
+the title, for a page with its own), ``body`` (the evaluation label, notes, tables and figure),
+``tables`` (the experiment's tables alone) or ``compare`` (tables that set columns of several
+runs' rows side by side; NAME.json is then a spec naming each column's JSON, method and label,
+see :func:`compare`). What lies outside the markers is prose written by
 hand (readings, caveats) and is kept as it is; a page with no marker is hand-written throughout.
 """
 
@@ -26,10 +28,17 @@ from pathlib import Path
 from typing import Any
 
 from fre_protocol.experiments import EXPERIMENTS, get_experiment, reference
+from fre_protocol.experiments.tables import (
+    cell,
+    epsilon_label,
+    markdown_table,
+    mean_std,
+    sorted_values,
+)
 from fre_protocol.outputs import write_atomically_text
 from primitives.errors import InvalidInputError, InvalidParameterError
 
-PARTS = ("head", "data", "body", "tables")
+PARTS = ("head", "data", "body", "tables", "compare")
 RENDER_COMMAND = "fre-e2t experiment report --from"
 _BEGIN = "<!-- rendered from {source} ({part}) by fre-e2t experiment report: edit outside these markers only -->"
 _END = "<!-- end of rendered part -->"
@@ -114,8 +123,52 @@ def tables(document: Mapping[str, Any]) -> str:
     return get_experiment(name).render(rows) if rows else "No rows.\n"
 
 
+def compare(spec: Mapping[str, Any], folder: Path, page: str = "the page") -> str:
+    """Tables that set runs side by side, from a spec (no figure of its own)::
+
+        {"columns": [{"label": "floor", "rows": "a.json", "method": "fre-e2t"}, ...],
+         "tables": [{"title": "...", "metric": "f1_strict", "headers": ["floor F1", ...],
+                     "difference": ["count, f = 0", "central-dp"], "difference_header": "..."}]}
+
+    One row per ε of the columns' centroid-level rows; each cell is mean ± std over the seeds of
+    that column's rows; ``difference`` adds the first column's mean less the second's."""
+    columns = spec.get("columns")
+    if not isinstance(columns, list) or not columns:
+        raise InvalidInputError(f"{page}: a compare spec needs a non-empty list 'columns', got {columns!r}")
+    cache: dict[str, Any] = {}
+    picked: dict[str, list[Mapping[str, Any]]] = {}
+    for column in columns:
+        if not isinstance(column, Mapping) or not {"label", "rows", "method"} <= set(column):
+            raise InvalidInputError(f"{page}: each column needs a label, rows and method, got {column!r}")
+        rows = _load(folder, str(column["rows"]), page, cache)["rows"]
+        picked[column["label"]] = [r for r in rows if r.get("method") == column.get("method")
+                                   and r.get("level", "centroid") == "centroid"]
+    epsilons = sorted_values([r for got in picked.values() for r in got], "epsilon")
+    out = []
+    for table in spec.get("tables", []):
+        metric, headers = table["metric"], table.get("headers") or [c["label"] for c in columns]
+        if len(headers) != len(columns):
+            raise InvalidInputError(f"{page}: table {table.get('title')!r} has {len(headers)} headers for "
+                                    f"{len(columns)} columns")
+        difference = table.get("difference")
+        header = ["ε", *headers] + ([table.get("difference_header", " − ".join(difference))] if difference else [])
+        body = []
+        for eps in epsilons:
+            line = [epsilon_label(eps)] + [cell([r for r in picked[c["label"]] if r["epsilon"] == eps], metric)
+                                           for c in columns]
+            if difference:
+                a, b = (mean_std([r for r in picked[label] if r["epsilon"] == eps], metric)[0] for label in difference)
+                line.append(f"{a - b:.3f}".replace("-", "−"))
+            body.append(line)
+        out.append(f"## {table['title']}\n\n" + markdown_table(header, body))
+    return "\n".join(out)
+
+
 def render_part(document: Mapping[str, Any], source: str, part: str, folder: Path) -> str:
     """One rendered part of a page from the JSON ``document`` (read from ``folder/source``)."""
+    if part == "compare":
+        return (f"*Rendered from `{source}` and the rows it names by `{RENDER_COMMAND} DIR`.*\n\n"
+                + compare(document, folder, source))
     if part == "tables":
         return f"*Rendered from `{source}` by `{RENDER_COMMAND} DIR`.*\n\n" + tables(document)
     title = (f"## {document['experiment']}: {document.get('title', '')} "
@@ -155,7 +208,7 @@ class Rerendered:
     unmarked: list[str] = field(default_factory=list)
 
 
-def _load(folder: Path, source: str, page: str, cache: dict[str, Any]) -> Mapping[str, Any]:
+def _load(folder: Path, source: str, page: str, cache: dict[str, Any], *, rows: bool = True) -> Mapping[str, Any]:
     if source not in cache:
         path = folder / source
         if Path(source).name != source or not path.is_file():
@@ -165,7 +218,7 @@ def _load(folder: Path, source: str, page: str, cache: dict[str, Any]) -> Mappin
         except ValueError as exc:
             raise InvalidInputError(f"{source} (rendered into {page}) is not valid JSON: {exc}") from None
     document = cache[source]
-    if not isinstance(document, Mapping) or "rows" not in document:
+    if not isinstance(document, Mapping) or (rows and "rows" not in document):
         raise InvalidInputError(f"{source} (rendered into {page}) is not an experiment's document (no rows)")
     return document
 
@@ -177,7 +230,8 @@ def rerender_text(text: str, folder: Path, page: str, cache: dict[str, Any] | No
         source, part = match.group("source"), match.group("part")
         if part not in PARTS:
             raise InvalidInputError(f"{page}: part must be one of {list(PARTS)}, got {part!r}")
-        return block(source, part, render_part(_load(folder, source, page, cache), source, part, folder))
+        document = _load(folder, source, page, cache, rows=part != "compare")
+        return block(source, part, render_part(document, source, part, folder))
 
     return _BLOCK.sub(replace, text)
 

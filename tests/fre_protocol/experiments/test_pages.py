@@ -21,7 +21,7 @@ RESULTS = Path(__file__).resolve().parents[3] / "docs" / "results"
 #: pages are rendered"). A new page must be rendered from its JSON or be added here and there.
 HAND_WRITTEN = {
     "README.md", "benchmarks.md", "claims-check.md", "demo.md", "deploy-benchmark.md", "embedding.md",
-    "fluent-text.md", "noise-parity.md", "roles-and-drivers.md", "streaming-scaling.md", "test-tiers.md",
+    "fluent-text.md", "roles-and-drivers.md", "streaming-scaling.md", "test-tiers.md",
 }
 
 
@@ -120,3 +120,25 @@ def test_an_unmarked_experiment_page_is_reported(tmp_path: Path, capsys: pytest.
     assert rerender(tmp_path).unmarked == ["ablation-t.md"]
     assert main(["experiment", "report", "--from", str(tmp_path)]) == 0
     assert "ablation-t.md: no rendered part, though ablation-t.json is beside it" in capsys.readouterr().out
+
+
+def test_a_comparison_sets_runs_side_by_side(tmp_path: Path) -> None:
+    def rows(method: str, values: list[float]) -> list[dict[str, object]]:
+        return [{"method": method, "epsilon": 8.0, "seed": s, "f1_strict": v} for s, v in enumerate(values, 1)]
+
+    (tmp_path / "a.json").write_text(json.dumps({"rows": rows("fre-e2t", [0.5, 0.7]) + rows("central-dp", [0.9])}))
+    (tmp_path / "b.json").write_text(json.dumps({"rows": rows("fre-e2t", [0.8])}))
+    spec = {"columns": [{"label": "a", "rows": "a.json", "method": "fre-e2t"},
+                        {"label": "b", "rows": "b.json", "method": "fre-e2t"},
+                        {"label": "dp", "rows": "a.json", "method": "central-dp"}],
+            "tables": [{"title": "F1", "metric": "f1_strict", "difference": ["a", "dp"]}]}
+    (tmp_path / "spec.json").write_text(json.dumps(spec))
+    (tmp_path / "page.md").write_text("prose\n\n" + block("spec.json", "compare", "old\n"), encoding="utf-8")
+    rerender(tmp_path)
+    text = (tmp_path / "page.md").read_text(encoding="utf-8")
+    assert "| ε | a | b | dp | a − dp |" in text and "| 8 | 0.600 ± 0.141 | 0.800 | 0.900 | −0.300 |" in text
+    assert text.startswith("prose\n\n")
+    spec["columns"] = [{"label": "a", "rows": "a.json"}]
+    (tmp_path / "spec.json").write_text(json.dumps(spec))
+    with pytest.raises(InvalidInputError, match="each column needs a label, rows and method"):
+        rerender(tmp_path)
