@@ -142,3 +142,20 @@ def test_a_comparison_sets_runs_side_by_side(tmp_path: Path) -> None:
     (tmp_path / "spec.json").write_text(json.dumps(spec))
     with pytest.raises(InvalidInputError, match="each column needs a label, rows and method"):
         rerender(tmp_path)
+
+
+def test_the_provenance_line_says_what_is_known(tmp_path: Path) -> None:
+    from fre_protocol.experiments.pages import provenance_line
+
+    made = {"command": "fre-e2t experiment utility --out o", "commit": "a" * 40, "dirty": False,
+            "row_commits": ["a" * 40, "b" * 40], "rows_without_commit": 2}
+    line = provenance_line({"provenance": made}, "utility.json", tmp_path)
+    assert line.startswith("*Rows: `utility.json`, made by `fre-e2t experiment utility --out o` at commit `aaaaaaaaaa`;")
+    assert "some rows resumed from commit `bbbbbbbbbb`; 2 rows resumed from a run that recorded no commit" in line
+    dirty = provenance_line({"provenance": {**made, "dirty": True, "row_commits": [], "rows_without_commit": 0}},
+                           "utility.json", tmp_path)
+    assert "at commit `aaaaaaaaaa` (with uncommitted changes)." in dirty
+    unknown = provenance_line({"provenance": {**made, "commit": "unknown", "row_commits": []}}, "u.json", tmp_path)
+    assert "at an unknown commit (no git checkout, or no git)" in unknown
+    bare = provenance_line({"experiment": "utility", "rows": []}, "u.json", tmp_path)
+    assert "records neither the command nor the commit" in bare
