@@ -54,7 +54,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    given = list(sys.argv[1:] if argv is None else argv)
+    args = parser.parse_args(given)
+    args._argv = tuple(given)  # the exact command line, for the commands that record it
     relax_for_rounds()
     try:
         return int(args._run(args) or 0)

@@ -20,7 +20,9 @@ from fre_protocol.experiments import EXPERIMENTS
 from fre_protocol.text.corpora import BUILTIN_CORPORA
 from primitives.errors import InvalidParameterError
 
-HELP = "reproduce the paper's tables: utility, baselines, Aug-PE, ablations, text quality (resumable)"
+HELP = ("reproduce the paper's tables: utility, baselines, Aug-PE, ablations, text quality (resumable); "
+        "`experiment report --from DIR` re-renders a folder's pages from its JSON")
+REPORT = "report"  # not an experiment: re-render the pages of --from DIR from their JSON, run nothing
 
 
 def _list(kind: Any, what: str) -> Any:
@@ -38,18 +40,27 @@ def _list(kind: Any, what: str) -> Any:
 
 def _names(text: str) -> tuple[str, ...]:
     names = tuple(part.strip() for part in text.split(",") if part.strip())
+    if names == (REPORT,):
+        return names
     unknown = [n for n in names if n not in (*EXPERIMENTS, "all")]
     if not names or unknown or ("all" in names and len(names) > 1):
         raise argparse.ArgumentTypeError(f"expected one of {', '.join(EXPERIMENTS)}, a comma-separated list of them, "
-                                         f"or all; got {text!r}")
+                                         f"or all (or {REPORT} --from DIR); got {text!r}")
     return names
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("name", metavar="NAME", type=_names,
-                        help=f"one of {', '.join(EXPERIMENTS)}, several separated by commas, or all")
-    parser.add_argument("--out", required=True, metavar="DIR",
-                        help="output directory (NAME.json/.md/.png; an interrupted run resumes from it)")
+                        help=f"one of {', '.join(EXPERIMENTS)}, several separated by commas, or all; "
+                        f"or {REPORT} (with --from: re-render pages, run nothing)")
+    parser.add_argument("--out", metavar="DIR",
+                        help="output directory (NAME.json/.md/.png; an interrupted run resumes from it) "
+                        "(default: none; required unless NAME is report)")
+    parser.add_argument("--from", dest="render_from", metavar="DIR",
+                        help=f"{REPORT} only: the folder whose pages (*.md) to render again from their JSON files "
+                        "beside them; nothing is run (default: none)")
+    parser.add_argument("--check", action="store_true",
+                        help=f"{REPORT} only: write nothing; exit 1 if a page differs from what its JSON renders to")
     src = parser.add_argument_group("private data (an evaluation: the figures read it)")
     one = src.add_mutually_exclusive_group()
     one.add_argument("--corpus", choices=list(BUILTIN_CORPORA), help="a built-in corpus (default: healthtweets)")
@@ -114,12 +125,55 @@ def config_from_args(args: argparse.Namespace) -> Any:
         second_embedder=args.second_embedder, cache_dir=args.cache_dir, workers=args.workers,
         noise_calibration=args.noise_calibration, dropout_allowance=args.dropout_allowance,
         progress=args.progress,
-        command="fre-e2t experiment " + " ".join(shlex.quote(a) for a in sys.argv[2:]) if sys.argv[1:2] == ["experiment"]
-        else None,
+        command=_command(args),
+        argv=getattr(args, "_argv", None),
     )
 
 
+def _command(args: argparse.Namespace) -> str | None:
+    """The command line as a shell takes it: from main()'s arguments, else from sys.argv."""
+    given = getattr(args, "_argv", None)
+    if given is not None:
+        return "fre-e2t " + shlex.join(given)
+    return "fre-e2t experiment " + shlex.join(sys.argv[2:]) if sys.argv[1:2] == ["experiment"] else None
+
+
+def report(args: argparse.Namespace) -> int:
+    """``experiment report --from DIR``: every rendered part of DIR's pages, again from the JSON."""
+    from pathlib import Path
+
+    from fre_protocol.experiments.pages import rerender
+    from fre_protocol.experiments.report import INDEX_FILE, MANIFEST_FILE, rewrite_index
+
+    if args.render_from is None:
+        raise InvalidParameterError(f"experiment {REPORT} needs --from DIR (the folder of pages to re-render)")
+    if args.out is not None:
+        raise InvalidParameterError(f"experiment {REPORT} writes into --from DIR; --out is for running experiments, "
+                                    f"got --out {args.out!r}")
+    write = not args.check
+    done = rerender(args.render_from, write=write)
+    index_changed = rewrite_index(Path(args.render_from), write=write)
+    for page in done.rendered:
+        state = "unchanged" if page not in done.changed else "changed" if write else "changed (not written: --check)"
+        print(f"{page}: {state}")
+    if index_changed is not None:
+        print(f"{INDEX_FILE}: {'changed' if index_changed else 'unchanged'} (from {MANIFEST_FILE} and the pages)")
+    if done.hand_written:
+        print(f"written by hand, nothing rendered: {', '.join(done.hand_written)}")
+    for page in done.unmarked:
+        print(f"{page}: no rendered part, though {page.removesuffix('.md')}.json is beside it (a page written before "
+              "pages were marked; running the experiment into the folder again writes a rendered one, resuming from "
+              "its checkpoints where they are kept)")
+    return 1 if args.check and (done.changed or index_changed) else 0
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.name == (REPORT,):
+        return report(args)
+    if args.render_from is not None or args.check:
+        raise InvalidParameterError(f"--from and --check go with experiment {REPORT}, not with running {','.join(args.name)}")
+    if args.out is None:
+        raise InvalidParameterError("experiment NAME needs --out DIR (where NAME.json, NAME.md and the checkpoints go)")
     from fre_protocol.experiments.context import Context
     from fre_protocol.experiments.report import INDEX_FILE, run_experiments
     from fre_protocol.experiments.store import ROWS_SUFFIX

@@ -71,8 +71,14 @@ def get_experiment(name: str) -> Experiment:
 
 def paper_reference(experiment: Experiment) -> str:
     """``paper Table 1, 9`` or, for an experiment beyond the paper, ``not a table of the paper``."""
-    parts = [f"Table {', '.join(map(str, experiment.paper_tables))}"] if experiment.paper_tables else []
-    parts += [f"Figure {', '.join(map(str, experiment.paper_figures))}"] if experiment.paper_figures else []
+    return reference(experiment.paper_tables, experiment.paper_figures)
+
+
+def reference(tables: Sequence[int], figures: Sequence[int]) -> str:
+    """:func:`paper_reference` from the numbers alone (as a results JSON records them)."""
+    parts = [f"Table {', '.join(map(str, tables))}"] if tables else []
+    parts += [f"Figure {', '.join(map(str, figures))}"] if figures else []
     return f"paper {', '.join(parts)}" if parts else "not a table of the paper"
 
-__all__ = ["EXPERIMENTS", "Experiment", "Rows", "get_experiment", "paper_reference"]
+
+__all__ = ["EXPERIMENTS", "Experiment", "Rows", "get_experiment", "paper_reference", "reference"]

@@ -53,6 +53,7 @@ def augpe_result(ctx: Context, epsilon: float, seed: int) -> Any:
     from fre_protocol.text.augpe import SmolLMGenerator, run_augpe
     from primitives.randomness import RandomSource
 
+    ctx.note_smollm2("Aug-PE generator")  # SmolLMGenerator() below: the packaged SmolLM2
     return run_augpe(ctx.dataset().x, ctx.embedder(), _config(ctx), epsilon=epsilon, delta=ctx.params(epsilon).delta,
                      rng=RandomSource.seeded(seed, "experiment/augpe"), language_model=SmolLMGenerator(),
                      progress=ctx.config.progress)

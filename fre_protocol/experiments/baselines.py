@@ -137,11 +137,13 @@ def publish(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 def render(rows: Sequence[Mapping[str, Any]]) -> str:
     chosen = published_rows(rows)
     groups = group_rows(chosen, ("epsilon", "method"))
-    header = ["ε"] + [f"{m} {k}" for m in METHODS for k in ("P", "R")]
+    # a method the rows do not hold (a run made before it existed) gets no column, not a column of –
+    methods = [m for m in METHODS if any(r.get("method") == m for r in chosen)]
+    header = ["ε"] + [f"{m} {k}" for m in methods for k in ("P", "R")]
     body = []
     for eps in sorted_values(chosen, "epsilon"):
         line = [epsilon_label(eps)]
-        for m in METHODS:
+        for m in methods:
             got = groups.get((eps, m), [])
             line += [cell(got, "cluster_precision", 2), cell(got, "cluster_recall", 2)]
         body.append(line)

@@ -92,7 +92,8 @@ class ExperimentConfig:
     noise_calibration: str = COUNT_CALIBRATION  # the protocol's (design §4.4); central-dp has none
     dropout_allowance: float = DEFAULT_DROPOUT_ALLOWANCE
     progress: bool = True
-    command: str | None = None
+    command: str | None = None  # as a shell would take it: "fre-e2t experiment ..."
+    argv: tuple[str, ...] | None = None  # the arguments after "fre-e2t", exactly as given
 
     def __post_init__(self) -> None:
         sources = [s for s in (self.corpus, self.input, self.embeddings) if s is not None]
@@ -215,6 +216,8 @@ class Context:
         self._releases: dict[str, Outputs] = {}
         self._inversions: dict[bytes, tuple[str, str | None]] = {}
         self._language_model: Any = None
+        #: models this invocation loaded: (role, name) -> (location, weight files read or None for all)
+        self.models: dict[tuple[str, str], tuple[str | None, tuple[str, ...] | None]] = {}
 
     # -- data -----------------------------------------------------------------------------------
     def dataset(self) -> Dataset:
@@ -245,7 +248,25 @@ class Context:
             from fre_protocol.text.embedder import SentenceTransformerEmbedder
 
             self._embedder = SentenceTransformerEmbedder(self.config.embedder, cache_dir=self.config.cache_dir)
+            self.note_embedder()
         return self._embedder
+
+    def note_model(self, role: str, name: str, location: str | None, files: Sequence[str] | None = None) -> None:
+        """Record a model this run used, for the manifest (hashed once, when the manifest is written)."""
+        self.models[(role, name)] = (location, tuple(files) if files is not None else None)
+
+    def note_embedder(self) -> None:
+        from fre_protocol.text.embedder import resolve_model
+
+        source, model_id = resolve_model(self.config.embedder)
+        # a cached embedding needs no weights, but it is this model's: recorded either way
+        self.note_model("embedder", model_id, source if Path(source).exists() else None)
+
+    def note_smollm2(self, role: str) -> None:
+        from fre_protocol.text.paraphraser import smollm2_location
+
+        folder, gguf = smollm2_location()
+        self.note_model(role, "SmolLM2-135M-Instruct", str(folder), [gguf])
 
     def language_model(self) -> Any:
         """SmolLM2 (tokenizer, model), loaded once per process and shared by every experiment."""
@@ -253,6 +274,7 @@ class Context:
             from fre_protocol.text.paraphraser import DEFAULT_PARAPHRASER, load_causal_lm
 
             self._language_model = load_causal_lm(DEFAULT_PARAPHRASER)
+            self.note_smollm2("language model (scoring, paraphrasing)")
         return self._language_model
 
     # -- parameters -----------------------------------------------------------------------------
@@ -335,6 +357,8 @@ class Context:
                 budget=self.config.run_budget if name == "guided" else None,
                 rng=RandomSource.seeded(0, "experiment/inversion"),
             )
+            if name == "guided":  # the guided inverter writes with the packaged SmolLM2
+                self.note_smollm2("inverter language model")
         return self._inverter
 
     def invert(self, centroids: npt.NDArray[np.floating]) -> tuple[list[str], npt.NDArray[np.float32]]:
@@ -377,7 +401,10 @@ class Context:
 
     # -- bookkeeping ----------------------------------------------------------------------------
     def store(self, name: str) -> RowStore:
-        return RowStore(self.config.out_dir / f"{name}{ROWS_SUFFIX}", self.config.fingerprint(), log=self.log)
+        from fre_protocol.experiments.provenance import row_stamp
+
+        return RowStore(self.config.out_dir / f"{name}{ROWS_SUFFIX}", self.config.fingerprint(), log=self.log,
+                        stamp=row_stamp())
 
 
 

@@ -71,6 +71,7 @@ def run(ctx: Context) -> list[dict[str, Any]]:
             for seed in ctx.config.run_seeds:
                 store.get_or_run({"embedder": label, "epsilon": epsilon, "seed": seed},
                                  lambda c=context, e=epsilon, s=seed, m=model: {"model": m, **centroid_row(c, e, s)})
+    ctx.models.update({(f"second {role}", name): where for (role, name), where in second.models.items()})
     return store.rows()
 
 

@@ -18,10 +18,11 @@ from typing import Any
 
 from fre_protocol.experiments import EXPERIMENTS, Experiment, get_experiment, paper_reference
 from fre_protocol.experiments.context import EVALUATION_NOTE, Context
+from fre_protocol.experiments.pages import MANIFEST_FILE, experiment_page
+from fre_protocol.experiments.provenance import current_code_state, describe_model, distributions
 from fre_protocol.experiments.store import ROWS_SUFFIX
 from fre_protocol.outputs import write_atomically_text, write_json_atomic
 
-MANIFEST_FILE = "manifest.json"
 INDEX_FILE = "index.html"
 VERSIONED = ("fre-e2t", "numpy", "scipy", "torch", "transformers", "sentence-transformers", "scikit-learn", "sacrebleu")
 
@@ -34,6 +35,33 @@ def versions() -> dict[str, str | None]:
         except metadata.PackageNotFoundError:
             out[name] = None
     return out
+
+
+def _data(ctx: Context) -> str | None:
+    cfg = ctx.config
+    return cfg.corpus or cfg.input or cfg.embeddings
+
+
+def document_provenance(ctx: Context, rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Where NAME.json's rows came from: this invocation's command and code, and the commits its
+    rows were computed at (a resumed row keeps the commit of the run that computed it)."""
+    code = current_code_state()
+    stamped = [r["commit"] for r in rows if isinstance(r, Mapping) and "commit" in r]
+    return {
+        "command": ctx.config.command,
+        "commit": code["commit"],
+        "dirty": code["dirty"],
+        "seeds": list(ctx.config.run_seeds),
+        "row_commits": sorted(set(stamped)),
+        "rows_without_commit": len(rows) - len(stamped),
+        "manifest": MANIFEST_FILE,  # the versions and model files of the run
+    }
+
+
+def models_used(ctx: Context) -> list[dict[str, Any]]:
+    """The models the invocation loaded, with the SHA-256 of each weight file (no local paths)."""
+    return [describe_model(role, name, location, files)
+            for (role, name), (location, files) in sorted(ctx.models.items())]
 
 
 def settings(ctx: Context) -> dict[str, Any]:
@@ -72,11 +100,13 @@ def run_one(ctx: Context, experiment: Experiment) -> dict[str, Any]:
         "paper_figures": list(experiment.paper_figures),
         "label": EVALUATION_NOTE,
         "notes": list(experiment.notes),
+        "data": experiment.data or _data(ctx),
         "settings": settings(ctx),
         "wall_seconds": wall,
         "rows": rows,
         **extra,  # an experiment may publish a selection of its rows (e.g. the best budget split)
     }
+    document["provenance"] = document_provenance(ctx, document["rows"])
     write_json_atomic(out / f"{experiment.name}.json", document)
     rows = document["rows"]
     figure_name = None
@@ -88,35 +118,14 @@ def run_one(ctx: Context, experiment: Experiment) -> dict[str, Any]:
         figure_path = out / f"{experiment.name}.png"
         if experiment.figure(rows, figure_path):
             figure_name = figure_path.name
-    write_atomically_text(out / f"{experiment.name}.md", markdown(experiment, rows, ctx, wall, figure_name))
+    write_atomically_text(out / f"{experiment.name}.md", experiment_page(document, f"{experiment.name}.json", out))
     ctx.log(f"experiment {experiment.name}: {len(rows)} rows in {wall:.1f} s")
     checkpoint = ctx.config.out_dir / f"{experiment.name}{ROWS_SUFFIX}"
     compute = ctx.store(experiment.name).compute_seconds() if checkpoint.exists() else 0.0
     return {"experiment": experiment.name, "wall_seconds": wall, "compute_seconds": compute, "rows": len(rows),
+            "seeds": list(ctx.config.run_seeds), "commit": document["provenance"]["commit"],
+            "command": document["provenance"]["command"],
             "files": [f"{experiment.name}.json", f"{experiment.name}.md"] + ([figure_name] if figure_name else [])}
-
-
-def markdown(experiment: Experiment, rows: Sequence[Mapping[str, Any]], ctx: Context, wall: float,
-             figure_name: str | None) -> str:
-    cfg = ctx.config
-    lines = [
-        f"## {experiment.name}: {experiment.title} ({paper_reference(experiment)})",
-        "",
-        f"Data: {experiment.data or cfg.corpus or cfg.input or cfg.embeddings}"
-        + (f" ({cfg.run_limit} texts)" if cfg.run_limit else "")
-        + f"; seeds {', '.join(map(str, cfg.run_seeds))}; mean ± std over seeds; wall time {wall:.0f} s"
-        + (" (--quick)" if cfg.quick else "") + ".",
-        "",
-        f"*{EVALUATION_NOTE}.*",
-        "",
-    ]
-    lines += [f"- {note}" for note in experiment.notes]
-    if experiment.notes:
-        lines.append("")
-    lines.append(experiment.render(rows) if rows else "No rows.\n")
-    if figure_name:
-        lines += ["", f"![{experiment.name}]({figure_name})", ""]
-    return "\n".join(lines)
 
 
 def run_experiments(ctx: Context, names: Sequence[str]) -> dict[str, Any]:
@@ -131,6 +140,9 @@ def run_experiments(ctx: Context, names: Sequence[str]) -> dict[str, Any]:
 
 
 def write_manifest(ctx: Context, entries: list[dict[str, Any]]) -> dict[str, Any]:
+    """manifest.json: what every experiment in the folder last ran with, and one record per
+    invocation (command, code, distributions, models), appended so that a folder filled by several
+    calls keeps each call's provenance."""
     path = ctx.config.out_dir / MANIFEST_FILE
     previous: dict[str, Any] = {}
     if path.exists():
@@ -143,12 +155,26 @@ def write_manifest(ctx: Context, entries: list[dict[str, Any]]) -> dict[str, Any
     commands = list(previous.get("commands", []))
     if ctx.config.command and ctx.config.command not in commands:
         commands.append(ctx.config.command)
+    code = current_code_state()
+    invocation = {
+        "command": ctx.config.command,
+        "argv": list(ctx.config.argv) if ctx.config.argv is not None else None,
+        "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "code": code,
+        "experiments": [e["experiment"] for e in entries],
+        "seeds": list(ctx.config.run_seeds),
+        "distributions": distributions(),
+        "models": models_used(ctx),
+    }
     manifest = {
         "label": EVALUATION_NOTE,
+        "commit": code["commit"],  # the code of the latest invocation (each one: invocations[i].code)
+        "dirty": code["dirty"],
         "versions": versions(),
         "machine": {"platform": platform.platform(), "processor": platform.machine(), "python": sys.version.split()[0]},
         "settings": settings(ctx),
         "commands": commands,
+        "invocations": [*previous.get("invocations", []), invocation],
         "experiments": [experiments[n] for n in EXPERIMENTS if n in experiments],
     }
     write_json_atomic(path, manifest)
@@ -177,6 +203,8 @@ def markdown_to_html(text: str, folder: Path) -> str:
 
     for line in text.splitlines():
         stripped = line.strip()
+        if stripped.startswith("<!--") and stripped.endswith("-->"):
+            continue  # a marker of a rendered part (pages.py)
         if stripped.startswith("|"):
             table.append([c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", stripped.strip("|"))])
             continue
@@ -197,6 +225,25 @@ def markdown_to_html(text: str, folder: Path) -> str:
 
 
 def write_index(folder: Path, manifest: Mapping[str, Any]) -> Path:
+    path = folder / INDEX_FILE
+    write_atomically_text(path, index_html(folder, manifest))
+    return path
+
+
+def rewrite_index(folder: Path, *, write: bool = True) -> bool | None:
+    """index.html of ``folder`` again from its manifest and pages; whether it changed (None: the
+    folder has no index.html or no manifest.json, and none is made)."""
+    index, manifest_path = folder / INDEX_FILE, folder / MANIFEST_FILE
+    if not (index.is_file() and manifest_path.is_file()):
+        return None
+    page = index_html(folder, json.loads(manifest_path.read_text(encoding="utf-8")))
+    changed = page != index.read_text(encoding="utf-8")
+    if changed and write:
+        write_atomically_text(index, page)
+    return changed
+
+
+def index_html(folder: Path, manifest: Mapping[str, Any]) -> str:
     sections = []
     for entry in manifest["experiments"]:
         md = folder / f"{entry['experiment']}.md"
@@ -206,6 +253,9 @@ def write_index(folder: Path, manifest: Mapping[str, Any]) -> Path:
     toc = "".join(f'<li><a href="#{html.escape(e["experiment"])}">{html.escape(e["experiment"])}</a> '
                   f'({e["rows"]} rows, {e["wall_seconds"]:.0f} s)</li>' for e in manifest["experiments"])
     commands = "".join(f"<pre>{html.escape(c)}</pre>" for c in manifest.get("commands", []))
+    if "commit" in manifest:  # manifests before provenance was recorded have none
+        dirty = " (with uncommitted changes)" if manifest.get("dirty") else ""
+        commands += f"<p>Code: commit {html.escape(str(manifest['commit']))}{dirty}</p>"
     page = f"""<!doctype html><html><head><meta charset="utf-8"><title>fre-e2t experiments</title>
 <style>body{{font-family:sans-serif;max-width:70em;margin:2em auto;padding:0 1em}}
 table{{border-collapse:collapse;margin:1em 0;font-size:90%}}td,th{{border:1px solid #bbb;padding:3px 7px;text-align:right}}
@@ -216,6 +266,4 @@ th{{background:#eee}}img{{max-width:42em}}pre{{background:#f4f4f4;padding:.5em;w
 <h2>Versions</h2><pre>{html.escape(", ".join(f"{k} {v}" for k, v in manifest["versions"].items()))}</pre>
 </body></html>
 """
-    path = folder / INDEX_FILE
-    write_atomically_text(path, page)
-    return path
+    return page

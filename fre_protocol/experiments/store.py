@@ -30,9 +30,12 @@ def canonical_key(key: Mapping[str, Any]) -> str:
 class RowStore:
     """The finished rows of one experiment in one output folder."""
 
-    def __init__(self, path: Path, fingerprint: Mapping[str, Any], *, log: Callable[[str], Any] | None = None) -> None:
+    def __init__(self, path: Path, fingerprint: Mapping[str, Any], *, log: Callable[[str], Any] | None = None,
+                 stamp: Mapping[str, Any] | None = None) -> None:
         self.path = path
         self.log = log
+        # fields every newly computed row carries (the code's commit): a resumed row keeps its own
+        self.stamp = json_safe(dict(stamp or {}))
         self.fingerprint = json_safe(dict(fingerprint))
         self._rows: dict[str, dict[str, Any]] = {}
         self.resumed = 0
@@ -82,6 +85,7 @@ class RowStore:
         if k not in self._rows:
             start = time.perf_counter()
             row = json_safe({**dict(key), **dict(compute())})
+            row.update({name: value for name, value in self.stamp.items() if name not in row})
             row[UNIT_SECONDS] = time.perf_counter() - start  # what the unit cost, kept across resumes
             if self.log is not None:  # one line per finished unit: the progress of a long run
                 what = " ".join(f"{name}={value}" for name, value in json_safe(dict(key)).items())
