@@ -21,6 +21,7 @@ import pytest
 
 from primitives.compact import FullListBroadcast, FuseBroadcast
 from primitives.compact.ribbon import RibbonBroadcast
+from primitives.compact.ribbon_classes import RibbonClassesBroadcast
 
 SEED = b"bench public seed"
 # Released-set sizes of the seeded streaming runs in issue 32, and the issue's download targets.
@@ -86,6 +87,7 @@ def _sizes(n: int) -> dict[str, int]:
         "fuse-32": len(FuseBroadcast(32).build(released, SEED)),
         "ribbon-16": len(RibbonBroadcast(16).build(released, SEED)),
         "ribbon-32": len(RibbonBroadcast(32).build(released, SEED)),
+        "ribbon-classes": len(RibbonClassesBroadcast().build(released, SEED)),
         "full-list": len(FullListBroadcast().build(released, SEED)),
     }
 
@@ -114,6 +116,13 @@ def test_32_bit_fingerprints_miss_the_target_at_1372_tags() -> None:
 @pytest.mark.parametrize("n", sorted(TARGETS))
 def test_16_bit_ribbon_meets_both_targets(n: int) -> None:
     assert _sizes(n)["ribbon-16"] <= TARGETS[n]
+
+
+@pytest.mark.parametrize("n", sorted(TARGETS))
+def test_the_default_ribbon_classes_meets_both_targets(n: int) -> None:
+    """27-bit fingerprints and 8-bit classes in 35-bit slots, below the 32-bit ribbon's exact counts."""
+    sizes = _sizes(n)
+    assert sizes["ribbon-classes"] <= TARGETS[n] < sizes["ribbon-32"]
 
 
 @pytest.mark.xfail(
