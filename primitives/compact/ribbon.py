@@ -162,6 +162,19 @@ def selected_slots(tag: bytes, seed: int, m: int) -> tuple[int, list[int]]:
     return hash_, [start + j for j in range(RIBBON_WIDTH) if coeff >> j & 1]
 
 
+def xor_of(slots: npt.NDArray[np.unsignedinteger], selected: list[int]) -> int:
+    """The XOR of the ``selected`` slots: what a key's row stores."""
+    value = 0
+    for slot in slots[selected].tolist():
+        value ^= slot
+    return value
+
+
+def fingerprint_of(hash_: int, bits: int) -> int:
+    """A key's ``bits``-bit fingerprint: the low bits of ``hash ^ (hash >> 32)``."""
+    return (hash_ ^ (hash_ >> 32)) & ((1 << bits) - 1)
+
+
 class RibbonReleased:
     """A loaded ribbon broadcast."""
 
@@ -206,15 +219,9 @@ class RibbonReleased:
             _check_tag(tag)
             return None
         hash_, selected = selected_slots(tag, self.seed, self.m)
-        fp = 0
-        for slot in self.fingerprints[selected].tolist():
-            fp ^= slot
-        if fp != (hash_ ^ (hash_ >> 32)) & ((1 << self.fingerprint_bits) - 1):
+        if xor_of(self.fingerprints, selected) != fingerprint_of(hash_, self.fingerprint_bits):
             return None
-        count = 0
-        for slot in self.counts[selected].tolist():
-            count ^= slot
-        return count
+        return xor_of(self.counts, selected)
 
     def contains_many(self, keys: npt.NDArray[np.uint64]) -> npt.NDArray[np.bool_]:
         """Filter answers for many 64-bit keys at once (for measuring the false-positive rate)."""

@@ -55,7 +55,7 @@ from primitives.compact.count_classes import (
     encode_floors,
 )
 from primitives.compact.fuse import attempt_seed
-from primitives.compact.ribbon import RIBBON_WIDTH, construct, selected_slots
+from primitives.compact.ribbon import RIBBON_WIDTH, construct, fingerprint_of, selected_slots, xor_of
 from primitives.errors import DecodeError, InvalidParameterError
 
 MAGIC = b"RCC1"
@@ -118,11 +118,8 @@ class RibbonClassesReleased:
             _check_tag(tag)
             return None
         hash_, selected = selected_slots(tag, self.seed, self.m)
-        value = 0
-        for slot in self.slots[selected].tolist():
-            value ^= slot
-        f = self.fingerprint_bits
-        if value & ((1 << f) - 1) != (hash_ ^ (hash_ >> 32)) & ((1 << f) - 1):
+        value, f = xor_of(self.slots, selected), self.fingerprint_bits
+        if value & ((1 << f) - 1) != fingerprint_of(hash_, f):
             return None
         index = value >> f
         return self.floors[index] if index < len(self.floors) else None
