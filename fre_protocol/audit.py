@@ -23,7 +23,7 @@ from __future__ import annotations
 import functools
 import math
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -477,12 +477,11 @@ def check_noise_plan(store: TranscriptStore) -> AuditFinding:
             f"noise sized for the release floor ⌈τ⌉ = {plan.floor} ({plan.calibration})"
             + ("" if ok else "; the ledger lists per-tag noise NOT of this calibration")))
     want = plan.per_tag()
+    same: Callable[[Mapping[str, Any] | None, Mapping[str, Any] | None], bool] = _same_entry
     if partial:
         # Without the withheld tags' counts a lossy encoding's floors cannot be rebuilt: each
         # entry must then size for no more contributors than its count asks for, at its m's σ_int.
         same = functools.partial(_no_less_noise, params=params, cfg=cfg, ddg=ddg)
-    else:
-        same = _same_entry
     bad = sorted(t for t in set(want) | set(recorded) if not same(want.get(t), recorded.get(t)))
     return AuditFinding(
         name=name,

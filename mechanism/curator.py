@@ -32,7 +32,6 @@ import numpy as np
 import numpy.typing as npt
 
 from mechanism.accounting import (
-    CENTROID_GAUSSIAN,
     agm_delta,
     calibrate_agm,
     calibrate_noise,
@@ -42,7 +41,7 @@ from mechanism.baseline_release import BaselineRelease
 from mechanism.fre_e2t import bucket_sums, check_embeddings
 from mechanism.grid import PublicGrid, encode_bucket
 from mechanism.grouping import group_buckets
-from mechanism.ledger import LedgerTerm, PrivacyLedger
+from mechanism.ledger import CENTROID_GAUSSIAN, LedgerTerm, PrivacyLedger
 from mechanism.params import FreParams
 from mechanism.seeds import SeedPlan
 from primitives.errors import InfeasibleBudgetError, InvalidParameterError

@@ -141,7 +141,8 @@ def oue_controlled_floor(n: int, epsilon: float, threshold: float, domain: int, 
     P[Bin(n, q) ≥ o] ≤ false_positives / domain (so at most ``false_positives`` expected false
     releases over the domain)."""
     floor = oue_release_floor(n, epsilon, threshold)
-    if _check_false_positives(false_positives) is None:
+    false_positives = _check_false_positives(false_positives)
+    if false_positives is None:
         return floor
     domain = _check_n(domain)
     _, q = oue_probabilities(epsilon)

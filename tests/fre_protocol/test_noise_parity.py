@@ -34,9 +34,9 @@ from mechanism.params import FreParams
 from mechanism.population import Population, synthetic_population
 from mechanism.run_files import TRANSCRIPT_FILE
 from mechanism.seeds import SeedPlan
-from primitives.ddg import clipped_sensitivity, ddg_epsilon
 from primitives import registry
 from primitives.compact.ribbon_classes import RibbonClassesBroadcast
+from primitives.ddg import clipped_sensitivity, ddg_epsilon
 from primitives.randomness import RandomSource
 from transcripts import TranscriptStore
 
