@@ -257,3 +257,43 @@ def test_join_needs_the_folder_of_a_round_that_names_one(join_round: dict[str, A
     assert main([*join_round["argv"], "--text", "hello", "--embedder", str(folder)]) == 2
     assert "but the round's embedder is 'local:my-model:" in capsys.readouterr().err
 
+
+
+# -- the TypeScript client reads the same signed bytes ---------------------------------------------------
+WEB = Path(__file__).resolve().parents[4] / "clients" / "web"
+
+
+def test_the_typescript_client_verifies_the_signed_document_with_the_field(tmp_path: Path) -> None:
+    """The document as the proxy serves it (Python's canonical JSON, both signatures), verified by
+    the TypeScript client's verifyRound, which reads back the embedder; the entry changed, refused."""
+    import shutil
+    import subprocess
+
+    from fre_protocol.drivers.net.certs import make_test_pki
+
+    if shutil.which("node") is None or not (WEB / "node_modules").is_dir():
+        pytest.skip("the TypeScript client is not installed (node >= 20.19 and `make setup-web`)")
+    subprocess.run(["npm", "run", "build", "--silent"], cwd=WEB, check=True, timeout=180)
+    pki = make_test_pki(tmp_path / "pki")
+    doc = document(settings_with(DEFAULT))
+    signed = SignedRoundDocument(document=doc, signatures={
+        role: sign_document(doc, role=role, key=pki.key[role], cert=pki.cert[role]) for role in ("S_tag", "S_syn")
+    })
+    tampered = json.loads(signed.encode())
+    tampered["embedder"]["normalize"] = False
+    (tmp_path / "served.json").write_bytes(signed.encode())
+    (tmp_path / "tampered.json").write_bytes(json.dumps(tampered, sort_keys=True, separators=(",", ":")).encode())
+    script = (
+        f"import {{ readFileSync }} from 'node:fs'; import {{ verifyRound }} from '{(WEB / 'dist' / 'src' / 'net.js').as_uri()}';"
+        f"import {{ roundEmbedder }} from '{(WEB / 'dist' / 'src' / 'embedder.js').as_uri()}';"
+        "const ca = readFileSync(process.argv[1], 'utf8');"
+        "const { document, digest } = verifyRound(readFileSync(process.argv[2], 'utf8'), ca);"
+        "let refused = null; try { verifyRound(readFileSync(process.argv[3], 'utf8'), ca); } catch (e) { refused = e.message; }"
+        "console.log(JSON.stringify({ digest, embedder: roundEmbedder(document), refused }));"
+    )
+    done = subprocess.run(["node", "--input-type=module", "-e", script, str(pki.ca), str(tmp_path / "served.json"),
+                           str(tmp_path / "tampered.json")], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    got = json.loads(done.stdout)
+    assert got["digest"] == doc.digest and got["embedder"] == DEFAULT.to_dict()
+    assert "signature on the round document does not verify" in got["refused"]
