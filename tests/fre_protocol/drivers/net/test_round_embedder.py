@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from net_rounds import needs_net, round_settings
+from net_rounds import SEED, needs_net, round_settings
 
 needs_net()
 
@@ -297,3 +297,23 @@ def test_the_typescript_client_verifies_the_signed_document_with_the_field(tmp_p
     got = json.loads(done.stdout)
     assert got["digest"] == doc.digest and got["embedder"] == DEFAULT.to_dict()
     assert "signature on the round document does not verify" in got["refused"]
+
+
+@pytest.mark.integration
+def test_served_round_names_the_embedder_serve_was_given(tmp_path: Path) -> None:
+    """Three services whose configuration names no embedder, each started with ``--embedder
+    default``: the proxy serves a document naming it, which both servers signed."""
+    import asyncio
+
+    from fre_protocol.drivers.net.deploy import start_service, stop_all, write_configs
+    from fre_protocol.drivers.net.round import ServiceConfig
+
+    dep = write_configs(tmp_path, settings_with(None, dim=384), test_seed=SEED)
+    assert ServiceConfig.load(dep.configs["proxy"]).round.embedder is None
+    try:
+        for role in ("S_tag", "S_syn", "proxy"):
+            start_service(dep, role, args=["--embedder", "default"])
+        served = asyncio.run(users_client.fetch_round(dep.url("proxy"), dep.pki / "ca.pem", deadline_s=60))
+    finally:
+        stop_all(dep, kill=True)
+    assert served.embedder == DEFAULT
