@@ -1,8 +1,9 @@
 """``fre-e2t join``: one user's device against a running round.
 
 It embeds the user's text here, with the embedder the round document names (and no other: an
-``--embedder`` naming another model is refused before anything is sent), then plays that one user's whole part of the round through the
-users' client with a population of one (:func:`fre_protocol.drivers.net.users_client.play_users`
+``--embedder`` naming another model is refused before anything is sent; docs/device-client.md
+says what a document that names none gets), then plays that one user's whole part of the round
+through the users' client with a population of one (:func:`fre_protocol.drivers.net.users_client.play_users`
 with ``device=True``: the user role decides every message, the client only moves them): the
 round document's two signatures checked against the CA, the blind request, S_tag's proof
 verified, the sealed tag submission (with its sampling coin), the compact broadcast queried for
@@ -15,7 +16,7 @@ the user's alone. Exit 0 when its part is done; otherwise one line on stderr and
 * 3: the round is closed (its phase no longer takes this request),
 * 4: this credential was already used (or refused) in this round,
 * 5: a signature or proof did not verify (nothing more was sent),
-* 2: any other error.
+* 2: any other error (an ``--embedder`` that is not the round's among them).
 """
 
 from __future__ import annotations
