@@ -21,7 +21,8 @@ from primitives.errors import InvalidParameterError
 # The output writers (fre_protocol.outputs) and the embeddings reader (fre_protocol.inputs) are
 # used by the library too; named here for the sub-commands that import them from this module.
 __all__ = [
-    "CliParser", "HelpFormatter", "add_component_flag", "add_deprecated_alias", "components_of", "add_progress_flag",
+    "NO_EMBEDDER", "CliParser", "HelpFormatter", "add_component_flag", "add_embedder_flag", "round_embedder",
+    "with_embedder", "add_deprecated_alias", "components_of", "add_progress_flag",
     "add_param_flags", "add_unit_flags", "load_embeddings", "parse_cap", "privacy_unit", "non_negative_int", "params_from_args", "parse_epsilon",
     "positive_int", "prepare_out_dir", "write_json_atomic", "write_npy_atomic",
 ]
@@ -302,6 +303,52 @@ def with_components(settings: Any, args: argparse.Namespace) -> Any:
     if not overrides:
         return settings
     return dataclasses.replace(settings, components=component_names({**settings.components, **overrides}))
+
+
+#: ``--embedder none``: the round names no embedder (its devices bring their embedding).
+NO_EMBEDDER = "none"
+
+
+def add_embedder_flag(parser: argparse.ArgumentParser, *, absent: str) -> None:
+    """``--embedder NAME_OR_DIR|none``: the model a round's embeddings come from, which the round
+    document names (``deploy-local``, ``serve``)."""
+    parser.add_argument(
+        "--embedder", metavar="NAME_OR_DIR", default=None,
+        help="the sentence-transformers model (name or folder) that made the round's embeddings, named in the "
+        "round document so every device embeds with it; its dimension must be the round's; "
+        f"'{NO_EMBEDDER}': the round names no embedder (devices bring their embedding) (default: {absent})",
+    )
+
+
+def round_embedder(name: str | None, dim: int) -> Any:
+    """The :class:`~fre_protocol.drivers.net.round.EmbedderSpec` a round names for ``--embedder
+    name`` (None: the packaged default; ``"none"``: no embedder, None). A model folder is named by
+    its content fingerprint, a model name as given; the default's dimension is checked against
+    ``dim`` here, another model's when a device embeds with it (``fre-e2t join``)."""
+    from fre_protocol.drivers.net.round import EmbedderSpec
+    from fre_protocol.text.embedder import DEFAULT_MODEL_DIM, DEFAULT_MODEL_ID, model_id
+
+    if name == NO_EMBEDDER:
+        return None
+    mid = model_id(name)
+    if mid == DEFAULT_MODEL_ID and dim != DEFAULT_MODEL_DIM:
+        raise InvalidParameterError(
+            f"--embedder: the {'default ' if name is None else ''}embedder {DEFAULT_MODEL_ID} gives "
+            f"{DEFAULT_MODEL_DIM}-dimensional embeddings, but the round's dim (the embeddings') is {dim}; pass "
+            f"--embedder NAME_OR_DIR naming the model that made them, or --embedder {NO_EMBEDDER} for a round that "
+            "names no embedder (its devices then bring their embedding: join --embedding)"
+        )
+    return EmbedderSpec(name=mid, dim=dim, normalize=True)
+
+
+def with_embedder(settings: Any, args: argparse.Namespace) -> Any:
+    """Round settings (``serve``: read from a configuration file) with ``--embedder`` applied, when given."""
+    import dataclasses
+
+    name = getattr(args, "embedder", None)
+    if name is None:
+        return settings
+    return dataclasses.replace(settings, embedder=round_embedder(name, settings.dim))
 
 
 # -- one vocabulary of flags (docs/cli.md) -------------------------------------------------------------

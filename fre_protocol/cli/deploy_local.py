@@ -10,6 +10,7 @@ from pathlib import Path
 
 from fre_protocol.cli.common import (
     add_component_flag,
+    add_embedder_flag,
     add_noise_flags,
     add_param_flags,
     add_users_flags,
@@ -18,6 +19,7 @@ from fre_protocol.cli.common import (
     params_from_args,
     positive_int,
     prepare_out_dir,
+    round_embedder,
     users_and_unit,
 )
 
@@ -40,6 +42,7 @@ def add_round_flags(parser: argparse.ArgumentParser) -> None:
                         help="blinded elements per DLEQ proof (default 1)")
     add_noise_flags(parser)
     add_component_flag(parser)
+    add_embedder_flag(parser, absent="the packaged all-MiniLM-L6-v2, 384-dimensional")
 
 
 def settings_from_args(args: argparse.Namespace, dim: int, unit: object = None) -> object:
@@ -63,6 +66,7 @@ def settings_from_args(args: argparse.Namespace, dim: int, unit: object = None) 
         ),
         window_count=args.window, window_seconds=args.window_seconds, unit=unit or TEXT_UNIT,
         components=component_names(getattr(args, "components", None)),
+        embedder=round_embedder(getattr(args, "embedder", None), dim),
     )
 
 
@@ -92,6 +96,7 @@ def run(args: argparse.Namespace) -> int:
     lines = [
         f"fre-e2t deploy-local: {summary['n_users']} users ({summary['n_texts']} texts), d = {summary['dim']}, "
         f"round {summary['round_id']}",
+        f"  embedder named in the round document: {settings.embedder or 'none'}",  # type: ignore[attr-defined]
         f"  unit of privacy: {unit.kind}" + (f" (c = {unit.cap} buckets per user)" if unit.kind == "user" else
                                               " (each text is treated as a separate user)"),
         f"  released {summary['released']} centroids; wall {summary['wall_seconds']:.1f} s "

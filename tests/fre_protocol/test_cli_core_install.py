@@ -54,8 +54,9 @@ EMBEDDINGS_ONLY = {
     # baselines died in its plot (matplotlib) after computing every table; utility plots too
     "experiment --embeddings": ["experiment", "utility,baselines", "--embeddings", "x.npy", "--out", "exp",
                                 "--epsilons", "inf", "--seeds", "1", "--threshold", "50", "--k", "4"],
-    "deploy-local": ["deploy-local", "--embeddings", "x.npy", "--epsilon", "inf", "--threshold", "50", "--seed", "1",
-                     "--window", "64", "--window-seconds", "0.1", "--out", "deploy"],
+    # d = 32 embeddings of no model: the round names no embedder.
+    "deploy-local": ["deploy-local", "--embeddings", "x.npy", "--embedder", "none", "--epsilon", "inf",
+                     "--threshold", "50", "--seed", "1", "--window", "64", "--window-seconds", "0.1", "--out", "deploy"],
 }
 
 

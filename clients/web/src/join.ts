@@ -1,11 +1,15 @@
 /**
  * ``node dist/src/join.js --round URL --ca ca.pem --credential FILE --embedding X.json``: one
  * device in a running round, as ``fre-e2t join`` plays it, from this client (the embedding is
- * given: a JSON list of the round's dimension). Exit 0 done; 3 round closed; 4 credential
- * refused; 5 a signature or proof did not verify; 2 anything else (one line on stderr).
+ * given: a JSON list of the round's dimension, or ``{"embedder": NAME, "embedding": [...]}``
+ * naming the model that made it). It prints the embedder the round names, and refuses an
+ * embedding that declares another model (or, for a model of unit-norm rows, is not unit norm)
+ * before anything is sent. Exit 0 done; 3 round closed; 4 credential refused; 5 a signature or
+ * proof did not verify; 2 anything else (one line on stderr).
  */
 import { readFileSync } from "node:fs";
 import { hex } from "./bytes.js";
+import { deviceEmbedding } from "./embedder.js";
 import { phase2Batch } from "./messages.js";
 import { PeerError, Proxy, VerificationError, fetchRound } from "./net.js";
 import { noiselessDdgConfig } from "./plan.js";
@@ -28,10 +32,13 @@ async function main(): Promise<number> {
   try {
     const { document } = await fetchRound(proxy);
     console.log(`join (TypeScript): round '${document.round_id}' (signed by S_tag and S_syn), d = ${document.dim}`);
+    // Checked before anything is sent.
+    const { embedding, line } = deviceEmbedding(document, JSON.parse(readFileSync(embFile, "utf8")));
+    console.log(`  ${line}`);
     const p = document.params;
     const ps = p.epsilon === "inf" ? 1.0 : Number(p.p_sample);
     const coin = uniformOf(cryptoBytes, 1)[0] < ps;
-    const device = new Device(document, JSON.parse(readFileSync(embFile, "utf8")), coin);
+    const device = new Device(document, embedding, coin);
     device.prepare();
     const ticket = JSON.parse(new TextDecoder().decode(await proxy.call("POST", "/v1/phase1", { body: device.blindRequest(), token })));
     const evaluation = await proxy.call("GET", `/v1/phase1/${ticket.ticket}?wait=10`, { token });

@@ -116,12 +116,20 @@ function commonName(cert: X509Certificate): string | null {
 
 /** The round document the proxy serves, once both servers' signatures verify under ``ca``. */
 export async function fetchRound(proxy: Proxy): Promise<{ document: any; digest: string }> {
-  const raw = new TextDecoder().decode(await proxy.call("GET", "/v1/round"));
+  return verifyRound(new TextDecoder().decode(await proxy.call("GET", "/v1/round")), proxy.ca);
+}
+
+/**
+ * The served round document ``raw`` (its JSON, signatures included), once both servers'
+ * signatures verify under the CA certificate ``ca`` (PEM): the digest is taken over the served
+ * bytes less the ``signatures`` member, so every field the servers signed (the embedder entry
+ * included) is covered as served, whatever this client reads of it.
+ */
+export function verifyRound(raw: string, ca: string, now: Date = new Date()): { document: any; digest: string } {
   const signed = JSON.parse(raw);
   const canonical = withoutMember(raw, "signatures");
   const digest = createHash("sha256").update(canonical).digest();
-  const authority = new X509Certificate(proxy.ca);
-  const now = new Date();
+  const authority = new X509Certificate(ca);
   for (const role of ["S_tag", "S_syn"]) {
     const sig = signed.signatures?.[role];
     if (!sig) throw new VerificationError(`${role}'s signature on the round document is missing`);

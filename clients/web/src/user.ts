@@ -10,6 +10,7 @@
  */
 import { concat, fromHex } from "./bytes.js";
 import { type DDGConfig, encode, quantize } from "./ddg.js";
+import type { EmbedderEntry } from "./embedder.js";
 import { bucketEncoding } from "./grid.js";
 import {
   Role, TAG_BYTES, TOKEN_BYTES, blindRequest, coverShare, decodeEvaluation, sealedEnvelope, shareSubmission, tagSubmission,
@@ -58,6 +59,8 @@ export interface RoundDocument {
   components: Record<string, string>;
   protocol: Record<string, unknown>;
   public_keys: { voprf: string; S_tag_box: string; S_syn_box: string };
+  /** The model a device embeds its text with (absent: the round names none); see embedder.ts. */
+  embedder?: EmbedderEntry;
 }
 
 /** What the device derives from the broadcast that this client is given (see the module doc). */

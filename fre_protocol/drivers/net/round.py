@@ -2,8 +2,8 @@
 service's own (private) configuration file.
 
 The **round document** is public: the round id, the privacy parameters, the public seed, the
-protocol configuration, the component names, the batching window, the deadlines and the
-servers' public keys for this round. Its SHA-256 over canonical JSON is the round's
+protocol configuration, the component names, the embedder whose embeddings the round takes (when
+it names one), the batching window, the deadlines and the servers' public keys for this round. Its SHA-256 over canonical JSON is the round's
 fingerprint, which S_tag and S_syn each sign with their role certificate's key
 (:mod:`fre_protocol.drivers.net.signing`): a user refuses to send anything when the document the proxy
 serves differs from the settings it was given or lacks either server's valid signature, and each
@@ -40,6 +40,52 @@ def canonical_json(value: Any) -> bytes:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), allow_nan=False).encode()
 
 
+_EMBEDDER_KEYS = ("dim", "name", "normalize")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EmbedderSpec:
+    """The model a round's embeddings come from: public configuration, the same for neighbouring
+    populations. A device embeds its text with this model and no other.
+
+    ``name`` is the model id as :mod:`fre_protocol.text.embedder` names it
+    (``sentence-transformers/all-MiniLM-L6-v2`` for the packaged default; ``local:NAME:FINGERPRINT``
+    for a model folder, its fingerprint a content hash of the folder); ``dim`` its output
+    dimension, which must be the round's; ``normalize`` whether each row is scaled to unit norm
+    (the round's clipping and grid are set for the rows the model gives).
+    """
+
+    name: str
+    dim: int
+    normalize: bool = True
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name.strip() or len(self.name) > 256 or not self.name.isprintable():
+            raise InvalidParameterError(f"embedder name must be 1-256 printable characters, got {self.name!r}")
+        if isinstance(self.dim, bool) or not isinstance(self.dim, int) or self.dim < 1:
+            raise InvalidParameterError(f"embedder dim must be an integer >= 1, got {self.dim!r}")
+        if not isinstance(self.normalize, bool):
+            raise InvalidParameterError(f"embedder normalize must be true or false, got {self.normalize!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "dim": self.dim, "normalize": self.normalize}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> EmbedderSpec:
+        """Exactly the keys :meth:`to_dict` writes, of its types (the document's signed bytes are
+        re-encoded from what is read here, so nothing may be dropped or coerced)."""
+        if not isinstance(data, dict):
+            raise InvalidParameterError(
+                f"embedder must be an object with keys {list(_EMBEDDER_KEYS)}, got {type(data).__name__}"
+            )
+        if sorted(data) != list(_EMBEDDER_KEYS):
+            raise InvalidParameterError(f"embedder must have exactly the keys {list(_EMBEDDER_KEYS)}, got {sorted(data)}")
+        return cls(name=data["name"], dim=data["dim"], normalize=data["normalize"])
+
+    def __str__(self) -> str:
+        return f"{self.name} (d = {self.dim}{', unit norm' if self.normalize else ''})"
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RoundSettings:
     """The public settings of one round (everything but the keys)."""
@@ -58,6 +104,9 @@ class RoundSettings:
     phase2_deadline: float | None = None
     # Whom the round protects; its cap c is how many requests of each kind a credential may send.
     unit: PrivacyUnit = TEXT_UNIT
+    # The model its embeddings come from (None: the round names none, as documents did before
+    # this field; a device must then bring its embedding).
+    embedder: EmbedderSpec | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.unit, PrivacyUnit):
@@ -80,6 +129,16 @@ class RoundSettings:
             value = getattr(self, name)
             if value is not None and not (isinstance(value, int | float) and math.isfinite(value)):
                 raise InvalidParameterError(f"{name} must be None or a unix time in seconds, got {value!r}")
+        if self.embedder is not None:
+            if not isinstance(self.embedder, EmbedderSpec):
+                raise InvalidParameterError(
+                    f"embedder must be an EmbedderSpec or None, got {type(self.embedder).__name__}"
+                )
+            if self.embedder.dim != self.dim:
+                raise InvalidParameterError(
+                    f"embedder {self.embedder.name!r} gives {self.embedder.dim}-dimensional embeddings, "
+                    f"but the round's dim is {self.dim}: they must be equal"
+                )
 
     def seeds(self, test_seed: int | None) -> SeedPlan:
         """This party's seed plan: the round's public seed; secrets seeded only in test mode."""
@@ -93,6 +152,9 @@ class RoundSettings:
         return SeedPlan(public_seed=self.public_seed)
 
     def to_dict(self) -> dict[str, Any]:
+        # A round that names no embedder has no "embedder" key: its document's bytes (and digest)
+        # are those it had before the field existed.
+        embedder = {} if self.embedder is None else {"embedder": self.embedder.to_dict()}
         return {
             "round_id": self.round_id,
             "params": self.params.to_dict(),
@@ -105,6 +167,7 @@ class RoundSettings:
             "window": {"count": self.window_count, "seconds": self.window_seconds},
             "deadlines": {"phase1": self.phase1_deadline, "phase2": self.phase2_deadline},
             "unit": self.unit.to_dict(),
+            **embedder,
         }
 
     @classmethod
@@ -124,6 +187,7 @@ class RoundSettings:
                 phase1_deadline=data.get("deadlines", {}).get("phase1"),
                 phase2_deadline=data.get("deadlines", {}).get("phase2"),
                 unit=PrivacyUnit.from_dict(data.get("unit", {})),
+                embedder=EmbedderSpec.from_dict(data["embedder"]) if "embedder" in data else None,
             )
         except (KeyError, TypeError, ValueError) as exc:
             if isinstance(exc, InvalidParameterError):
@@ -305,4 +369,4 @@ class RoundContext:
         if self.settings.noise and self.params.is_dp:
             return (self.comps.sampler, float(phase2.ddg_config.sigma_int))
         return None
-__all__ = ["SERVICE_ROLES", "RoundContext", "RoundDocument", "RoundSettings", "ServiceConfig", "canonical_json"]
+__all__ = ["SERVICE_ROLES", "EmbedderSpec", "RoundContext", "RoundDocument", "RoundSettings", "ServiceConfig", "canonical_json"]

@@ -131,3 +131,22 @@ def test_bfloat16_embeddings_agree_with_float32(minilm: SentenceTransformerEmbed
     fp32 = SentenceTransformerEmbedder(device="cpu", precision="fp32", cache=False).embed(texts)
     bf16 = SentenceTransformerEmbedder(device="cpu", precision="bf16", cache=False).embed(texts)
     assert float((fp32 * bf16).sum(axis=1).min()) >= 0.999
+
+
+def test_model_id_names_what_a_round_document_names(tmp_path: Path) -> None:
+    """The default's aliases are its id (its files need not be installed), a folder is named by
+    its content fingerprint, any other name is itself; DEFAULT_MODEL_DIM is what rounds check."""
+    from fre_protocol.text.embedder import (
+        DEFAULT_MODEL_DIM,
+        DEFAULT_MODEL_ID,
+        folder_fingerprint,
+        model_id,
+    )
+
+    assert {model_id(n) for n in (None, "default", "all-MiniLM-L6-v2", DEFAULT_MODEL_ID)} == {DEFAULT_MODEL_ID}
+    assert DEFAULT_MODEL_DIM == 384
+    folder = tmp_path / "m"
+    folder.mkdir()
+    (folder / "config.json").write_text("{}")
+    assert model_id(folder) == f"local:m:{folder_fingerprint(folder)}"
+    assert model_id("sentence-transformers/gtr-t5-base") == "sentence-transformers/gtr-t5-base"

@@ -178,11 +178,15 @@ def test_join_says_in_one_line_when_its_credential_is_used_or_the_round_closed(t
 
 
 @pytest.mark.text
-def test_join_embeds_its_text_with_the_default_embedder_and_plays_its_part(tmp_path: Path, live_deployment) -> None:
+def test_join_embeds_its_text_with_the_rounds_embedder_and_plays_its_part(tmp_path: Path, live_deployment) -> None:
     pytest.importorskip("sentence_transformers", reason="join --text needs the text extra")
     from fre_protocol.drivers.net.deploy import close_phase
+    from fre_protocol.drivers.net.round import EmbedderSpec
+    from fre_protocol.text.embedder import DEFAULT_MODEL_ID
 
-    dep = live_deployment(dataclasses.replace(round_settings("join-text"), dim=384))  # MiniLM's
+    # The round names the default embedder (MiniLM, 384-d): join embeds with it, no --embedder given.
+    embedder = EmbedderSpec(name=DEFAULT_MODEL_ID, dim=384, normalize=True)
+    dep = live_deployment(dataclasses.replace(round_settings("join-text"), dim=384, embedder=embedder))
     (tmp_path / "credential").write_text(credentials_for(dep, 1)[0])
     proc = _join("--round", dep.url("proxy"), "--ca", str(dep.pki / "ca.pem"), "--credential",
                  str(tmp_path / "credential"), "--text", "I have had a fever and a cough for three days",
@@ -196,4 +200,5 @@ def test_join_embeds_its_text_with_the_default_embedder_and_plays_its_part(tmp_p
             proc.kill()
     assert proc.returncode == 0, (out, err)
     assert "d = 384" in out and "bucket" not in out  # no --show-bucket: nothing of its bucket printed
+    assert f"  embedder {DEFAULT_MODEL_ID} (d = 384, unit norm) (named by the round)" in out.splitlines()
     assert [ln.split()[1] for ln in out.splitlines() if ln.startswith("  sent")] == ["phase1", "submit", "phase2"]
