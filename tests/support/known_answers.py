@@ -20,7 +20,7 @@ SHA256 = {
     "protocol/noiseless.json": "98fa9076fd130a6a48ee8f2c1bf269470045df4d6694e3ecdd56e96684821a9d",
     "rfc9380/expand_message_xmd_sha512.json": "c015dbd315369b331c762bad0b180536632fbb2bd58cdf42ffdd1135d0c89db4",
     "rfc9496/ristretto255.json": "dca1409417a264533ac5378aa39f1274194c3e33380d53832dcaeb83a62745f5",
-    "user/device.json": "5cb88d169ca1af878e5a95a588e7aaee9463d78ccfb4254706672f015e98e2fa",
+    "user/device.json": "ad2c3d6213bf8d58a5fe70e9cd7d7680fefc3ff25d66cea7b3d5149c7d44b528",
 }
 
 

@@ -66,12 +66,12 @@ def case(name: str, coin: bool, released: bool, doc: RoundDocument, secrets: dic
     # The broadcast: three other tags and, in the released case, the device's own (count 25).
     others = RandomSource.seeded(SEED, f"user-vector/other-tags/{name}").random_bytes(3 * 32)
     counts = {others[32 * k : 32 * k + 32]: c for k, c in enumerate((21, 30, 47))}
+    enc = encoding(doc.settings.components["broadcast"])
     probe = play_device(doc.to_dict(), embedding, coin, RandomSource.seeded(SEED, "probe"),
-                        evaluation=evaluate, broadcast=build_message({}, encoding("ribbon-32"), b"\0" * 32))
+                        evaluation=evaluate, broadcast=build_message({}, enc, b"\0" * 32))
     own_tag = tag_of(suite.evaluate(secrets["voprf"], probe.encoding))
     if released:
         counts[own_tag] = 25
-    enc = encoding(doc.settings.components["broadcast"])
     broadcast = build_message(counts, enc, broadcast_seed(doc.settings.public_seed))
 
     log: dict[str, bytes] = {}
