@@ -487,7 +487,8 @@ def check_noise_plan(store: TranscriptStore) -> AuditFinding:
         name=name,
         passed=not bad,
         detail=(
-            f"{len(want)} released tags' m_h = max(⌈τ⌉, ⌊(1 − f)·n_h⌋) (f = {plan.dropout_allowance}) and σ_int "
+            f"{len(want)} released tags' m_h = max(⌈τ⌉, ⌊(1 − f)·n_h⌋) (f = {plan.dropout_allowance}; n_h as the devices "
+            "read it) and σ_int "
             f"recomputed from the counts and the configuration; {len(set(plan.users.values()))} distinct m_h"
             + (f"; {len(bad)} tags DIFFER from the ledger" if bad else "")
             + ("; counts from the release's buckets (the broadcast is recorded as its size): each entry checked to "
