@@ -424,7 +424,13 @@ CALIBRATE_KAT = [
     ),
     (
         dict(
-            epsilon=1.0, delta=1e-5, sensitivity=0.5, dim=100, n=5, clip=0.5, n_modulus=1000,
+            epsilon=1.0,
+            delta=1e-5,
+            sensitivity=0.5,
+            dim=100,
+            n=5,
+            clip=0.5,
+            n_modulus=1000,
             rotate=False,
         ),
         ("0x1.f4d1509308689p-21", "0x1.d976830d5d397p+19", 32, 100),
@@ -435,8 +441,15 @@ CALIBRATE_KAT = [
     ),
     (
         dict(
-            epsilon=2.0, delta=1e-6, sensitivity=1.0, dim=64, n=10, clip=1.0, gamma=1e-3,
-            modulus_bits=40, beta=0.1,
+            epsilon=2.0,
+            delta=1e-6,
+            sensitivity=1.0,
+            dim=64,
+            n=10,
+            clip=1.0,
+            gamma=1e-3,
+            modulus_bits=40,
+            beta=0.1,
         ),
         ("0x1.0624dd2f1a9fcp-10", "0x1.78f89d4245932p+9", 40, 64),
     ),
