@@ -17,6 +17,7 @@ import math
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -25,6 +26,7 @@ import numpy.typing as npt
 from mechanism.accounting import calibrate_noise, release_floor
 from mechanism.contributions import (
     TEXT_UNIT,
+    ContributionPlan,
     PrivacyUnit,
     bound_contributions,
     check_users_for,
@@ -132,6 +134,128 @@ def check_embeddings(x: npt.ArrayLike) -> npt.NDArray[Any]:
     return arr
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HeavyBuckets:
+    """Step 3's outcome: the sampled contributions and the buckets whose count reaches τ.
+
+    ``ids`` and ``counts`` are in release order (by id); ``rows[j]`` contributes to the bucket in
+    release slot ``slots[j]``.
+    """
+
+    plan: ContributionPlan
+    sampled: npt.NDArray[np.intp]  # rows whose coin came up
+    n_sampled_buckets: int
+    floor: int
+    ids: list[str]
+    counts: npt.NDArray[np.int64]
+    rows: npt.NDArray[np.intp]
+    slots: npt.NDArray[np.intp]
+
+    @property
+    def m(self) -> int:
+        return len(self.ids)
+
+
+def select_heavy_buckets(
+    buckets: npt.NDArray[np.int64],
+    params: FreParams,
+    seeds: SeedPlan,
+    plan: ContributionPlan,
+) -> HeavyBuckets:
+    """Draw the coins, then keep the buckets with at least :func:`release_threshold` sampled rows.
+
+    Coins belong to slots, so a padded protocol user draws the same ones.
+    """
+    coins = sample_coins(seeds, plan.n_slots, params)[plan.slots]
+    sampled = plan.rows[np.flatnonzero(coins)]
+    sampled_buckets = buckets[sampled]
+    first, inverse, counts = group_buckets(sampled_buckets)
+    floor = release_threshold(params)
+    heavy = np.flatnonzero(counts >= floor)
+    heavy_ids = [encode_bucket(sampled_buckets[first[g]]).hex() for g in heavy.tolist()]
+    order = sorted(range(len(heavy_ids)), key=heavy_ids.__getitem__)
+    heavy = heavy[np.array(order, dtype=np.intp)]
+    slot_of_group = np.full(counts.shape[0], -1, dtype=np.intp)
+    slot_of_group[heavy] = np.arange(heavy.shape[0], dtype=np.intp)
+    slot_of_sampled = slot_of_group[inverse]
+    contributing = slot_of_sampled >= 0
+    return HeavyBuckets(
+        plan=plan,
+        sampled=sampled,
+        n_sampled_buckets=int(counts.shape[0]),
+        floor=floor,
+        ids=[heavy_ids[i] for i in order],
+        counts=counts[heavy].astype(np.int64),
+        rows=sampled[contributing],
+        slots=slot_of_sampled[contributing],
+    )
+
+
+def noisy_centroids(
+    x: npt.NDArray[Any],
+    heavy: HeavyBuckets,
+    seeds: SeedPlan,
+    *,
+    clip: float,
+    sigma: float,
+    noise: bool,
+    tick: Callable[[int], None] | None = None,
+) -> npt.NDArray[np.float64]:
+    """Step 4: (Σ clipped contributors + σ·N(0, I_d)) / n_h per released bucket, in release order."""
+    m, d = heavy.m, x.shape[1]
+    sums = bucket_sums(x, heavy.rows, heavy.slots, m, clip=clip, tick=tick)
+    if noise and sigma > 0 and m > 0:
+        draws = np.asarray(seeds.secret(CENTROID_NOISE_LABEL).normal((m, d)), dtype=np.float64)
+        sums += sigma * draws
+    centroids: npt.NDArray[np.float64] = sums / heavy.counts[:, None].astype(np.float64)
+    return centroids
+
+
+def _row_progress(progress: bool, n: int) -> tuple[Any, Callable[[int], None] | None]:
+    """A tqdm bar over ``n`` rows and its per-row tick, or ``(None, None)``; tqdm only if asked."""
+    if not progress:
+        return None, None
+    from tqdm import tqdm
+
+    bar = tqdm(total=n, desc="bucketing", unit="row", leave=False)
+    return bar, bar.update
+
+
+def _published_info(
+    params: FreParams, seeds: SeedPlan, heavy: HeavyBuckets, *, dim: int, sigma: float, noise: bool
+) -> dict[str, Any]:
+    """release.json's info: public parameters and functions of the DP output only."""
+    info: dict[str, Any] = {
+        "path": "mechanism",
+        "dim": dim,
+        "k": params.k,
+        "n_released": heavy.m,
+        "release_floor": heavy.floor,
+        "sigma": sigma,
+        "sigma_applied": sigma if (noise and heavy.m > 0) else 0.0,
+        "rng_mode": seeds.rng_mode,
+    }
+    if not math.isfinite(params.epsilon):
+        info["note"] = "epsilon = inf: non-DP reference (p_s = 1, tau = t, sigma = 0)"
+    return info
+
+
+def _private_diagnostics(
+    heavy: HeavyBuckets, *, n_texts: int, timings: dict[str, float]
+) -> dict[str, Any]:
+    """Operator-private counts: they read the data directly (the number of distinct sampled
+    buckets changes by one between neighbouring populations, and no ledger term pays for it)."""
+    return {
+        "n_users": heavy.plan.n_users,
+        "n_texts": n_texts,
+        "n_contributions": int(heavy.plan.rows.shape[0]),
+        "n_sampled": int(heavy.sampled.shape[0]),
+        "n_sampled_buckets": heavy.n_sampled_buckets,
+        "n_contributors": int(heavy.rows.shape[0]),
+        "timings_s": timings,
+    }
+
+
 def run_mechanism(
     x: npt.ArrayLike,
     params: FreParams,
@@ -168,96 +292,42 @@ def run_mechanism(
     sigma = float(ledger.sigma)
     timings: dict[str, float] = {}
     t_start = time.perf_counter()
-
-    bar: Any = None
-    tick: Callable[[int], None] | None = None
-    if progress:
-        from tqdm import tqdm
-
-        bar = tqdm(total=n, desc="bucketing", unit="row", leave=False)
-        tick = bar.update
+    bar, tick = _row_progress(progress, n)
     try:
-        # Step 1-2: projection and shifted grid.
-        grid = PublicGrid.derive(seeds, d, params)
-        buckets = grid.bucket_indices(arr, on_rows=tick)
+        # Steps 1-2: projection and shifted grid.
+        buckets = PublicGrid.derive(seeds, d, params).bucket_indices(arr, on_rows=tick)
         timings["bucketing"] = time.perf_counter() - t_start
 
-        # Contribution bounding (one text per user unless users are named), then step 3: sample
-        # and threshold. Coins belong to slots, so a padded protocol user draws the same ones.
         t0 = time.perf_counter()
         plan = (
             bound_contributions(users, buckets, unit.cap, seeds) if users is not None else one_text_per_user(n)
         )
-        coins = sample_coins(seeds, plan.n_slots, params)[plan.slots]
-        sampled = plan.rows[np.flatnonzero(coins)]
-        sampled_buckets = buckets[sampled]
-        first, inverse, counts = group_buckets(sampled_buckets)
-        floor = release_threshold(params)
-        heavy = np.flatnonzero(counts >= floor)
-        heavy_ids = [encode_bucket(sampled_buckets[first[g]]).hex() for g in heavy.tolist()]
-        order = sorted(range(len(heavy_ids)), key=heavy_ids.__getitem__)
-        heavy = heavy[np.array(order, dtype=np.intp)] if order else heavy
-        m = int(heavy.shape[0])
-        slot_of_group = np.full(counts.shape[0], -1, dtype=np.intp)
-        slot_of_group[heavy] = np.arange(m, dtype=np.intp)
-        slot_of_sampled = slot_of_group[inverse]
-        contributing = slot_of_sampled >= 0
-        rows = sampled[contributing]
-        slots = slot_of_sampled[contributing]
-        released_counts = counts[heavy].astype(np.int64)
+        heavy = select_heavy_buckets(buckets, params, seeds, plan)
         timings["sample_threshold"] = time.perf_counter() - t0
 
-        # Step 4: sums of the sampled contributors, Gaussian noise, divide by n_h.
         t0 = time.perf_counter()
         if bar is not None:
-            bar.reset(total=int(rows.shape[0]))
+            bar.reset(total=int(heavy.rows.shape[0]))
             bar.set_description("summing")
-        sums = bucket_sums(arr, rows, slots, m, clip=params.clip, tick=tick)
-        if noise and sigma > 0 and m > 0:
-            draws = np.asarray(seeds.secret(CENTROID_NOISE_LABEL).normal((m, d)), dtype=np.float64)
-            sums += sigma * draws
-        centroids = sums / released_counts[:, None].astype(np.float64)
+        centroids = noisy_centroids(
+            arr, heavy, seeds, clip=params.clip, sigma=sigma, noise=noise, tick=tick
+        )
         timings["centroids"] = time.perf_counter() - t0
     finally:
         if bar is not None:
             bar.close()
     timings["total"] = time.perf_counter() - t_start
 
-    released = tuple(
-        ReleasedBucket(id=heavy_ids[i], count=int(c))
-        for i, c in zip(order, released_counts.tolist(), strict=True)
-    )
-    # Published (release.json): public parameters and functions of the DP output only.
-    info: dict[str, Any] = {
-        "path": "mechanism",
-        "dim": d,
-        "k": params.k,
-        "n_released": m,
-        "release_floor": floor,
-        "sigma": sigma,
-        "sigma_applied": sigma if (noise and m > 0) else 0.0,
-        "rng_mode": seeds.rng_mode,
-    }
-    # Operator-private: these read the data directly (the number of distinct sampled buckets
-    # changes by one between neighbouring populations, and no ledger term pays for it).
-    diagnostics: dict[str, Any] = {
-        "n_users": plan.n_users,
-        "n_texts": n,
-        "n_contributions": int(plan.rows.shape[0]),
-        "n_sampled": int(sampled.shape[0]),
-        "n_sampled_buckets": int(counts.shape[0]),
-        "n_contributors": int(rows.shape[0]),
-        "timings_s": timings,
-    }
-    if not math.isfinite(params.epsilon):
-        info["note"] = "epsilon = inf: non-DP reference (p_s = 1, tau = t, sigma = 0)"
     return Release(
-        buckets=released,
+        buckets=tuple(
+            ReleasedBucket(id=i, count=int(c))
+            for i, c in zip(heavy.ids, heavy.counts.tolist(), strict=True)
+        ),
         centroids=centroids,
         ledger=ledger,
         params=params,
         seeds=seeds.to_dict(),
         noise=bool(noise),
-        info=info,
-        diagnostics=diagnostics,
+        info=_published_info(params, seeds, heavy, dim=d, sigma=sigma, noise=noise),
+        diagnostics=_private_diagnostics(heavy, n_texts=n, timings=timings),
     )

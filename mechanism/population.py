@@ -152,6 +152,73 @@ def _cap_bound(dim: int, chord: float) -> float:
     return 1.0 if s <= 0 else math.exp(-dim * s * s / 2.0)
 
 
+def _cluster_sizes(cluster_size: int | Sequence[int], n_clusters: int) -> tuple[int, ...]:
+    """One size per cluster, from a single size or a sequence of them."""
+    if isinstance(cluster_size, int | np.integer) and not isinstance(cluster_size, bool):
+        size = int(cluster_size)
+        if n_clusters:  # with no clusters the size is never used, so never checked
+            _check_int("cluster_size", size, 1)
+        return (size,) * n_clusters
+    sizes = tuple(_check_int("cluster_size", s, 1) for s in cluster_size)  # type: ignore[union-attr]
+    if len(sizes) != n_clusters:
+        raise InvalidParameterError(
+            f"cluster_size must give one size per cluster ({n_clusters}), got {len(sizes)}"
+        )
+    return sizes
+
+
+def _separations(
+    radius: float, spread: float | None, isolation: float | None
+) -> tuple[float, float]:
+    """``(spread, isolation)``, defaults filled in, checked against ``radius``."""
+    if not (isinstance(radius, int | float) and math.isfinite(radius) and 0 < radius < 2):
+        raise InvalidParameterError(f"radius must be in (0, 2) on the unit sphere, got {radius!r}")
+    spread = 0.45 * radius if spread is None else float(spread)
+    isolation = 2.0 * radius if isolation is None else float(isolation)
+    if not (0 <= spread < radius / 2):
+        raise InvalidParameterError(f"spread must be in [0, radius/2 = {radius / 2}), got {spread}")
+    if not (radius <= isolation):
+        raise InvalidParameterError(f"isolation must be >= radius = {radius}, got {isolation}")
+    return spread, isolation
+
+
+def _labels(
+    sizes: tuple[int, ...], n_rare: int, *, shuffle: bool, rng: RandomSource
+) -> npt.NDArray[np.int64]:
+    """Cluster id per row (−1 for a rare point), in uniformly random order with ``shuffle``."""
+    labels = np.concatenate(
+        [np.full(s, j, dtype=np.int64) for j, s in enumerate(sizes)]
+        + [np.full(n_rare, -1, dtype=np.int64)]
+    )
+    if shuffle:
+        labels = labels[np.argsort(rng.uint64(labels.shape[0]), kind="stable")]
+    return labels
+
+
+def _place_cluster(
+    out: npt.NDArray[np.float32],
+    rows: npt.NDArray[np.intp],
+    centre: npt.NDArray[np.float64],
+    *,
+    spread: float,
+    q: int,
+    rng: RandomSource,
+) -> None:
+    """Fill ``out[rows]`` with unit points within chord ``spread`` of ``centre``, varying in a
+    random ``q``-dimensional subspace orthogonal to it."""
+    basis_t = _orthonormal_rows(rng.normal((q, centre.shape[0])), centre).astype(np.float32)
+    c32 = centre.astype(np.float32)
+    for start in range(0, rows.shape[0], _BLOCK):
+        r = rows[start : start + _BLOCK]
+        w = _unit_rows(rng.normal((r.shape[0], q))).astype(np.float32)
+        chord = spread * rng.uniform(r.shape[0])
+        theta = 2.0 * np.arcsin(chord / 2.0)  # ‖cos θ·c + sin θ·u − c‖ = 2 sin(θ/2) = chord
+        # Scaling w first keeps the (rows × d) work to one product and one broadcast add.
+        pts = (w * np.sin(theta).astype(np.float32)[:, None]) @ basis_t
+        pts += np.cos(theta).astype(np.float32)[:, None] * c32[None, :]
+        out[r] = pts
+
+
 def synthetic_population(
     n_clusters: int,
     cluster_size: int | Sequence[int],
@@ -176,66 +243,29 @@ def synthetic_population(
     n_rare = _check_int("n_rare", n_rare, 0)
     dim = _check_int("dim", dim, 2)
     cluster_dim = _check_int("cluster_dim", cluster_dim, 1)
-    if isinstance(cluster_size, int | np.integer) and not isinstance(cluster_size, bool):
-        sizes = (int(cluster_size),) * n_clusters
-    else:
-        sizes = tuple(int(_check_int("cluster_size", s, 1)) for s in cluster_size)  # type: ignore[union-attr]
-        if len(sizes) != n_clusters:
-            raise InvalidParameterError(
-                f"cluster_size must give one size per cluster ({n_clusters}), got {len(sizes)}"
-            )
-    for s in sizes:
-        _check_int("cluster_size", s, 1)
-    if not (isinstance(radius, int | float) and math.isfinite(radius) and 0 < radius < 2):
-        raise InvalidParameterError(f"radius must be in (0, 2) on the unit sphere, got {radius!r}")
-    spread = 0.45 * radius if spread is None else float(spread)
-    isolation = 2.0 * radius if isolation is None else float(isolation)
-    if not (0 <= spread < radius / 2):
-        raise InvalidParameterError(f"spread must be in [0, radius/2 = {radius / 2}), got {spread}")
-    if not (radius <= isolation):
-        raise InvalidParameterError(f"isolation must be >= radius = {radius}, got {isolation}")
+    sizes = _cluster_sizes(cluster_size, n_clusters)
+    spread, isolation = _separations(radius, spread, isolation)
     n = sum(sizes) + n_rare
     if n == 0:
         raise InvalidParameterError("a population needs at least one point")
-    q = min(cluster_dim, dim - 1)
 
     centre_sep = (2 * spread + radius) * (1 + _MARGIN)
     centres = _draw_centres(n_clusters, dim, centre_sep, rng) if n_clusters else np.empty((0, dim))
-
-    labels = np.concatenate(
-        [np.full(s, j, dtype=np.int64) for j, s in enumerate(sizes)]
-        + [np.full(n_rare, -1, dtype=np.int64)]
-    )
-    if shuffle:
-        labels = labels[np.argsort(rng.uint64(n), kind="stable")]
+    labels = _labels(sizes, n_rare, shuffle=shuffle, rng=rng)
     # Rows grouped by label: each cluster's block is generated once and scattered into place.
     by_label = np.argsort(labels, kind="stable")
     bounds = np.searchsorted(labels[by_label], np.arange(-1, n_clusters + 1))
     out = np.empty((n, dim), dtype=np.float32)
-
     for j in range(n_clusters):
         rows = by_label[bounds[j + 1] : bounds[j + 2]]
-        c = centres[j]
-        # Orthonormal basis (rows) of a random q-dimensional subspace orthogonal to c.
-        basis_t = _orthonormal_rows(rng.normal((q, dim)), c).astype(np.float32)
-        c32 = c.astype(np.float32)
-        for start in range(0, rows.shape[0], _BLOCK):
-            r = rows[start : start + _BLOCK]
-            w = _unit_rows(rng.normal((r.shape[0], q))).astype(np.float32)
-            chord = spread * rng.uniform(r.shape[0])
-            theta = 2.0 * np.arcsin(chord / 2.0)  # ‖cos θ·c + sin θ·u − c‖ = 2 sin(θ/2) = chord
-            # Scaling w first keeps the (rows × d) work to one product and one broadcast add.
-            pts = (w * np.sin(theta).astype(np.float32)[:, None]) @ basis_t
-            pts += np.cos(theta).astype(np.float32)[:, None] * c32[None, :]
-            out[r] = pts
+        _place_cluster(out, rows, centres[j], spread=spread, q=min(cluster_dim, dim - 1), rng=rng)
 
-    rare_rows = by_label[bounds[0] : bounds[1]]
     rare_check = "none (no rare points)"
     if n_rare:
+        rare_rows = by_label[bounds[0] : bounds[1]]
         rare_check = _place_rare(
             out, rare_rows, centres, spread + isolation * (1 + _MARGIN), radius, rng
         )
-
     return Population(
         embeddings=out,
         labels=labels,

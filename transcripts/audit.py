@@ -579,6 +579,97 @@ def _float_windows(
             yield idx, start - int(chunk.starts[idx]), math.sqrt(max(float(window_sq[cand]), 0.0))
 
 
+def _float_scan_args(
+    dim: int | Iterable[int],
+    dtypes: Sequence[str],
+    norm_range: tuple[float, float],
+    max_abs: float,
+    min_nonzero_fraction: float,
+) -> tuple[list[int], list[np.dtype[Any]]]:
+    """The checked dimensions and parsed dtypes of :func:`check_float_vectors`."""
+    dims = [dim] if isinstance(dim, int) else list(dim)
+    if not dims or any(isinstance(d, bool) or not isinstance(d, int) or d < 2 for d in dims):
+        raise InvalidParameterError(f"dim must be an int >= 2 (or several), got {dim!r}")
+    lo, hi = norm_range
+    if not (0.0 <= lo <= hi and math.isfinite(hi)):
+        raise InvalidParameterError(
+            f"norm_range must satisfy 0 <= lo <= hi < inf, got {norm_range!r}"
+        )
+    if not max_abs > 0:
+        raise InvalidParameterError(f"max_abs must be > 0, got {max_abs!r}")
+    if not 0.0 <= min_nonzero_fraction <= 1.0:
+        raise InvalidParameterError(
+            f"min_nonzero_fraction must be in [0, 1], got {min_nonzero_fraction!r}"
+        )
+    try:
+        parsed = [np.dtype(d) for d in dtypes]
+    except TypeError as exc:
+        raise InvalidParameterError(
+            f"dtypes must be numpy float dtype strings, got {dtypes!r}"
+        ) from exc
+    if not parsed or any(d.kind != "f" for d in parsed):
+        raise InvalidParameterError(f"dtypes must be float dtypes, got {list(dtypes)!r}")
+    return dims, parsed
+
+
+class _BestWindows:
+    """Counts plausible windows and keeps, per entry, the one whose norm is closest to ``target``.
+
+    Windows next to a real vector often pass too (one value swapped for a small neighbour), so an
+    entry's best window is the one to report. Only the first ``max_examples`` entries are kept.
+    """
+
+    def __init__(self, *, target: float, max_examples: int) -> None:
+        self.target = target
+        self.max_examples = max_examples
+        self.total = 0
+        self.entries_hit: set[int] = set()
+        self.best: dict[int, FloatVectorHit] = {}
+
+    def add(
+        self, chunk: _Chunk, idx: int, *, offset: int, dtype: str, dim: int, norm: float
+    ) -> None:
+        self.total += 1
+        seq = chunk.seqs[idx]
+        self.entries_hit.add(seq)
+        current = self.best.get(seq)
+        if current is None and len(self.best) >= self.max_examples:
+            return
+        if current is None or abs(norm - self.target) < abs(current.norm - self.target):
+            self.best[seq] = FloatVectorHit(
+                seq=seq,
+                view=chunk.views[idx],
+                message_type=chunk.types[idx],
+                offset=offset,
+                dtype=dtype,
+                dim=dim,
+                norm=norm,
+            )
+
+    def hits(self) -> list[FloatVectorHit]:
+        return [self.best[seq] for seq in sorted(self.best)]
+
+
+def _float_vector_detail(
+    windows: _BestWindows, stats: _ScanStats, *, scope: str, hits: list[FloatVectorHit]
+) -> str:
+    if windows.total:
+        where = ", ".join(
+            f"seq {h.seq} ({h.view}/{h.message_type} @{h.offset} {h.dtype} norm {h.norm:.4f})"
+            for h in hits
+        )
+        detail = (
+            f"FOUND {windows.total} plausible windows of {scope.split(' (')[0]} in "
+            f"{len(windows.entries_hit)} entries: {where}"
+        )
+    else:
+        detail = f"no plausible {scope}"
+    unscanned = _unscanned_note(stats)
+    if unscanned:
+        detail += f"; {unscanned}"
+    return detail
+
+
 def check_float_vectors(
     store: TranscriptStore,
     *,
@@ -607,36 +698,11 @@ def check_float_vectors(
     the window whose norm is closest to the middle of ``norm_range``.
     """
     selected = _views_list(views)
-    dims = [dim] if isinstance(dim, int) else list(dim)
-    if not dims or any(isinstance(d, bool) or not isinstance(d, int) or d < 2 for d in dims):
-        raise InvalidParameterError(f"dim must be an int >= 2 (or several), got {dim!r}")
-    lo, hi = norm_range
-    if not (0.0 <= lo <= hi and math.isfinite(hi)):
-        raise InvalidParameterError(
-            f"norm_range must satisfy 0 <= lo <= hi < inf, got {norm_range!r}"
-        )
-    if not max_abs > 0:
-        raise InvalidParameterError(f"max_abs must be > 0, got {max_abs!r}")
-    if not 0.0 <= min_nonzero_fraction <= 1.0:
-        raise InvalidParameterError(
-            f"min_nonzero_fraction must be in [0, 1], got {min_nonzero_fraction!r}"
-        )
-    try:
-        parsed = [np.dtype(d) for d in dtypes]
-    except TypeError as exc:
-        raise InvalidParameterError(
-            f"dtypes must be numpy float dtype strings, got {dtypes!r}"
-        ) from exc
-    if not parsed or any(d.kind != "f" for d in parsed):
-        raise InvalidParameterError(f"dtypes must be float dtypes, got {list(dtypes)!r}")
+    dims, parsed = _float_scan_args(dim, dtypes, norm_range, max_abs, min_nonzero_fraction)
     min_size = min(dims) * min(d.itemsize for d in parsed)
     stats = _ScanStats()
-    # Windows next to a real vector often pass too (one value swapped for a small neighbour), so
-    # each entry reports its best window: the norm closest to the middle of norm_range.
-    target = (lo + hi) / 2
-    best: dict[int, FloatVectorHit] = {}
-    total = 0
-    entries_hit: set[int] = set()
+    lo, hi = norm_range
+    windows = _BestWindows(target=(lo + hi) / 2, max_examples=max_examples)
     for chunk in _chunks(store, selected, stats, min_size=min_size, chunk_bytes=chunk_bytes):
         for d in dims:
             need = max(1, math.ceil(min_nonzero_fraction * d))
@@ -644,53 +710,24 @@ def check_float_vectors(
                 for idx, offset, norm in _float_windows(
                     chunk, dim=d, dtype=dt, norm_range=norm_range, max_abs=max_abs, min_nonzero=need
                 ):
-                    total += 1
-                    seq = chunk.seqs[idx]
-                    entries_hit.add(seq)
-                    current = best.get(seq)
-                    if current is None and len(best) >= max_examples:
-                        continue
-                    if current is None or abs(norm - target) < abs(current.norm - target):
-                        best[seq] = FloatVectorHit(
-                            seq=seq,
-                            view=chunk.views[idx],
-                            message_type=chunk.types[idx],
-                            offset=offset,
-                            dtype=dt.str,
-                            dim=d,
-                            norm=norm,
-                        )
-    hits = [best[seq] for seq in sorted(best)]
+                    windows.add(chunk, idx, offset=offset, dtype=dt.str, dim=d, norm=norm)
+    hits = windows.hits()
     scope = (
         f"float vectors of dim {dims} ({', '.join(d.str for d in parsed)}) in views {selected} "
         f"({stats.entries} entries, {stats.scanned_bytes} bytes scanned)"
     )
-    if total:
-        where = ", ".join(
-            f"seq {h.seq} ({h.view}/{h.message_type} @{h.offset} {h.dtype} norm {h.norm:.4f})"
-            for h in hits
-        )
-        detail = (
-            f"FOUND {total} plausible windows of {scope.split(' (')[0]} in "
-            f"{len(entries_hit)} entries: {where}"
-        )
-    else:
-        detail = f"no plausible {scope}"
-    unscanned = _unscanned_note(stats)
-    if unscanned:
-        detail += f"; {unscanned}"
     return [
         AuditFinding(
             name=name,
-            passed=total == 0 and (stats.size_only == 0 or allow_unscanned),
-            detail=detail,
+            passed=windows.total == 0 and (stats.size_only == 0 or allow_unscanned),
+            detail=_float_vector_detail(windows, stats, scope=scope, hits=hits),
             data={
                 "views": selected,
                 "dims": dims,
                 "dtypes": [d.str for d in parsed],
                 "norm_range": list(norm_range),
-                "occurrences": total,
-                "entries_hit": len(entries_hit),
+                "occurrences": windows.total,
+                "entries_hit": len(windows.entries_hit),
                 "examples": [h.to_dict() for h in hits],
                 "entries_scanned": stats.entries,
                 "bytes_scanned": stats.scanned_bytes,

@@ -179,6 +179,111 @@ def _hex(path: Path, lineno: int, field: str, value: object) -> bytes:
         raise _fail(path, lineno, f"{field} is not valid hex") from None
 
 
+def _head(path: Path, lineno: int, obj: dict[str, Any]) -> JsonlHead:
+    if obj["kind"] != "header" or obj.get("format") != FORMAT:
+        raise _fail(path, lineno, f"expected the {FORMAT!r} header line first")
+    version = obj.get("schema_version")
+    if not isinstance(version, int) or version > SCHEMA_VERSION or version < 1:
+        raise _fail(
+            path,
+            lineno,
+            f"schema_version {version!r} is not one this fre-e2t reads (1..{SCHEMA_VERSION})",
+        )
+    state = obj.get("state", STATE_OPEN)
+    if not isinstance(state, str):
+        raise _fail(path, lineno, "state must be a string")
+    try:
+        header = TranscriptHeader.from_dict(obj.get("header"))  # type: ignore[arg-type]
+    except FreError as exc:
+        raise _fail(path, lineno, str(exc)) from None
+    return JsonlHead(header=header, state=state)
+
+
+def _entry(path: Path, lineno: int, obj: dict[str, Any]) -> TranscriptEntry:
+    if obj.keys() != _ENTRY_KEYS:
+        raise _fail(path, lineno, f"entry keys must be {sorted(_ENTRY_KEYS)}")
+    payload = obj["payload"]
+    recorded = payload is not None
+    data = _hex(path, lineno, "payload", payload) if recorded else b""
+    try:
+        return TranscriptEntry(
+            seq=obj["seq"],
+            view=obj["view"],
+            phase=obj["phase"],
+            sender=obj["sender"],
+            receiver=obj["receiver"],
+            message_type=obj["message_type"],
+            status=obj["status"],
+            size=obj["size"],
+            payload=data,
+            payload_recorded=recorded,
+        )
+    except InvalidParameterError as exc:
+        raise _fail(path, lineno, str(exc)) from None
+
+
+def _artifact(path: Path, lineno: int, obj: dict[str, Any]) -> JsonlArtifact:
+    if obj.keys() != _ARTIFACT_KEYS:
+        raise _fail(path, lineno, f"artifact keys must be {sorted(_ARTIFACT_KEYS)}")
+    if not isinstance(obj["secret"], bool) or not isinstance(obj["name"], str):
+        raise _fail(path, lineno, "artifact name must be a string and secret a bool")
+    encoding = obj["encoding"]
+    if encoding == "hex":
+        value: Any = _hex(path, lineno, "data", obj["data"])
+    elif encoding == "json" and isinstance(obj["data"], dict | list):
+        value = obj["data"]
+    else:
+        raise _fail(path, lineno, "artifact encoding must be 'hex' or 'json' (dict/list)")
+    return JsonlArtifact(name=obj["name"], secret=obj["secret"], data=value)
+
+
+class _JsonlOrder:
+    """Where a reader is in the file's fixed order (header, entries, artifacts, end), and the
+    counts the end line must repeat."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.stage = "header"
+        self.last_seq = -1
+        self.n_entries = 0
+        self.n_artifacts = 0
+
+    def read(
+        self, lineno: int, obj: dict[str, Any]
+    ) -> JsonlHead | TranscriptEntry | JsonlArtifact | None:
+        """The record on this line (``None`` for the end line), checked against the order."""
+        kind = obj["kind"]
+        if self.stage == "header":
+            head = _head(self.path, lineno, obj)
+            self.stage = "entries"
+            return head
+        if kind == "entry" and self.stage == "entries":
+            entry = _entry(self.path, lineno, obj)
+            if entry.seq <= self.last_seq:
+                raise _fail(
+                    self.path, lineno, f"seq {entry.seq} does not increase (after {self.last_seq})"
+                )
+            self.last_seq = entry.seq
+            self.n_entries += 1
+            return entry
+        if kind == "artifact" and self.stage in ("entries", "artifacts"):
+            self.stage = "artifacts"
+            artifact = _artifact(self.path, lineno, obj)
+            self.n_artifacts += 1
+            return artifact
+        if kind == "end" and self.stage in ("entries", "artifacts"):
+            if obj != {"kind": "end", "entries": self.n_entries, "artifacts": self.n_artifacts}:
+                raise _fail(
+                    self.path,
+                    lineno,
+                    f"end line {obj} does not match the {self.n_entries} entries and "
+                    f"{self.n_artifacts} artifacts read",
+                )
+            self.stage = "end"
+            return None
+        raise _fail(self.path, lineno, f"unexpected {kind!r} line (reading {self.stage})")
+
+
 def iter_jsonl(
     path: str | os.PathLike[str],
 ) -> Iterator[JsonlHead | TranscriptEntry | JsonlArtifact]:
@@ -189,9 +294,7 @@ def iter_jsonl(
     source = Path(path)
     if not source.is_file():
         raise DecodeError(f"{str(source)!r} does not exist or is not a file")
-    stage = "header"
-    last_seq = -1
-    n_entries = n_artifacts = 0
+    order = _JsonlOrder(source)
     lineno = 0
     try:
         fh = _open_text(source, "r")
@@ -200,89 +303,10 @@ def iter_jsonl(
                 line = raw.rstrip("\n")
                 if not line.strip():
                     raise _fail(source, lineno, "empty line")
-                obj = _object(source, lineno, line)
-                kind = obj["kind"]
-                if stage == "header":
-                    if kind != "header" or obj.get("format") != FORMAT:
-                        raise _fail(source, lineno, f"expected the {FORMAT!r} header line first")
-                    version = obj.get("schema_version")
-                    if not isinstance(version, int) or version > SCHEMA_VERSION or version < 1:
-                        raise _fail(
-                            source,
-                            lineno,
-                            f"schema_version {version!r} is not one this fre-e2t reads "
-                            f"(1..{SCHEMA_VERSION})",
-                        )
-                    state = obj.get("state", STATE_OPEN)
-                    if not isinstance(state, str):
-                        raise _fail(source, lineno, "state must be a string")
-                    try:
-                        header = TranscriptHeader.from_dict(obj.get("header"))  # type: ignore[arg-type]
-                    except FreError as exc:
-                        raise _fail(source, lineno, str(exc)) from None
-                    stage = "entries"
-                    yield JsonlHead(header=header, state=state)
-                elif kind == "entry" and stage == "entries":
-                    if obj.keys() != _ENTRY_KEYS:
-                        raise _fail(source, lineno, f"entry keys must be {sorted(_ENTRY_KEYS)}")
-                    payload = obj["payload"]
-                    recorded = payload is not None
-                    data = _hex(source, lineno, "payload", payload) if recorded else b""
-                    try:
-                        entry = TranscriptEntry(
-                            seq=obj["seq"],
-                            view=obj["view"],
-                            phase=obj["phase"],
-                            sender=obj["sender"],
-                            receiver=obj["receiver"],
-                            message_type=obj["message_type"],
-                            status=obj["status"],
-                            size=obj["size"],
-                            payload=data,
-                            payload_recorded=recorded,
-                        )
-                    except InvalidParameterError as exc:
-                        raise _fail(source, lineno, str(exc)) from None
-                    if entry.seq <= last_seq:
-                        raise _fail(
-                            source, lineno, f"seq {entry.seq} does not increase (after {last_seq})"
-                        )
-                    last_seq = entry.seq
-                    n_entries += 1
-                    yield entry
-                elif kind == "artifact" and stage in ("entries", "artifacts"):
-                    stage = "artifacts"
-                    if obj.keys() != _ARTIFACT_KEYS:
-                        raise _fail(
-                            source, lineno, f"artifact keys must be {sorted(_ARTIFACT_KEYS)}"
-                        )
-                    if not isinstance(obj["secret"], bool) or not isinstance(obj["name"], str):
-                        raise _fail(
-                            source, lineno, "artifact name must be a string and secret a bool"
-                        )
-                    encoding = obj["encoding"]
-                    if encoding == "hex":
-                        value: Any = _hex(source, lineno, "data", obj["data"])
-                    elif encoding == "json" and isinstance(obj["data"], dict | list):
-                        value = obj["data"]
-                    else:
-                        raise _fail(
-                            source, lineno, "artifact encoding must be 'hex' or 'json' (dict/list)"
-                        )
-                    n_artifacts += 1
-                    yield JsonlArtifact(name=obj["name"], secret=obj["secret"], data=value)
-                elif kind == "end" and stage in ("entries", "artifacts"):
-                    if obj != {"kind": "end", "entries": n_entries, "artifacts": n_artifacts}:
-                        raise _fail(
-                            source,
-                            lineno,
-                            f"end line {obj} does not match the {n_entries} entries and "
-                            f"{n_artifacts} artifacts read",
-                        )
-                    stage = "end"
-                else:
-                    raise _fail(source, lineno, f"unexpected {kind!r} line (reading {stage})")
+                record = order.read(lineno, _object(source, lineno, line))
+                if record is not None:
+                    yield record
     except (OSError, EOFError, UnicodeDecodeError) as exc:
         raise _fail(source, lineno + 1, f"unreadable ({exc})") from None
-    if stage != "end":
+    if order.stage != "end":
         raise DecodeError(f"{str(source)!r} is truncated: no end line after line {lineno}")

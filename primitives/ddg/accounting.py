@@ -372,6 +372,149 @@ def modulus_bits_for(
     return max(2, math.ceil(math.log2(span)))
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _CalibrationTarget:
+    """The validated parameters of one :func:`calibrate_ddg` call, against which a γ is tried."""
+
+    epsilon: float  # as given: the messages quote it
+    delta: float  # as given
+    sensitivity: float  # capped at the clip's diameter
+    clip: float
+    dim: int
+    padded_dim: int
+    n: int
+    n_modulus: int
+    k_stddevs: float
+    beta: float
+    rotate: bool
+    rotation_seed: bytes
+
+    def sigma_int(self, gamma: float) -> float:
+        return calibrate_sigma_int(
+            epsilon=self.epsilon,
+            delta=self.delta,
+            sensitivity=self.sensitivity,
+            gamma=gamma,
+            padded_dim=self.padded_dim,
+            n=self.n,
+            beta=self.beta,
+        )
+
+    def aggregate_range(self, gamma: float, sigma_int: float) -> float:
+        return aggregate_range(
+            gamma=gamma,
+            sigma_int=sigma_int,
+            clip=self.clip,
+            padded_dim=self.padded_dim,
+            n=self.n_modulus,
+            k_stddevs=self.k_stddevs,
+            rotate=self.rotate,
+        )
+
+    def modulus_bits(self, gamma: float, sigma_int: float) -> int:
+        return modulus_bits_for(
+            gamma=gamma,
+            sigma_int=sigma_int,
+            clip=self.clip,
+            padded_dim=self.padded_dim,
+            n=self.n_modulus,
+            k_stddevs=self.k_stddevs,
+            rotate=self.rotate,
+        )
+
+    def config(self, gamma: float, sigma_int: float, modulus_bits: int) -> DDGConfig:
+        return DDGConfig(
+            dim=int(self.dim),
+            padded_dim=self.padded_dim,
+            gamma=gamma,
+            sigma_int=sigma_int,
+            modulus_bits=modulus_bits,
+            clip=self.clip,
+            beta=self.beta,
+            rotation_seed=self.rotation_seed,
+            rotate=self.rotate,
+        )
+
+
+def _check_modulus_bits(modulus_bits: int | None) -> None:
+    if modulus_bits is not None and (
+        isinstance(modulus_bits, bool)
+        or not isinstance(modulus_bits, int | np.integer)
+        or not 2 <= modulus_bits <= 63
+    ):
+        raise InvalidParameterError(
+            f"modulus_bits must be an integer in [2, 63], got {modulus_bits!r}"
+        )
+
+
+def _config_at_gamma(
+    target: _CalibrationTarget, gamma: float, modulus_bits: int | None
+) -> DDGConfig:
+    """γ fixed: calibrate σ_int, then choose the smallest modulus (or check the one given)."""
+    s = target.sigma_int(gamma)
+    need = target.modulus_bits(gamma, s)
+    if modulus_bits is None:
+        if need > 63:
+            raise InfeasibleBudgetError(
+                f"gamma = {gamma} needs a {need}-bit modulus for n_modulus = {target.n_modulus} "
+                "users; at most 63 bits are supported: raise gamma"
+            )
+        return target.config(gamma, s, need)
+    if need > modulus_bits:
+        raise InvalidParameterError(
+            f"modulus_bits = {modulus_bits} is too small for gamma = {gamma}: "
+            f"{target.k_stddevs} standard deviations of the aggregate need {need} bits"
+        )
+    return target.config(gamma, s, int(modulus_bits))
+
+
+class _FitsModulus:
+    """Whether the aggregate at γ fits ``2^bits``; keeps σ_int per γ, as each is a bisection."""
+
+    def __init__(self, target: _CalibrationTarget, bits: int) -> None:
+        self.target = target
+        self.limit = float(1 << bits)
+        self.sigma_int: dict[float, float] = {}
+
+    def __call__(self, gamma: float) -> bool:
+        if gamma not in self.sigma_int:
+            self.sigma_int[gamma] = self.target.sigma_int(gamma)
+        return self.target.aggregate_range(gamma, self.sigma_int[gamma]) <= self.limit
+
+
+def _config_at_finest_gamma(target: _CalibrationTarget, bits: int) -> DDGConfig:
+    """Modulus fixed: the finest γ whose aggregate still fits ``2^bits``, by bisection.
+
+    The range shrinks as γ grows (coarser grid, fewer integer units): bracket, then bisect.
+    """
+    fits = _FitsModulus(target, bits)
+    hi = target.clip
+    while not fits(hi):
+        hi *= 4.0
+        if hi > 1e6 * target.clip:
+            raise InfeasibleBudgetError(
+                f"modulus_bits = {bits} cannot hold {target.k_stddevs} standard deviations of a "
+                f"sum of {target.n_modulus} users at (epsilon = {target.epsilon}, "
+                f"delta = {target.delta}); raise modulus_bits"
+            )
+    # Below this γ a clipped, rounded vector's scaled norm would exceed the encoder's limit.
+    floor_gamma = 2.0 * (target.clip + math.sqrt(target.padded_dim)) / MAX_SCALED_NORM
+    lo = hi / 4.0
+    while lo > floor_gamma and fits(lo):
+        hi, lo = lo, lo / 4.0
+    if lo <= floor_gamma:
+        lo = floor_gamma
+        if fits(lo):
+            return target.config(lo, fits.sigma_int[lo], bits)
+    while hi / lo - 1.0 > 1e-6:
+        mid = math.sqrt(lo * hi)
+        if fits(mid):
+            hi = mid
+        else:
+            lo = mid
+    return target.config(hi, fits.sigma_int[hi], bits)
+
+
 def calibrate_ddg(
     *,
     epsilon: float,
@@ -409,110 +552,25 @@ def calibrate_ddg(
     if b >= 1.0:
         raise InvalidParameterError(f"beta must be in [0, 1), got {beta}")
     padded = padded_dimension(dim) if rotate else int(dim)
-    if modulus_bits is not None and (
-        isinstance(modulus_bits, bool)
-        or not isinstance(modulus_bits, int | np.integer)
-        or not 2 <= modulus_bits <= 63
-    ):
-        raise InvalidParameterError(
-            f"modulus_bits must be an integer in [2, 63], got {modulus_bits!r}"
-        )
-
-    def sigma_for(g: float) -> float:
-        return calibrate_sigma_int(
-            epsilon=epsilon,
-            delta=delta,
-            sensitivity=sens,
-            gamma=g,
-            padded_dim=padded,
-            n=count,
-            beta=b,
-        )
-
-    def bits_for(g: float, s: float) -> int:
-        return modulus_bits_for(
-            gamma=g,
-            sigma_int=s,
-            clip=x_clip,
-            padded_dim=padded,
-            n=n_mod,
-            k_stddevs=k,
-            rotate=rotate,
-        )
-
-    def build(g: float, s: float, bits: int) -> DDGConfig:
-        return DDGConfig(
-            dim=int(dim),
-            padded_dim=padded,
-            gamma=g,
-            sigma_int=s,
-            modulus_bits=bits,
-            clip=x_clip,
-            beta=b,
-            rotation_seed=rotation_seed,
-            rotate=rotate,
-        )
-
+    _check_modulus_bits(modulus_bits)
+    target = _CalibrationTarget(
+        epsilon=epsilon,
+        delta=delta,
+        sensitivity=sens,
+        clip=x_clip,
+        dim=dim,
+        padded_dim=padded,
+        n=count,
+        n_modulus=n_mod,
+        k_stddevs=k,
+        beta=b,
+        rotate=rotate,
+        rotation_seed=rotation_seed,
+    )
     if gamma is not None:
-        g = _real("gamma", gamma, low=0.0, low_open=True)
-        s = sigma_for(g)
-        need = bits_for(g, s)
-        if modulus_bits is None:
-            if need > 63:
-                raise InfeasibleBudgetError(
-                    f"gamma = {g} needs a {need}-bit modulus for n_modulus = {n_mod} users; "
-                    "at most 63 bits are supported: raise gamma"
-                )
-            return build(g, s, need)
-        if need > modulus_bits:
-            raise InvalidParameterError(
-                f"modulus_bits = {modulus_bits} is too small for gamma = {g}: "
-                f"{k} standard deviations of the aggregate need {need} bits"
-            )
-        return build(g, s, int(modulus_bits))
-
+        return _config_at_gamma(target, _real("gamma", gamma, low=0.0, low_open=True), modulus_bits)
     bits = DEFAULT_MODULUS_BITS if modulus_bits is None else int(modulus_bits)
-    limit = float(1 << bits)
-    memo: dict[float, float] = {}
-
-    def fits(g: float) -> bool:
-        if g not in memo:
-            memo[g] = sigma_for(g)
-        span = aggregate_range(
-            gamma=g,
-            sigma_int=memo[g],
-            clip=x_clip,
-            padded_dim=padded,
-            n=n_mod,
-            k_stddevs=k,
-            rotate=rotate,
-        )
-        return span <= limit
-
-    # The range shrinks as γ grows (coarser grid, fewer integer units): bracket, then bisect.
-    hi = x_clip
-    while not fits(hi):
-        hi *= 4.0
-        if hi > 1e6 * x_clip:
-            raise InfeasibleBudgetError(
-                f"modulus_bits = {bits} cannot hold {k} standard deviations of a sum of "
-                f"{n_mod} users at (epsilon = {epsilon}, delta = {delta}); raise modulus_bits"
-            )
-    floor_gamma = 2.0 * (x_clip + math.sqrt(padded)) / MAX_SCALED_NORM
-    lo = hi / 4.0
-    while lo > floor_gamma and fits(lo):
-        hi, lo = lo, lo / 4.0
-    if lo <= floor_gamma:
-        lo = floor_gamma
-        if fits(lo):
-            return build(lo, memo[lo], bits)
-    while hi / lo - 1.0 > 1e-6:
-        mid = math.sqrt(lo * hi)
-        if fits(mid):
-            hi = mid
-        else:
-            lo = mid
-    return build(hi, memo[hi], bits)
+    return _config_at_finest_gamma(target, bits)
 
 
 def ddg_ledger_term(

@@ -6,6 +6,8 @@ with a dict keyed by ``struct``-packed indices and averages with numpy.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import struct
 from collections import defaultdict
@@ -19,10 +21,12 @@ from hypothesis.extra import numpy as hnp
 
 import mechanism.grouping as grouping
 from mechanism.accounting import calibrate_noise
+from mechanism.contributions import PrivacyUnit
 from mechanism.fre_e2t import release_threshold, run_mechanism, sample_coins
 from mechanism.grouping import group_buckets
 from mechanism.params import FreParams
 from mechanism.population import Population, synthetic_population
+from mechanism.release import Release
 from mechanism.seeds import COINS_LABEL, SeedPlan
 from primitives.errors import InfeasibleBudgetError, InvalidInputError
 from primitives.randomness import RandomSource
@@ -319,3 +323,61 @@ def test_infeasible_budget_fails_before_any_work() -> None:
     params = FreParams(epsilon=8, p_sample=0.5, threshold=20)  # delta_fre alone exceeds delta
     with pytest.raises(InfeasibleBudgetError):
         run_mechanism(np.zeros((3, 4), dtype=np.float32), params, SeedPlan.from_seed(1))
+
+
+# -- known answers: seeded releases pinned bit for bit ---------------------------------------------
+def _release_digest(release: Release) -> str:
+    """sha256 over the published document, the centroids' bytes and the diagnostics' counts."""
+    h = hashlib.sha256()
+    h.update(json.dumps(release.to_json(), sort_keys=True).encode())
+    h.update(np.ascontiguousarray(release.centroids).tobytes())
+    counts = {k: v for k, v in release.diagnostics.items() if k != "timings_s"}
+    h.update(json.dumps(counts, sort_keys=True).encode())
+    return h.hexdigest()
+
+
+RELEASE_KAT = {
+    "eps8": "7eb7e4e7e2f69cc489c2acc4696a654a6f8cd7d203690fffa64783a948f020e0",
+    "eps8_noise_off": "56c6fe71d64fdc580dad36f98804827bb464f9d457bbc96485c6ae4152bb2d9f",
+    "eps_inf": "85df10af6cbe03202a2c15bc6abd2a44fe468107ff7caabaa2aafba0ffa16f3d",
+    "users_cap2": "bbcf7b7af6e569e4ff99ef328a43d57d106e36e7db57401b6ff549ed49ae101d",
+    "none_released": "51e3bdcaa4df0387451a663259df638615fa486cfda3e705b783182701a2821b",
+}
+
+
+def _kat_release(name: str, x: np.ndarray, *, progress: bool = False) -> Release:
+    eps8 = FreParams.paper(8, threshold=T)
+    if name == "eps8":
+        return run_mechanism(x, eps8, SeedPlan.from_seed(9), progress=progress)
+    if name == "eps8_noise_off":
+        return run_mechanism(x, eps8, SeedPlan.from_seed(9), noise=False, progress=progress)
+    if name == "eps_inf":
+        inf = FreParams.paper(math.inf, threshold=T)
+        return run_mechanism(x, inf, SeedPlan.from_seed(20), progress=progress)
+    if name == "users_cap2":
+        unit = PrivacyUnit(kind="user", cap=2, user_field="author")
+        users = np.arange(x.shape[0]) // 3
+        params = FreParams.paper(8, threshold=50)
+        return run_mechanism(
+            x, params, SeedPlan.from_seed(11), users=users, unit=unit, progress=progress
+        )
+    return run_mechanism(x[:30], eps8, SeedPlan.from_seed(3), progress=progress)
+
+
+@pytest.mark.parametrize("name", sorted(RELEASE_KAT))
+def test_seeded_release_known_answers(population: Population, name: str) -> None:
+    """Recorded digests of seeded releases: a change to any stage or random stream shows here."""
+    release = _kat_release(name, population.embeddings)
+    assert _release_digest(release) == RELEASE_KAT[name]
+    assert list(release.diagnostics["timings_s"]) == [
+        "bucketing",
+        "sample_threshold",
+        "centroids",
+        "total",
+    ]
+
+
+def test_progress_bar_does_not_change_the_release(population: Population) -> None:
+    pytest.importorskip("tqdm")
+    release = _kat_release("users_cap2", population.embeddings, progress=True)
+    assert _release_digest(release) == RELEASE_KAT["users_cap2"]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+
 import numpy as np
 import pytest
 
@@ -117,3 +119,72 @@ def test_impossible_placement_is_reported() -> None:
         synthetic_population(0, 1, 300, 3, 0.6, RandomSource.seeded(1, "p"))
     with pytest.raises(InvalidParameterError, match="cluster centres"):
         synthetic_population(40, 2, 0, 2, 0.5, RandomSource.seeded(1, "p"))
+
+
+# -- known answers: seeded populations pinned bit for bit -----------------------------------------
+POPULATION_KAT: dict[str, tuple[tuple[object, ...], dict[str, object], str, str]] = {
+    # name: ((n_clusters, cluster_size, n_rare, dim, radius, seed), options, rare_check, sha256)
+    "mixed": (
+        (5, 120, 400, 64, 0.5, 1),
+        {},
+        "pairwise",
+        "26d830393032c5d0ae973b429f5ce3245ff54412a6f10817d3f7c10d6f84846a",
+    ),
+    "sizes_union": (
+        (4, (30, 60, 90, 150), 2500, 384, 0.5, 2),
+        {},
+        "union bound <= 1e-12",
+        "d7e841407ca27a61c93a95e8e2c1ca9f462f8f965f1bfc07d38a13e2d94483a7",
+    ),
+    "ordered_lowdim": (
+        (3, (10, 20, 30), 40, 6, 0.5, 3),
+        {"shuffle": False, "spread": 0.1, "isolation": 1.2, "cluster_dim": 3},
+        "pairwise",
+        "74bd44417956052feb9417eff9cd55787c0872506679636e62e5b05de8b35754",
+    ),
+    "big_cluster": (  # more rows than one generation block
+        (1, 9000, 10, 8, 0.3, 4),
+        {"cluster_dim": 4},
+        "pairwise",
+        "fbfa2d3a4f76c744dd59c226e82be5eccdd0b1d1473ac6be17b2562f0adbb197",
+    ),
+    "rare_only": (
+        (0, 1, 50, 16, 0.5, 6),
+        {},
+        "pairwise",
+        "e741b3fa94d5f60cadbb3d37349ab5b0e34a7905cd9aadf0a02e040ffa627206",
+    ),
+    "no_clusters_size_unused": (  # with no clusters the size is never checked
+        (0, 0, 5, 8, 0.5, 7),
+        {},
+        "pairwise",
+        "7b1937989024e2beec07991cd44e899c52a9886a7e3a69af8c5541b0adb673ab",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(POPULATION_KAT))
+def test_population_known_answers(name: str) -> None:
+    """Recorded digests of seeded populations: a change to any draw or its order shows here."""
+    (*args, seed), options, check, expected = POPULATION_KAT[name]
+    pop = synthetic_population(*args, RandomSource.seeded(seed, "kat"), **options)  # type: ignore[arg-type, call-arg]
+    h = hashlib.sha256()
+    for array in (pop.embeddings, pop.labels, pop.centres):
+        h.update(np.ascontiguousarray(array).tobytes())
+    fields = (pop.cluster_sizes, pop.radius, pop.spread, pop.isolation, pop.rare_check)
+    h.update(repr(fields).encode())
+    assert pop.rare_check == check and h.hexdigest() == expected
+
+
+@pytest.mark.parametrize(
+    ("cluster_size", "message"),
+    [
+        (np.int64(-1), "cluster_size must be an integer >= 1, got -1"),
+        ([np.int64(3), 0, 2], "cluster_size must be an integer >= 1, got 0"),
+        ([2, True, 2], "cluster_size must be an integer >= 1, got True"),
+    ],
+)
+def test_cluster_size_errors_known_answers(cluster_size: object, message: str) -> None:
+    with pytest.raises(InvalidParameterError) as caught:
+        synthetic_population(3, cluster_size, 5, 8, 0.5, RandomSource.seeded(1, "p"))  # type: ignore[arg-type]
+    assert str(caught.value) == message

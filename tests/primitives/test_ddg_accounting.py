@@ -410,3 +410,66 @@ def test_infeasible_settings_say_why() -> None:
         ddg_epsilon(sigma_int=1.0, gamma=0.1, sensitivity=1.0, dim_padded=8, n=2, delta=2.0)
     with pytest.raises(InvalidParameterError, match="dim_padded"):
         ddg_epsilon(sigma_int=1.0, gamma=0.1, sensitivity=1.0, dim_padded=0, n=2, delta=1e-6)
+
+
+# -- known answers: calibrate_ddg's configs, pinned bit for bit -----------------------------------
+CALIBRATE_KAT = [
+    (
+        dict(epsilon=8.0, delta=1e-6, sensitivity=1.2, dim=64, n=30, clip=1.0),
+        ("0x1.eb89bcb821d60p-28", "0x1.422805fc6d87ep+24", 32, 64),
+    ),
+    (
+        dict(epsilon=3.0, delta=1e-7, sensitivity=3.6, dim=768, n=30, clip=1.0, modulus_bits=20),
+        ("0x1.d82cdf5084d0dp-16", "0x1.69a291cbe7d2bp+14", 20, 1024),
+    ),
+    (
+        dict(
+            epsilon=1.0,
+            delta=1e-5,
+            sensitivity=0.5,
+            dim=100,
+            n=5,
+            clip=0.5,
+            n_modulus=1000,
+            rotate=False,
+        ),
+        ("0x1.f4d1509308689p-21", "0x1.d976830d5d397p+19", 32, 100),
+    ),
+    (
+        dict(epsilon=2.0, delta=1e-6, sensitivity=1.0, dim=64, n=10, clip=1.0, gamma=1e-3),
+        ("0x1.0624dd2f1a9fcp-10", "0x1.7b934037726f5p+9", 15, 64),
+    ),
+    (
+        dict(
+            epsilon=2.0,
+            delta=1e-6,
+            sensitivity=1.0,
+            dim=64,
+            n=10,
+            clip=1.0,
+            gamma=1e-3,
+            modulus_bits=40,
+            beta=0.1,
+        ),
+        ("0x1.0624dd2f1a9fcp-10", "0x1.78f89d4245932p+9", 40, 64),
+    ),
+]
+
+
+@pytest.mark.parametrize(("params", "expected"), CALIBRATE_KAT)
+def test_calibrate_ddg_known_answers(params: dict[str, object], expected: tuple) -> None:
+    """Recorded outputs of ``calibrate_ddg``; a refactor must reproduce them exactly."""
+    cfg = calibrate_ddg(**params)  # type: ignore[arg-type]
+    assert (cfg.gamma.hex(), cfg.sigma_int.hex(), cfg.modulus_bits, cfg.padded_dim) == expected
+
+
+def test_calibrate_ddg_bisection_below_the_noise_ceiling_says_so() -> None:
+    # A 63-bit modulus drives the γ search down until σ_int leaves the sampler's range.
+    with pytest.raises(
+        InfeasibleBudgetError,
+        match=r"^epsilon = 50\.0 needs sigma_int above 2\^40 at gamma = 5\.684341886080802e-14; "
+        r"raise epsilon or gamma$",
+    ):
+        calibrate_ddg(
+            epsilon=50.0, delta=1e-6, sensitivity=1.0, dim=8, n=2, clip=1.0, modulus_bits=63
+        )

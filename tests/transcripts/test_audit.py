@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from pathlib import Path
@@ -292,6 +293,53 @@ def test_float_vectors_heuristic_boundaries(tmp_path: Path) -> None:
         check_float_vectors(store, views="S_syn", dim=1)
     with pytest.raises(InvalidParameterError, match="float dtypes"):
         check_float_vectors(store, views="S_syn", dim=DIM, dtypes=["<i4"])
+
+
+def _planted_store(tmp_path: Path) -> TranscriptStore:
+    """12 entries each holding one unit vector (several dtypes and offsets), one size-only entry
+    and random payloads: more hit entries than ``max_examples``."""
+    store = _clean(tmp_path, n=20)
+    vecs = _unit_vectors(12, DIM, "kat")
+    dtypes = ["<f4", ">f4", "<f8", "<f2"]
+    for i in range(12):
+        pad = RandomSource.seeded(i, "kat-pad").random_bytes(i % 5)
+        store.record(
+            view=["S_tag", "S_syn"][i % 2],
+            phase="phase2",
+            sender="proxy",
+            receiver="S_tag",
+            message_type=f"t{i % 3}",
+            payload=pad + vecs[i].astype(dtypes[i % 4]).tobytes() + b"\x00" * 9,
+        )
+    store.record(
+        view="S_syn",
+        phase="phase2",
+        sender="proxy",
+        receiver="S_syn",
+        message_type="share",
+        payload=None,
+        size=512,
+    )
+    return store
+
+
+FLOAT_VECTORS_KAT = "6096e0536cb15a7081ffaa14f256b17e23a96a2bdcadc14fbfd523df6f484e12"
+
+
+def test_float_vectors_known_answer(tmp_path: Path) -> None:
+    """The whole finding (detail and data) on a fixed transcript, pinned by its digest."""
+    store = _planted_store(tmp_path)
+    out = []
+    for kwargs in (
+        {},
+        {"max_examples": 3, "allow_unscanned": True, "chunk_bytes": 2048},
+        {"dim": [DIM, DIM // 2], "dtypes": ["<f4", "<f8"], "norm_range": (0.0, 2.0)},
+    ):
+        args = {"views": ["S_tag", "S_syn", "proxy"], "dim": DIM, **kwargs}
+        (finding,) = check_float_vectors(store, **args)  # type: ignore[arg-type]
+        out.append(finding.to_dict())
+    digest = hashlib.sha256(json.dumps(out, sort_keys=True).encode()).hexdigest()
+    assert digest == FLOAT_VECTORS_KAT, json.dumps(out, indent=1)[:4000]
 
 
 # ----------------------------------------------------------------------------- message types

@@ -265,3 +265,141 @@ def test_iter_jsonl_streams_records(tmp_path: Path) -> None:
     assert [r.name for r in records[4:]] == ["release", "secret/key"]  # type: ignore[union-attr]
     with pytest.raises(DecodeError, match="does not exist"):
         list(iter_jsonl(tmp_path / "none.jsonl"))
+
+
+# -- known answers: iter_jsonl's errors, word for word ----------------------------------------------
+ITER_JSONL_ERRORS: list[tuple[str, Any]] = [
+    ("no_header", lambda ls: ls[1:]),
+    ("not_object", lambda ls: [ls[0], "[1, 2]\n", *ls[1:]]),
+    ("bad_json", lambda ls: [ls[0], "{not json\n", *ls[1:]]),
+    ("empty", lambda ls: [ls[0], "  \n", *ls[1:]]),
+    ("state", lambda ls: [ls[0].replace('"state":"complete"', '"state":3'), *ls[1:]]),
+    ("schema", lambda ls: [ls[0].replace('"schema_version":1', '"schema_version":0'), *ls[1:]]),
+    ("header", lambda ls: [ls[0].replace('"rng_mode":"seeded"', '"rng_mode":"x"'), *ls[1:]]),
+    ("second_header", lambda ls: [ls[0], ls[0], *ls[1:]]),
+    ("entry_keys", lambda ls: [ls[0], ls[1].replace('"size":32,', ""), *ls[2:]]),
+    (
+        "payload_int",
+        lambda ls: [
+            ls[0],
+            ls[1].replace('"payload":"' + "00ff" * 16 + '"', '"payload":7'),
+            *ls[2:],
+        ],
+    ),
+    ("entry_view", lambda ls: [ls[0], ls[1].replace('"view":"S_tag"', '"view":"S tag"'), *ls[2:]]),
+    ("seq", lambda ls: [ls[0], ls[2], ls[1], *ls[3:]]),
+    ("entry_after_artifact", lambda ls: [ls[0], ls[4], ls[1], *ls[2:4], *ls[5:]]),
+    ("artifact_keys", lambda ls: [*ls[:4], ls[4].replace(',"secret":false', ""), *ls[5:]]),
+    (
+        "artifact_secret",
+        lambda ls: [*ls[:4], ls[4].replace('"secret":false', '"secret":0'), *ls[5:]],
+    ),
+    (
+        "artifact_encoding",
+        lambda ls: [*ls[:4], ls[4].replace('"encoding":"json"', '"encoding":"b64"'), *ls[5:]],
+    ),
+    (
+        "artifact_scalar",
+        lambda ls: [
+            *ls[:4],
+            '{"data":5,"encoding":"json","kind":"artifact","name":"n","secret":false}\n',
+            *ls[5:],
+        ],
+    ),
+    ("artifact_hex", lambda ls: [*ls[:5], ls[5].replace('"data":"07', '"data":"q7'), *ls[6:]]),
+    ("end_count", lambda ls: [*ls[:-1], '{"kind": "end", "entries": 3, "artifacts": 1}\n']),
+    ("after_end", lambda ls: [*ls, ls[1]]),
+    ("end_first", lambda ls: [ls[0], ls[-1]]),
+    ("truncated", lambda ls: ls[:5]),
+    ("header_only", lambda ls: ls[:1]),
+    ("empty_file", lambda ls: []),
+    ("unknown_kind", lambda ls: [ls[0], '{"kind":"note"}\n', *ls[1:]]),
+]
+
+# name -> (records yielded before the error, the message with the path as {path})
+ITER_JSONL_KAT: dict[str, tuple[int, str]] = {
+    "no_header": (0, "{path} line 1: expected the 'fre-e2t-transcript' header line first"),
+    "not_object": (1, "{path} line 2: expected a JSON object with a string 'kind'"),
+    "bad_json": (
+        1,
+        "{path} line 2: not JSON (Expecting property name enclosed in double quotes: line 1 column 2 (char 1))",
+    ),
+    "empty": (1, "{path} line 2: empty line"),
+    "state": (0, "{path} line 1: state must be a string"),
+    "schema": (0, "{path} line 1: schema_version 0 is not one this fre-e2t reads (1..1)"),
+    "header": (
+        0,
+        "{path} line 1: invalid transcript header: rng_mode must be one of ['crypto', 'seeded'], got 'x'",
+    ),
+    "second_header": (1, "{path} line 2: unexpected 'header' line (reading entries)"),
+    "entry_keys": (
+        1,
+        "{path} line 2: entry keys must be ['kind', 'message_type', 'payload', 'phase', 'receiver', 'sender', 'seq', 'size', 'status', 'view']",
+    ),
+    "payload_int": (1, "{path} line 2: payload must be a hex string, got int"),
+    "entry_view": (
+        1,
+        "{path} line 2: view must be an identifier (a letter, then up to 127 letters, digits or '_.:-'), got 'S tag'",
+    ),
+    "seq": (2, "{path} line 3: seq 0 does not increase (after 1)"),
+    "entry_after_artifact": (2, "{path} line 3: unexpected 'entry' line (reading artifacts)"),
+    "artifact_keys": (
+        4,
+        "{path} line 5: artifact keys must be ['data', 'encoding', 'kind', 'name', 'secret']",
+    ),
+    "artifact_secret": (4, "{path} line 5: artifact name must be a string and secret a bool"),
+    "artifact_encoding": (
+        4,
+        "{path} line 5: artifact encoding must be 'hex' or 'json' (dict/list)",
+    ),
+    "artifact_scalar": (4, "{path} line 5: artifact encoding must be 'hex' or 'json' (dict/list)"),
+    "artifact_hex": (5, "{path} line 6: data is not valid hex"),
+    "end_count": (
+        6,
+        "{path} line 7: end line {'kind': 'end', 'entries': 3, 'artifacts': 1} does not match the 3 entries and 2 artifacts read",
+    ),
+    "after_end": (6, "{path} line 8: unexpected 'entry' line (reading end)"),
+    "end_first": (
+        1,
+        "{path} line 2: end line {'artifacts': 2, 'entries': 3, 'kind': 'end'} does not match the 0 entries and 0 artifacts read",
+    ),
+    "truncated": (5, "{path} is truncated: no end line after line 5"),
+    "header_only": (1, "{path} is truncated: no end line after line 1"),
+    "empty_file": (0, "{path} is truncated: no end line after line 0"),
+    "unknown_kind": (1, "{path} line 2: unexpected 'note' line (reading entries)"),
+}
+
+
+@pytest.mark.parametrize(
+    ("name", "mutate"), ITER_JSONL_ERRORS, ids=[n for n, _ in ITER_JSONL_ERRORS]
+)
+def test_iter_jsonl_errors_known_answers(tmp_path: Path, name: str, mutate: Any) -> None:
+    """Each malformed file fails on the recorded line with the recorded message, after yielding
+    the recorded number of records (the reader streams)."""
+    bad = _write(tmp_path, mutate(_lines(tmp_path)))
+    records: list[object] = []
+    with pytest.raises(DecodeError) as caught:
+        for record in iter_jsonl(bad):
+            records.append(record)
+    assert (len(records), str(caught.value).replace(repr(str(bad)), "{path}")) == ITER_JSONL_KAT[
+        name
+    ]
+
+
+def test_iter_jsonl_unreadable_bytes_name_the_line(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_bytes(b"\xff\xfe\n")
+    with pytest.raises(DecodeError) as caught:
+        list(iter_jsonl(bad))
+    assert str(caught.value) == (
+        f"{str(bad)!r} line 1: unreadable ('utf-8' codec can't decode byte 0xff in position 0: "
+        "invalid start byte)"
+    )
+    gz = tmp_path / "bad.jsonl.gz"
+    gz.write_bytes(b"\x1f\x8b\x08\x00garbage")
+    with pytest.raises(DecodeError) as caught:
+        list(iter_jsonl(gz))
+    assert str(caught.value) == (
+        f"{str(gz)!r} line 1: unreadable (Compressed file ended before the end-of-stream marker "
+        "was reached)"
+    )
