@@ -46,7 +46,13 @@ import numpy as np
 import numpy.typing as npt
 
 from primitives.compact import _fuse_core as core
-from primitives.compact.broadcast import Released, _as_bytes, _check_tag, builder_inputs, exact_counts
+from primitives.compact.broadcast import (
+    Released,
+    _as_bytes,
+    _check_tag,
+    builder_inputs,
+    exact_counts,
+)
 from primitives.compact.count_classes import (
     check_class_bits,
     class_floors,
@@ -55,7 +61,13 @@ from primitives.compact.count_classes import (
     encode_floors,
 )
 from primitives.compact.fuse import attempt_seed
-from primitives.compact.ribbon import RIBBON_WIDTH, construct, fingerprint_of, selected_slots, xor_of
+from primitives.compact.ribbon import (
+    RIBBON_WIDTH,
+    construct,
+    fingerprint_of,
+    selected_slots,
+    xor_of,
+)
 from primitives.errors import DecodeError, InvalidParameterError
 
 MAGIC = b"RCC1"
@@ -149,7 +161,8 @@ class RibbonClassesBroadcast:
         floors = class_floors(counts.tolist(), c)
         if keys.size == 0:
             return HEADER.pack(MAGIC, f, c, RIBBON_WIDTH, 0, attempt_seed(public_seed, 0), 0, 0) + encode_floors([])
-        classes = np.array([class_of(int(n), floors) for n in counts.tolist()], dtype=np.uint64)
+        # class_of for every count at once: the largest floor at or below it.
+        classes = (np.searchsorted(np.array(floors, dtype=np.uint64), counts, side="right") - 1).astype(np.uint64)
         seed_, m, z = construct(keys, public_seed, lambda hashes: core.fingerprints(hashes, f) | (classes << np.uint64(f)))
         header = HEADER.pack(MAGIC, f, c, RIBBON_WIDTH, 0, seed_, int(keys.size), m)
         return header + encode_floors(floors) + pack_slots(z, f + c)

@@ -41,19 +41,22 @@ def _info(benchmark: Any, **values: Any) -> None:
 
 @pytest.mark.benchmark(group="compact-build")
 @pytest.mark.parametrize("n", [1_372, 13_812, 100_000])
-@pytest.mark.parametrize("cls", [FuseBroadcast, RibbonBroadcast], ids=lambda c: c.name)
-def test_build(benchmark: Any, cls: Any, n: int) -> None:
-    """Build the 16-bit broadcast of n tags (hashing the tags included; the ribbon's numba
-    kernels are compiled or loaded before timing)."""
+@pytest.mark.parametrize(
+    "make", [lambda: FuseBroadcast(16), lambda: RibbonBroadcast(16), RibbonClassesBroadcast],
+    ids=["fuse", "ribbon", "ribbon-classes"],
+)
+def test_build(benchmark: Any, make: Any, n: int) -> None:
+    """Build the broadcast of n tags (16-bit fuse and ribbon, the default ribbon-classes; hashing
+    the tags included; the ribbon's numba kernels are compiled or loaded before timing)."""
     released = _released(n)
-    cls(16).build(_released(100), SEED)
-    data = benchmark(cls(16).build, released, SEED)
+    make().build(_released(100), SEED)
+    data = benchmark(make().build, released, SEED)
     _info(benchmark, tags=n, bytes=len(data))
 
 
 @pytest.mark.benchmark(group="compact-query")
 @pytest.mark.parametrize(
-    "encoding", [FuseBroadcast(16), RibbonBroadcast(16), FullListBroadcast()], ids=repr
+    "encoding", [FuseBroadcast(16), RibbonBroadcast(16), RibbonClassesBroadcast(), FullListBroadcast()], ids=repr
 )
 def test_query(benchmark: Any, encoding: Any) -> None:
     """One device's query at 13,812 released tags: its own tag (released) and 999 others."""
