@@ -322,7 +322,8 @@ def add_embedder_flag(parser: argparse.ArgumentParser, *, absent: str) -> None:
 
 def round_embedder(name: str | None, dim: int) -> Any:
     """The :class:`~fre_protocol.drivers.net.round.EmbedderSpec` a round names for ``--embedder
-    name`` (None: the packaged default; ``"none"``: no embedder, None). A model folder is named by
+    name`` (None: the packaged default where ``dim`` is its dimension, else no embedder;
+    ``"none"``: no embedder, None). A model folder is named by
     its content fingerprint, a model name as given; the default's dimension is checked against
     ``dim`` here, another model's when a device embeds with it (``fre-e2t join``)."""
     from fre_protocol.drivers.net.round import EmbedderSpec
@@ -330,10 +331,14 @@ def round_embedder(name: str | None, dim: int) -> Any:
 
     if name == NO_EMBEDDER:
         return None
+    if name is None and dim != DEFAULT_MODEL_DIM:
+        # Embeddings the default model cannot have made (synthetic ones, say): the round names
+        # none rather than refusing a run the user did not ask to bind to a model.
+        return None
     mid = model_id(name)
     if mid == DEFAULT_MODEL_ID and dim != DEFAULT_MODEL_DIM:
         raise InvalidParameterError(
-            f"--embedder: the {'default ' if name is None else ''}embedder {DEFAULT_MODEL_ID} gives "
+            f"--embedder: the embedder {DEFAULT_MODEL_ID} gives "
             f"{DEFAULT_MODEL_DIM}-dimensional embeddings, but the round's dim (the embeddings') is {dim}; pass "
             f"--embedder NAME_OR_DIR naming the model that made them, or --embedder {NO_EMBEDDER} for a round that "
             "names no embedder (its devices then bring their embedding: join --embedding)"

@@ -42,7 +42,7 @@ def add_round_flags(parser: argparse.ArgumentParser) -> None:
                         help="blinded elements per DLEQ proof (default 1)")
     add_noise_flags(parser)
     add_component_flag(parser)
-    add_embedder_flag(parser, absent="the packaged all-MiniLM-L6-v2, 384-dimensional")
+    add_embedder_flag(parser, absent="the packaged all-MiniLM-L6-v2 for 384-dimensional embeddings, none for others")
 
 
 def settings_from_args(args: argparse.Namespace, dim: int, unit: object = None) -> object:

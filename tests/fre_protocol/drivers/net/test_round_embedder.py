@@ -123,13 +123,17 @@ def test_deploy_local_names_the_default_embedder() -> None:
     assert settings_from_args(args, 384).embedder == DEFAULT
 
 
-def test_deploy_local_refuses_the_default_for_embeddings_of_another_dimension() -> None:
+def test_deploy_local_names_no_embedder_for_embeddings_of_another_dimension() -> None:
+    """With no --embedder, embeddings the default model cannot have made (16-d) give a round that
+    names none; naming the default for them is refused, naming both dimensions."""
     from fre_protocol.cli.deploy_local import settings_from_args
 
     args = parse("deploy-local", "--embeddings", "x.npy", "--out", "o", *ROUND_FLAGS)
-    with pytest.raises(InvalidParameterError, match=r"--embedder: the default embedder .* 384-dimensional .* "
+    assert settings_from_args(args, 16).embedder is None
+    named = parse("deploy-local", "--embeddings", "x.npy", "--out", "o", "--embedder", "default", *ROUND_FLAGS)
+    with pytest.raises(InvalidParameterError, match=r"--embedder: the embedder .* 384-dimensional .* "
                        r"the round's dim \(the embeddings'\) is 16; .*--embedder none"):
-        settings_from_args(args, 16)
+        settings_from_args(named, 16)
     none = parse("deploy-local", "--embeddings", "x.npy", "--out", "o", "--embedder", "none", *ROUND_FLAGS)
     assert settings_from_args(none, 16).embedder is None
 
