@@ -2,7 +2,8 @@
 
 Reads only the run's publishable ``synthetic.jsonl`` (DP outputs and public pool texts: the seed
 is the public pool text the guided search started from) and prints a markdown table: DP cluster
-size, synthetic text, retrieval seed, and whether each passes the reader's rules
+size, synthetic text, who wrote it (``guided``: the language model; a pool source such as ``news``: the
+seed kept, no written text being closer to the centroid), retrieval seed, and whether each passes the reader's rules
 (:mod:`fre_protocol.text.rules`).
 
     python scripts/demo_texts.py runs/healthtweets-eps8/synthetic.jsonl --top 20
@@ -29,18 +30,21 @@ def cell(text: str | None) -> str:
 
 
 def table(rows: list[dict[str, Any]]) -> str:
-    lines = ["| # | cluster size (DP) | synthetic text | rules | retrieval seed | seed rules |",
-             "|---:|---:|---|---|---|---|"]
+    lines = ["| # | cluster size (DP) | synthetic text | written by | rules | retrieval seed | seed rules |",
+             "|---:|---:|---|---|---|---|---|"]
     for i, r in enumerate(rows, 1):
         seed = r.get("seed")
         lines.append(
-            f"| {i} | {r['bucket_count']:.0f} | {cell(r['text'])} | {'yes' if rules.passes(r['text']) else 'no'} | "
+            f"| {i} | {r['bucket_count']:.0f} | {cell(r['text'])} | {cell(r.get('source'))} | "
+            f"{'yes' if rules.passes(r['text']) else 'no'} | "
             f"{cell(seed)} | {'—' if seed is None else 'yes' if rules.passes(seed) else 'no'} |"
         )
+    kept = sum(1 for r in rows if r.get("seed") is not None and r["text"] == r["seed"])
     passed = sum(rules.passes(r["text"]) for r in rows)
     seeds = [r["seed"] for r in rows if r.get("seed") is not None]
     lines += ["", f"Rules pass: {passed} of {len(rows)} synthetic texts"
-              + (f", {sum(rules.passes(s) for s in seeds)} of {len(seeds)} seeds." if seeds else ".")]
+              + (f", {sum(rules.passes(s) for s in seeds)} of {len(seeds)} seeds; {kept} synthetic texts are "
+                 "their seed unchanged (no written text was closer to the centroid)." if seeds else ".")]
     return "\n".join(lines) + "\n"
 
 
