@@ -13,7 +13,8 @@ inverter's retrieval seeds are scored as rows of their own (``--seed-rows``).
 Everything after ``--`` goes to every ``bench-inversion`` run. The summary (``--json``) holds per
 size and per row kind ("guided", "seed"): weighted means over the targets of rules pass, E5 gain,
 guide cosine and the share above the news p90 NLL, for all targets and for centroids (noise-free
-and noisy) alone; seconds per centroid; pool build and index time and the index's memory.
+and noisy) alone; seconds per centroid; pool build and index time and the index's memory; and the
+E5 gain's difference from the ``--paired-against`` size, target by target (mean and standard error).
 """
 
 from __future__ import annotations
@@ -75,6 +76,80 @@ def summarise(size: str, bench: dict[str, Any], run: dict[str, Any]) -> dict[str
     return out
 
 
+def per_target_e5_gains(bench: dict[str, Any], cache_dir: str | None = None) -> dict[str, list[float]]:
+    """Per inverter row kind ("guided", "seed"): the E5 gain of every target, in the bench's row
+    order, computed as the bench's judge does (:func:`fre_protocol.text.inversion_bench.judge_outputs`)
+    on targets rebuilt from the run's config (deterministic), for paired comparisons of sizes."""
+    import numpy as np
+
+    from fre_protocol.text import judges
+    from fre_protocol.text.embedder import SentenceTransformerEmbedder
+    from fre_protocol.text.inversion_bench import BenchConfig, bench_targets
+
+    raw = {k: v for k, v in bench["config"].items() if k in BenchConfig.__dataclass_fields__}
+    raw["inverters"], raw["budgets"] = tuple(raw["inverters"]), tuple(raw["budgets"])
+    raw["progress"] = False
+    _, _, targets = bench_targets(BenchConfig(**raw), SentenceTransformerEmbedder(cache_dir=cache_dir))
+    by_kind = {t.kind: t for t in targets}
+    second = judges.SecondEmbedder()
+    sources = {t.kind: second.embed(list(t.sources)) for t in targets}
+    members = next(t.members for t in targets if t.members)
+    flat = second.embed([x for m in members for x in m])
+    at, means = 0, []
+    for group in members:
+        means.append(flat[at : at + len(group)].mean(axis=0))
+        at += len(group)
+    centroid_e5 = np.stack(means)
+    out: dict[str, list[float]] = {"guided": [], "seed": []}
+    for r in bench["rows"]:
+        label = "seed" if r["inverter"].endswith(" seed") else "guided"
+        e5_target = sources["single"] if r["target"] == "single" else centroid_e5
+        f = judges.fidelity(second.embed(r["outputs"]), e5_target, sources[by_kind[r["target"]].kind])
+        assert abs(f["gain_mean"] - r["e5_gain"]) < 1e-6, (r["inverter"], r["target"], f["gain_mean"], r["e5_gain"])
+        out[label].extend(f["gains"])
+    return out
+
+
+def paired(a: list[float], b: list[float]) -> dict[str, float]:
+    """Mean of b − a over the same targets and its standard error."""
+    import numpy as np
+
+    d = np.asarray(b) - np.asarray(a)
+    return {"mean": float(d.mean()), "se": float(d.std(ddof=1) / np.sqrt(len(d))), "n": len(d)}
+
+
+def markdown(doc: dict[str, Any], against: str) -> str:
+    """The summary as two markdown tables: quality per size (guided and its seeds), then cost."""
+    def f(v: Any, d: int = 3) -> str:
+        return "—" if v is None else f"{v:.{d}f}"
+
+    key = "e5_gain_minus_" + against
+    lines = ["| pool max | texts | rows | rules pass | e5 gain | e5 gain − " + against + " (± s.e.) | guide cos "
+             "| > news p90 | e5 gain, centroids | guide cos, centroids |",
+             "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for e in doc["sizes"]:
+        for label in ("guided", "seed"):
+            a, c = e[label]["all"], e[label]["centroids"]
+            diff = e.get(key, {}).get(label)
+            lines.append(
+                f"| {e['pool_max']} | {e['pool_texts']:,} | {label} | {f(a['rules_pass'], 2)} | {f(a['e5_gain'])} | "
+                + (f"{diff['mean']:+.3f} ± {diff['se']:.3f}" if diff else "—")
+                + f" | {f(a['guide_cosine'])} | {f(a['share_above_news_p90'], 2)} | {f(c['e5_gain'])} | {f(c['guide_cosine'])} |"
+            )
+    lines += ["", "| pool max | texts | s/centroid | s/single | pool build s | index s (texts embedded) | vocabulary "
+              "words, s | index + vocabulary MiB | peak RSS GiB | load avg before, after |",
+              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+    for e in doc["sizes"]:
+        load = e["load_average_before_after"]
+        lines.append(
+            f"| {e['pool_max']} | {e['pool_texts']:,} | {f(e['seconds_per_centroid'], 2)} | {f(e['seconds_per_single'], 2)} | "
+            f"{f(e['pool_build_seconds'], 1)} | {e['index_seconds']:.0f} ({e['index_texts_computed']:,}) | "
+            f"{e['vocabulary_words']:,}, {e['vocabulary_seconds']:.0f} | {e['index_mib']:.0f} | {e['peak_rss_gib']:.2f} | "
+            + (f"{load[0]:.1f}, {load[1]:.1f}" if None not in load else "—") + " |"
+        )
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     extra: list[str] = []
@@ -85,6 +160,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", required=True, help="one sub-folder per size (bench output and its cache)")
     parser.add_argument("--sizes", default="6000,24000,96000,all", help="--pool-max values, comma-separated")
     parser.add_argument("--json", help="write the summary here (default: OUT/pool-size.json)")
+    parser.add_argument("--missing", action="append", default=[], metavar="SIZE=REASON",
+                        help="a size not measured, and why (recorded in the summary; repeatable)")
+    parser.add_argument("--paired-against", default="24000",
+                        help="the size every other is compared with, target by target (E5 gain; default 24000)")
     args = parser.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -108,11 +187,25 @@ def main(argv: list[str] | None = None) -> int:
         bench = json.loads((run_dir / "bench.json").read_text(encoding="utf-8"))
         summary.append(summarise(size, bench, run))
         print(json.dumps(summary[-1], indent=1), file=sys.stderr, flush=True)
+    if args.paired_against in sizes:
+        gains: dict[str, dict[str, list[float]]] = {}
+        for size in sizes:
+            bench = json.loads((out / f"pool-{size}" / "bench.json").read_text(encoding="utf-8"))
+            gains[size] = per_target_e5_gains(bench, str(out / f"cache-{size}"))
+        base = gains[args.paired_against]
+        for entry in summary:
+            mine = gains[entry["pool_max"]]
+            entry["e5_gain_minus_" + args.paired_against] = {
+                label: paired(base[label], mine[label]) for label in ("guided", "seed")
+            }
+            entry["e5_gains_per_target"] = mine
     first = json.loads((out / f"pool-{sizes[0]}" / "bench.json").read_text(encoding="utf-8"))
     doc = {"bench_command_first_size": first["command"].replace(str(out), "DIR"), "bench_config": first["config"],
-           "machine": first["machine"], "sizes": summary}
+           "machine": first["machine"], "sizes": summary,
+           "missing": dict(m.split("=", 1) for m in args.missing)}
     target = Path(args.json) if args.json else out / "pool-size.json"
     target.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
+    print(markdown(doc, args.paired_against))
     return 0
 
 
