@@ -110,6 +110,14 @@ def per_target_e5_gains(bench: dict[str, Any], cache_dir: str | None = None) -> 
     return out
 
 
+def per_target_cosines(bench: dict[str, Any]) -> dict[str, list[float]]:
+    """Per row kind ("guided", "seed"): the guide cosine of every target, as the bench stored it."""
+    out: dict[str, list[float]] = {"guided": [], "seed": []}
+    for r in bench["rows"]:
+        out["seed" if r["inverter"].endswith(" seed") else "guided"].extend(r["cosines"])
+    return out
+
+
 def paired(a: list[float], b: list[float]) -> dict[str, float]:
     """Mean of b − a over the same targets and its standard error."""
     import numpy as np
@@ -123,18 +131,20 @@ def markdown(doc: dict[str, Any], against: str) -> str:
     def f(v: Any, d: int = 3) -> str:
         return "—" if v is None else f"{v:.{d}f}"
 
-    key = "e5_gain_minus_" + against
+    key, cos_key = "e5_gain_minus_" + against, "guide_cosine_minus_" + against
     lines = ["| pool max | texts | rows | rules pass | e5 gain | e5 gain − " + against + " (± s.e.) | guide cos "
-             "| > news p90 | e5 gain, centroids | guide cos, centroids |",
-             "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
+             "| guide cos − " + against + " (± s.e.) | > news p90 | e5 gain, centroids | guide cos, centroids |",
+             "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for e in doc["sizes"]:
         for label in ("guided", "seed"):
             a, c = e[label]["all"], e[label]["centroids"]
-            diff = e.get(key, {}).get(label)
+            diff, cdiff = e.get(key, {}).get(label), e.get(cos_key, {}).get(label)
             lines.append(
                 f"| {e['pool_max']} | {e['pool_texts']:,} | {label} | {f(a['rules_pass'], 2)} | {f(a['e5_gain'])} | "
                 + (f"{diff['mean']:+.3f} ± {diff['se']:.3f}" if diff else "—")
-                + f" | {f(a['guide_cosine'])} | {f(a['share_above_news_p90'], 2)} | {f(c['e5_gain'])} | {f(c['guide_cosine'])} |"
+                + f" | {f(a['guide_cosine'])} | "
+                + (f"{cdiff['mean']:+.3f} ± {cdiff['se']:.3f}" if cdiff else "—")
+                + f" | {f(a['share_above_news_p90'], 2)} | {f(c['e5_gain'])} | {f(c['guide_cosine'])} |"
             )
     lines += ["", "| pool max | texts | s/centroid | s/single | pool build s | index s (texts embedded) | vocabulary "
               "words, s | index + vocabulary MiB | peak RSS GiB | load avg before, after |",
@@ -199,6 +209,13 @@ def main(argv: list[str] | None = None) -> int:
                 label: paired(base[label], mine[label]) for label in ("guided", "seed")
             }
             entry["e5_gains_per_target"] = mine
+        cosines = {size: per_target_cosines(json.loads((out / f"pool-{size}" / "bench.json").read_text(encoding="utf-8")))
+                   for size in sizes}
+        for entry in summary:
+            entry["guide_cosine_minus_" + args.paired_against] = {
+                label: paired(cosines[args.paired_against][label], cosines[entry["pool_max"]][label])
+                for label in ("guided", "seed")
+            }
     first = json.loads((out / f"pool-{sizes[0]}" / "bench.json").read_text(encoding="utf-8"))
     doc = {"bench_command_first_size": first["command"].replace(str(out), "DIR"), "bench_config": first["config"],
            "machine": first["machine"], "sizes": summary,
