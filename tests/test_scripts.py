@@ -110,3 +110,29 @@ def test_every_figure_the_readmes_quote_rounds_from_its_json_row(capsys: pytest.
     assert not off.passes()
     assert claims.Check("README.md", "planted", "7.0%", lambda: 0.0697, "utility.json").passes()
     assert claims.Check("README.md", "planted", "6.9e4", lambda: 69367.7, "augpe.json").passes()
+
+
+def test_demo_texts_lists_the_largest_clusters_with_their_seeds() -> None:
+    demo = load("demo_texts")
+    records = [
+        {"text": "A small cluster's text.", "bucket_count": 120.4, "centroid_index": 0, "kind": "inversion",
+         "rank": 0, "seed": "A pool text, public.", "source": "guided"},
+        {"text": "the largest one but cut off at", "bucket_count": 300.0, "centroid_index": 1, "kind": "inversion",
+         "rank": 0, "seed": "Another public pool text.", "source": "guided"},
+        {"text": "A second text of the largest.", "bucket_count": 300.0, "centroid_index": 1, "kind": "inversion",
+         "rank": 1, "seed": "Another public pool text."},
+        {"text": "A paraphrase.", "bucket_count": 300.0, "centroid_index": 1, "kind": "paraphrase", "rank": 0},
+        {"text": "Retrieval | only.", "bucket_count": 200.0, "centroid_index": 2, "kind": "inversion", "rank": 0,
+         "source": "pool"},
+        {"text": "A seed kept as it was.", "bucket_count": 150.0, "centroid_index": 3, "kind": "inversion", "rank": 0,
+         "source": "pool", "seed": "A seed kept as it was."},
+    ]
+    rows = demo.largest(records, 2)
+    assert [r["centroid_index"] for r in rows] == [1, 2]  # rank-0 inversions only, largest first
+    lines = demo.table(rows).splitlines()
+    assert lines[2] == "| 1 | 300 | the largest one but cut off at | guided | no | Another public pool text. | yes |"
+    assert lines[3] == "| 2 | 200 | Retrieval \\| only. | pool | no | — | — |"  # no seed: retrieval; '|' escaped
+    assert lines[-1] == "Rules pass: 0 of 2 synthetic texts, 1 of 1 seeds; 0 synthetic texts are their seed unchanged " \
+        "(no written text was closer to the centroid)."
+    three = demo.table(demo.largest(records, 3)).splitlines()
+    assert three[4].startswith("| 3 | 150 | A seed kept as it was. | pool | yes |") and " 1 synthetic texts are" in three[-1]

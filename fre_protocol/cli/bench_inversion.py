@@ -20,11 +20,13 @@ from typing import Any
 from fre_protocol.cli.common import (
     add_progress_flag,
     non_negative_int,
+    pool_size,
     positive_int,
     prepare_out_dir,
     write_json_atomic,
 )
 from fre_protocol.text.inverters import INVERTERS  # light: no model import
+from fre_protocol.text.public_pool import DEFAULT_MAX_TEXTS, JUDGE_POOL_MAX
 from primitives.errors import InvalidParameterError
 
 HELP = "benchmark the inverters side by side on public targets (held-out sentences, centroids, noisy centroids)"
@@ -57,8 +59,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="guided search budgets to measure, comma-separated presets among small, "
                              "default, large (default: default); with several, the report has a "
                              "cosine-vs-seconds budget curve")
-    parser.add_argument("--pool-max", type=non_negative_int, default=24000, metavar="N",
-                        help="size of the default public pool (0 = no cap; default 24000)")
+    parser.add_argument("--pool-max", type=pool_size, default=DEFAULT_MAX_TEXTS, metavar="N",
+                        help="size of the public pool: built-in texts kept, evenly spaced per source "
+                             f"('all' or 0 = every one; default {DEFAULT_MAX_TEXTS})")
+    parser.add_argument("--fixed-judge", action="store_true",
+                        help="judge fluency with the news sentences chosen outside the pool of "
+                             f"{JUDGE_POOL_MAX} texts and keep them out of the pool, so that runs at "
+                             "different --pool-max are judged alike (default: the sentences outside this pool)")
+    parser.add_argument("--seed-rows", action="store_true",
+                        help="also score the guided inverter's retrieval seeds, as rows 'guided[…] seed'")
     parser.add_argument("--embedder", metavar="NAME_OR_DIR",
                         help="sentence-transformers model folder or name (default: packaged all-MiniLM-L6-v2)")
     parser.add_argument("--cache-dir", metavar="D", help="embedding cache (default: $FRE_E2T_CACHE or ~/.cache/fre-e2t)")
@@ -83,9 +92,9 @@ def config_from_args(args: argparse.Namespace) -> Any:
         GuidedBudget.preset(b)  # a clear error for an unknown preset, before any work
     return BenchConfig(
         singles=args.singles, centroids=args.centroids, seed=args.seed, inverters=args.inverters,
-        budgets=budgets, pool_max=args.pool_max or None, candidates=args.candidates,
+        budgets=budgets, pool_max=args.pool_max, candidates=args.candidates,
         vec2text_dir=args.vec2text_dir, fluency=not args.no_fluency, progress=args.progress,
-        targets_from=args.targets_from,
+        targets_from=args.targets_from, fixed_judge=args.fixed_judge, seed_rows=args.seed_rows,
     )
 
 
@@ -112,9 +121,11 @@ def command_line(args: argparse.Namespace, config: Any) -> str:
              "--singles", str(config.singles), "--centroids", str(config.centroids),
              "--candidates", str(config.candidates), "--seed", str(config.seed),
              "--inverters", ",".join(config.inverters), "--budgets", ",".join(config.budgets),
-             "--pool-max", str(args.pool_max)]
+             "--pool-max", "all" if config.pool_max is None else str(config.pool_max)]
     if config.targets_from != "news":
         parts += ["--targets-from", config.targets_from]
+    parts += ["--fixed-judge"] if config.fixed_judge else []
+    parts += ["--seed-rows"] if config.seed_rows else []
     for flag, value in (("--embedder", args.embedder), ("--cache-dir", args.cache_dir),
                         ("--vec2text-dir", args.vec2text_dir)):
         if value is not None:

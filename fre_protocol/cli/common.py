@@ -48,6 +48,16 @@ def _integer_at_least(text: str, minimum: int, what: str) -> int:
     return value
 
 
+def pool_size(text: str) -> int | None:
+    """argparse type of ``--pool-max``: an integer >= 1, or 'all' / 0 for no cap (None)."""
+    from fre_protocol.text.public_pool import parse_max_texts
+
+    try:
+        return parse_max_texts(text, "the pool size")
+    except InvalidParameterError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def non_negative_int(text: str) -> int:
     """argparse type: an integer >= 0 (seeds, counts)."""
     return _integer_at_least(text, 0, "a non-negative integer")
@@ -110,20 +120,21 @@ def add_param_flags(parser: argparse.ArgumentParser, *, defaults: FreParams | No
 
 def add_pool_flags(group: argparse._ArgumentGroup) -> None:
     """The public pool's flags (retrieval's index and the guided search's seeds)."""
+    from fre_protocol.text.public_pool import DEFAULT_MAX_TEXTS
+
     group.add_argument("--pool-file", action="append", default=[], metavar="FILE",
                        help="extra PUBLIC texts for the pool (.txt/.jsonl/.csv; repeatable); refused when it is "
                             "the private input or shares more than 1%% of its texts with it (default: none)")
     group.add_argument("--pool-field", metavar="NAME", help="field/column of --pool-file (default: text)")
     group.add_argument("--pool-sources", default="news,wordnet",
                        help="built-in public pool sources, comma separated, or 'none' (default: news,wordnet)")
-    group.add_argument("--pool-max", type=int, default=24000,
-                       help="cap on built-in pool texts (0 = no cap; default 24000)")
+    group.add_argument("--pool-max", type=pool_size, default=DEFAULT_MAX_TEXTS, metavar="N",
+                       help="size of the public pool: built-in texts kept, evenly spaced per source "
+                            f"('all' or 0 = every one; default {DEFAULT_MAX_TEXTS})")
 
 
 def pool_sources(args: argparse.Namespace) -> tuple[str, ...]:
-    """``--pool-sources`` as a tuple ('none' = no built-in source); ``--pool-max`` checked."""
-    if args.pool_max is not None and args.pool_max < 0:
-        raise InvalidParameterError(f"--pool-max must be >= 0 (0 = no cap), got {args.pool_max}")
+    """``--pool-sources`` as a tuple ('none' = no built-in source)."""
     return tuple(s.strip() for s in args.pool_sources.split(",") if s.strip() and s.strip() != "none")
 
 

@@ -18,6 +18,7 @@ from fre_protocol.cli.common import (
 )
 from fre_protocol.experiments import EXPERIMENTS
 from fre_protocol.text.corpora import BUILTIN_CORPORA
+from fre_protocol.text.public_pool import DEFAULT_MAX_TEXTS
 from primitives.errors import InvalidParameterError
 
 HELP = ("reproduce the paper's tables: utility, baselines, Aug-PE, ablations, text quality (resumable); "
@@ -85,7 +86,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     run.add_argument("--max-centroids", type=positive_int, metavar="N",
                      help="invert only the N centroids with the largest counts per release (default: all; --quick: 2)")
     run.add_argument("--pool-max", type=positive_int, metavar="N",
-                     help="public-pool texts the inverter indexes (default: 24000; --quick: 1000)")
+                     help=f"public-pool texts the inverter indexes (default: {DEFAULT_MAX_TEXTS}; --quick: 1000)")
     run.add_argument("--embedder", metavar="NAME_OR_DIR", help="sentence-transformers model (default: all-MiniLM-L6-v2)")
     run.add_argument("--second-embedder", metavar="DIR",
                      help="embedders experiment: a second sentence-transformers model (a local folder) "

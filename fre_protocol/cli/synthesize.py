@@ -162,7 +162,7 @@ def _options(args: argparse.Namespace) -> Any:
         pool_sources=sources,
         pool_files=tuple(args.pool_file),
         pool_field=args.pool_field,
-        pool_max=args.pool_max or None,
+        pool_max=args.pool_max,
         refine=args.refine,
         radius_quantile=args.radius_quantile,
         vec2text_dir=args.vec2text_dir,

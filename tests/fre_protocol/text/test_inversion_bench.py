@@ -26,9 +26,11 @@ from fre_protocol.text.inversion_bench import (
     examples,
     fluency_ratio,
     held_out_sentences,
+    judge_outputs,
     nearest_members,
     noise_scale,
     release_sigma,
+    seed_measured,
     sentence_bleu,
     token_f1,
 )
@@ -163,6 +165,39 @@ def test_examples_put_outputs_beside_their_sources_and_the_seed() -> None:
         {"source": "s0", "outputs": {"guided[default]": "g0", "retrieval": "r0"}, "seed": "r0"},
         {"source": "s1", "outputs": {"guided[default]": "g1", "retrieval": "r1"}, "seed": "r1"},
     ]
+
+
+def test_seed_rows_hold_the_guided_seeds_and_stay_out_of_the_examples() -> None:
+    guided = Measured(inverter="guided[default]", kind="single", seconds=2.0,
+                      inversions=(Inversion(texts=("g0",), seed="p0"), Inversion(texts=("g1",), seed="p1")))
+    seeds = seed_measured(guided)
+    assert seeds is not None and seeds.inverter == "guided[default] seed" and seeds.kind == "single"
+    assert [inv.texts for inv in seeds.inversions] == [("p0",), ("p1",)] and seeds.seconds == 0.0
+    assert seed_measured(Measured(inverter="retrieval", kind="single", seconds=0.0,
+                                  inversions=(Inversion(texts=("r0",)),))) is None
+    singles = Targets(kind="single", vectors=unit_rows(2, 4, 0), sources=("s0", "s1"))
+    assert examples(singles, [guided, seeds])[0] == {"source": "s0", "outputs": {"guided[default]": "g0"}, "seed": "p0"}
+
+
+def test_config_refuses_a_bad_pool_size_by_name() -> None:
+    assert BenchConfig(pool_max=None).pool_max is None
+    for bad in (0, -1, True):
+        with pytest.raises(InvalidParameterError, match=r"pool_max \(the public pool's size\)"):
+            BenchConfig(pool_max=bad)
+
+
+def test_a_given_judge_is_trained_on_its_texts_less_the_evaluated_ones() -> None:
+    """The fixed judge: its (reference, training) texts are used as given, less any evaluated text."""
+    singles = Targets(kind="single", vectors=unit_rows(2, 4, 0),
+                      sources=("The council met on Monday.", "Rain is expected later today."))
+    measured = [Measured(inverter="retrieval", kind="single", seconds=0.0,
+                         inversions=(Inversion(texts=("The council met today.",)), Inversion(texts=("Rain later.",))))]
+    reference = ("The mayor spoke on Monday.", "Rain is expected later today.", "Prices rose in May.")
+    training = tuple(f"The council met on day {i} and the mayor spoke." for i in range(40))
+    out = judge_outputs([singles], measured, unit_rows(2, 4, 1), (), judge_texts=(reference, training))
+    assert out["about"]["news_reference"] == 2  # the evaluated target text is dropped
+    assert out["about"]["fluency_trained_on"] == 40
+    assert 0 <= out[("retrieval", "single")]["rules_pass"] <= 1
 
 
 # -- end to end -------------------------------------------------------------------------------------

@@ -7,10 +7,14 @@ from pathlib import Path
 
 import pytest
 
+from fre_protocol.text.inverters import PoolOptions
 from fre_protocol.text.public_pool import (
+    DEFAULT_MAX_TEXTS,
     PublicPool,
     allocate,
     build_pool,
+    check_max_texts,
+    parse_max_texts,
     repair_punctuation,
     split_sentences,
     wordnet_texts,
@@ -94,3 +98,44 @@ def test_default_pool_is_capped_deterministic_and_public() -> None:
     counts = a.counts()
     assert counts["news-headline"] > 0 and counts["news"] > 0
     assert all(20 <= len(t) <= 240 for t in a.texts)
+
+
+def test_pool_size_parses_all_and_refuses_bad_sizes_by_name() -> None:
+    assert parse_max_texts("24000") == 24000 and parse_max_texts("96_000") == 96000
+    assert parse_max_texts("all") is None and parse_max_texts("0") is None  # 0: no cap, as before
+    for bad in ("-1", "many", "1.5", ""):
+        with pytest.raises(InvalidParameterError, match=r"--pool-max must be an integer >= 1, or 'all'"):
+            parse_max_texts(bad)
+    check_max_texts(None)
+    check_max_texts(1)
+    for bad in (0, -3, True, 2.0, "100"):
+        with pytest.raises(InvalidParameterError, match=r"pool max_texts \(the public pool's size\)"):
+            check_max_texts(bad, "pool max_texts")
+    with pytest.raises(InvalidParameterError, match=r"pool max_texts \(the public pool's size\)"):
+        PoolOptions(max_texts=0)
+    with pytest.raises(InvalidParameterError, match=r"max_texts \(the public pool's size\)"):
+        build_pool(max_texts=-1)
+
+
+def test_pool_without_texts_keeps_order_sources_and_counts_the_withheld() -> None:
+    pool = PublicPool(texts=("a one", "b two", "c three", "d four"), sources=("news", "wordnet", "news", "news"))
+    less = pool.without(["b two", "d four", "not in the pool"])
+    assert less.texts == ("a one", "c three") and less.sources == ("news", "news")
+    assert less.info["withheld"] == 2 and less.info["counts"] == {"news": 2}
+    with pytest.raises(InvalidInputError, match="holds no text"):
+        pool.without(pool.texts)
+
+
+def test_pool_max_flag_takes_all_and_names_itself_when_bad(capsys: pytest.CaptureFixture[str]) -> None:
+    import argparse
+
+    from fre_protocol.cli.common import add_pool_flags
+
+    parser = argparse.ArgumentParser()
+    add_pool_flags(parser.add_argument_group("pool"))
+    assert parser.parse_args([]).pool_max == DEFAULT_MAX_TEXTS
+    assert parser.parse_args(["--pool-max", "all"]).pool_max is None
+    assert parser.parse_args(["--pool-max", "6000"]).pool_max == 6000
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--pool-max", "-2"])
+    assert "argument --pool-max: the pool size must be an integer >= 1, or 'all'" in capsys.readouterr().err
