@@ -34,3 +34,24 @@ def load(relative: str) -> dict[str, Any]:
     assert hashlib.sha256(data).hexdigest() == SHA256[relative], f"{relative} changed"
     loaded: dict[str, Any] = json.loads(data)
     return loaded
+
+
+def render(value: Any, depth: int = 0) -> str:
+    """JSON with sorted keys, one line per container of scalars (an operation, an embedding row),
+    so a vector file stays small and a regenerated one diffs line by line."""
+    items = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
+    if not any(isinstance(v, dict | list) for v in items):
+        return json.dumps(value, sort_keys=True, separators=(",", ":"))
+    pad, inner = " " * depth, " " * (depth + 1)
+    if isinstance(value, dict):
+        body = ",\n".join(f"{inner}{json.dumps(k)}: {render(value[k], depth + 1)}" for k in sorted(value))
+        return "{\n" + body + "\n" + pad + "}"
+    return "[\n" + ",\n".join(inner + render(v, depth + 1) for v in value) + "\n" + pad + "]"
+
+
+def write_vector(path: Path, data: Any) -> None:
+    """Write a generator's vector file (:func:`render`) and print its sha256 line for the README
+    and :data:`SHA256`."""
+    text = render(data) + "\n"
+    path.write_text(text, encoding="utf-8")
+    print(f"- `{path.name}`: `{hashlib.sha256(text.encode()).hexdigest()}` ({len(text)} bytes)")

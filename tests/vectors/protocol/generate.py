@@ -10,8 +10,6 @@ rewrites the files byte for byte; it prints each file's sha256 for the README an
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
 import sys
 from collections.abc import Sequence
@@ -22,6 +20,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "support"))
 
 import numpy as np  # noqa: E402
+from known_answers import write_vector  # noqa: E402
 from protocol_vectors import (  # noqa: E402
     FORMAT,
     FORWARD,
@@ -216,19 +215,6 @@ def vector(description: str, inputs: dict[str, Any], pop: Population, *, with_fa
     return out
 
 
-def render(value: Any, depth: int = 0) -> str:
-    """JSON with sorted keys, one line per container of scalars (an operation, an embedding
-    row), so the file stays small and a regenerated file diffs line by line."""
-    items = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
-    if not any(isinstance(v, dict | list) for v in items):
-        return json.dumps(value, sort_keys=True, separators=(",", ":"))
-    pad, inner = " " * depth, " " * (depth + 1)
-    if isinstance(value, dict):
-        body = ",\n".join(f"{inner}{json.dumps(k)}: {render(value[k], depth + 1)}" for k in sorted(value))
-        return "{\n" + body + "\n" + pad + "}"
-    return "[\n" + ",\n".join(inner + render(v, depth + 1) for v in value) + "\n" + pad + "]"
-
-
 def main() -> None:
     noiseless_pop = population((15, 15, 15), 5, 7)
     noisy_pop = population((20, 20), 4, 7)
@@ -250,9 +236,7 @@ def main() -> None:
         ),
     }
     for name, data in files.items():
-        text = render(data) + "\n"
-        (VECTOR_DIR / name).write_text(text, encoding="utf-8")
-        print(f"- `{name}`: `{hashlib.sha256(text.encode()).hexdigest()}` ({len(text)} bytes)")
+        write_vector(VECTOR_DIR / name, data)
 
 
 if __name__ == "__main__":

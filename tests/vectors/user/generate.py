@@ -8,8 +8,6 @@ sorted keys); it prints the file's sha256 for the README and ``tests/support/kno
 
 from __future__ import annotations
 
-import hashlib
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -17,6 +15,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "support"))
 
 import numpy as np  # noqa: E402
+from known_answers import write_vector  # noqa: E402
 from nacl.bindings import crypto_box_seed_keypair  # noqa: E402
 from user_vectors import FORMAT, VECTOR_DIR, RecordingSource, TapeSource, play_device  # noqa: E402
 
@@ -153,18 +152,6 @@ def case(name: str, coin: bool, released: bool, doc: RoundDocument, secrets: dic
     }
 
 
-def render(value: Any, depth: int = 0) -> str:
-    """JSON with sorted keys, one line per container of scalars."""
-    items = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
-    if not any(isinstance(v, dict | list) for v in items):
-        return json.dumps(value, sort_keys=True, separators=(",", ":"))
-    pad, inner = " " * depth, " " * (depth + 1)
-    if isinstance(value, dict):
-        body = ",\n".join(f"{inner}{json.dumps(k)}: {render(value[k], depth + 1)}" for k in sorted(value))
-        return "{\n" + body + "\n" + pad + "}"
-    return "[\n" + ",\n".join(inner + render(v, depth + 1) for v in value) + "\n" + pad + "]"
-
-
 def main() -> None:
     seeds = SeedPlan.from_seed(SEED)
     settings = RoundSettings(
@@ -190,9 +177,7 @@ def main() -> None:
         "round": doc.to_dict(),
         "cases": [case(name, coin, released, doc, secrets) for name, coin, released in CASES],
     }
-    text = render(data) + "\n"
-    (VECTOR_DIR / FILE).write_text(text, encoding="utf-8")
-    print(f"- `{FILE}`: `{hashlib.sha256(text.encode()).hexdigest()}` ({len(text)} bytes)")
+    write_vector(VECTOR_DIR / FILE, data)
 
 
 if __name__ == "__main__":
