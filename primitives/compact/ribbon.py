@@ -175,19 +175,38 @@ def fingerprint_of(hash_: int, bits: int) -> int:
     return (hash_ ^ (hash_ >> 32)) & ((1 << bits) - 1)
 
 
-class RibbonReleased:
+class LoadedRibbon:
+    """What both loaded ribbons share: the layout, the size and false-positive rate a device
+    reports, and the row a tag selects (None in an empty broadcast, which releases nothing)."""
+
+    __slots__ = ("seed", "n", "m", "fingerprint_bits", "_size")
+
+    def __init__(self, *, seed: int, n: int, m: int, fingerprint_bits: int, size: int) -> None:
+        self.seed, self.n, self.m, self.fingerprint_bits, self._size = seed, n, m, fingerprint_bits, size
+
+    @property
+    def size(self) -> int:
+        return self._size
+
+    @property
+    def false_positive_rate(self) -> float:
+        return 0.0 if self.n == 0 else 2.0**-self.fingerprint_bits
+
+    def row(self, tag: bytes) -> tuple[int, list[int]] | None:
+        """(the key's hash, the slots its row selects), or None when no tag was released."""
+        if self.n == 0:
+            _check_tag(tag)
+            return None
+        return selected_slots(tag, self.seed, self.m)
+
+    def __len__(self) -> int:
+        return self.n
+
+
+class RibbonReleased(LoadedRibbon):
     """A loaded ribbon broadcast."""
 
-    __slots__ = (
-        "seed",
-        "n",
-        "m",
-        "fingerprint_bits",
-        "count_bits",
-        "fingerprints",
-        "counts",
-        "_size",
-    )
+    __slots__ = ("count_bits", "fingerprints", "counts")
 
     def __init__(
         self,
@@ -201,24 +220,14 @@ class RibbonReleased:
         counts: npt.NDArray[np.unsignedinteger],
         size: int,
     ) -> None:
-        self.seed, self.n, self.m = seed, n, m
-        self.fingerprint_bits, self.count_bits = fingerprint_bits, count_bits
-        self.fingerprints, self.counts = fingerprints, counts
-        self._size = size
-
-    @property
-    def size(self) -> int:
-        return self._size
-
-    @property
-    def false_positive_rate(self) -> float:
-        return 0.0 if self.n == 0 else 2.0**-self.fingerprint_bits
+        super().__init__(seed=seed, n=n, m=m, fingerprint_bits=fingerprint_bits, size=size)
+        self.count_bits, self.fingerprints, self.counts = count_bits, fingerprints, counts
 
     def query(self, tag: bytes) -> int | None:
-        if self.n == 0:
-            _check_tag(tag)
+        row = self.row(tag)
+        if row is None:
             return None
-        hash_, selected = selected_slots(tag, self.seed, self.m)
+        hash_, selected = row
         if xor_of(self.fingerprints, selected) != fingerprint_of(hash_, self.fingerprint_bits):
             return None
         return xor_of(self.counts, selected)
@@ -236,8 +245,6 @@ class RibbonReleased:
         result: npt.NDArray[np.bool_] = acc == core.fingerprints(hashes, self.fingerprint_bits)
         return result
 
-    def __len__(self) -> int:
-        return self.n
 
 
 class RibbonBroadcast:

@@ -49,7 +49,6 @@ from primitives.compact import _fuse_core as core
 from primitives.compact.broadcast import (
     Released,
     _as_bytes,
-    _check_tag,
     builder_inputs,
     exact_counts,
 )
@@ -63,9 +62,9 @@ from primitives.compact.count_classes import (
 from primitives.compact.fuse import attempt_seed
 from primitives.compact.ribbon import (
     RIBBON_WIDTH,
+    LoadedRibbon,
     construct,
     fingerprint_of,
-    selected_slots,
     xor_of,
 )
 from primitives.errors import DecodeError, InvalidParameterError
@@ -102,42 +101,30 @@ def unpack_slots(data: bytes, count: int, bits: int) -> npt.NDArray[np.uint64]:
     return values
 
 
-class RibbonClassesReleased:
-    """A loaded ``ribbon-classes`` broadcast."""
+class RibbonClassesReleased(LoadedRibbon):
+    """A loaded ``ribbon-classes`` broadcast. Its false-positive rate, 2^-fingerprint_bits, is an
+    upper bound: a fingerprint match whose class is past the table is refused too."""
 
-    __slots__ = ("seed", "n", "m", "fingerprint_bits", "class_bits", "floors", "slots", "_size")
+    __slots__ = ("class_bits", "floors", "slots")
 
     def __init__(
         self, *, seed: int, n: int, m: int, fingerprint_bits: int, class_bits: int, floors: list[int],
         slots: npt.NDArray[np.uint64], size: int,
     ) -> None:
-        self.seed, self.n, self.m = seed, n, m
-        self.fingerprint_bits, self.class_bits = fingerprint_bits, class_bits
-        self.floors, self.slots, self._size = floors, slots, size
-
-    @property
-    def size(self) -> int:
-        return self._size
-
-    @property
-    def false_positive_rate(self) -> float:
-        """An upper bound: a fingerprint match whose class is past the table is refused too."""
-        return 0.0 if self.n == 0 else 2.0**-self.fingerprint_bits
+        super().__init__(seed=seed, n=n, m=m, fingerprint_bits=fingerprint_bits, size=size)
+        self.class_bits, self.floors, self.slots = class_bits, floors, slots
 
     def query(self, tag: bytes) -> int | None:
         """The floor of the tag's count class, or None if the tag was not released."""
-        if self.n == 0:
-            _check_tag(tag)
+        row = self.row(tag)
+        if row is None:
             return None
-        hash_, selected = selected_slots(tag, self.seed, self.m)
+        hash_, selected = row
         value, f = xor_of(self.slots, selected), self.fingerprint_bits
         if value & ((1 << f) - 1) != fingerprint_of(hash_, f):
             return None
         index = value >> f
         return self.floors[index] if index < len(self.floors) else None
-
-    def __len__(self) -> int:
-        return self.n
 
 
 class RibbonClassesBroadcast:
