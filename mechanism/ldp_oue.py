@@ -331,6 +331,7 @@ class _Selection:
     estimates: npt.NDArray[np.float64]
     empty_estimates: npt.NDArray[np.float64]
     p_empty_released: float
+    floor: int | None = None  # the observed count a bucket needs (DP runs only)
 
 
 def _check_empty(empty_buckets: int | None) -> None:
@@ -382,6 +383,7 @@ def _select(
         estimates=estimates,
         empty_estimates=oue_estimate(empty_observed, n, eps1),
         p_empty_released=pi,
+        floor=floor,
     )
 
 
@@ -412,6 +414,59 @@ def _noisy_centroids(
     return out
 
 
+def _bucket_select_and_sum(
+    arr: npt.NDArray[np.float64], params: FreParams, seeds: SeedPlan, eps1: float, sigma: float,
+    empty_buckets: int | None, false_positives: float | None, progress: bool,
+) -> tuple[_Buckets, _Selection, npt.NDArray[np.float64]]:
+    """Bucket the rows, decide the release, and sum the released buckets with their noise, under
+    one progress bar (bucketing, then summing) when ``progress``."""
+    n, d = arr.shape
+    bar: Any = None
+    tick: Callable[[int], None] | None = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=n, desc="bucketing", unit="row", leave=False)
+        tick = bar.update
+    try:
+        buckets = _count_buckets(arr, PublicGrid.derive(seeds, d, params), tick)
+        empty = len(buckets.ids) if empty_buckets is None else empty_buckets
+        selection = _select(buckets, n, params, eps1, empty, seeds, false_positives)
+        if bar is not None:
+            bar.reset(total=int(buckets.counts[selection.kept].sum()))
+            bar.set_description("summing")
+        centroids = _noisy_centroids(arr, buckets, selection, clip=params.clip, sigma=sigma, seeds=seeds, tick=tick)
+    finally:
+        if bar is not None:
+            bar.close()
+    return buckets, selection, centroids
+
+
+def _published_info(
+    params: FreParams, eps1: float, false_positives: float | None, d: int, sigma: float, n_released: int,
+    rng_mode: str,
+) -> dict[str, Any]:
+    """The release's public info: parameters, the budget split, σ and the number released."""
+    info: dict[str, Any] = {
+        "method": METHOD,
+        "dim": d,
+        "k": params.k,
+        "threshold": params.threshold,
+        "histogram_epsilon": eps1,
+        "false_positives": false_positives,
+        "centroid_epsilon": params.epsilon - eps1 if params.is_dp else math.inf,
+        "sigma": sigma,
+        "n_released": n_released,
+        "rng_mode": rng_mode,
+    }
+    if params.is_dp:
+        p, q = oue_probabilities(eps1)
+        info.update(p=p, q=q)
+    else:
+        info["note"] = "epsilon = inf: non-DP reference (exact counts, sigma = 0)"
+    return info
+
+
 def run_ldp_oue(
     x: npt.ArrayLike,
     params: FreParams,
@@ -440,62 +495,25 @@ def run_ldp_oue(
     ledger = oue_ledger(params, histogram_epsilon)  # validates ε₁; an infeasible δ fails fast
     eps1 = float(histogram_epsilon) if params.is_dp else math.inf
     t_start = time.perf_counter()
-
-    bar: Any = None
-    tick: Callable[[int], None] | None = None
-    if progress:
-        from tqdm import tqdm
-
-        bar = tqdm(total=n, desc="bucketing", unit="row", leave=False)
-        tick = bar.update
-    try:
-        buckets = _count_buckets(arr, PublicGrid.derive(seeds, d, params), tick)
-        empty = len(buckets.ids) if empty_buckets is None else empty_buckets
-        selection = _select(buckets, n, params, eps1, empty, seeds, false_positives)
-        if bar is not None:
-            bar.reset(total=int(buckets.counts[selection.kept].sum()))
-            bar.set_description("summing")
-        centroids = _noisy_centroids(
-            arr, buckets, selection, clip=params.clip, sigma=ledger.sigma, seeds=seeds, tick=tick
-        )
-    finally:
-        if bar is not None:
-            bar.close()
+    buckets, selection, centroids = _bucket_select_and_sum(arr, params, seeds, eps1, ledger.sigma, empty_buckets,
+                                                           false_positives, progress)
     m_empty = int(selection.empty_estimates.shape[0])
     ids = tuple(buckets.ids[i] for i in selection.kept.tolist()) + tuple(
         f"{EMPTY_ID_PREFIX}{j:06d}" for j in range(m_empty)
     )
-
-    info: dict[str, Any] = {
-        "method": METHOD,
-        "dim": d,
-        "k": params.k,
-        "threshold": params.threshold,
-        "histogram_epsilon": eps1,
-        "false_positives": false_positives,
-        "centroid_epsilon": params.epsilon - eps1 if params.is_dp else math.inf,
-        "sigma": ledger.sigma,
-        "n_released": len(ids),
-        "rng_mode": seeds.rng_mode,
-    }
-    if params.is_dp:
-        p, q = oue_probabilities(eps1)
-        info.update(p=p, q=q)
-    else:
-        info["note"] = "epsilon = inf: non-DP reference (exact counts, sigma = 0)"
+    info = _published_info(params, eps1, false_positives, d, ledger.sigma, len(ids), seeds.rng_mode)
     # Operator-private: these read the data (true counts, which releases are false positives).
     diagnostics: dict[str, Any] = {
         "n_users": n,
         "n_nonempty_buckets": len(buckets.ids),
-        "n_empty_buckets": empty,
+        "n_empty_buckets": len(buckets.ids) if empty_buckets is None else empty_buckets,
         "p_empty_released": selection.p_empty_released,
         "n_empty_released": m_empty,
         "true_counts": buckets.counts[selection.kept].tolist() + [0] * m_empty,
         "timings_s": {"total": time.perf_counter() - t_start},
     }
     if params.is_dp:
-        diagnostics["release_floor_observed"] = oue_controlled_floor(
-            n, eps1, params.threshold, len(buckets.ids) + empty, false_positives)
+        diagnostics["release_floor_observed"] = selection.floor
     return BaselineRelease(
         method=METHOD,
         ids=ids,
