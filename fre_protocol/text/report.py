@@ -283,8 +283,16 @@ def _metrics_rows(evaluation: Mapping[str, Any]) -> list[tuple[Any, ...]]:
 def _evaluation_section(evaluation: Mapping[str, Any] | None, radius: float) -> str:
     if evaluation is None:
         return "<h2>Evaluation</h2><p>Skipped (<code>--no-eval</code>).</p>"
-    parts = [
-        "<div class='eval'><h2>Evaluation against the private data</h2>",
+    parts = [_utility_part(evaluation, radius), _readability_part(evaluation.get("readability")),
+             _users_part(evaluation.get("users")), _clusters_part(evaluation.get("clusters")),
+             _figures_part(evaluation, radius)]
+    return "<div class='eval'>" + "".join(parts) + "</div>"
+
+
+def _utility_part(evaluation: Mapping[str, Any], radius: float) -> str:
+    """The section's warning, the data's size and the utility table against the frequent set."""
+    return "".join([
+        "<h2>Evaluation against the private data</h2>",
         f"<p class='label'>{_e(evaluation.get('label', ''))}</p>",
         "<p>This section reads every private embedding: it measures the release for the data holder "
         "and is <b>not</b> covered by the differential-privacy guarantee. Do not publish it with the "
@@ -311,44 +319,58 @@ def _evaluation_section(evaluation: Mapping[str, Any] | None, radius: float) -> 
         "frequent text; F→S: the other direction. δ*(r): share of infrequent texts with an output "
         "within r. Centroids are averages, so their norm is below 1; noise-free centroids can lie "
         "within r of many texts, which makes centroid-level δ* high at ε = ∞.</p>",
-    ]
-    readable = evaluation.get("readability")
-    if readable:
-        rules_ = readable.get("rules", {})
-        flu = readable.get("fluency", {})
-        line = (f"<h3>Readability (judges that neither wrote nor steered the texts)</h3><p>Reader's rules "
-                f"(finished sentence, no repeated word, no talk about the task, no word list): "
-                f"{_fmt(rules_.get('pass_share'), 2)} of {_fmt(rules_.get('n'))} synthetic texts pass "
-                f"(private texts: {_fmt(readable.get('rules_real'), 2)}). ")
-        if flu:
-            line += (f"Fluency under {_e(flu.get('judge', ''))}: median NLL {_fmt(flu.get('nll_median'), 2)} "
-                     f"(private texts {_fmt(flu.get('reference_nll_median'), 2)}); share above the private "
-                     f"texts' 90th-percentile NLL: {_fmt(flu.get('share_above_cut'), 2)}.")
-        elif "fluency_unavailable" in readable:
-            line += f"Fluency judge unavailable: {_e(readable['fluency_unavailable'])}."
-        parts.append(line + "</p>")
-    users = evaluation.get("users")
-    if users:
-        rows = []
-        for level in ("centroid", "text"):
-            block = users.get(level) or {}
-            u = block.get("utility") or {}
-            rows.append((level, u.get("precision"), u.get("recall"), u.get("f1"), block.get("delta_star_at_r")))
-        parts.append(
-            f"<h3>Over users ({_fmt(users.get('n_users'))} users; frequent: "
-            f"{_e(users.get('frequent_definition', ''))})</h3>"
-            + _table(rows, ["level", "precision", "recall (mean per user)", "F1", "δ*(r) over users"])
-            + "<p class='muted'>Each person counts once: recall is the mean over users of the share of "
-            "their frequent texts with an output nearby; δ* the share of users with a rare text that "
-            "has an output within r.</p>"
-        )
-    clusters = evaluation.get("clusters")
-    if clusters:
-        parts.append(
-            "<p>Cluster level (central path; heavy = grid buckets with ≥ t texts): "
-            f"precision {_fmt(clusters.get('precision'))}, recall {_fmt(clusters.get('recall'))}, "
-            f"{_fmt(clusters.get('n_heavy'))} heavy buckets.</p>"
-        )
+    ])
+
+
+def _readability_part(readable: Mapping[str, Any] | None) -> str:
+    if not readable:
+        return ""
+    rules_ = readable.get("rules", {})
+    flu = readable.get("fluency", {})
+    line = (f"<h3>Readability (judges that neither wrote nor steered the texts)</h3><p>Reader's rules "
+            f"(finished sentence, no repeated word, no talk about the task, no word list): "
+            f"{_fmt(rules_.get('pass_share'), 2)} of {_fmt(rules_.get('n'))} synthetic texts pass "
+            f"(private texts: {_fmt(readable.get('rules_real'), 2)}). ")
+    if flu:
+        line += (f"Fluency under {_e(flu.get('judge', ''))}: median NLL {_fmt(flu.get('nll_median'), 2)} "
+                 f"(private texts {_fmt(flu.get('reference_nll_median'), 2)}); share above the private "
+                 f"texts' 90th-percentile NLL: {_fmt(flu.get('share_above_cut'), 2)}.")
+    elif "fluency_unavailable" in readable:
+        line += f"Fluency judge unavailable: {_e(readable['fluency_unavailable'])}."
+    return line + "</p>"
+
+
+def _users_part(users: Mapping[str, Any] | None) -> str:
+    if not users:
+        return ""
+    rows = []
+    for level in ("centroid", "text"):
+        block = users.get(level) or {}
+        u = block.get("utility") or {}
+        rows.append((level, u.get("precision"), u.get("recall"), u.get("f1"), block.get("delta_star_at_r")))
+    return (
+        f"<h3>Over users ({_fmt(users.get('n_users'))} users; frequent: "
+        f"{_e(users.get('frequent_definition', ''))})</h3>"
+        + _table(rows, ["level", "precision", "recall (mean per user)", "F1", "δ*(r) over users"])
+        + "<p class='muted'>Each person counts once: recall is the mean over users of the share of "
+        "their frequent texts with an output nearby; δ* the share of users with a rare text that "
+        "has an output within r.</p>"
+    )
+
+
+def _clusters_part(clusters: Mapping[str, Any] | None) -> str:
+    if not clusters:
+        return ""
+    return (
+        "<p>Cluster level (central path; heavy = grid buckets with ≥ t texts): "
+        f"precision {_fmt(clusters.get('precision'))}, recall {_fmt(clusters.get('recall'))}, "
+        f"{_fmt(clusters.get('n_heavy'))} heavy buckets.</p>"
+    )
+
+
+def _figures_part(evaluation: Mapping[str, Any], radius: float) -> str:
+    """Figures 2 and 4 of the paper, where the evaluation holds their data."""
+    parts = []
     hist = plot_nearest_histogram(evaluation, radius)
     if hist:
         parts.append("<h3>Distance to the nearest synthetic output (paper Fig. 2)</h3>")
@@ -364,7 +386,6 @@ def _evaluation_section(evaluation: Mapping[str, Any] | None, radius: float) -> 
         parts.append(
             "<p class='muted'>Fraction of infrequent private texts with a released output within r* = ψ·r.</p>"
         )
-    parts.append("</div>")
     return "".join(parts)
 
 
