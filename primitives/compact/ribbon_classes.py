@@ -55,9 +55,9 @@ from primitives.compact.broadcast import (
 from primitives.compact.count_classes import (
     check_class_bits,
     class_floors,
-    class_of,
     decode_floors,
     encode_floors,
+    rounded_counts,
 )
 from primitives.compact.fuse import attempt_seed
 from primitives.compact.ribbon import (
@@ -139,8 +139,7 @@ class RibbonClassesBroadcast:
     def heard_counts(self, released: Released) -> dict[bytes, int]:
         """What a device reads for each released tag: its count's class floor."""
         pairs = exact_counts(released)
-        floors = class_floors(pairs.values(), self.class_bits)
-        return {tag: floors[class_of(count, floors)] for tag, count in pairs.items()}
+        return dict(zip(pairs, rounded_counts(pairs.values(), self.class_bits), strict=True))
 
     def build(self, released: Released, seed: bytes) -> bytes:
         keys, counts, _, public_seed = builder_inputs(released, seed)
