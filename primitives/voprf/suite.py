@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
+from dataclasses import dataclass
 from enum import IntEnum
 from functools import lru_cache
 from typing import Any, TypeVar
@@ -85,6 +86,19 @@ def _reveal(value: SecretBytes) -> bytes:
     if isinstance(value, bytes | bytearray):
         return bytes(value)
     raise InvalidInputError(f"secret must be bytes or Secret[bytes], got {type(value).__name__}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _BatchProof:
+    """What a VOPRF/POPRF finalize verifies: the blinded elements, the proof scalars (c, s), the
+    key B the proof is made under (tweaked in POPRF), its encoding and the composite seed."""
+
+    blinded: list[bytes]
+    c: Any
+    s: Any
+    key: Any
+    b_enc: bytes
+    seed: bytes
 
 
 class OprfSuite:
@@ -342,9 +356,28 @@ class OprfSuite:
         Raises VerificationError when the proof does not verify, DecodeError for malformed
         elements, scalars or proof, InvalidInputError for inconsistent arguments.
         """
-        g = self._group
         ev_enc = self._batch(evaluated, "evaluated")
-        n = len(ev_enc)
+        inputs_, blinds_ = self._finalize_inputs(inputs, blinds, len(ev_enc))
+        info_ = self._info(info)
+        out_info = info_ if self._mode is Mode.POPRF else None
+        batch = None
+        if self._mode is not Mode.OPRF:
+            batch = self._batch_proof(len(ev_enc), blinded_elements, pk, proof, info_)
+
+        def work(lo: int, hi: int) -> tuple[list[bytes], Any, Any]:
+            return self._finalize_range(inputs_, blinds_, ev_enc, out_info, batch, lo, hi)
+
+        parts = self._run(work, len(ev_enc))
+        if batch is not None:
+            self._verify_batch_proof(
+                batch, [part[1] for part in parts], [part[2] for part in parts]
+            )
+        return [out for part in parts for out in part[0]]
+
+    def _finalize_inputs(
+        self, inputs: Sequence[bytes], blinds: Sequence[SecretBytes], n: int
+    ) -> tuple[list[bytes], list[Any]]:
+        """One input and one non-zero blind per evaluated element, checked and decoded."""
         if isinstance(inputs, bytes | bytearray) or len(inputs) != n:
             raise InvalidInputError(
                 f"inputs must be a list of {n} byte strings, got "
@@ -356,60 +389,83 @@ class OprfSuite:
             )
         inputs_ = [check_input(x, f"inputs[{i}]") for i, x in enumerate(inputs)]
         blinds_ = [self._secret_scalar(b, f"blinds[{i}]") for i, b in enumerate(blinds)]
-        info_ = self._info(info)
-        out_info = info_ if self._mode is Mode.POPRF else None
-        mode = self._mode
-        if mode is not Mode.OPRF:
-            if blinded_elements is None or pk is None or proof is None:
-                raise InvalidInputError(
-                    f"{mode.name} finalize needs blinded_elements, pk and proof, got "
-                    f"blinded_elements={'set' if blinded_elements is not None else None}, "
-                    f"pk={'set' if pk is not None else None}, "
-                    f"proof={'set' if proof is not None else None}"
-                )
-            bl_enc = self._batch(blinded_elements, "blinded_elements")
-            if len(bl_enc) != n:
-                raise InvalidInputError(
-                    f"blinded_elements must have {n} items like evaluated, got {len(bl_enc)}"
-                )
-            c, s = self._decode_proof(proof)
-            pk_elem = self._decode_pk(pk)
-            key = self._tweaked_key(pk_elem, info_) if mode is Mode.POPRF else pk_elem
-            b_enc = g.serialize_element(key)
-            seed = dleq.composite_seed(b_enc, self._context)
+        return inputs_, blinds_
 
-        def work(lo: int, hi: int) -> tuple[list[bytes], Any, Any]:
-            ev_chunk = ev_enc[lo:hi]
-            ev = self._decode_all(ev_chunk, "evaluated", lo)
-            outputs = [
-                finalize_hash(
-                    inputs_[lo + j],
-                    g.serialize_element(g.scalar_mult(g.scalar_inverse(blinds_[lo + j]), e)),
-                    out_info,
-                )
-                for j, e in enumerate(ev)
-            ]
-            if mode is Mode.OPRF:
-                return outputs, None, None
-            bl_chunk = bl_enc[lo:hi]
-            bl = self._decode_all(bl_chunk, "blinded_elements", lo)
-            if mode is Mode.VOPRF:  # C = blinded, D = evaluated
-                m, z = dleq.weighted_sum(g, seed, self._h2s_dst, lo, bl, bl_chunk, ev_chunk, ev)
-            else:  # C = evaluated, D = blinded
-                m, z = dleq.weighted_sum(g, seed, self._h2s_dst, lo, ev, ev_chunk, bl_chunk, bl)
-            return outputs, m, z
+    def _batch_proof(
+        self,
+        n: int,
+        blinded_elements: Sequence[bytes] | None,
+        pk: bytes | None,
+        proof: bytes | None,
+        info: bytes,
+    ) -> _BatchProof:
+        """The proof's arguments, checked and decoded, with the composite seed (§2.2.2)."""
+        if blinded_elements is None or pk is None or proof is None:
+            raise InvalidInputError(
+                f"{self._mode.name} finalize needs blinded_elements, pk and proof, got "
+                f"blinded_elements={'set' if blinded_elements is not None else None}, "
+                f"pk={'set' if pk is not None else None}, "
+                f"proof={'set' if proof is not None else None}"
+            )
+        blinded = self._batch(blinded_elements, "blinded_elements")
+        if len(blinded) != n:
+            raise InvalidInputError(
+                f"blinded_elements must have {n} items like evaluated, got {len(blinded)}"
+            )
+        c, s = self._decode_proof(proof)
+        pk_elem = self._decode_pk(pk)
+        key = self._tweaked_key(pk_elem, info) if self._mode is Mode.POPRF else pk_elem
+        b_enc = self._group.serialize_element(key)
+        seed = dleq.composite_seed(b_enc, self._context)
+        return _BatchProof(blinded=blinded, c=c, s=s, key=key, b_enc=b_enc, seed=seed)
 
-        parts = self._run(work, n)
-        if mode is not Mode.OPRF:
-            m_total = dleq.sum_elements(g, [part[1] for part in parts])
-            z_total = dleq.sum_elements(g, [part[2] for part in parts])
-            if not dleq.verify_composites(g, key, b_enc, m_total, z_total, c, s, self._h2s_dst):
-                raise VerificationError(
-                    f"proof must verify for the batch of {n} elements under the given public key"
-                    + (" and info" if mode is Mode.POPRF else "")
-                    + ", got a proof that does not"
-                )
-        return [out for part in parts for out in part[0]]
+    def _finalize_range(
+        self,
+        inputs: list[bytes],
+        blinds: list[Any],
+        ev_enc: list[bytes],
+        out_info: bytes | None,
+        batch: _BatchProof | None,
+        lo: int,
+        hi: int,
+    ) -> tuple[list[bytes], Any, Any]:
+        """Outputs of elements ``lo .. hi-1`` and, with a proof, their partial composites M, Z."""
+        g = self._group
+        ev_chunk = ev_enc[lo:hi]
+        ev = self._decode_all(ev_chunk, "evaluated", lo)
+        outputs = [
+            finalize_hash(
+                inputs[lo + j],
+                g.serialize_element(g.scalar_mult(g.scalar_inverse(blinds[lo + j]), e)),
+                out_info,
+            )
+            for j, e in enumerate(ev)
+        ]
+        if batch is None:
+            return outputs, None, None
+        bl_chunk = batch.blinded[lo:hi]
+        bl = self._decode_all(bl_chunk, "blinded_elements", lo)
+        c_enc, d_enc = self._proof_sides(bl_chunk, ev_chunk)
+        c_elements, d_elements = self._proof_sides(bl, ev)
+        m, z = dleq.weighted_sum(
+            g, batch.seed, self._h2s_dst, lo, c_elements, c_enc, d_enc, d_elements
+        )
+        return outputs, m, z
+
+    def _verify_batch_proof(self, batch: _BatchProof, ms: list[Any], zs: list[Any]) -> None:
+        """VerifyProof (§2.2.2) from the partial composites of every range."""
+        g = self._group
+        m = dleq.sum_elements(g, ms)
+        z = dleq.sum_elements(g, zs)
+        if not dleq.verify_composites(
+            g, batch.key, batch.b_enc, m, z, batch.c, batch.s, self._h2s_dst
+        ):
+            raise VerificationError(
+                f"proof must verify for the batch of {len(batch.blinded)} elements under the "
+                "given public key"
+                + (" and info" if self._mode is Mode.POPRF else "")
+                + ", got a proof that does not"
+            )
 
     # -- client: VerifyProof + Finalize with prepared inverses (§2.2.2, §3.3.2-3) -----------
     def verify_and_finalize(

@@ -8,6 +8,7 @@ a POPRF tweak of zero raises InvalidInputError on both sides.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import known_answers
@@ -371,3 +372,152 @@ def test_batches_past_the_composite_index_raise_typed_errors() -> None:
     for index in (1 << 16, -1):
         with pytest.raises(InvalidInputError, match=f"index must be in \\[0, 65536\\), got {index}"):
             dleq.composite_weight(g, bytes(64), index, GENERATOR, GENERATOR, dst)
+
+
+
+def _set(key: str, value: Any) -> Callable[[dict[str, Any]], None]:
+    return lambda args: args.__setitem__(key, value)
+
+
+def _set_second(key: str, value: Any) -> Callable[[dict[str, Any]], None]:
+    return lambda args: args[key].__setitem__(1, value)
+
+
+def _shorten(key: str) -> Callable[[dict[str, Any]], None]:
+    return lambda args: args.__setitem__(key, args[key][:1])
+
+
+_BAD_POINT = bytes.fromhex("26948d35ca62e643e26a83177332e6b6afeb9d08e4268b650f1f5bbd8d81d371")
+#: name: (the fault, the error, its message; a message ending in ": " is a prefix before the
+#: group backend's own decode text).
+_FINALIZE_ERRORS: dict[str, tuple[Callable[[dict[str, Any]], None], type[Exception], str]] = {
+    "evaluated_single": (
+        lambda args: args.__setitem__("evaluated", args["evaluated"][0]),
+        InvalidInputError,
+        "evaluated must be a list of encoded elements, got a single value",
+    ),
+    "inputs_short": (
+        _shorten("inputs"),
+        InvalidInputError,
+        "inputs must be a list of 2 byte strings, got list of length 1",
+    ),
+    "inputs_bytes": (
+        _set("inputs", b"ab"),
+        InvalidInputError,
+        "inputs must be a list of 2 byte strings, got bytes of length 2",
+    ),
+    "blinds_short": (
+        _shorten("blinds"),
+        InvalidInputError,
+        "blinds must be a list of 2 scalars, got 1 items",
+    ),
+    "input_too_long": (
+        _set_second("inputs", b"x" * 65536),
+        InvalidInputError,
+        "inputs[1] must be at most 65535 bytes long, got 65536",
+    ),
+    "blind_zero": (
+        _set_second("blinds", bytes(32)),
+        InvalidInputError,
+        "blinds[1] must be a non-zero scalar, got zero",
+    ),
+    "info_outside_poprf": (
+        _set("info", b"abc"),
+        InvalidParameterError,
+        "info must be empty outside POPRF mode, got 3 bytes in VOPRF",
+    ),
+    "missing": (
+        _set("pk", None),
+        InvalidInputError,
+        "VOPRF finalize needs blinded_elements, pk and proof, got "
+        "blinded_elements=set, pk=None, proof=set",
+    ),
+    "blinded_short": (
+        _shorten("blinded_elements"),
+        InvalidInputError,
+        "blinded_elements must have 2 items like evaluated, got 1",
+    ),
+    "proof_short": (_set("proof", bytes(63)), DecodeError, "proof must be 64 bytes long, got 63"),
+    "pk_bad": (_set("pk", _BAD_POINT), DecodeError, "pk: "),
+    "evaluated_bad": (_set_second("evaluated", _BAD_POINT), DecodeError, "evaluated[1]: "),
+    "blinded_bad": (
+        _set_second("blinded_elements", _BAD_POINT),
+        DecodeError,
+        "blinded_elements[1]: ",
+    ),
+    "proof_tampered": (
+        lambda args: args.__setitem__("proof", _flip(args["proof"], 0)),
+        VerificationError,
+        "proof must verify for the batch of 2 elements under the given public key, "
+        "got a proof that does not",
+    ),
+}
+
+
+def _finalize_with(*faults: str) -> list[bytes]:
+    """finalize of the VOPRF batch-of-2 vector with the named faults applied, last first."""
+    c = _batch_case(int(Mode.VOPRF))
+    args: dict[str, Any] = {
+        k: list(c[k]) for k in ("inputs", "blinds", "evaluated", "blinded_elements")
+    }
+    args.update(pk=c["pk"], proof=c["proof"], info=b"")
+    for name in reversed(faults):
+        _FINALIZE_ERRORS[name][0](args)
+    suite = get_suite(mode=Mode.VOPRF)
+    return suite.finalize(args.pop("inputs"), args.pop("blinds"), args.pop("evaluated"), **args)
+
+
+def _assert_message(raised: pytest.ExceptionInfo[Exception], message: str) -> None:
+    text = str(raised.value)
+    assert text.startswith(message) if message.endswith(": ") else text == message
+
+
+@pytest.mark.parametrize("name", list(_FINALIZE_ERRORS))
+def test_finalize_error_messages(name: str) -> None:
+    """Pins each error finalize raises, by type and message."""
+    _, error, message = _FINALIZE_ERRORS[name]
+    with pytest.raises(error) as raised:
+        _finalize_with(name)
+    _assert_message(raised, message)
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        ("evaluated_single", "inputs_short"),
+        ("inputs_short", "blinds_short"),
+        ("input_too_long", "blind_zero"),
+        ("blind_zero", "info_outside_poprf"),
+        ("info_outside_poprf", "missing"),
+        ("missing", "blinded_short"),
+        ("blinded_short", "proof_short"),
+        ("proof_short", "pk_bad"),
+        ("pk_bad", "evaluated_bad"),
+        ("evaluated_bad", "blinded_bad"),
+        ("blinded_bad", "proof_tampered"),
+    ],
+)
+def test_finalize_checks_run_in_order(first: str, second: str) -> None:
+    """With two faults, finalize raises the error of the check it runs first."""
+    _, error, message = _FINALIZE_ERRORS[first]
+    with pytest.raises(error) as raised:
+        _finalize_with(first, second)
+    _assert_message(raised, message)
+
+
+def test_finalize_poprf_verification_message_names_info() -> None:
+    c = _batch_case(int(Mode.POPRF))
+    with pytest.raises(VerificationError) as raised:
+        get_suite(mode=Mode.POPRF).finalize(
+            c["inputs"],
+            c["blinds"],
+            c["evaluated"],
+            blinded_elements=c["blinded_elements"],
+            pk=c["pk"],
+            proof=_flip(c["proof"], 0),
+            info=c["info"],
+        )
+    assert str(raised.value) == (
+        "proof must verify for the batch of 2 elements under the given public key and info, "
+        "got a proof that does not"
+    )
