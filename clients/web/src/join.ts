@@ -12,7 +12,7 @@ import { hex } from "./bytes.js";
 import { deviceEmbedding } from "./embedder.js";
 import { phase2Batch } from "./messages.js";
 import { PeerError, Proxy, VerificationError, fetchRound } from "./net.js";
-import { noiselessDdgConfig } from "./plan.js";
+import { phase2Inputs } from "./plan.js";
 import { cryptoBytes, uniformOf } from "./random.js";
 import { Device } from "./user.js";
 
@@ -51,8 +51,7 @@ async function main(): Promise<number> {
     if (submission !== null) await proxy.call("POST", "/v1/submit", { body: submission, token });
     const broadcast = await proxy.call("GET", "/v1/broadcast");
     device.receiveBroadcast(broadcast);
-    const maxCount = new DataView(broadcast.buffer, broadcast.byteOffset).getUint32(2 + broadcast[1], false);
-    const envelopes = device.phase2({ ddgConfig: noiselessDdgConfig(document, maxCount), sigmaInt: 0 });
+    const envelopes = device.phase2(phase2Inputs(document, device.heard!.maxCount, device.count));
     await proxy.call("POST", "/v1/phase2", { body: phase2Batch(envelopes), token });
     // As fre-e2t join prints them: each request's step and body, its envelopes' recipients and sizes.
     const requests: [string, number, typeof device.sent][] = [

@@ -6,7 +6,7 @@
  */
 import { hex, utf8 } from "./bytes.js";
 import type { DDGConfig } from "./ddg.js";
-import type { RoundDocument } from "./user.js";
+import type { Phase2Inputs, RoundDocument } from "./user.js";
 
 const DEFAULT_ROTATION_SEED = hex(utf8("fre-e2t/ddg/rotation/v1"));
 
@@ -35,4 +35,15 @@ export function noiselessDdgConfig(round: RoundDocument, maxCount: number): DDGC
     dim: round.dim, padded_dim: padded, gamma, sigma_int: 0.0, modulus_bits: bits, clip, beta: 0.0,
     rotation_seed: DEFAULT_ROTATION_SEED, rotate: true,
   };
+}
+
+/**
+ * What a device needs for phase 2, from the round document, the broadcast's largest count
+ * (``maxCount``, which sizes the ring) and the count the broadcast gave its own tag (``count``:
+ * null when its tag was not released, and it sends cover): the DDG configuration and the σ_int
+ * its count asks for. A DP round's inputs need the privacy accountant, which is not ported yet.
+ */
+export function phase2Inputs(round: RoundDocument, maxCount: number, count: number | null): Phase2Inputs {
+  void count;
+  return { ddgConfig: noiselessDdgConfig(round, maxCount), sigmaInt: 0 };
 }

@@ -85,7 +85,8 @@ export class Device {
   private blinded: Uint8Array | null = null;
   private seals = new Map<SealKind, EphemeralKey>();
   private tokenValue: Uint8Array | null = null;
-  private heard: HeardBroadcast | null = null;
+  /** The broadcast as this device heard it (null before receiveBroadcast). */
+  heard: HeardBroadcast | null = null;
   private readonly keys: { voprf: Uint8Array; S_tag: Uint8Array; S_syn: Uint8Array };
 
   constructor(
