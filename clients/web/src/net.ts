@@ -6,17 +6,14 @@
  * issued to that role, valid now), then the device's requests to the proxy with bounded retries
  * (425 and 5xx are retried, other 4xx are final).
  */
-import { X509Certificate, createHash, verify } from "node:crypto";
+import { X509Certificate, verify } from "node:crypto";
 import { request } from "node:https";
-import { concat, fromHex, utf8 } from "./bytes.js";
+import { fromHex, hex } from "./bytes.js";
+import { SIGNERS, signedStatements } from "./canonical.js";
+import { VerificationError, isFinal, peerError, retryPause } from "./errors.js";
 
-export class PeerError extends Error {
-  constructor(readonly status: number, readonly kind: string, readonly detail: string) {
-    super(`${kind} (${status}): ${detail}`);
-  }
-}
-
-export class VerificationError extends Error {}
+export { PeerError, VerificationError } from "./errors.js";
+export { withoutMember } from "./canonical.js";
 
 interface Answer {
   status: number;
@@ -57,57 +54,13 @@ export class Proxy {
         this.received.push(answer.body.length);
         return answer.body;
       }
-      if (answer !== null && answer.status !== 425 && answer.status < 500) {
-        let kind = "HTTPError", detail = new TextDecoder().decode(answer.body.subarray(0, 200));
-        try {
-          const data = JSON.parse(detail.length < 200 ? new TextDecoder().decode(answer.body) : "{}");
-          kind = String(data.error);
-          detail = String(data.detail);
-        } catch { /* not JSON: keep the text */ }
-        throw new PeerError(answer.status, kind, detail);
-      }
-      const pause = Math.min(1000, 20 * 2 ** attempt) * (0.5 + Math.random() / 2);
+      if (answer !== null && isFinal(answer.status)) throw peerError(answer.status, answer.body);
+      const pause = retryPause(attempt);
       if (Date.now() + pause > end) throw new Error(`${method} ${path}: no answer within ${this.deadlineS} s`);
       await new Promise((r) => setTimeout(r, pause));
     }
   }
 }
-
-/** The raw JSON without its top-level ``key`` member (the canonical document the servers signed). */
-export function withoutMember(raw: string, key: string): string {
-  let depth = 0, inString = false, escaped = false, keyStart = -1;
-  let memberStart = -1;
-  for (let i = 0; i < raw.length; i++) {
-    const ch = raw[i];
-    if (inString) {
-      if (escaped) escaped = false;
-      else if (ch === "\\") escaped = true;
-      else if (ch === '"') {
-        inString = false;
-        if (keyStart >= 0 && depth === 1 && raw[i + 1] === ":" && JSON.parse(raw.slice(keyStart, i + 1)) === key) {
-          memberStart = raw[keyStart - 1] === "," ? keyStart - 1 : keyStart;
-        }
-        keyStart = -1;
-      }
-      continue;
-    }
-    if (ch === '"') {
-      inString = true;
-      if (depth === 1 && (raw[i - 1] === "{" || raw[i - 1] === ",")) keyStart = i;
-    } else if (ch === "{" || ch === "[") depth++;
-    else if (ch === "}" || ch === "]" || ch === ",") {
-      if (memberStart >= 0 && depth === 1 && i > memberStart + key.length + 3) {
-        const end = raw[memberStart] === "," ? i : i + (ch === "," ? 1 : 0);
-        return raw.slice(0, memberStart) + raw.slice(end);
-      }
-      if (ch !== ",") depth--;
-    }
-  }
-  if (memberStart >= 0) throw new Error("unterminated member");
-  return raw;
-}
-
-const CONTEXT = concat(utf8("fre-e2t round document v1"), new Uint8Array([0]));
 
 function commonName(cert: X509Certificate): string | null {
   const names = cert.subject.split("\n").filter((l) => l.startsWith("CN=")).map((l) => l.slice(3));
@@ -126,11 +79,9 @@ export async function fetchRound(proxy: Proxy): Promise<{ document: any; digest:
  * included) is covered as served, whatever this client reads of it.
  */
 export function verifyRound(raw: string, ca: string, now: Date = new Date()): { document: any; digest: string } {
-  const signed = JSON.parse(raw);
-  const canonical = withoutMember(raw, "signatures");
-  const digest = createHash("sha256").update(canonical).digest();
+  const { signed, digest, statement } = signedStatements(raw);
   const authority = new X509Certificate(ca);
-  for (const role of ["S_tag", "S_syn"]) {
+  for (const role of SIGNERS) {
     const sig = signed.signatures?.[role];
     if (!sig) throw new VerificationError(`${role}'s signature on the round document is missing`);
     const leaf = new X509Certificate(sig.certificate);
@@ -142,11 +93,10 @@ export function verifyRound(raw: string, ca: string, now: Date = new Date()): { 
     }
     if (commonName(leaf) !== role) throw new VerificationError(`${role}'s certificate names role ${commonName(leaf)}`);
     if (leaf.ca) throw new VerificationError(`${role}'s certificate is not a leaf certificate`);
-    const statement = concat(CONTEXT, utf8(role), new Uint8Array([0]), digest);
-    if (!verify("sha256", statement, leaf.publicKey, fromHex(sig.signature))) {
+    if (!verify("sha256", statement(role), leaf.publicKey, fromHex(sig.signature))) {
       throw new VerificationError(`${role}'s signature on the round document does not verify under its certificate`);
     }
   }
   const { signatures: _omitted, ...document } = signed;
-  return { document, digest: digest.toString("hex") };
+  return { document, digest: hex(digest) };
 }
