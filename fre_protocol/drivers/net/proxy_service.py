@@ -73,6 +73,7 @@ from fre_protocol.drivers.net.service import (
 )
 from fre_protocol.drivers.net.state import GroupCommit, ServiceState
 from fre_protocol.drivers.net.transcript import LiveTranscript, party_header
+from fre_protocol.drivers.net.web_static import web_routes
 from fre_protocol.drivers.net.wire import (
     MAX_USER_BODY,
     NotReadyError,
@@ -118,6 +119,8 @@ class ProxyService(Admission, ProxyView, ServiceBase):
         self._refusals = {str(c): int(n) for c, n in self.state.query("SELECT credential, n FROM refusals")}  # type: ignore[call-overload]
         if self._phase == DONE:
             self.state.compact()  # a restart after the round: the cleared credentials' pages go
+        # The join page's files (checked now: a proxy told to serve an unbuilt page does not start).
+        self._web: list[Route] = [] if config.web_root is None else web_routes(config.web_root)
 
     # -- start-up: the round document --------------------------------------------------------------
     def start(self) -> None:
@@ -408,6 +411,7 @@ class ProxyService(Admission, ProxyView, ServiceBase):
             Route("/v1/release", self.endpoint("release", release), methods=["GET"]),
             Route("/v1/admin/close", self.endpoint("close", self._close), methods=["POST"]),
             Route("/v1/admin/status", self.endpoint("status", self._status), methods=["GET"]),
+            *self._web,  # last: the page's files never stand before a user's request
         ]
 
     def _admitting(self, kind: str) -> Handler:

@@ -276,6 +276,9 @@ class ServiceConfig:
     round: RoundSettings
     test_seed: int | None = None
     credential_key: Path | None = None
+    #: The proxy only: the built web client (clients/web/dist) whose join page it serves at ``/``
+    #: and ``/web/...`` (see web_static.py); None serves no page.
+    web_root: Path | None = None
 
     def __post_init__(self) -> None:
         if self.role not in SERVICE_ROLES:
@@ -287,9 +290,12 @@ class ServiceConfig:
             raise InvalidParameterError(f"peers must give the URL of {missing}, got {sorted(self.peers)}")
         if self.role == "proxy" and self.credential_key is None:
             raise InvalidParameterError("the proxy needs credential_key (the file that checks user credentials)")
+        if self.role != "proxy" and self.web_root is not None:
+            raise InvalidParameterError(f"only the proxy serves the web page, got web_root for {self.role!r}")
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        web = {} if self.web_root is None else {"web_root": str(self.web_root)}  # absent: the file as before
+        return web | {
             "role": self.role,
             "listen": {"host": self.host, "port": self.port},
             "state_dir": str(self.state_dir),
@@ -317,6 +323,7 @@ class ServiceConfig:
                 round=RoundSettings.from_dict(data["round"]),
                 test_seed=data.get("test_seed"),
                 credential_key=None if data.get("credential_key") is None else Path(data["credential_key"]),
+                web_root=None if data.get("web_root") is None else Path(data["web_root"]),
             )
         except FileNotFoundError:
             raise InvalidParameterError(f"config file {str(p)!r} does not exist") from None
