@@ -23,6 +23,9 @@ from fre_protocol.cli.common import (
     users_and_unit,
 )
 
+#: The built web client the proxy serves the join page from (``npm run build:web`` in clients/web).
+WEB_ROOT = Path(__file__).resolve().parents[2] / "clients" / "web" / "dist"
+
 HELP = "run one round with each party as its own HTTPS service on localhost, and the users as clients"
 
 
@@ -77,6 +80,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--concurrency", type=positive_int, default=64,
                         help="users' requests in flight at once (default 64)")
     parser.add_argument("--out", required=True, metavar="DIR", help="output directory")
+    parser.add_argument("--web", nargs="?", const=str(WEB_ROOT), default=None, metavar="DIR",
+                        help="the proxy also serves the join page at / from the built web client DIR "
+                             "(default clients/web/dist; build it with `npm run build:web` in clients/web)")
+    parser.add_argument("--web-wait", type=float, default=0.0, metavar="S",
+                        help="with --web: hold phase 1 open S seconds after the services start, for people "
+                             "joining from the page (their credentials: DIR/web-credentials.private.txt), "
+                             "and phase 2 until their shares are in or S more seconds pass (default 0)")
+    parser.add_argument("--web-credentials", type=positive_int, default=4, metavar="K",
+                        help="with --web: K credentials for the page, beyond the simulated users' (default 4)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -90,8 +102,10 @@ def run(args: argparse.Namespace) -> int:
     settings = settings_from_args(args, int(x.shape[1]), unit)
     out = prepare_out_dir(args.out)
     t0 = time.perf_counter()
-    options = DeployOptions(test_seed=args.seed, concurrency=args.concurrency)
-    summary = deploy_local(x, settings, Path(out), options, users=users)  # type: ignore[arg-type]
+    web_root = None if args.web is None else Path(args.web)
+    options = DeployOptions(test_seed=args.seed, concurrency=args.concurrency, web_root=web_root)
+    on_phase = None if web_root is None else _page_hold(Path(out), _n_users(x, users), args.web_credentials, args.web_wait)
+    summary = deploy_local(x, settings, Path(out), options, users=users, on_phase=on_phase)  # type: ignore[arg-type]
     lo = summary["loopback_bytes"]
     lines = [
         f"fre-e2t deploy-local: {summary['n_users']} users ({summary['n_texts']} texts), d = {summary['dim']}, "
@@ -109,3 +123,45 @@ def run(args: argparse.Namespace) -> int:
     ]
     print("\n".join(lines), file=sys.stdout)
     return 0
+
+
+def _n_users(x: object, users: object) -> int:
+    """How many users the deployment plays (credentials u0 … u{n-1} are theirs)."""
+    import numpy as np
+
+    return int(np.asarray(x).shape[0]) if users is None else len(np.unique(np.asarray(users)))
+
+
+def _page_hold(out: Path, n: int, spare: int, wait_s: float) -> object:
+    """The deployment's phase hook for --web: at the start, the page's address and K spare
+    credentials (operator-private file); before phase 1 closes, ``wait_s`` seconds from the start;
+    before phase 2 closes, until every phase-1 request's pair of phase-2 messages is in (or
+    ``wait_s`` more seconds)."""
+    import os
+
+    from fre_protocol.drivers.net.deploy import credentials_for, proxy_items
+
+    started = [0.0]
+
+    def hook(dep: object, step: str) -> None:
+        if step == "started":
+            started[0] = time.monotonic()
+            spare_tokens = credentials_for(dep, n + spare)[n:]  # type: ignore[arg-type]
+            path = out / "web-credentials.private.txt"
+            fd = os.open(path, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w") as fh:
+                fh.write("\n".join(spare_tokens) + "\n")
+            print(f"fre-e2t deploy-local: the join page is at {dep.url('proxy')}/ (CA to choose there: "  # type: ignore[attr-defined]
+                  f"{dep.pki / 'ca.pem'}; credentials: {path}); phase 1 closes in {wait_s:g} s", file=sys.stderr)  # type: ignore[attr-defined]
+        elif step == "phase1_submitted":
+            time.sleep(max(0.0, started[0] + wait_s - time.monotonic()))
+        elif step == "phase2_sent":
+            end = time.monotonic() + wait_s
+            while time.monotonic() < end:
+                items = proxy_items(dep)  # type: ignore[arg-type]
+                if items.get("phase2", 0) >= 2 * items.get("phase1", 0):
+                    break
+                time.sleep(0.2)
+
+    return hook
+

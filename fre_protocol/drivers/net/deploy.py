@@ -92,14 +92,15 @@ class Deployment:
         return ServiceConfig.load(self.configs[role])
 
 
-def write_configs(out: Path, settings: RoundSettings, *, test_seed: int | None) -> Deployment:
+def write_configs(out: Path, settings: RoundSettings, *, test_seed: int | None, web_root: Path | None = None) -> Deployment:
     """Fresh certificates, a credential key and one configuration file per service (0600, in
-    0700 directories: the configurations name key files and, in test mode, the test seed)."""
+    0700 directories: the configurations name key files and, in test mode, the test seed);
+    ``web_root`` (the built web client) has the proxy serve the join page."""
     with private_files(out):
-        return _write_configs(out, settings, test_seed=test_seed)
+        return _write_configs(out, settings, test_seed=test_seed, web_root=web_root)
 
 
-def _write_configs(out: Path, settings: RoundSettings, *, test_seed: int | None) -> Deployment:
+def _write_configs(out: Path, settings: RoundSettings, *, test_seed: int | None, web_root: Path | None) -> Deployment:
     from fre_protocol.drivers.net.certs import make_test_pki
 
     dep = Deployment(out=out, settings=settings, test_seed=test_seed)
@@ -118,6 +119,7 @@ def _write_configs(out: Path, settings: RoundSettings, *, test_seed: int | None)
             peers={r: dep.url(r) for r in SERVICE_ROLES if r != role},
             round=settings, test_seed=test_seed,
             credential_key=key_path if role == "proxy" else None,
+            web_root=web_root if role == "proxy" else None,
         )
         path = out / CONFIG_DIR / f"{role}.json"
         path.write_text(json.dumps(config.to_dict(), indent=2) + "\n")
@@ -230,6 +232,12 @@ def credentials_for(dep: Deployment, n: int) -> list[str]:
     return [credential_token(key, dep.settings.round_id, f"u{i}") for i in range(n)]
 
 
+def proxy_items(dep: Deployment) -> dict[str, int]:
+    """The proxy's admitted items by kind (operator-only status: counts of requests)."""
+    with operator_client(dep) as client:
+        return dict(client.get(dep.url("proxy") + "/v1/admin/status").json()["items"])
+
+
 def close_phase(dep: Deployment, phase: int) -> bytes:
     from fre_protocol.drivers.net.peers import call_with_retries
 
@@ -293,6 +301,8 @@ class DeployOptions:
     concurrency: int = 64
     deadline_s: float = 1800.0
     dropout: npt.NDArray[np.bool_] | None = None
+    #: The built web client (clients/web/dist): the proxy serves the join page from it.
+    web_root: Path | None = None
 
 
 def deploy_local(
@@ -319,8 +329,12 @@ def deploy_local(
         raise InvalidParameterError(f"embeddings must be (N, {settings.dim}), got shape {arr.shape}")
     n_users = int(arr.shape[0]) if users is None else dense_users(users, int(arr.shape[0]))[1]
     out = Path(out)
+    if options.web_root is not None:
+        from fre_protocol.drivers.net.web_static import check_web_root
+
+        check_web_root(options.web_root)  # before anything starts: an unbuilt page is named at once
     with private_files(out):
-        dep = write_configs(out, settings, test_seed=options.test_seed)
+        dep = write_configs(out, settings, test_seed=options.test_seed, web_root=options.web_root)
         lo0, t0 = loopback_bytes(), time.perf_counter()
         try:
             played = _play_round(dep, arr, n_users, options, users=users, on_phase=on_phase)
@@ -435,6 +449,7 @@ __all__ = [
     "collect",
     "deploy_local",
     "gather_transcripts",
+    "proxy_items",
     "start_service",
     "stop_all",
     "stop_service",
