@@ -1,0 +1,50 @@
+"""Helpers of the browser tests: whether headless Chromium and the built join page are here,
+and users played on the page by clients/web/test/browser/drive.mjs (one Chromium, a page each)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+WEB = ROOT / "clients" / "web"
+WEB_ROOT = WEB / "dist"
+CHROMIUM = "/usr/bin/chromium"
+
+
+def needs_browser() -> None:
+    """Skip unless node, the web client's packages and Chromium are installed; build the page."""
+    if shutil.which("node") is None or not (WEB / "node_modules" / "playwright-core").is_dir():
+        pytest.skip("the web client is not installed (node >= 20.19 and `make setup-web`)")
+    if not Path(CHROMIUM).is_file():
+        pytest.skip(f"no Chromium at {CHROMIUM} (Debian's chromium package: scripts/install_system_deps.sh)")
+    subprocess.run(["npm", "run", "build:web", "--silent"], cwd=WEB, check=True, timeout=300)
+
+
+def start_pages(url: str, ca: Path, users: list[dict[str, Any]], *, timeout_ms: int = 120_000) -> subprocess.Popen[str]:
+    """The driver, started: each user's page opened at ``url`` and its join pressed."""
+    proc = subprocess.Popen(["node", str(WEB / "test" / "browser" / "drive.mjs")], cwd=WEB, text=True,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdin is not None
+    proc.stdin.write(json.dumps({"url": url + "/", "ca": str(ca), "users": users, "timeoutMs": timeout_ms,
+                                 "chromium": CHROMIUM}))
+    proc.stdin.close()
+    return proc
+
+
+def results(proc: subprocess.Popen[str], timeout_s: float = 180.0) -> list[dict[str, Any]]:
+    """Each user's outcome on the page (see drive.mjs)."""
+    try:
+        proc.wait(timeout=timeout_s)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.stdout is not None and proc.stderr is not None
+    out, err = proc.stdout.read(), proc.stderr.read()
+    assert proc.returncode == 0, (out, err)
+    return list(json.loads(out))
