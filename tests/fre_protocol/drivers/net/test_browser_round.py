@@ -1,0 +1,98 @@
+"""A mixed round: users on the join page in headless Chromium beside the Python users' client.
+
+The small seeded population of the deployment tests; ``deploy-local --web``'s deployment (the
+proxy serves the page); some users, chosen across the clusters and the rare points, play the
+round on the page, each in its own page of one Chromium, given its credential, the CA (a chosen
+file) and its embedding through the page's inputs; the users' client plays the others. Noise off
+(ε = ∞) and seeded: the round releases the all-simulated in-process run's buckets and counts, and
+its centroids within 10⁻³ (the pages' randomized rounding is their own), every page reports what
+it sent, and the audit of the deployment passes.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from browser_pages import WEB_ROOT, needs_browser, results, start_pages
+from net_rounds import SEED, needs_net, round_settings
+
+needs_net()
+
+from fre_protocol.drivers.net.deploy import (  # noqa: E402
+    Deployment,
+    DeployOptions,
+    credentials_for,
+    deploy_local,
+    proxy_items,
+)
+from fre_protocol.drivers.net.transcript import audit_deployment  # noqa: E402
+
+pytestmark = pytest.mark.integration
+
+#: How many of the 130 users play on a page (every ⌊130 / k⌋-th row): a few pages keep the test
+#: short on a small machine; FRE_BROWSER_USERS=65 plays half the round in Chromium.
+BROWSER_USERS = int(os.environ.get("FRE_BROWSER_USERS", "8"))
+
+
+def _wait(dep: Deployment, kind: str, n: int, pages: object, timeout_s: float = 180.0) -> None:
+    end = time.monotonic() + timeout_s
+    while proxy_items(dep).get(kind, 0) < n:
+        assert pages.poll() is None, "the page driver ended early"  # type: ignore[attr-defined]
+        assert time.monotonic() < end, f"{kind}: {proxy_items(dep)} after {timeout_s} s"
+        time.sleep(0.1)
+
+
+def test_users_on_the_page_in_chromium_and_simulated_users_release_the_same_round(
+    tmp_path: Path, small_population, reference_release
+) -> None:
+    needs_browser()
+    x = np.asarray(small_population.embeddings, dtype=np.float64)
+    n = int(x.shape[0])
+    on_page = np.linspace(0, n - 1, BROWSER_USERS).round().astype(int)
+    simulated = np.delete(x, on_page, axis=0)
+    m = int(simulated.shape[0])
+    pages: dict[str, object] = {}
+
+    def on_phase(dep: Deployment, step: str) -> None:
+        if step == "started":
+            tokens = credentials_for(dep, n)[m:]  # u{m}…: none of the simulated users'
+            users = [{"credential": t, "embedding": x[i].tolist()} for t, i in zip(tokens, on_page, strict=True)]
+            pages["driver"] = start_pages(dep.url("proxy"), dep.pki / "ca.pem", users, timeout_ms=300_000)
+        elif step == "phase1_submitted":
+            _wait(dep, "submit", n, pages["driver"])  # every tag in, the pages' too, before the close
+        elif step == "phase2_sent":
+            _wait(dep, "phase2", 2 * n, pages["driver"])
+
+    out = tmp_path / "run"
+    t0 = time.perf_counter()
+    try:
+        summary = deploy_local(simulated, round_settings("browser"), out,
+                               DeployOptions(test_seed=SEED, web_root=WEB_ROOT), on_phase=on_phase)
+    finally:
+        outcomes = results(pages["driver"]) if "driver" in pages else []  # type: ignore[arg-type]
+    wall = time.perf_counter() - t0
+    assert summary["users"]["failures"] == {}
+    assert len(outcomes) == BROWSER_USERS
+    for outcome in outcomes:
+        assert outcome["state"] == "done", outcome
+        assert [row[0] for row in outcome["sent"]] == ["phase1", "submit", "phase2"]
+        assert outcome["problems"] == [] and outcome["stored"] == {"local": 0, "session": 0}
+        assert {p for _, p, _ in outcome["requests"]} <= {"/", "/web/page.js", "/web/page.css", "/v1/round",
+                                                          "/v1/phase1", "/v1/submit", "/v1/broadcast", "/v1/phase2"} | {
+            p for _, p, _ in outcome["requests"] if p.startswith("/v1/phase1/")}
+    kinds = {o["steps"][-1]["note"] for o in outcomes}
+    assert kinds == {"shares", "cover messages"}  # both a released bucket's user and a rare one played on a page
+
+    from mechanism.release import Release
+
+    release = Release.load(out)
+    assert release.ids == reference_release.ids
+    assert release.counts.tolist() == reference_release.counts.tolist()
+    np.testing.assert_allclose(release.centroids, reference_release.centroids, atol=1e-3)
+    report = audit_deployment(out, embeddings=simulated)
+    assert report.passed, [(f.name, f.detail) for f in report.findings if not f.passed]
+    print(f"{BROWSER_USERS} users on the page, {m} simulated: {wall:.1f} s")
