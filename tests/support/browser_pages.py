@@ -26,13 +26,15 @@ def needs_browser() -> None:
     subprocess.run(["npm", "run", "build:web", "--silent"], cwd=WEB, check=True, timeout=300)
 
 
-def start_pages(url: str, ca: Path, users: list[dict[str, Any]], *, timeout_ms: int = 120_000) -> subprocess.Popen[str]:
-    """The driver, started: each user's page opened at ``url`` and its join pressed."""
+def start_pages(url: str, ca: Path, users: list[dict[str, Any]], *, timeout_ms: int = 120_000,
+                stagger: bool = False) -> subprocess.Popen[str]:
+    """The driver, started: each user's page opened at ``url`` and its join pressed (with
+    ``stagger``, each once the one before has sent its tag)."""
     proc = subprocess.Popen(["node", str(WEB / "test" / "browser" / "drive.mjs")], cwd=WEB, text=True,
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert proc.stdin is not None
     proc.stdin.write(json.dumps({"url": url + "/", "ca": str(ca), "users": users, "timeoutMs": timeout_ms,
-                                 "chromium": CHROMIUM}))
+                                 "chromium": CHROMIUM, "stagger": stagger}))
     proc.stdin.close()
     return proc
 

@@ -2,7 +2,8 @@
 // browser, a fresh context and page per user, each given its credential, the CA (as a chosen
 // file) and its embedding (the page's "use a given embedding" input) through the page's inputs.
 // Reads a JSON job on stdin: {url, ca, users: [{credential, embedding, tamper?, screenshot?}],
-// timeoutMs}; tamper "round" changes the served round document, "proof" S_tag's answer, on the
+// timeoutMs, stagger?}; with stagger, each page starts once the one before has sent its tag (so
+// the pages' own work is timed one at a time); tamper "round" changes the served round document, "proof" S_tag's answer, on the
 // way to the page (as someone on the path would). Writes one JSON result per user on stdout: the
 // page's state and message, its step reports, what it says left the device, and every request
 // the page made (method, path, body size).
@@ -34,7 +35,7 @@ async function tamper(page, how) {
   }
 }
 
-async function play(browser, user) {
+async function play(browser, user, submitted = () => {}) {
   const context = await browser.newContext({ ignoreHTTPSErrors: true, viewport: { width: 1000, height: 1100 } });
   const page = await context.newPage();
   const requests = [];
@@ -55,6 +56,8 @@ async function play(browser, user) {
   if (user.text !== undefined) await page.fill("#text", user.text);
   const t0 = Date.now();
   await page.click("#go");
+  page.waitForSelector("#steps tr[data-step=submit].done, body[data-state=failed]", { timeout: job.timeoutMs ?? 120000 })
+    .then(submitted, submitted);
   await page.waitForSelector("body[data-state=done], body[data-state=failed]", { timeout: job.timeoutMs ?? 120000 });
   const wall = Date.now() - t0;
   const result = await page.evaluate(() => ({
@@ -72,7 +75,14 @@ async function play(browser, user) {
 
 const browser = await chromium.launch({ executablePath: job.chromium ?? "/usr/bin/chromium", args: ARGS, headless: true });
 try {
-  const results = await Promise.all(job.users.map((u) => play(browser, u).catch((e) => ({ state: "driver-error", status: String(e) }))));
+  const playing = [];
+  for (const user of job.users) {
+    let submitted = () => {};
+    const tagSent = new Promise((resolve) => { submitted = resolve; });
+    playing.push(play(browser, user, submitted).catch((e) => { submitted(); return { state: "driver-error", status: String(e) }; }));
+    if (job.stagger) await tagSent;
+  }
+  const results = await Promise.all(playing);
   process.stdout.write(JSON.stringify(results) + "\n");
 } finally {
   await browser.close();
