@@ -40,7 +40,6 @@ ORT_PACKAGE = "onnxruntime-web"
 RUNTIME_FILES = ("ort-wasm-simd-threaded.mjs", "ort-wasm-simd-threaded.wasm")
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
 MODEL_FILE = "model/model.onnx"
-NPM_INSTALL = "cd clients/web && npm ci (or `make setup-web`)"
 
 
 class AssetsError(FreError):
@@ -70,7 +69,7 @@ def runtime_dir(web_dir: Path) -> tuple[Path, str]:
     if missing:
         raise AssetsError(
             f"{ORT_PACKAGE}'s runtime files {missing} are not under {str(dist)!r}: the web "
-            f"client's npm packages are not installed; run `{NPM_INSTALL}`"
+            f"client's npm packages are not installed; run `cd {web_dir} && npm ci` (or `make setup-web`)"
         )
     ort_version = json.loads((package / "package.json").read_text(encoding="utf-8"))["version"]
     return dist, str(ort_version)
