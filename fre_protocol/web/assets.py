@@ -29,7 +29,12 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
-from fre_protocol.text.embedder import DEFAULT_MODEL_DIM, DEFAULT_MODEL_ID, default_model_path, folder_fingerprint
+from fre_protocol.text.embedder import (
+    DEFAULT_MODEL_DIM,
+    DEFAULT_MODEL_ID,
+    default_model_path,
+    folder_fingerprint,
+)
 from primitives.errors import FreError
 
 MANIFEST = "manifest.json"
