@@ -8,7 +8,8 @@ evenly spaced healthtweets texts one at a time, as a device does (no padding), w
 tokenizer's ids, mean pooling and L2 normalisation, in onnxruntime (CPU). Against the project's
 embedder (``SentenceTransformerEmbedder``, float32): the minimum and mean cosine, the largest
 |Δ| of one coordinate, and the share of texts whose canonical bucket (``PublicGrid`` at the
-MiniLM defaults, ε = 8, public seeds 1, 2, 3) is the same. Needs ``onnxruntime`` (a measurement
+MiniLM defaults, ε = 8, public seeds 1, 2, 3) is the same. With ``--bf16`` the project's embedder
+in bfloat16 (what ``precision="auto"`` picks on a CPU with AMX) is set beside them. Needs ``onnxruntime`` (a measurement
 dependency only: ``pip install onnxruntime``); nothing is downloaded.
 """
 
@@ -82,6 +83,7 @@ def main() -> int:
     parser.add_argument("--float", type=Path, default=None,
                         help="the float32 ONNX file (default: exported afresh, as fre-e2t web-assets does)")
     parser.add_argument("--int8", type=Path, default=None, help="an int8 ONNX file of the same model (optional)")
+    parser.add_argument("--bf16", action="store_true", help="also compare the embedder in bfloat16 (batched, as the pipeline runs it)")
     parser.add_argument("--out", type=Path, default=None, help="write the results as JSON here too")
     args = parser.parse_args()
 
@@ -101,6 +103,11 @@ def main() -> int:
         for name, path in candidates.items():
             got, per_text = onnx_embed(path, model, texts)
             results[name] = {"file_bytes": path.stat().st_size, "seconds_per_text": per_text, **compare(ref, got)}
+    if args.bf16:
+        from fre_protocol.text.embedder import SentenceTransformerEmbedder
+
+        bf16 = SentenceTransformerEmbedder(cache=False, precision="bf16").embed(texts)
+        results["project's embedder, bfloat16"] = compare(ref, bf16)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT).stdout.strip()
     import onnxruntime
     import torch
