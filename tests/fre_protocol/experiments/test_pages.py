@@ -20,7 +20,8 @@ RESULTS = Path(__file__).resolve().parents[3] / "docs" / "results"
 #: Pages with no rendered part: prose and figures typed by hand (docs/results/README.md, "Which
 #: pages are rendered"). A new page must be rendered from its JSON or be added here and there.
 HAND_WRITTEN = {
-    "README.md", "benchmarks.md", "claims-check.md", "demo-texts.md", "demo.md", "deploy-benchmark.md", "embedding.md",
+    "README.md", "benchmarks.md", "claims-check.md", "demo-texts.md", "demo.md", "deploy-benchmark.md",
+    "device-embedding.md", "embedding.md",
     "fluent-text.md", "pool-size.md", "roles-and-drivers.md", "streaming-scaling.md", "test-tiers.md",
 }
 
