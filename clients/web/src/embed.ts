@@ -51,11 +51,14 @@ export function assetsAtUrl(base: string | URL, fetchFile: typeof fetch = fetch)
   };
 }
 
+/** A node module by a name held in a variable: a browser bundler leaves the import alone. */
+const nodeImport = <T>(name: string): Promise<T> => import(name) as Promise<T>;
+
 /** The assets folder at `dir` on this machine (node). */
 export async function assetsInFolder(dir: string): Promise<AssetSource> {
-  const { readFile } = await import("node:fs/promises");
-  const { join, resolve } = await import("node:path");
-  const { pathToFileURL } = await import("node:url");
+  const { readFile } = await nodeImport<typeof import("node:fs/promises")>("node:fs/promises");
+  const { join, resolve } = await nodeImport<typeof import("node:path")>("node:path");
+  const { pathToFileURL } = await nodeImport<typeof import("node:url")>("node:url");
   const root = resolve(dir);
   return {
     runtimeUrl: pathToFileURL(join(root, "runtime")).href + "/",
