@@ -45,13 +45,13 @@ def onnx_embed(model_path: Path, model: Any, texts: list[str]) -> tuple[np.ndarr
 
     options = ort.SessionOptions()
     options.intra_op_num_threads = 1
-    session = ort.InferenceSession(str(model_path), options, providers=["CPUExecutionProvider"])
+    runner = ort.InferenceSession(str(model_path), options, providers=["CPUExecutionProvider"])
     rows = []
     start = time.perf_counter()
     for text in texts:
         features = model.tokenize([text])
         feeds = {name: features[name].numpy().astype(np.int64) for name in ("input_ids", "attention_mask", "token_type_ids")}
-        hidden = session.run(["last_hidden_state"], feeds)[0][0].astype(np.float64)
+        hidden = runner.run(["last_hidden_state"], feeds)[0][0].astype(np.float64)
         mean = hidden.mean(axis=0)
         rows.append(mean / max(np.linalg.norm(mean), 1e-12))
     return np.asarray(rows, dtype=np.float32), (time.perf_counter() - start) / len(texts)

@@ -133,7 +133,7 @@ export async function loadEmbedder(assets: AssetSource): Promise<DeviceEmbedder>
   ort.env.wasm.wasmPaths = assets.runtimeUrl;
   ort.env.wasm.numThreads = 1; // no worker threads: no cross-origin isolation needed
   ort.env.wasm.proxy = false;
-  const session = await ort.InferenceSession.create(model, { executionProviders: ["wasm"], graphOptimizationLevel: "all" });
+  const runner = await ort.InferenceSession.create(model, { executionProviders: ["wasm"], graphOptimizationLevel: "all" });
   const { id, dim, normalize, max_seq_length: maxSeqLength } = manifest.model;
   const tensor = (values: number[]): ort.Tensor => new ort.Tensor("int64", BigInt64Array.from(values, BigInt), [1, values.length]);
   return {
@@ -144,7 +144,7 @@ export async function loadEmbedder(assets: AssetSource): Promise<DeviceEmbedder>
       if (typeof text !== "string") throw new TypeError(`text must be a string, got ${typeof text}`);
       const ids = tokenIds(tokenizer, text, maxSeqLength);
       const feeds = { input_ids: tensor(ids), attention_mask: tensor(ids.map(() => 1)), token_type_ids: tensor(ids.map(() => 0)) };
-      const result = await session.run(feeds);
+      const result = await runner.run(feeds);
       const hidden = result.last_hidden_state;
       if (hidden === undefined || hidden.dims[2] !== dim) throw new EmbedAssetError(`the model gives ${hidden?.dims.join("×")} token vectors, the manifest says dim ${dim}`);
       const vector = pool(hidden.data as Float32Array, ids.length, dim, normalize);

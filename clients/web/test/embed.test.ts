@@ -39,7 +39,7 @@ const embedder = (): Promise<DeviceEmbedder> => (loaded ??= assetsInFolder(ASSET
 test("the device embedder loads from the assets folder and names the round's model", { skip: SKIP }, async (t) => {
   const start = performance.now();
   const e = await embedder();
-  t.diagnostic(`load: ${(performance.now() - start).toFixed(0)} ms (manifest, SHA-256 of the model files, wasm session)`);
+  t.diagnostic(`load: ${(performance.now() - start).toFixed(0)} ms (manifest, SHA-256 of the model files, the model compiled in wasm)`);
   assert.deepEqual({ name: e.name, dim: e.dim, normalize: e.normalize }, { name: vectors.model, dim: vectors.dim, normalize: vectors.normalize });
 });
 
