@@ -11,7 +11,7 @@ import { dirname, join, resolve } from "node:path";
 import { test } from "node:test";
 import { fileURLToPath } from "node:url";
 import { fromHex, hex } from "../src/bytes.js";
-import { type AssetSource, type DeviceEmbedder, EmbedAssetError, assetsInFolder, loadEmbedder } from "../src/embed.js";
+import { type AssetSource, type DeviceEmbedder, EmbedAssetError, assetsAtUrl, assetsInFolder, loadEmbedder } from "../src/embed.js";
 import { bucketEncoding } from "../src/grid.js";
 
 const HERE = dirname(fileURLToPath(import.meta.url)); // clients/web/dist/test
@@ -85,4 +85,17 @@ test("a model file other than the manifest's is refused before it is run", { ski
 test("a missing assets folder names the command that builds it", async () => {
   const missing = await assetsInFolder(join(HERE, "no-such-assets"));
   await assert.rejects(loadEmbedder(missing), /fre-e2t web-assets --out/);
+});
+
+test("a browser's asset source fetches every file under its base URL, same origin, and the runtime from runtime/", async () => {
+  const asked: string[] = [];
+  const fetchFile = (async (url: URL, init?: RequestInit) => {
+    asked.push(`${url.href} ${init?.credentials}`);
+    return url.pathname.endsWith("missing.json") ? new Response("", { status: 404 }) : new Response(new Uint8Array([1, 2, 3]));
+  }) as typeof fetch;
+  const assets = assetsAtUrl("https://example.test/web/assets", fetchFile); // no trailing slash: one is added
+  assert.equal(assets.runtimeUrl, "https://example.test/web/assets/runtime/");
+  assert.deepEqual(await assets.read("model/model.onnx"), new Uint8Array([1, 2, 3]));
+  await assert.rejects(assets.read("missing.json"), (err: Error) => err instanceof EmbedAssetError && /web\/assets\/missing\.json could not be fetched: HTTP 404/.test(err.message));
+  assert.deepEqual(asked, ["https://example.test/web/assets/model/model.onnx same-origin", "https://example.test/web/assets/missing.json same-origin"]);
 });
