@@ -161,7 +161,11 @@ def _export_model(model_dir: Path, target: Path) -> None:
 def build_assets(
     out: Path = DEFAULT_OUT, *, web_dir: Path = WEB_DIR, model_dir: Path | None = None
 ) -> AssetsResult:
-    """Write (or confirm) the assets folder ``out``; the manifest is written last."""
+    """Write (or confirm) the assets folder ``out``; the manifest is written last.
+
+    ``model_dir`` is the packaged default's folder (a test passes a stand-in of it): the manifest
+    names the model :data:`DEFAULT_MODEL_ID`, as a round document names the default.
+    """
     dist, ort_version = runtime_dir(web_dir)
     model_dir = model_dir if model_dir is not None else default_model_path()
     source = source_record(model_dir, ort_version)
