@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup setup-web test test-fast test-integration test-text test-web demo bench heavy lint clean
+.PHONY: setup setup-web web-assets test test-fast test-integration test-text test-web demo bench heavy lint clean
 
 # The TypeScript user client (clients/web): its packages from the npm registry, pinned by its
 # lockfile, when node and npm are present; without them its tests are skipped, and said so.
@@ -42,9 +42,23 @@ PYTEST := HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(PY) -m pytest -q --durations
 
 test: setup
 	$(PYTEST) -m "not heavy" tests
+	@$(MAKE) --no-print-directory web-assets
 	@$(MAKE) --no-print-directory test-web
 
-# The TypeScript client's tests: the user-side vectors replayed byte for byte (a few seconds).
+# The device embedder's assets (the model as ONNX, its tokenizer, onnxruntime-web's runtime, a
+# manifest): git-ignored build output that clients/web/test/embed.test.ts reads (without it those
+# tests are skipped, and say so). A folder that matches its manifest is left as it is.
+WEB_ASSETS := $(WEB)/dist/assets
+
+web-assets: setup
+ifeq ($(HAVE_NODE),yes)
+	HF_HUB_OFFLINE=1 $(VENV)/bin/fre-e2t web-assets --out $(WEB_ASSETS)
+else
+	@echo "web-assets: SKIPPED: node >= 20.19 and npm are not installed, so there is no onnxruntime-web runtime to copy"
+endif
+
+# The TypeScript client's tests: the user-side vectors replayed byte for byte, and the device
+# embedder on the embedding vectors when the assets are built (`make web-assets`; a few seconds).
 test-web: setup-web
 ifeq ($(HAVE_NODE),yes)
 	cd $(WEB) && npm test --silent

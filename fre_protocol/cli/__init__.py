@@ -34,6 +34,7 @@ COMMANDS: dict[str, str] = {
     "join": "fre_protocol.cli.join",
     "deploy-local": "fre_protocol.cli.deploy_local",
     "components": "fre_protocol.cli.components_cmd",
+    "web-assets": "fre_protocol.cli.web_assets",
 }
 
 

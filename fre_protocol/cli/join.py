@@ -107,7 +107,10 @@ def _embedding(args: argparse.Namespace, settings: Any, model: str | None) -> An
             raise InvalidInputError("the text is empty")
         normalize = True if settings.embedder is None else settings.embedder.normalize
         # No cache: a device's text is embedded once and its embedding left nowhere on disk.
-        embedder = SentenceTransformerEmbedder(model, cache=False, normalize=normalize)
+        # float32 on every CPU (not bfloat16 where AMX makes it faster): one text costs little,
+        # and the browser's embedder computes in float32, so a text falls in the same bucket on
+        # every device (docs/results/device-embedding.md).
+        embedder = SentenceTransformerEmbedder(model, cache=False, normalize=normalize, precision="fp32")
         x = np.asarray(embedder.embed([text]), dtype=np.float64)
     if x.shape != (1, dim):
         raise InvalidInputError(f"the round's dimension is {dim}, the embedding's is {x.shape[1]}")

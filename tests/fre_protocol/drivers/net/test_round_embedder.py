@@ -170,7 +170,8 @@ def join_round(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[str, Any
         return state["settings"]
 
     class Recording:
-        def __init__(self, model: str | None, *, cache: bool, normalize: bool) -> None:
+        def __init__(self, model: str | None, *, cache: bool, normalize: bool, precision: str) -> None:
+            assert precision == "fp32", precision  # the browser's precision, on every CPU
             state["embedded"].append((model, cache, normalize))
 
         def embed(self, texts: list[str]) -> Any:
