@@ -2,8 +2,8 @@
 (d = 384), against a live deployment: five users, one page each, started one after another so
 each page's own work is timed alone; all five in one bucket, released, so each encodes and sends
 shares. The test checks the page's step reports; ``FRE_PAGE_COSTS_OUT=DIR`` also writes them
-(``costs.json``, each step's medians) and a screenshot of the first page after its join
-(``device-page.png``) to DIR: docs/results/device-browser.md records a run.
+(``costs.json``, each step's medians) and a screenshot of a page after its join (the text's when
+there is one: ``device-page.png``) to DIR: docs/results/device-browser.md records a run.
 """
 
 from __future__ import annotations
@@ -60,9 +60,14 @@ def test_the_pages_steps_are_reported_with_their_time_and_bytes(tmp_path: Path) 
         users = [{"credential": t, "embedding": {"embedder": embedder.name, "embedding": r}}
                  for t, r in zip(credentials_for(dep, USERS), rows, strict=True)]
         users[0]["screenshot"] = str(shot)
+        texts = (WEB_ROOT / "assets" / "manifest.json").is_file()
+        if texts:
+            (token,) = credentials_for(dep, USERS + 1)[USERS:]
+            users.append({"credential": token, "text": "I have had a fever and a cough for three days",
+                          "screenshot": users[0].pop("screenshot")})
         driver = start_pages(dep.url("proxy"), dep.pki / "ca.pem", users, timeout_ms=300_000, stagger=True)
         end = time.monotonic() + 240
-        while proxy_items(dep).get("submit", 0) < USERS:
+        while proxy_items(dep).get("submit", 0) < len(users):
             assert driver.poll() is None and time.monotonic() < end
             time.sleep(0.1)
         close_phase(dep, 1)
@@ -71,7 +76,13 @@ def test_the_pages_steps_are_reported_with_their_time_and_bytes(tmp_path: Path) 
         stop_all(dep, kill=True)
     for outcome in outcomes:
         assert outcome["state"] == "done", outcome
-        assert [s["step"] for s in outcome["steps"]] == STEPS and outcome["steps"][-1]["note"] == "shares"
+        assert [s["step"] for s in outcome["steps"]] == STEPS and outcome["problems"] == []
+    text_page = outcomes[USERS:]
+    outcomes = outcomes[:USERS]
+    assert all(o["steps"][-1]["note"] == "shares" for o in outcomes)
+    for outcome in text_page:
+        note = outcome["steps"][1]["note"]
+        assert "(named by the round; your text embedded on this device: model ready in" in note, note
     first = {s["step"]: s for s in outcomes[0]["steps"]}
     sent = {row[0]: int(row[1]) for row in outcomes[0]["sent"]}
     assert first["blind"]["sentBytes"] == sent["phase1"] and first["phase2"]["sentBytes"] == sent["phase2"]
@@ -83,5 +94,6 @@ def test_the_pages_steps_are_reported_with_their_time_and_bytes(tmp_path: Path) 
     if keep:
         version = subprocess.run([CHROMIUM, "--version"], capture_output=True, text=True, check=False).stdout.strip()
         record = {"users": USERS, "dim": 384, "chromium": version, "machine": f"{platform.machine()}, {os.cpu_count()} cores",
-                  "medians": medians, "pages": [o["steps"] for o in outcomes], "sent": outcomes[0]["sent"]}
+                  "medians": medians, "pages": [o["steps"] for o in outcomes], "sent": outcomes[0]["sent"],
+                  "text_page": [o["steps"] for o in text_page]}
         (Path(keep) / "costs.json").write_text(json.dumps(record, indent=2) + "\n")
