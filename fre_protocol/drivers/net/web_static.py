@@ -76,15 +76,22 @@ def _not_found() -> Response:
     return PlainTextResponse("not found", status_code=404, headers=HEADERS)
 
 
-def _file(base: Path, relative: str) -> Response:
-    """``base/relative`` when it is a regular file inside ``base`` with a known type (404 otherwise)."""
+def _file(base: Path, relative: str, request: Request) -> Response:
+    """``base/relative`` when it is a regular file inside ``base`` with a known type (404
+    otherwise); 304 when the request names its current ETag (the embedder's model is 90 MB, and
+    ``no-cache`` has the browser revalidate it on every visit)."""
     parts = relative.split("/")
     if not relative or any(p in ("", ".", "..") or p.startswith(".") or "\\" in p for p in parts):
         return _not_found()
     path = (base / relative).resolve()
     if not path.is_relative_to(base) or not path.is_file() or path.suffix not in CONTENT_TYPES:
         return _not_found()
-    return FileResponse(path, media_type=CONTENT_TYPES[path.suffix], headers=HEADERS)
+    # stat_result given: the ETag (and length) are set now, not when the body is sent.
+    response = FileResponse(path, media_type=CONTENT_TYPES[path.suffix], headers=HEADERS, stat_result=path.stat())
+    etag = response.headers.get("etag")
+    if etag is not None and etag in (t.strip() for t in request.headers.get("if-none-match", "").split(",")):
+        return Response(status_code=304, headers={**HEADERS, "etag": etag})
+    return response
 
 
 def web_routes(root: Path) -> list[Route]:
@@ -93,13 +100,13 @@ def web_routes(root: Path) -> list[Route]:
     page, assets = (root / "web").resolve(), (root / "assets").resolve()
 
     async def index(request: Request) -> Response:
-        return _file(page, "index.html")
+        return _file(page, "index.html", request)
 
     async def static(request: Request) -> Response:
         relative = request.path_params["path"]
         if relative.startswith("assets/"):
-            return _file(assets, relative.removeprefix("assets/"))
-        return _file(page, relative)
+            return _file(assets, relative.removeprefix("assets/"), request)
+        return _file(page, relative, request)
 
     return [
         Route("/", index, methods=["GET", "HEAD"]),

@@ -47,6 +47,17 @@ def test_the_page_is_served_with_a_strict_policy_and_its_own_content_types(built
         assert answer.headers["content-security-policy"] == csp
 
 
+def test_a_file_the_browser_holds_is_answered_304_when_unchanged(built: Path) -> None:
+    client = TestClient(Starlette(routes=web_routes(built)))
+    first = client.get("/web/assets/model/model.onnx")
+    etag = first.headers["etag"]
+    again = client.get("/web/assets/model/model.onnx", headers={"if-none-match": etag})
+    assert again.status_code == 304 and again.content == b"" and again.headers["etag"] == etag
+    assert "content-security-policy" in again.headers
+    (built / "assets" / "model" / "model.onnx").write_bytes(b"\x08\x02\x03")  # changed: sent again
+    assert client.get("/web/assets/model/model.onnx", headers={"if-none-match": etag}).content == b"\x08\x02\x03"
+
+
 @pytest.mark.parametrize("path", ["/web/.hidden.js", "/web/notes.md", "/web/../outside.js", "/web/%2e%2e/outside.js",
                                   "/web/assets/../../outside.js", "/web/missing.js", "/web/", "/web/assets/"])
 def test_nothing_outside_the_built_files_is_served(built: Path, path: str) -> None:
