@@ -36,17 +36,16 @@ def start_pages(url: str, ca: Path, users: list[dict[str, Any]], *, timeout_ms: 
     proc.stdin.write(json.dumps({"url": url + "/", "ca": str(ca), "users": users, "timeoutMs": timeout_ms,
                                  "chromium": CHROMIUM, "stagger": stagger}))
     proc.stdin.close()
+    proc.stdin = None  # written and closed: communicate() then only reads
     return proc
 
 
 def results(proc: subprocess.Popen[str], timeout_s: float = 180.0) -> list[dict[str, Any]]:
     """Each user's outcome on the page (see drive.mjs)."""
     try:
-        proc.wait(timeout=timeout_s)
+        out, err = proc.communicate(timeout=timeout_s)  # read as it comes: a full pipe would stall the driver
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert proc.stdout is not None and proc.stderr is not None
-    out, err = proc.stdout.read(), proc.stderr.read()
     assert proc.returncode == 0, (out, err)
     return list(json.loads(out))

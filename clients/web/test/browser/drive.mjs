@@ -35,7 +35,18 @@ async function tamper(page, how) {
   }
 }
 
+// At most this many pages load at once (the bundle parsed, TLS to the proxy): dozens at once on a
+// small machine outlast any navigation timeout. Loaded pages all stay open and play together.
+let loadSlots = job.parallelLoads ?? 8;
+const waiting = [];
+async function loadSlot() {
+  if (loadSlots > 0) loadSlots--;
+  else await new Promise((resolve) => waiting.push(resolve));
+  return () => (waiting.length > 0 ? waiting.shift()() : loadSlots++);
+}
+
 async function play(browser, user, submitted = () => {}) {
+  const release = await loadSlot();
   const context = await browser.newContext({ ignoreHTTPSErrors: true, viewport: { width: 1000, height: 1100 } });
   const page = await context.newPage();
   const requests = [];
@@ -46,7 +57,11 @@ async function play(browser, user, submitted = () => {}) {
   // load; the page handles those itself. Anything else on the console is a problem.
   page.on("console", (m) => { if (m.type() === "error" && !m.text().startsWith("Failed to load resource")) problems.push(m.text()); });
   if (user.tamper) await tamper(page, user.tamper);
-  await page.goto(job.url, { waitUntil: "load" });
+  try {
+    await page.goto(job.url, { waitUntil: "load", timeout: job.timeoutMs ?? 120000 });
+  } finally {
+    release();
+  }
   await page.fill("#credential", user.credential);
   await page.setInputFiles("#ca-file", job.ca);
   if (user.embedding !== undefined) {
