@@ -11,6 +11,7 @@ it sent, and the audit of the deployment passes.
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from pathlib import Path
@@ -96,3 +97,51 @@ def test_users_on_the_page_in_chromium_and_simulated_users_release_the_same_roun
     report = audit_deployment(out, embeddings=simulated)
     assert report.passed, [(f.name, f.detail) for f in report.findings if not f.passed]
     print(f"{BROWSER_USERS} users on the page, {m} simulated: {wall:.1f} s")
+
+
+def test_deploy_local_web_serves_the_page_and_holds_the_round_for_its_users(
+    tmp_path: Path, small_population, reference_release
+) -> None:
+    """``fre-e2t deploy-local --web --web-wait S``: the simulated users play; a person with one of
+    the spare credentials it writes joins from the page while phase 1 is held open, and the
+    round waits for their shares before it closes."""
+    import subprocess
+    import sys
+
+    needs_browser()
+    x = np.asarray(small_population.embeddings, dtype=np.float64)
+    np.save(tmp_path / "x.npy", x[1:])
+    out = tmp_path / "run"
+    env = {**os.environ, "PYTHONPATH": str(WEB_ROOT.parents[2]), "HF_HUB_OFFLINE": "1"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "fre_protocol.cli", "deploy-local", "--embeddings", str(tmp_path / "x.npy"), "--out", str(out),
+         "--seed", str(SEED), "--noise", "off", "--threshold", "20", "--epsilon", "inf", "--web", str(WEB_ROOT), "--web-wait", "30",
+         "--web-credentials", "2", "--window-seconds", "0.1"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        credentials = out / "web-credentials.private.txt"
+        end = time.monotonic() + 120
+        while not credentials.is_file() or not credentials.read_text().endswith("\n"):
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < end
+            time.sleep(0.2)
+        assert (credentials.stat().st_mode & 0o777) == 0o600
+        tokens = credentials.read_text().split()
+        assert len(tokens) == 2
+        config = json.loads((out / "config" / "proxy.json").read_text())
+        assert config["web_root"] == str(WEB_ROOT)
+        url = json.loads((out / "config" / "users.json").read_text())["proxy"]
+        pages = start_pages(url, out / "pki" / "ca.pem", [{"credential": tokens[0], "embedding": x[0].tolist()}])
+        (outcome,) = results(pages, timeout_s=240)
+        stdout, stderr = proc.communicate(timeout=240)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, (stdout, stderr)
+    assert outcome["state"] == "done", outcome
+    assert "the join page is at https://localhost:" in stderr
+    from mechanism.release import Release
+
+    release = Release.load(out)  # the page's user and the simulated ones: the whole population
+    assert release.ids == reference_release.ids
+    assert release.counts.tolist() == reference_release.counts.tolist()
