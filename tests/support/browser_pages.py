@@ -1,4 +1,4 @@
-"""Helpers of the browser tests: whether headless Chromium and the built join page are here,
+"""What the browser tests share: whether headless Chromium and the built join page are here,
 and users played on the page by clients/web/test/browser/drive.mjs (one Chromium, a page each)."""
 
 from __future__ import annotations

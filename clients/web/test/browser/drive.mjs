@@ -81,7 +81,7 @@ async function play(browser, user, submitted = () => {}) {
     kind: document.getElementById("status").dataset.kind ?? null,
     steps: [...document.querySelectorAll("#steps tbody tr")].map((r) => (r.dataset.report ? JSON.parse(r.dataset.report) : { step: r.dataset.step, failed: true })),
     sent: [...document.querySelectorAll("#sent tbody tr")].map((r) => [...r.cells].map((c) => c.textContent)),
-    stored: { local: localStorage.length, session: sessionStorage.length },
+    stored: { localStorage: localStorage.length, sessionStorage: sessionStorage.length },
   }));
   if (user.screenshot) await page.screenshot({ path: user.screenshot, fullPage: true });
   await context.close();

@@ -67,7 +67,7 @@ def test_the_page_says_so_and_sends_nothing_when_the_document_or_proof_is_forged
     assert "S_tag's answer did not verify" in tampered["status"]
     v1 = [p for p in _paths(tampered) if p[1].startswith("/v1/")]
     assert [m for m, _ in v1] == ["GET", "POST", "GET"] and v1[1][1] == "/v1/phase1"  # round, request, answer: no tag
-    assert all(r["stored"] == {"local": 0, "session": 0} for r in (forged, tampered))
+    assert all(r["stored"] == {"localStorage": 0, "sessionStorage": 0} for r in (forged, tampered))
 
 
 def test_the_page_says_so_when_its_credential_was_used_or_the_round_closed(page_deployment) -> None:

@@ -81,7 +81,7 @@ def test_users_on_the_page_in_chromium_and_simulated_users_release_the_same_roun
     for outcome in outcomes:
         assert outcome["state"] == "done", outcome
         assert [row[0] for row in outcome["sent"]] == ["phase1", "submit", "phase2"]
-        assert outcome["problems"] == [] and outcome["stored"] == {"local": 0, "session": 0}
+        assert outcome["problems"] == [] and outcome["stored"] == {"localStorage": 0, "sessionStorage": 0}
         assert {p for _, p, _ in outcome["requests"]} <= {"/", "/web/page.js", "/web/page.css", "/v1/round",
                                                           "/v1/phase1", "/v1/submit", "/v1/broadcast", "/v1/phase2"} | {
             p for _, p, _ in outcome["requests"] if p.startswith("/v1/phase1/")}
