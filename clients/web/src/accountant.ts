@@ -410,7 +410,7 @@ export function calibrateSigmaInt(epsilon: number, n: number, t: DdgTarget, relT
 export function aggregateRange(gamma: number, sigmaInt: number, clip: number, paddedDim: number, n: number, k: number): number {
   const flat = 1.0 / paddedDim;
   const local = gamma * sigmaInt;
-  const variance = flat * clip ** 2 * n * n + ((gamma * gamma) / 4.0 + local * local) * n;
+  const variance = flat * (clip * clip) * n * n + ((gamma * gamma) / 4.0 + local * local) * n;
   return (2.0 * k * Math.sqrt(variance)) / gamma;
 }
 
