@@ -1,14 +1,13 @@
 /**
- * The device's phase-2 plan from the round document and the broadcast, where it needs no
- * privacy accounting: a round with ε = ∞ (fre_protocol/roles/ledger.py, ddg_config_for's non-DP
- * branch: σ_int = 0 and the finest γ whose noiseless aggregate of n users fits the ring). A DP
- * round's γ and σ_int come from the accountant, which this client does not port: it refuses.
+ * The device's phase-2 plan from the round document and the broadcast (fre_protocol/roles/ledger.py,
+ * ddg_config_for, and noise_plan.py, CountSizing). A round with ε = ∞ needs no accounting:
+ * σ_int = 0 and the finest γ whose noiseless aggregate of n users fits the ring. A DP round's γ
+ * and σ_int come from the privacy accountant (accountant.ts): the configuration calibrated at the
+ * release floor, and the σ_int the device's released count asks for.
  */
-import { hex, utf8 } from "./bytes.js";
+import { CountSizing, DEFAULT_ROTATION_SEED, dpDdgConfig, isDp } from "./accountant.js";
 import type { DDGConfig } from "./ddg.js";
 import type { Phase2Inputs, RoundDocument } from "./user.js";
-
-const DEFAULT_ROTATION_SEED = hex(utf8("fre-e2t/ddg/rotation/v1"));
 
 /** ceil(τ − 1e-9·max(1, |τ|)), at least 1 (mechanism.fre_e2t.release_threshold). */
 export function releaseThreshold(round: RoundDocument): number {
@@ -20,7 +19,7 @@ export function releaseThreshold(round: RoundDocument): number {
 
 export function noiselessDdgConfig(round: RoundDocument, maxCount: number): DDGConfig {
   const p = round.params as Record<string, unknown>;
-  if (p.epsilon !== "inf") throw new Error("a DP round's DDG configuration needs the privacy accountant, not ported to this client");
+  if (p.epsilon !== "inf") throw new Error(`the noiseless DDG configuration is for rounds with epsilon "inf", got ${JSON.stringify(p.epsilon)}`);
   const protocol = round.protocol as Record<string, unknown>;
   const bits = Number(protocol.modulus_bits ?? 24);
   const k = Number(protocol.modulus_stddevs ?? 8.0);
@@ -41,9 +40,11 @@ export function noiselessDdgConfig(round: RoundDocument, maxCount: number): DDGC
  * What a device needs for phase 2, from the round document, the broadcast's largest count
  * (``maxCount``, which sizes the ring) and the count the broadcast gave its own tag (``count``:
  * null when its tag was not released, and it sends cover): the DDG configuration and the σ_int
- * its count asks for. A DP round's inputs need the privacy accountant, which is not ported yet.
+ * its count asks for (the configuration's own where it sends cover, which adds no noise).
  */
 export function phase2Inputs(round: RoundDocument, maxCount: number, count: number | null): Phase2Inputs {
-  void count;
-  return { ddgConfig: noiselessDdgConfig(round, maxCount), sigmaInt: 0 };
+  if (!isDp(round)) return { ddgConfig: noiselessDdgConfig(round, maxCount), sigmaInt: 0 };
+  const ddgConfig = dpDdgConfig(round, maxCount);
+  const sigmaInt = count === null ? ddgConfig.sigma_int : new CountSizing(round, ddgConfig).sigma(count);
+  return { ddgConfig, sigmaInt };
 }

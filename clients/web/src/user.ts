@@ -4,9 +4,10 @@
  *
  * Public values come from the round document (its public seed, parameters, components and the
  * servers' keys); secret randomness from a {@link SecretRandomness}: the browser's
- * crypto.getRandomValues by default, or the recorded draws of a vector. What this client does not
- * derive itself, it is given: the DDG configuration (privacy accounting, fre_protocol/roles/ledger.py)
- * and the σ_int its count asks for (noise_plan.CountSizing): see docs/device-client.md.
+ * crypto.getRandomValues by default, or the recorded draws of a vector. Phase 2 takes the DDG
+ * configuration and the σ_int its count asks for as inputs ({@link Phase2Inputs}), which
+ * plan.ts's phase2Inputs derives from the round document (accountant.ts in DP rounds), so the
+ * vectors can replay the Python values as recorded.
  */
 import { concat, fromHex } from "./bytes.js";
 import { type DDGConfig, encode, quantize } from "./ddg.js";
