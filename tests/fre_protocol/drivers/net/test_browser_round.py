@@ -11,10 +11,12 @@ it sent, and the audit of the deployment passes.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import time
 from pathlib import Path
+from types import ModuleType
 
 import numpy as np
 import pytest
@@ -31,6 +33,22 @@ from fre_protocol.drivers.net.deploy import (  # noqa: E402
     proxy_items,
 )
 from fre_protocol.drivers.net.transcript import audit_deployment  # noqa: E402
+from mechanism.fre_e2t import sample_coins  # noqa: E402
+from mechanism.seeds import SeedPlan  # noqa: E402
+
+
+def _test_join() -> ModuleType:
+    """test_join.py, for its DP round (the population, the join user's row, the in-process
+    reference) and its wait for the device's own submission: the page plays that user here."""
+    spec = importlib.util.spec_from_file_location("test_join_for_pages", Path(__file__).with_name("test_join.py"))
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_JOIN = _test_join()
+DP_PARAMS, dp_round = _JOIN.DP_PARAMS, _JOIN.dp_round
 
 pytestmark = pytest.mark.integration
 
@@ -145,3 +163,51 @@ def test_deploy_local_web_serves_the_page_and_holds_the_round_for_its_users(
     release = Release.load(out)  # the page's user and the simulated ones: the whole population
     assert release.ids == reference_release.ids
     assert release.counts.tolist() == reference_release.counts.tolist()
+
+
+def test_a_page_in_a_dp_round_with_noise_adds_its_own_contribution_only(
+    tmp_path: Path, dp_round: tuple[np.ndarray, int, object]
+) -> None:
+    """The page plays a DP round (ε = 8, noise on; its plan from the TypeScript accountant, as
+    join.js derives it): test_join.py's DP round with its join user on a page. The release is the
+    same seeded round played by the other users in Python, but for the page user's own coin
+    (drawn in the browser): sampled, its bucket counts one more; not, the release is the
+    reference's bit for bit."""
+    needs_browser()
+    x, j, ref = dp_round
+    n = int(x.shape[0])
+    simulated = np.delete(x, j, axis=0)
+    others = int(sample_coins(SeedPlan.from_seed(SEED), len(simulated), DP_PARAMS).sum())
+    pages: dict[str, object] = {}
+
+    def on_phase(dep: Deployment, step: str) -> None:
+        if step == "started":
+            user = {"credential": credentials_for(dep, n)[-1], "embedding": x[j].tolist()}
+            pages["driver"] = start_pages(dep.url("proxy"), dep.pki / "ca.pem", [user], timeout_ms=300_000)
+        elif step == "phase1_submitted":
+            _JOIN._wait_own_submission(dep, n, others, pages["driver"])
+        elif step == "phase2_sent":
+            _wait(dep, "phase2", 2 * n, pages["driver"])
+
+    out = tmp_path / "run"
+    try:
+        summary = deploy_local(simulated, round_settings("page-dp", params=DP_PARAMS, noise=True), out,
+                               DeployOptions(test_seed=SEED, web_root=WEB_ROOT), on_phase=on_phase)
+    finally:
+        (outcome,) = results(pages["driver"]) if "driver" in pages else [{}]  # type: ignore[arg-type]
+    assert summary["users"]["failures"] == {}
+    assert outcome["state"] == "done", outcome
+    sampled = [row[0] for row in outcome["sent"]] == ["phase1", "submit", "phase2"]
+    assert sampled or [row[0] for row in outcome["sent"]] == ["phase1", "phase2"]
+
+    from mechanism.release import Release
+
+    release = Release.load(out)
+    assert release.ids == ref.ids
+    added = release.counts - ref.counts
+    assert sorted(added.tolist()) == [0] * (len(ref) - 1) + [int(sampled)]
+    if not sampled:
+        np.testing.assert_array_equal(release.centroids, ref.centroids)
+    else:
+        at = int(np.argmax(added))
+        np.testing.assert_array_equal(np.delete(release.centroids, at, axis=0), np.delete(ref.centroids, at, axis=0))
