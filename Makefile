@@ -40,9 +40,10 @@ $(STAMP): pyproject.toml Makefile fre_protocol/text/carriers.py
 # One pytest run over all three tiers (one collection); the 25 slowest tests are printed.
 PYTEST := HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(PY) -m pytest -q --durations=25
 
+# The device embedder's assets first, so the page's text path runs in the Chromium tests too.
 test: setup
-	$(PYTEST) -m "not heavy" tests
 	@$(MAKE) --no-print-directory web-assets
+	$(PYTEST) -m "not heavy" tests
 	@$(MAKE) --no-print-directory test-web
 
 # The device embedder's assets (the model as ONNX, its tokenizer, onnxruntime-web's runtime, a

@@ -32,6 +32,13 @@ const FAILED: Record<string, string> = {
   error: "Stopped; nothing more was sent: ",
 };
 
+/**
+ * Whether the phase-2 pair was shares or cover is what the wire hides (both are the same sizes),
+ * so the page shows it only when the person asks, as ``join --show-bucket`` does.
+ */
+const onScreen = (r: StepReport): string =>
+  r.step === "phase2" && !$<HTMLInputElement>("show-outcome").checked ? "" : r.note;
+
 function cell(row: HTMLTableRowElement, text: string, numeric = false): void {
   const td = row.insertCell();
   td.textContent = text;
@@ -86,7 +93,7 @@ async function join(): Promise<void> {
         cell(row, r.networkMs.toFixed(1), true);
         cell(row, String(r.sentBytes), true);
         cell(row, String(r.receivedBytes), true);
-        cell(row, r.note);
+        cell(row, onScreen(r));
         row.dataset.report = JSON.stringify(r);
       },
     });

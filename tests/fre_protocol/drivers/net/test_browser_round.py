@@ -52,9 +52,9 @@ DP_PARAMS, dp_round = _JOIN.DP_PARAMS, _JOIN.dp_round
 
 pytestmark = pytest.mark.integration
 
-#: How many of the 130 users play on a page (every ⌊130 / k⌋-th row): a few pages keep the test
-#: short on a small machine; FRE_BROWSER_USERS=65 plays half the round in Chromium.
-BROWSER_USERS = int(os.environ.get("FRE_BROWSER_USERS", "8"))
+#: How many of the 130 users play on a page (every ⌊130 / k⌋-th row): half the round, as a mixed
+#: round should be (about 95 s on 2 cores); FRE_BROWSER_USERS=8 keeps it short between edits.
+BROWSER_USERS = int(os.environ.get("FRE_BROWSER_USERS", "65"))
 
 
 def _wait(dep: Deployment, kind: str, n: int, pages: object, timeout_s: float = 180.0) -> None:
