@@ -28,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import warnings
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
@@ -240,7 +241,10 @@ class PrefixGenerator:
         v = v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12)
         tokenizer, model = self._lm
         out: list[list[str]] = []
-        with torch.no_grad():
+        # The repetition penalty then applies to the generated tokens only (there are no prompt ids),
+        # which is what is wanted: transformers warns about it on every call.
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*repetition_penalty.*inputs_embeds")
             for start in range(0, len(v), batch):
                 x = torch.from_numpy(v[start : start + batch]).to(model.device)
                 prefix = self._adapter(x).to(model.get_input_embeddings().weight.dtype)
