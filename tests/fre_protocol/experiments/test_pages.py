@@ -22,7 +22,7 @@ RESULTS = Path(__file__).resolve().parents[3] / "docs" / "results"
 HAND_WRITTEN = {
     "README.md", "benchmarks.md", "claims-check.md", "demo-texts.md", "demo.md", "deploy-benchmark.md",
     "device-browser.md", "device-embedding.md", "embedding.md", "fluent-text.md", "pool-size.md",
-    "roles-and-drivers.md", "streaming-scaling.md", "test-tiers.md",
+    "prefix-generator.md", "roles-and-drivers.md", "streaming-scaling.md", "test-tiers.md",
 }
 
 
