@@ -133,6 +133,13 @@ def add_pool_flags(group: argparse._ArgumentGroup) -> None:
                             f"('all' or 0 = every one; default {DEFAULT_MAX_TEXTS})")
 
 
+def add_seeds_from_flag(group: argparse._ArgumentGroup) -> None:
+    """``--seeds-from``: where the guided search starts (``GuidedInverter(seeds_from=...)``)."""
+    group.add_argument("--seeds-from", choices=("retrieval", "prefix", "both"), default="retrieval",
+                       help="guided only: where the search starts: the nearest readable pool text (default), "
+                            "the learned generator's draft (prefix), or the closer of the two (both)")
+
+
 def pool_sources(args: argparse.Namespace) -> tuple[str, ...]:
     """``--pool-sources`` as a tuple ('none' = no built-in source)."""
     return tuple(s.strip() for s in args.pool_sources.split(",") if s.strip() and s.strip() != "none")

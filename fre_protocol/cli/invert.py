@@ -24,6 +24,7 @@ from fre_protocol.cli.common import (
     add_deprecated_alias,
     add_pool_flags,
     add_progress_flag,
+    add_seeds_from_flag,
     deprecation_note,
     load_embeddings,
     pool_sources,
@@ -67,9 +68,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                           "key=value pairs (rounds, beam, top_k, max_tokens, samples, keywords, fluency, finish) "
                           "(default: the preset default)")
     add_deprecated_alias(inv, "--budget", "--search-budget")
-    inv.add_argument("--seeds-from", choices=("retrieval", "prefix", "both"), default="retrieval",
-                     help="guided only: where the search starts: the nearest readable pool text (default), "
-                          "the learned generator's draft (prefix), or the closer of the two (both)")
+    add_seeds_from_flag(inv)
     inv.add_argument("--seed", type=int, metavar="S",
                      help="seeded TEST mode: the guided search's sampling is reproducible from S "
                           "(default: cryptographic randomness)")

@@ -26,6 +26,7 @@ from fre_protocol.cli.common import (
     add_param_flags,
     add_pool_flags,
     add_progress_flag,
+    add_seeds_from_flag,
     add_unit_flags,
     components_of,
     params_from_args,
@@ -98,6 +99,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                      help="guided only: the inverter's search budget, a preset small|default|large or "
                           "key=value pairs (rounds, beam, top_k, max_tokens, samples, keywords, fluency, finish) (default: default)")
     add_deprecated_alias(inv, "--budget", "--search-budget")
+    add_seeds_from_flag(inv)
     inv.add_argument("--texts-per-centroid", type=int, default=1,
                      help="guided and retrieval: N texts per centroid")
     add_pool_flags(inv)
@@ -163,6 +165,7 @@ def _options(args: argparse.Namespace) -> Any:
         pool_files=tuple(args.pool_file),
         pool_field=args.pool_field,
         pool_max=args.pool_max,
+        seeds_from=args.seeds_from,
         refine=args.refine,
         radius_quantile=args.radius_quantile,
         vec2text_dir=args.vec2text_dir,

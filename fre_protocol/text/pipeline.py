@@ -59,6 +59,7 @@ from fre_protocol.text.carriers import (
 )
 from fre_protocol.text.corpora import Corpus
 from fre_protocol.text.embedder import SentenceTransformerEmbedder
+from fre_protocol.text.inverter_guided import SEEDS_FROM
 from fre_protocol.text.inverter_retrieval import RetrievalInverter
 from fre_protocol.text.inverters import (
     DEFAULT_INVERTER,
@@ -103,6 +104,7 @@ class SynthesisOptions:
     pool_files: tuple[str, ...] = ()
     pool_field: str | None = None
     pool_max: int | None = DEFAULT_MAX_TEXTS
+    seeds_from: str = "retrieval"  # guided: where its search starts (GuidedInverter's seeds_from)
     refine: bool = False
     radius_quantile: float | None = None
     vec2text_dir: str | None = None
@@ -128,6 +130,10 @@ class SynthesisOptions:
         check_max_texts(self.pool_max, "pool_max")
         if self.budget is not None and self.inverter != "guided":
             raise InvalidParameterError(f"budget applies to the guided inverter only, not to {self.inverter!r}")
+        if self.seeds_from not in SEEDS_FROM:
+            raise InvalidParameterError(f"seeds_from must be one of {list(SEEDS_FROM)}, got {self.seeds_from!r}")
+        if self.seeds_from != "retrieval" and self.inverter != "guided":
+            raise InvalidParameterError(f"seeds_from applies to the guided inverter only, not to {self.inverter!r}")
         for name in ("texts_per_centroid",):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -285,6 +291,7 @@ def prepare(
             vec2text_dir=options.vec2text_dir,
             vec2text_steps=options.vec2text_steps,
             vec2text_beam=options.vec2text_beam,
+            seeds_from=options.seeds_from,
         )
         paraphraser = None
         if options.paraphrases:

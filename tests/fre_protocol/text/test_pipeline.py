@@ -229,6 +229,11 @@ def test_options_refuse_what_an_inverter_cannot_do() -> None:
     with pytest.raises(InvalidParameterError, match="vec2text gives one text per centroid"):
         SynthesisOptions(inverter="vec2text", texts_per_centroid=2)
     assert SynthesisOptions(texts_per_centroid=3, radius_quantile=0.4).inverter == "guided"
+    with pytest.raises(InvalidParameterError, match="seeds_from applies to the guided inverter only, not to 'retrieval'"):
+        SynthesisOptions(inverter="retrieval", seeds_from="prefix")
+    with pytest.raises(InvalidParameterError, match=r"seeds_from must be one of \['retrieval', 'prefix', 'both'\], got 'draft'"):
+        SynthesisOptions(seeds_from="draft")
+    assert SynthesisOptions().seeds_from == "retrieval" and SynthesisOptions(seeds_from="both").seeds_from == "both"
 
 
 def test_vec2text_is_refused_for_minilm_before_any_release(corpus, minilm, tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -268,6 +273,10 @@ def test_cli_synthesize(runs, pool_file, text_cache_dir, tmp_path, capsys) -> No
     assert cmd._options(parser.parse_args(
         ["--corpus", "healthtweets", "--epsilon", "8", "--out", "x", "--search-budget", "rounds=3,beam=2"]
     )).budget == "rounds=3,beam=2"
+    assert cmd._options(defaults).seeds_from == "retrieval"
+    assert cmd._options(parser.parse_args(
+        ["--corpus", "healthtweets", "--epsilon", "8", "--out", "x", "--seeds-from", "prefix"]
+    )).seeds_from == "prefix"
 
 
 def test_cli_picks_sampling_per_epsilon() -> None:
