@@ -44,7 +44,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
-from fre_protocol.text.embedder import Embedder
+from fre_protocol.text.embedder import Embedder, embed_uncached
 from mechanism.augpe import augpe_ledger, dp_histogram, rank_select
 from mechanism.ledger import PrivacyLedger
 from primitives.errors import InvalidInputError, InvalidParameterError
@@ -387,9 +387,7 @@ class _Run:
 
     def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
         t0 = time.perf_counter()
-        uncached = getattr(self.embedder, "encode_uncached", None)
-        raw = uncached(list(texts)) if callable(uncached) else self.embedder.embed(list(texts))
-        emb = np.asarray(raw, dtype=np.float32)
+        emb = np.asarray(embed_uncached(self.embedder, texts), dtype=np.float32)
         if emb.shape != (len(texts), self.dim):
             raise InvalidInputError(
                 f"the embedder must return ({len(texts)}, {self.dim}) rows (the private embeddings' "

@@ -436,3 +436,17 @@ def load_embedder(
     return SentenceTransformerEmbedder(
         name, cache_dir=cache_dir, cache=cache, device=device, batch_size=batch_size, precision=precision
     )
+
+
+def embed_uncached(embedder: Embedder, texts: Sequence[str]) -> npt.NDArray[np.floating]:
+    """Embeddings of throwaway texts (candidates, drafts): through ``encode_uncached`` where the
+    embedder has one, since they are not worth the disk cache, else ``embed``."""
+    encode = getattr(embedder, "encode_uncached", None)
+    return np.asarray(encode(list(texts)) if callable(encode) else embedder.embed(list(texts)))
+
+
+def unit_rows(v: npt.ArrayLike) -> npt.NDArray[np.float64]:
+    """Rows scaled to unit L2 norm, in float64 (an all-zero row stays zero)."""
+    a = np.asarray(v, dtype=np.float64)
+    out: npt.NDArray[np.float64] = a / np.maximum(np.linalg.norm(a, axis=1, keepdims=True), 1e-12)
+    return out

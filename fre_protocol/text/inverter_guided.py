@@ -50,7 +50,7 @@ import numpy as np
 import numpy.typing as npt
 
 from fre_protocol.text import Inversion, check_centroids, check_num_texts, rules
-from fre_protocol.text.embedder import Embedder
+from fre_protocol.text.embedder import Embedder, embed_uncached
 from fre_protocol.text.inverter_retrieval import RetrievalInverter
 from fre_protocol.text.prefix_generator import PrefixInverter
 from primitives.errors import InvalidInputError, InvalidParameterError
@@ -302,9 +302,7 @@ class GuidedInverter:
 
     def _encode(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
         """Unit embeddings of throwaway candidates: not worth the disk cache when it exists."""
-        encode = getattr(self.embedder, "encode_uncached", None)
-        out = encode(texts) if encode is not None else self.embedder.embed(list(texts))
-        vectors: npt.NDArray[np.float32] = np.asarray(out, dtype=np.float32)
+        vectors: npt.NDArray[np.float32] = np.asarray(embed_uncached(self.embedder, texts), dtype=np.float32)
         unit: npt.NDArray[np.float32] = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
         return unit
 

