@@ -37,13 +37,14 @@ LEDGER_TERMS = frozenset({
 #: Top-level keys of ``ledger.json`` besides the flat quantities (which are all numbers).
 LEDGER_KEYS = frozenset({"composition", "aggregation", "params", "terms", "source", "unit"})
 #: Keys of one line of ``synthetic.jsonl``: the text, which centroid it inverts (id, DP count,
-#: index), how it was made (public pool or model) and its distance to that centroid. ``seed`` and
-#: ``seed_distance`` (guided inversion): the public-pool text nearest the DP centroid that the
-#: search started from, and its distance to that centroid — chosen from public texts by the DP
-#: centroid alone, so post-processing of the release like the synthetic text itself.
+#: index), how it was made (public pool or model) and its distance to that centroid. ``seed``,
+#: ``seed_distance`` and ``seed_source`` (guided inversion): the text the search started from (a
+#: public-pool text near the DP centroid, or the draft a generator trained on public text only
+#: wrote from it), its distance to that centroid and which of the two it is — a function of the
+#: DP centroid and public data alone, so post-processing of the release like the synthetic text.
 SYNTHETIC_FIELDS = frozenset({
     "text", "bucket_id", "bucket_count", "centroid_index", "kind", "rank", "source",
-    "paraphrase_of", "distance_to_centroid", "seed", "seed_distance",
+    "paraphrase_of", "distance_to_centroid", "seed", "seed_distance", "seed_source",
 })
 
 

@@ -118,7 +118,7 @@ def test_demo_texts_lists_the_largest_clusters_with_their_seeds() -> None:
         {"text": "A small cluster's text.", "bucket_count": 120.4, "centroid_index": 0, "kind": "inversion",
          "rank": 0, "seed": "A pool text, public.", "source": "guided"},
         {"text": "the largest one but cut off at", "bucket_count": 300.0, "centroid_index": 1, "kind": "inversion",
-         "rank": 0, "seed": "Another public pool text.", "source": "guided"},
+         "rank": 0, "seed": "Another public pool text.", "seed_source": "news", "source": "guided"},
         {"text": "A second text of the largest.", "bucket_count": 300.0, "centroid_index": 1, "kind": "inversion",
          "rank": 1, "seed": "Another public pool text."},
         {"text": "A paraphrase.", "bucket_count": 300.0, "centroid_index": 1, "kind": "paraphrase", "rank": 0},
@@ -130,9 +130,14 @@ def test_demo_texts_lists_the_largest_clusters_with_their_seeds() -> None:
     rows = demo.largest(records, 2)
     assert [r["centroid_index"] for r in rows] == [1, 2]  # rank-0 inversions only, largest first
     lines = demo.table(rows).splitlines()
-    assert lines[2] == "| 1 | 300 | the largest one but cut off at | guided | no | Another public pool text. | yes |"
-    assert lines[3] == "| 2 | 200 | Retrieval \\| only. | pool | no | — | — |"  # no seed: retrieval; '|' escaped
+    assert lines[2] == "| 1 | 300 | the largest one but cut off at | guided | no | Another public pool text. | news | yes |"
+    assert lines[3] == "| 2 | 200 | Retrieval \\| only. | pool | no | — | — | — |"  # no seed: retrieval; '|' escaped
     assert lines[-1] == "Rules pass: 0 of 2 synthetic texts, 1 of 1 seeds; 0 synthetic texts are their seed unchanged " \
         "(no written text was closer to the centroid)."
     three = demo.table(demo.largest(records, 3)).splitlines()
     assert three[4].startswith("| 3 | 150 | A seed kept as it was. | pool | yes |") and " 1 synthetic texts are" in three[-1]
+    # beside retrieval's answers (centroid index → text), with their verdict and a count
+    beside = demo.table(rows, {1: "A finished sentence from the pool.", 2: "no end"}).splitlines()
+    assert beside[0].endswith("| retrieval alone | its rules |")
+    assert beside[2].endswith("| A finished sentence from the pool. | yes |") and beside[3].endswith("| no end | no |")
+    assert beside[-1].endswith("; retrieval alone: 1 of 2.")

@@ -59,10 +59,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="guided search budgets to measure, comma-separated presets among small, "
                              "default, large (default: default); with several, the report has a "
                              "cosine-vs-seconds budget curve")
-    parser.add_argument("--seeds-from", type=_names, default=("retrieval",), metavar="LIST",
-                        help="guided only: where its search starts, comma-separated among retrieval (the "
-                             "nearest readable pool text, default), prefix (the learned generator's draft), "
-                             "both (the closer of the two); each is measured as rows of its own")
+    parser.add_argument("--seeds-from", type=_names, default=("auto",), metavar="LIST",
+                        help="guided only: where its search starts, comma-separated among auto (the "
+                             "inverter's default: prefix with the packaged embedder, else retrieval), "
+                             "retrieval (the nearest readable pool text), prefix (the learned generator's "
+                             "draft), both (the closer of the two); each is measured as rows of its own")
     parser.add_argument("--pool-max", type=pool_size, default=DEFAULT_MAX_TEXTS, metavar="N",
                         help="size of the public pool: built-in texts kept, evenly spaced per source "
                              f"('all' or 0 = every one; default {DEFAULT_MAX_TEXTS})")
@@ -71,7 +72,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              f"{JUDGE_POOL_MAX} texts and keep them out of the pool, so that runs at "
                              "different --pool-max are judged alike (default: the sentences outside this pool)")
     parser.add_argument("--seed-rows", action="store_true",
-                        help="also score the guided inverter's retrieval seeds, as rows 'guided[…] seed'")
+                        help="also score the guided inverter's search seeds, as rows 'guided[…] seed'")
     parser.add_argument("--embedder", metavar="NAME_OR_DIR",
                         help="sentence-transformers model folder or name (default: packaged all-MiniLM-L6-v2)")
     parser.add_argument("--cache-dir", metavar="D", help="embedding cache (default: $FRE_E2T_CACHE or ~/.cache/fre-e2t)")
@@ -131,7 +132,7 @@ def command_line(args: argparse.Namespace, config: Any) -> str:
         parts += ["--targets-from", config.targets_from]
     parts += ["--fixed-judge"] if config.fixed_judge else []
     parts += ["--seed-rows"] if config.seed_rows else []
-    parts += ["--seeds-from", ",".join(config.seeds_from)] if config.seeds_from != ("retrieval",) else []
+    parts += ["--seeds-from", ",".join(config.seeds_from)] if config.seeds_from != ("auto",) else []
     for flag, value in (("--embedder", args.embedder), ("--cache-dir", args.cache_dir),
                         ("--vec2text-dir", args.vec2text_dir)):
         if value is not None:

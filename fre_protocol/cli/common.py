@@ -13,6 +13,7 @@ import numpy as np
 
 from fre_protocol.inputs import load_embeddings, load_user_labels
 from fre_protocol.outputs import prepare_out_dir, write_json_atomic, write_npy_atomic
+from fre_protocol.text.inverter_guided import DEFAULT_SEEDS_FROM, SEEDS_FROM
 from mechanism.contributions import TEXT_UNIT, PrivacyUnit, dense_users, estimate_cap
 from mechanism.params import FreParams
 from mechanism.seeds import SeedPlan
@@ -135,9 +136,10 @@ def add_pool_flags(group: argparse._ArgumentGroup) -> None:
 
 def add_seeds_from_flag(group: argparse._ArgumentGroup) -> None:
     """``--seeds-from``: where the guided search starts (``GuidedInverter(seeds_from=...)``)."""
-    group.add_argument("--seeds-from", choices=("retrieval", "prefix", "both"), default="retrieval",
-                       help="guided only: where the search starts: the nearest readable pool text (default), "
-                            "the learned generator's draft (prefix), or the closer of the two (both)")
+    group.add_argument("--seeds-from", choices=SEEDS_FROM, default=DEFAULT_SEEDS_FROM,
+                       help="guided only: where the search starts: the learned generator's draft (prefix), "
+                            "the nearest readable pool text (retrieval), or the closer of the two (both); "
+                            "auto (default): prefix with the packaged embedder, retrieval with another")
 
 
 def pool_sources(args: argparse.Namespace) -> tuple[str, ...]:

@@ -56,7 +56,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     inv = parser.add_argument_group("inversion (post-processing, no privacy cost)")
     inv.add_argument("--inverter", choices=INVERTERS, default=DEFAULT_INVERTER,
-                     help="guided (default): SmolLM2 steered by the embedder, from a retrieval seed; "
+                     help="guided (default): SmolLM2 steered by the embedder, from a seed (--seeds-from); "
                           "retrieval: nearest public pool texts; vec2text: local weights, gtr-t5-base only; "
                           "prefix: the learned generator alone (all-MiniLM-L6-v2 only)")
     inv.add_argument("--embedder", metavar="NAME_OR_DIR",
@@ -134,6 +134,8 @@ def records(
         if inv.seed is not None:
             s = next(seed_emb)[None, :]
             seed_fields = {"seed": inv.seed, "seed_cosine": float(cosines(s, target)[0])}
+            if inv.seed_source is not None:
+                seed_fields["seed_source"] = inv.seed_source
         for rank, text in enumerate(inv.texts):
             rec: dict[str, Any] = {"row": row}
             if texts_per_row > 1:

@@ -51,9 +51,11 @@ class Inversion:
     texts: tuple[str, ...]
     distances: tuple[float, ...] | None = None
     sources: tuple[str, ...] | None = None  # where each text came from (pool source), if known
-    # The retrieval seed a search started from (guided inversion), to show beside its result.
+    # The seed a search started from (guided inversion), to show beside its result, and where it
+    # came from: a pool source ("news", "wordnet", ...) or "prefix" (the learned generator's draft).
     seed: str | None = None
     seed_distance: float | None = None
+    seed_source: str | None = None
 
     def __post_init__(self) -> None:
         if not self.texts:

@@ -65,7 +65,7 @@ CONTRIBUTORS = 100  # n_h: the centroid is a sum over n_h contributions divided 
 CENTROID_SIZES = (20, 50, 100, 200)
 FLUENCY_TARGET = 1.3  # outputs' median NLL at most 1.3 × that of real sentences
 EXAMPLES = 12
-SEED_SUFFIX = " seed"  # the rows of a guided inverter's retrieval seeds: "guided[default] seed"
+SEED_SUFFIX = " seed"  # the rows of a guided inverter's search seeds: "guided[default] seed"
 UNAVAILABLE_NO_WEIGHTS = "unavailable: no weights (give --vec2text-dir)"
 
 
@@ -293,8 +293,8 @@ class BenchConfig:
     #: The fluency judge's news sentences are those outside the pool of JUDGE_POOL_MAX texts, and
     #: they are withheld from this run's pool: the same judge whatever ``pool_max`` is.
     fixed_judge: bool = False
-    seed_rows: bool = False  # also score the guided inverter's retrieval seeds as rows
-    seeds_from: tuple[str, ...] = ("retrieval",)  # guided: where its search starts, one row set each
+    seed_rows: bool = False  # also score the guided inverter's search seeds as rows
+    seeds_from: tuple[str, ...] = ("auto",)  # guided: where its search starts, one row set each
 
     def __post_init__(self) -> None:
         check_max_texts(self.pool_max, "pool_max")
@@ -328,15 +328,15 @@ class BenchConfig:
             if name == "guided":
                 out.extend((name, b, s) for s in self.seeds_from for b in self.budgets)
             else:
-                out.append((name, None, "retrieval"))
+                out.append((name, None, "auto"))
         return out
 
 
-def label(name: str, budget: str | None, seeds: str = "retrieval") -> str:
-    """``guided[default]``; with another seed source ``guided[default,seeds=prefix]``."""
+def label(name: str, budget: str | None, seeds: str = "auto") -> str:
+    """``guided[default]`` with the default seed source, else e.g. ``guided[default,seeds=retrieval]``."""
     if budget is None:
         return name
-    return f"{name}[{budget}]" if seeds == "retrieval" else f"{name}[{budget},seeds={seeds}]"
+    return f"{name}[{budget}]" if seeds == "auto" else f"{name}[{budget},seeds={seeds}]"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -395,7 +395,7 @@ def budget_curve(rows: Sequence[dict[str, Any]], budgets: Sequence[str]) -> list
 def examples(
     singles: Targets, measured: Sequence[Measured], count: int = EXAMPLES
 ) -> list[dict[str, Any]]:
-    """The first ``count`` single targets: source sentence, each inverter's output, the retrieval seed."""
+    """The first ``count`` single targets: source sentence, each inverter's output, the search seed."""
     mine = [m for m in measured if m.kind == "single" and not m.inverter.endswith(SEED_SUFFIX)]
     out = []
     for i, source in enumerate(singles.sources[:count]):
@@ -466,7 +466,7 @@ def markdown(result: dict[str, Any]) -> str:
                   for b in result["budget_curve"]]
     if result["examples"]:
         names = list(result["examples"][0]["outputs"])
-        head = ["source"] + names + (["retrieval seed"] if "seed" in result["examples"][0] else [])
+        head = ["source"] + names + (["search seed"] if "seed" in result["examples"][0] else [])
         lines += ["", "Outputs beside their targets (held-out sentences):", "",
                   "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         for ex in result["examples"]:
@@ -612,16 +612,17 @@ def index_pool(inverter: Any, embedder: Any, *, progress: bool = False) -> dict[
 
 
 def seed_measured(measured: Measured) -> Measured | None:
-    """The retrieval seeds a guided run started from, as a measured inverter of their own
+    """The seeds a guided run started from, as a measured inverter of their own
     (``"<inverter> seed"``; no time of their own), or None when the outputs carry no seed."""
     if not measured.inversions or any(inv.seed is None for inv in measured.inversions):
         return None
-    seeds = tuple(Inversion(texts=(inv.seed,), sources=("pool",)) for inv in measured.inversions if inv.seed is not None)
+    seeds = tuple(Inversion(texts=(inv.seed,), sources=(inv.seed_source or "pool",))
+                  for inv in measured.inversions if inv.seed is not None)
     return Measured(inverter=f"{measured.inverter}{SEED_SUFFIX}", kind=measured.kind, inversions=seeds, seconds=0.0)
 
 
 def _build(config: BenchConfig, embedder: Any, pool: PublicPool, name: str, budget: str | None,
-           seeds: str = "retrieval") -> Any:
+           seeds: str = "auto") -> Any:
     rng = RandomSource.seeded(config.seed, f"bench/{label(name, budget)}")  # the same stream for every seed source
     return build_inverter(name, embedder, pool=pool, budget=budget, rng=rng, vec2text_dir=config.vec2text_dir,
                           seeds_from=seeds)
@@ -657,9 +658,9 @@ def _invert_all(
             out = inverter.invert(t.vectors, progress=config.progress)
             measured.append(Measured(inverter=who, kind=t.kind, inversions=tuple(out),
                                      seconds=time.perf_counter() - t0))
-            seeds = seed_measured(measured[-1]) if config.seed_rows else None
-            if seeds is not None:
-                measured.append(seeds)
+            seed_row = seed_measured(measured[-1]) if config.seed_rows else None
+            if seed_row is not None:
+                measured.append(seed_row)
     return measured, unavailable, describe
 
 

@@ -5,13 +5,13 @@ from it: the pool rarely holds a sentence about exactly that. :class:`GuidedInve
 one, zero-shot, with SmolLM2-135M-Instruct (the paraphraser's packaged model) and the pipeline's
 own embedder in the loop, so it works for any embedder. Per target (the centroid, normalised):
 
-1. **seed** — the retrieval inverter's nearest pool texts, those a reader accepts
-   (:mod:`fre_protocol.text.rules`) first: the seed is the nearest *readable* one of the
-   :data:`SEED_CHOICES` nearest (the nearest if none is). The seed is always a candidate, so the
-   result is never farther from the target than its seed. With ``seeds_from="prefix"`` the seed is
-   instead the learned generator's draft (:mod:`fre_protocol.text.prefix_generator`, trained on
-   the public pool only) when a reader accepts one, and with ``"both"`` whichever of the draft and
-   the retrieval seed is closer to the target in the guide;
+1. **seed** — by default (``seeds_from="auto"``, with the packaged embedder) the learned
+   generator's draft (:mod:`fre_protocol.text.prefix_generator`, trained on the public pool only)
+   when a reader accepts one (:mod:`fre_protocol.text.rules`); otherwise, and always with
+   ``"retrieval"`` or an embedder the generator was not trained on, the nearest *readable* one of
+   the retrieval inverter's :data:`SEED_CHOICES` nearest pool texts (the nearest if none is); with
+   ``"both"`` whichever of the draft and the retrieval seed is closer to the target in the guide.
+   The seed is always a candidate, so the result is never farther from the target than its seed;
 2. **keywords** — a greedy bag of public-vocabulary words (from the pool) whose summed word
    vectors point towards the target (no encoder call: word vectors are embedded once, cached);
 3. **guided beam search** — the LM is prompted to write a sentence like the seed with the
@@ -52,7 +52,7 @@ import numpy.typing as npt
 from fre_protocol.text import Inversion, check_centroids, check_num_texts, rules
 from fre_protocol.text.embedder import Embedder, embed_uncached
 from fre_protocol.text.inverter_retrieval import RetrievalInverter
-from fre_protocol.text.prefix_generator import PrefixInverter
+from fre_protocol.text.prefix_generator import PrefixInverter, trained_for
 from primitives.errors import InvalidInputError, InvalidParameterError
 from primitives.randomness import RandomSource
 
@@ -66,9 +66,28 @@ _TASK_TALK = re.compile(r"\b(?:sentences?|rewrit\w*|paraphras\w*|here(?:'s| is))
 MAX_WORD_REPEATS = 2
 MIN_WORD_COUNT = 2  # pool words seen fewer times are names and typos, not vocabulary
 TARGETS_PER_BATCH = 16  # targets searched together (one LM batch of targets × beam rows)
-#: Where the search's seed comes from: the nearest readable pool text (the default: measured in
-#: docs/results/prefix-generator.md), the learned generator's draft, or the closer of the two.
-SEEDS_FROM = ("retrieval", "prefix", "both")
+#: Where the search's seed comes from: the nearest readable pool text, the learned generator's
+#: draft, or the closer of the two in the guide; ``auto`` (the default) is ``prefix`` when the
+#: packaged generator was trained on the embedder's vectors and ``retrieval`` otherwise. Prefix
+#: seeds beat retrieval seeds on two held-out draws (docs/results/prefix-generator.md).
+SEEDS_FROM = ("auto", "retrieval", "prefix", "both")
+DEFAULT_SEEDS_FROM = "auto"
+
+
+def check_seeds_from(seeds_from: str, inverter: str = "guided") -> None:
+    """Refuse an unknown seed source, or one that names a generator seed for another inverter."""
+    if seeds_from not in SEEDS_FROM:
+        raise InvalidParameterError(f"seeds_from must be one of {list(SEEDS_FROM)}, got {seeds_from!r}")
+    if seeds_from in ("prefix", "both") and inverter != "guided":
+        raise InvalidParameterError(f"seeds_from applies to the guided inverter only, not to {inverter!r}")
+
+
+def resolve_seeds_from(seeds_from: str, embedder: Embedder) -> str:
+    """``auto`` made concrete for ``embedder``; every other source as given."""
+    check_seeds_from(seeds_from)
+    if seeds_from != "auto":
+        return seeds_from
+    return "prefix" if trained_for(embedder) else "retrieval"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -163,7 +182,7 @@ def readable_first(seed: Inversion, keep: int) -> Inversion:
     distances = tuple(seed.distances[i] for i in order) if seed.distances is not None else None
     sources = tuple(seed.sources[i] for i in order) if seed.sources is not None else None
     return Inversion(texts=tuple(seed.texts[i] for i in order), distances=distances, sources=sources,
-                     seed=seed.seed, seed_distance=seed.seed_distance)
+                     seed=seed.seed, seed_distance=seed.seed_distance, seed_source=seed.seed_source)
 
 
 def acceptable_prefix(text: str, seed: str) -> bool:
@@ -248,13 +267,12 @@ class GuidedInverter:
         budget: GuidedBudget | None = None,
         rng: RandomSource | None = None,
         language_model: str | None = None,
-        seeds_from: str = "retrieval",
+        seeds_from: str = DEFAULT_SEEDS_FROM,
         generator: PrefixInverter | None = None,
     ) -> None:
         if retrieval.embedder is not None and retrieval.embedder is not embedder:
             raise InvalidParameterError("the retrieval seed must come from the same embedder as the search")
-        if seeds_from not in SEEDS_FROM:
-            raise InvalidParameterError(f"seeds_from must be one of {list(SEEDS_FROM)}, got {seeds_from!r}")
+        seeds_from = resolve_seeds_from(seeds_from, embedder)
         if seeds_from != "retrieval" and generator is None:
             generator = PrefixInverter(embedder)
         self.seeds_from = seeds_from
@@ -411,6 +429,7 @@ class GuidedInverter:
             sources=tuple(sources),
             seed=seed.texts[0],
             seed_distance=seed.distances[0],
+            seed_source=seed.sources[0],
         )
 
     # -- the language model ------------------------------------------------------------------------

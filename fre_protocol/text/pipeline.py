@@ -18,7 +18,7 @@ wall-clock timing:
    language model steered from the nearest public-pool text; or retrieval, or vec2text), then
    optionally **paraphrase** (2n variations sampled, the n nearest the centroid kept);
 5. :func:`write_synthetic` — ``synthetic.jsonl``, each text with its distance to its centroid
-   (and, for guided inversion, the retrieval seed it started from);
+   (and, for guided inversion, the seed it started from and its source);
 6. :func:`evaluate_run` (optional, on by default) — reads the *private* embeddings to score the
    release against the frequent set (design §8). This is an evaluation for the operator, outside
    the DP guarantee, and every output that carries it is labelled so;
@@ -59,7 +59,7 @@ from fre_protocol.text.carriers import (
 )
 from fre_protocol.text.corpora import Corpus
 from fre_protocol.text.embedder import SentenceTransformerEmbedder
-from fre_protocol.text.inverter_guided import SEEDS_FROM
+from fre_protocol.text.inverter_guided import DEFAULT_SEEDS_FROM, check_seeds_from
 from fre_protocol.text.inverter_retrieval import RetrievalInverter
 from fre_protocol.text.inverters import (
     DEFAULT_INVERTER,
@@ -104,7 +104,7 @@ class SynthesisOptions:
     pool_files: tuple[str, ...] = ()
     pool_field: str | None = None
     pool_max: int | None = DEFAULT_MAX_TEXTS
-    seeds_from: str = "retrieval"  # guided: where its search starts (GuidedInverter's seeds_from)
+    seeds_from: str = DEFAULT_SEEDS_FROM  # guided: where its search starts (GuidedInverter's seeds_from)
     refine: bool = False
     radius_quantile: float | None = None
     vec2text_dir: str | None = None
@@ -130,10 +130,7 @@ class SynthesisOptions:
         check_max_texts(self.pool_max, "pool_max")
         if self.budget is not None and self.inverter != "guided":
             raise InvalidParameterError(f"budget applies to the guided inverter only, not to {self.inverter!r}")
-        if self.seeds_from not in SEEDS_FROM:
-            raise InvalidParameterError(f"seeds_from must be one of {list(SEEDS_FROM)}, got {self.seeds_from!r}")
-        if self.seeds_from != "retrieval" and self.inverter != "guided":
-            raise InvalidParameterError(f"seeds_from applies to the guided inverter only, not to {self.inverter!r}")
+        check_seeds_from(self.seeds_from, self.inverter)
         for name in ("texts_per_centroid",):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -497,6 +494,8 @@ def _records(
             seed["seed"] = inv.seed
             if inv.seed_distance is not None:
                 seed["seed_distance"] = inv.seed_distance
+            if inv.seed_source is not None:
+                seed["seed_source"] = inv.seed_source
         for rank, text in enumerate(inv.texts):
             rows.append(
                 {

@@ -157,23 +157,39 @@ def read_log(path: Path = LOG_FILE) -> dict[str, Any]:
     return data
 
 
-def load_adapter(path: Path = WEIGHTS_FILE, *, expected_sha256: str | None = None, device: str = "cpu") -> Any:
-    """The adapter stored at ``path`` (float32, eval mode). With the packaged weights the SHA-256
-    is checked against the training log's; a mismatch is a :class:`VerificationError`."""
+def stored_config(path: Path = WEIGHTS_FILE) -> PrefixConfig:
+    """The adapter's config from the weights' metadata, without loading a tensor or the LM."""
     from safetensors import safe_open
-    from safetensors.torch import load_file
 
     if not path.is_file():
         raise FreError(f"no prefix generator weights at {path.name}: train them with scripts/train_prefix_generator.py")
-    if expected_sha256 is None and path == WEIGHTS_FILE:
-        expected_sha256 = read_log()["weights"]["sha256"]
-    if expected_sha256 is not None and file_sha256(path) != expected_sha256:
-        raise VerificationError(f"prefix generator weights {path.name} do not match the SHA-256 in their log")
     with safe_open(str(path), framework="pt") as f:
         meta = f.metadata() or {}
     if "config" not in meta:
         raise InvalidInputError(f"{path.name} holds no prefix config in its metadata")
-    config = PrefixConfig.from_dict(json.loads(meta["config"]))
+    return PrefixConfig.from_dict(json.loads(meta["config"]))
+
+
+def embedder_name(embedder: Embedder) -> str:
+    """The model's own name (the last part of its id), as a generator records what it was trained on."""
+    return str(getattr(embedder, "model_id", "")).rstrip("/").split("/")[-1]
+
+
+def trained_for(embedder: Embedder, weights: Path = WEIGHTS_FILE) -> bool:
+    """Whether the generator at ``weights`` was trained on this embedder's vectors."""
+    return embedder_name(embedder) == stored_config(weights).embedder
+
+
+def load_adapter(path: Path = WEIGHTS_FILE, *, expected_sha256: str | None = None, device: str = "cpu") -> Any:
+    """The adapter stored at ``path`` (float32, eval mode). With the packaged weights the SHA-256
+    is checked against the training log's; a mismatch is a :class:`VerificationError`."""
+    from safetensors.torch import load_file
+
+    config = stored_config(path)
+    if expected_sha256 is None and path == WEIGHTS_FILE:
+        expected_sha256 = read_log()["weights"]["sha256"]
+    if expected_sha256 is not None and file_sha256(path) != expected_sha256:
+        raise VerificationError(f"prefix generator weights {path.name} do not match the SHA-256 in their log")
     adapter = build_adapter(config)
     adapter.load_state_dict({k: v.float() for k, v in load_file(str(path)).items()})
     return adapter.to(device).eval()
@@ -273,7 +289,7 @@ class PrefixInverter:
         self.generator = generator or PrefixGenerator()
 
     def load(self) -> None:
-        if self.embedder.model_id.rstrip("/").split("/")[-1] != self.generator.config.embedder:
+        if embedder_name(self.embedder) != self.generator.config.embedder:
             raise InvalidParameterError(
                 f"the prefix generator was trained on {self.generator.config.embedder} vectors, "
                 f"the embedder is {self.embedder.model_id!r}"
@@ -324,6 +340,6 @@ class PrefixInverter:
 
 __all__ = [
     "LOG_FILE", "MAX_WEIGHT_BYTES", "WEIGHTS_FILE", "PrefixConfig", "PrefixGenerator", "PrefixInverter",
-    "build_adapter", "encode_batch", "first_sentence", "load_adapter", "read_log", "save_adapter",
-    "teacher_forced_loss",
+    "build_adapter", "embedder_name", "encode_batch", "first_sentence", "load_adapter", "read_log",
+    "save_adapter", "stored_config", "teacher_forced_loss", "trained_for",
 ]

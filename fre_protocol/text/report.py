@@ -205,11 +205,12 @@ def _distance(record: Mapping[str, Any], key: str) -> str:
 
 
 def _seed_cell(items: Sequence[Mapping[str, Any]]) -> str:
-    """The retrieval seed the cluster's search started from (guided inversion), with its distance."""
+    """The seed the cluster's search started from (guided inversion), with its distance and source."""
     seeded = next((r for r in items if r.get("seed") is not None), None)
     if seeded is None:
         return "<span class='muted'>—</span>"
-    return f"{_e(seeded['seed'])} <span class='muted'>({_distance(seeded, 'seed_distance')})</span>"
+    source = f"{_e(seeded['seed_source'])}, " if seeded.get("seed_source") else ""
+    return f"{_e(seeded['seed'])} <span class='muted'>({source}{_distance(seeded, 'seed_distance')})</span>"
 
 
 def _clusters_section(release: Release, records: Sequence[Mapping[str, Any]], limit: int = 200) -> str:
@@ -236,11 +237,12 @@ def _clusters_section(release: Release, records: Sequence[Mapping[str, Any]], li
         )
     more = f"<p class='muted'>{len(release) - limit} more in synthetic.jsonl.</p>" if len(release) > limit else ""
     seed_intro = (
-        " Beside them, the retrieval seed: the public-pool text nearest the centroid that the guided "
-        "search started from, and its distance — the search did better where d is smaller than the seed's."
+        " Beside them, the seed the guided search started from — the draft of the generator trained "
+        "on public text (prefix), or a public-pool text near the centroid (its pool source) — and its "
+        "distance: the search did better where d is smaller than the seed's."
         if seeds else ""
     )
-    seed_head = "<th>retrieval seed</th>" if seeds else ""
+    seed_head = "<th>search seed</th>" if seeds else ""
     return (
         f"<h2>Released clusters ({len(release):,})</h2>"
         "<p>Each released cluster: its id (bucket id or VOPRF tag), its sampled count n_h (public, "

@@ -146,7 +146,7 @@ def test_held_out_sentences_are_not_in_the_pool_and_the_draw_is_seeded() -> None
 
 def test_config_checks_names_and_sizes() -> None:
     assert BenchConfig(inverters=("guided", "retrieval"), budgets=("small", "large")).inverter_specs() == [
-        ("guided", "small", "retrieval"), ("guided", "large", "retrieval"), ("retrieval", None, "retrieval")]
+        ("guided", "small", "auto"), ("guided", "large", "auto"), ("retrieval", None, "auto")]
     with pytest.raises(InvalidParameterError, match="inverters must be among"):
         BenchConfig(inverters=("nearest",))
     with pytest.raises(InvalidParameterError, match="candidates must be >= the largest centroid"):

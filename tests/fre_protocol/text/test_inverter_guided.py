@@ -150,9 +150,11 @@ def pool() -> PublicPool:
 
 
 def _guided(minilm, pool: PublicPool, *, seed: int = 5, budget: str = TINY) -> GuidedInverter:  # type: ignore[no-untyped-def]
+    """The search from a retrieval seed (the generator's seeds: test_prefix_generator.py)."""
     _needs_lm()
     return GuidedInverter(
-        minilm, RetrievalInverter(minilm, pool), budget=GuidedBudget.parse(budget), rng=RandomSource.seeded(seed, "g")
+        minilm, RetrievalInverter(minilm, pool), budget=GuidedBudget.parse(budget), rng=RandomSource.seeded(seed, "g"),
+        seeds_from="retrieval",
     )
 
 
@@ -168,6 +170,7 @@ def test_guided_is_never_farther_than_its_retrieval_seed(minilm, pool, targets) 
     seeds = RetrievalInverter(minilm, pool).invert(targets)
     for row, (o, s) in enumerate(zip(out, seeds, strict=True)):
         assert o.seed == s.texts[0] and o.seed_distance == pytest.approx(s.distances[0], abs=1e-5)
+        assert o.seed_source == "test"  # the pool's source name
         assert len(o.texts) == 2 and len(set(o.texts)) == 2
         assert o.distances[0] <= o.seed_distance + 1e-5, row
         # a written text is a sentence a reader accepts (a pool text is returned as it is)
@@ -231,6 +234,26 @@ def test_guided_refuses_a_zero_row_by_its_index(minilm, pool) -> None:  # type: 
     x[1] = 0.0
     with pytest.raises(InvalidInputError, match="row 1 is all zeros"):
         inv.invert(x)
+
+
+def test_the_default_seed_is_the_generators_draft_only_for_the_embedder_it_was_trained_on(minilm, pool) -> None:  # type: ignore[no-untyped-def]
+    """seeds_from="auto": the packaged generator was trained on all-MiniLM-L6-v2 vectors, so its
+    drafts seed the search for that embedder and pool texts seed it for any other."""
+    assert inverter_guided.DEFAULT_SEEDS_FROM == "auto"
+    assert GuidedInverter(minilm, RetrievalInverter(minilm, pool)).seeds_from == "prefix"
+
+    class Other:
+        model_id = "sentence-transformers/all-mpnet-base-v2"
+
+        def embed(self, texts, *, progress=False):  # type: ignore[no-untyped-def]
+            return np.ones((len(texts), 768), dtype=np.float32)
+
+    other = Other()
+    inv = GuidedInverter(other, RetrievalInverter(other, pool))  # type: ignore[arg-type]
+    assert inv.seeds_from == "retrieval" and inv.generator is None
+    assert GuidedInverter(minilm, RetrievalInverter(minilm, pool), seeds_from="retrieval").seeds_from == "retrieval"
+    with pytest.raises(InvalidParameterError, match=r"seeds_from must be one of \['auto', 'retrieval', 'prefix', 'both'\], got 'draft'"):
+        GuidedInverter(minilm, RetrievalInverter(minilm, pool), seeds_from="draft")
 
 
 def test_guided_refuses_a_retrieval_seed_from_another_embedder(minilm, pool) -> None:  # type: ignore[no-untyped-def]

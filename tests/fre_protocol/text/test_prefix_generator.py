@@ -94,9 +94,10 @@ def test_first_sentence_cuts_after_enough_words() -> None:
 def test_seed_sources_are_checked_and_labelled() -> None:
     with pytest.raises(InvalidParameterError, match="seeds_from"):
         BenchConfig(seeds_from=("nearest",))
-    config = BenchConfig(inverters=("guided", "prefix"), seeds_from=("retrieval", "prefix"))
+    assert BenchConfig().seeds_from == ("auto",)
+    config = BenchConfig(inverters=("guided", "prefix"), seeds_from=("auto", "retrieval", "prefix"))
     assert [label(*s) for s in config.inverter_specs()] == [
-        "guided[default]", "guided[default,seeds=prefix]", "prefix"]
+        "guided[default]", "guided[default,seeds=retrieval]", "guided[default,seeds=prefix]", "prefix"]
     with pytest.raises(InvalidParameterError, match="guided inverter only"):
         build_inverter("retrieval", None, seeds_from="prefix")  # type: ignore[arg-type]
 

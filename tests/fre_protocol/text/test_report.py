@@ -101,22 +101,22 @@ def test_report_is_self_contained_and_complete(scene: dict, tmp_path: Path) -> N
     images = re.findall(r"data:image/png;base64,([A-Za-z0-9+/=]+)", page)
     assert len(images) == 3  # cluster sizes, Fig. 2 histogram, Fig. 4 curve
     assert all(base64.b64decode(b)[:8] == b"\x89PNG\r\n\x1a\n" for b in images)
-    assert "(inversion, d = 0.12)" in page and "retrieval seed" not in page  # retrieval: no seed column
+    assert "(inversion, d = 0.12)" in page and "search seed" not in page  # retrieval: no seed column
 
 
-def test_clusters_show_each_text_with_its_distance_and_the_retrieval_seed(scene: dict) -> None:
-    """Guided inversion: beside the result, the public-pool seed the search started from."""
+def test_clusters_show_each_text_with_its_distance_and_the_search_seed(scene: dict) -> None:
+    """Guided inversion: beside the result, the seed the search started from and its source."""
     records = [
         dict(scene["records"][0], text="Flu shots now", distance_to_centroid=0.31,
-             seed="Flu season is here & vaccines are available.", seed_distance=0.45),
+             seed="Flu season is here & vaccines are available.", seed_distance=0.45, seed_source="news"),
         dict(scene["records"][0], text="Get your flu shot", kind="paraphrase", rank=0, distance_to_centroid=0.38),
     ]
     page = render_report(summary=scene["summary"], release=scene["release"], records=records,
                          evaluation=None, ledger=scene["ledger"])
-    assert "<th>retrieval seed</th>" in page
+    assert "<th>search seed</th>" in page
     assert "Flu shots now <span class='muted'>(inversion, d = 0.31)</span>" in page
     assert "Get your flu shot <span class='muted'>(paraphrase, d = 0.38)</span>" in page
-    assert "<td>Flu season is here &amp; vaccines are available. <span class='muted'>(d = 0.45)</span></td>" in page
+    assert "<td>Flu season is here &amp; vaccines are available. <span class='muted'>(news, d = 0.45)</span></td>" in page
 
 
 def test_report_without_release_or_evaluation(scene: dict) -> None:
