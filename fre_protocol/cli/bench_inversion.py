@@ -57,7 +57,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "vec2text is listed as unavailable without --vec2text-dir")
     parser.add_argument("--budgets", type=_names, default=None, metavar="LIST",
                         help="guided search budgets to measure, comma-separated presets among small, "
-                             "default, large (default: default); with several, the report has a "
+                             "default, large, or single key=value changes of the default such as "
+                             "fluency=0.1 (default: default); with several, the report has a "
                              "cosine-vs-seconds budget curve")
     parser.add_argument("--seeds-from", type=_names, default=("auto",), metavar="LIST",
                         help="guided only: where its search starts, comma-separated among auto (the "
@@ -94,7 +95,7 @@ def config_from_args(args: argparse.Namespace) -> Any:
         )
     budgets = args.budgets or ("default",)
     for b in budgets:
-        GuidedBudget.preset(b)  # a clear error for an unknown preset, before any work
+        GuidedBudget.parse(b)  # a clear error for an unknown preset or key, before any work
     return BenchConfig(
         singles=args.singles, centroids=args.centroids, seed=args.seed, inverters=args.inverters,
         budgets=budgets, pool_max=args.pool_max, candidates=args.candidates,

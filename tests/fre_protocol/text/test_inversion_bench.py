@@ -396,6 +396,11 @@ def test_bench_refuses_budgets_without_guided(tmp_path: Path, capsys: pytest.Cap
     args = ["bench-inversion", "--out", str(tmp_path), "--inverters", "retrieval", "--budgets", "small"]
     assert main(args) == 2
     assert "--budgets applies to the guided inverter" in capsys.readouterr().err
+    # a budget is a preset or one key=value change of the default, checked before any work
+    assert main(["bench-inversion", "--out", str(tmp_path), "--budgets", "default,fluency=11"]) == 2
+    assert "budget fluency must be a number in [0, 10], got 11.0" in capsys.readouterr().err
+    assert main(["bench-inversion", "--out", str(tmp_path), "--budgets", "tiny"]) == 2
+    assert "budget preset must be one of ['small', 'default', 'large'], got 'tiny'" in capsys.readouterr().err
 
 
 @pytest.mark.heavy
