@@ -132,3 +132,25 @@ def test_real_smollm2_paraphrases() -> None:
     out = para.paraphrase(["Five easy stretches for a stiff back"], n=2, temperature=0.8,
                           rng=RandomSource.seeded(3, "p"))
     assert len(out) == 1 and len(out[0]) == 2 and all(isinstance(s, str) and s for s in out[0])
+
+
+def test_loading_shows_no_progress_bar_and_restores_both_switches(capsys: pytest.CaptureFixture[str]) -> None:
+    """A model's load is quiet under every command's --no-progress: transformers' bars are off and
+    the GGUF reader's plain tqdm is disabled while it runs, and both are as they were afterwards."""
+    pytest.importorskip("transformers")
+    from transformers import modeling_gguf_pytorch_utils as gguf_utils
+    from transformers.utils import logging as hf_logging
+
+    from fre_protocol.text.paraphraser import _quiet_loading
+
+    before = gguf_utils.tqdm
+    assert hf_logging.is_progress_bar_enabled()
+    with _quiet_loading():
+        assert not hf_logging.is_progress_bar_enabled()
+        for _ in gguf_utils.tqdm(range(3), desc="Converting and de-quantizing GGUF tensors..."):
+            pass
+    assert "de-quantizing" not in capsys.readouterr().err
+    assert gguf_utils.tqdm is before and hf_logging.is_progress_bar_enabled()
+    with pytest.raises(RuntimeError, match="load failed"), _quiet_loading():
+        raise RuntimeError("load failed")
+    assert gguf_utils.tqdm is before and hf_logging.is_progress_bar_enabled()
