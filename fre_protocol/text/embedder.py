@@ -27,12 +27,14 @@ cheap and works without the text extra installed.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import hashlib
 import importlib.util
 import json
 import os
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -333,7 +335,8 @@ class SentenceTransformerEmbedder:
             raise FreError(f"the text pipeline needs sentence-transformers ({exc}); {TEXT_EXTRA_INSTALL}") from None
         device = self.device
         try:
-            model = SentenceTransformer(self._source, device=device)
+            with quiet_loading():
+                model = SentenceTransformer(self._source, device=device)
         except Exception as exc:  # noqa: BLE001 - every loading failure becomes one clear message
             raise InvalidParameterError(
                 f"embedder {self._source!r} could not be loaded offline ({exc.__class__.__name__}: "
@@ -354,8 +357,6 @@ class SentenceTransformerEmbedder:
         return int(get_dim())
 
     def _encode(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
-        import contextlib
-
         import torch
 
         model = self.load()
@@ -422,6 +423,33 @@ class SentenceTransformerEmbedder:
                 bar.close()
             self.stats["computed"] += len(missing)
         return np.stack([found[k] for k in keys]).astype(np.float32, copy=False)
+
+
+@contextlib.contextmanager
+def quiet_loading() -> Iterator[None]:
+    """No progress bars while a model loads (a second or two): transformers' own bars and the
+    GGUF reader's plain tqdm would otherwise break through every command's --no-progress."""
+    import importlib
+
+    from tqdm.auto import tqdm
+    from transformers.utils import logging as hf_logging
+
+    try:
+        gguf_utils: Any = importlib.import_module("transformers.modeling_gguf_pytorch_utils")
+    except ImportError:  # a transformers without GGUF support has no such bar
+        gguf_utils = None
+    bars = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
+    reader_bar = getattr(gguf_utils, "tqdm", None)
+    if reader_bar is not None:
+        gguf_utils.tqdm = functools.partial(tqdm, disable=True)
+    try:
+        yield
+    finally:
+        if reader_bar is not None:
+            gguf_utils.tqdm = reader_bar
+        if bars:
+            hf_logging.enable_progress_bar()  # type: ignore[no-untyped-call]
 
 
 def load_embedder(

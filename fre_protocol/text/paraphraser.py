@@ -18,16 +18,16 @@ as it was.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import importlib.util
 import os
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from fre_protocol.text.carriers import SETUP_DATA_COMMAND
+from fre_protocol.text.embedder import quiet_loading
 from primitives.errors import FreError, InvalidInputError, InvalidParameterError
 from primitives.randomness import RandomSource
 
@@ -67,31 +67,6 @@ def smollm2_location() -> tuple[Path, str]:
     return folder, ggufs[0].name
 
 
-@contextlib.contextmanager
-def _quiet_loading() -> Iterator[None]:
-    """No progress bars while a model loads (a second or two): transformers' own bars and the
-    GGUF reader's plain tqdm would otherwise break through every command's --no-progress."""
-    from tqdm.auto import tqdm
-    from transformers.utils import logging as hf_logging
-
-    try:
-        from transformers import modeling_gguf_pytorch_utils as gguf_utils
-    except ImportError:  # a transformers without GGUF support has no such bar
-        gguf_utils = None
-    bars = hf_logging.is_progress_bar_enabled()
-    hf_logging.disable_progress_bar()
-    reader_bar = getattr(gguf_utils, "tqdm", None)
-    if reader_bar is not None:
-        gguf_utils.tqdm = functools.partial(tqdm, disable=True)
-    try:
-        yield
-    finally:
-        if reader_bar is not None:
-            gguf_utils.tqdm = reader_bar
-        if bars:
-            hf_logging.enable_progress_bar()
-
-
 @functools.cache
 def load_causal_lm(name: str, gguf_file: str | None = None, device: str | None = None) -> tuple[Any, Any]:
     """(tokenizer, model) of a causal LM, loaded once per process: the paraphraser, the guided
@@ -112,7 +87,7 @@ def load_causal_lm(name: str, gguf_file: str | None = None, device: str | None =
         if gguf_file:
             kwargs["gguf_file"] = gguf_file
     try:
-        with _quiet_loading():
+        with quiet_loading():
             tokenizer: Any = AutoTokenizer.from_pretrained(source, **kwargs)
             model: Any = AutoModelForCausalLM.from_pretrained(source, **kwargs)
     except Exception as exc:  # noqa: BLE001 - every loading failure becomes one clear message

@@ -141,16 +141,16 @@ def test_loading_shows_no_progress_bar_and_restores_both_switches(capsys: pytest
     from transformers import modeling_gguf_pytorch_utils as gguf_utils
     from transformers.utils import logging as hf_logging
 
-    from fre_protocol.text.paraphraser import _quiet_loading
+    from fre_protocol.text.embedder import quiet_loading
 
     before = gguf_utils.tqdm
     assert hf_logging.is_progress_bar_enabled()
-    with _quiet_loading():
+    with quiet_loading():
         assert not hf_logging.is_progress_bar_enabled()
         for _ in gguf_utils.tqdm(range(3), desc="Converting and de-quantizing GGUF tensors..."):
             pass
     assert "de-quantizing" not in capsys.readouterr().err
     assert gguf_utils.tqdm is before and hf_logging.is_progress_bar_enabled()
-    with pytest.raises(RuntimeError, match="load failed"), _quiet_loading():
+    with pytest.raises(RuntimeError, match="load failed"), quiet_loading():
         raise RuntimeError("load failed")
     assert gguf_utils.tqdm is before and hf_logging.is_progress_bar_enabled()
