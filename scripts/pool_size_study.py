@@ -76,54 +76,12 @@ def summarise(size: str, bench: dict[str, Any], run: dict[str, Any]) -> dict[str
     return out
 
 
-def per_target_e5_gains(bench: dict[str, Any], cache_dir: str | None = None) -> dict[str, list[float]]:
-    """Per inverter row kind ("guided", "seed"): the E5 gain of every target, in the bench's row
-    order, computed as the bench's judge does (:func:`fre_protocol.text.inversion_bench.judge_outputs`)
-    on targets rebuilt from the run's config (deterministic), for paired comparisons of sizes."""
-    import numpy as np
-
-    from fre_protocol.text import judges
-    from fre_protocol.text.embedder import SentenceTransformerEmbedder
-    from fre_protocol.text.inversion_bench import BenchConfig, bench_targets
-
-    raw = {k: v for k, v in bench["config"].items() if k in BenchConfig.__dataclass_fields__}
-    raw["inverters"], raw["budgets"] = tuple(raw["inverters"]), tuple(raw["budgets"])
-    raw["progress"] = False
-    _, _, targets = bench_targets(BenchConfig(**raw), SentenceTransformerEmbedder(cache_dir=cache_dir))
-    by_kind = {t.kind: t for t in targets}
-    second = judges.SecondEmbedder()
-    sources = {t.kind: second.embed(list(t.sources)) for t in targets}
-    members = next(t.members for t in targets if t.members)
-    flat = second.embed([x for m in members for x in m])
-    at, means = 0, []
-    for group in members:
-        means.append(flat[at : at + len(group)].mean(axis=0))
-        at += len(group)
-    centroid_e5 = np.stack(means)
+def by_kind(scores: dict[str, dict[str, list[float]]], metric: str) -> dict[str, list[float]]:
+    """Per row kind ("guided", "seed"): ``metric`` of every target (one guided inverter a run)."""
     out: dict[str, list[float]] = {"guided": [], "seed": []}
-    for r in bench["rows"]:
-        label = "seed" if r["inverter"].endswith(" seed") else "guided"
-        e5_target = sources["single"] if r["target"] == "single" else centroid_e5
-        f = judges.fidelity(second.embed(r["outputs"]), e5_target, sources[by_kind[r["target"]].kind])
-        assert abs(f["gain_mean"] - r["e5_gain"]) < 1e-6, (r["inverter"], r["target"], f["gain_mean"], r["e5_gain"])
-        out[label].extend(f["gains"])
+    for label, values in scores.items():
+        out["seed" if label.endswith(" seed") else "guided"].extend(values[metric])
     return out
-
-
-def per_target_cosines(bench: dict[str, Any]) -> dict[str, list[float]]:
-    """Per row kind ("guided", "seed"): the guide cosine of every target, as the bench stored it."""
-    out: dict[str, list[float]] = {"guided": [], "seed": []}
-    for r in bench["rows"]:
-        out["seed" if r["inverter"].endswith(" seed") else "guided"].extend(r["cosines"])
-    return out
-
-
-def paired(a: list[float], b: list[float]) -> dict[str, float]:
-    """Mean of b − a over the same targets and its standard error."""
-    import numpy as np
-
-    d = np.asarray(b) - np.asarray(a)
-    return {"mean": float(d.mean()), "se": float(d.std(ddof=1) / np.sqrt(len(d))), "n": len(d)}
 
 
 def markdown(doc: dict[str, Any], against: str) -> str:
@@ -198,10 +156,11 @@ def main(argv: list[str] | None = None) -> int:
         summary.append(summarise(size, bench, run))
         print(json.dumps(summary[-1], indent=1), file=sys.stderr, flush=True)
     if args.paired_against in sizes:
-        gains: dict[str, dict[str, list[float]]] = {}
-        for size in sizes:
-            bench = json.loads((out / f"pool-{size}" / "bench.json").read_text(encoding="utf-8"))
-            gains[size] = per_target_e5_gains(bench, str(out / f"cache-{size}"))
+        from fre_protocol.text.bench_pairs import paired, per_target_scores
+
+        scores = {size: per_target_scores(json.loads((out / f"pool-{size}" / "bench.json").read_text(encoding="utf-8")),
+                                          str(out / f"cache-{size}")) for size in sizes}
+        gains = {size: by_kind(scores[size], "e5_gain") for size in sizes}
         base = gains[args.paired_against]
         for entry in summary:
             mine = gains[entry["pool_max"]]
@@ -209,8 +168,7 @@ def main(argv: list[str] | None = None) -> int:
                 label: paired(base[label], mine[label]) for label in ("guided", "seed")
             }
             entry["e5_gains_per_target"] = mine
-        cosines = {size: per_target_cosines(json.loads((out / f"pool-{size}" / "bench.json").read_text(encoding="utf-8")))
-                   for size in sizes}
+        cosines = {size: by_kind(scores[size], "guide_cosine") for size in sizes}
         for entry in summary:
             entry["guide_cosine_minus_" + args.paired_against] = {
                 label: paired(cosines[args.paired_against][label], cosines[entry["pool_max"]][label])

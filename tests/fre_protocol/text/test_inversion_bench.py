@@ -390,6 +390,18 @@ def test_bench_end_to_end_with_retrieval(
     emb_src, emb_out = minilm.embed(sources), minilm.embed(single["outputs"])
     assert cosines_to(emb_out, emb_src) == pytest.approx(single["cosines"], abs=1e-5)
     assert not set(sources) & set(single["outputs"])
+    # target by target: every row's E5 gains recomputed (checked against the stored mean inside)
+    if single.get("e5_gain") is not None:
+        from fre_protocol.text.bench_pairs import paired, per_target_scores
+
+        scores = per_target_scores(result, str(text_cache_dir))
+        assert list(scores) == ["retrieval"]
+        assert scores["retrieval"]["guide_cosine"] == [c for r in result["rows"] for c in r["cosines"]]
+        gains = scores["retrieval"]["e5_gain"]
+        assert len(gains) == sum(r["n"] for r in result["rows"])
+        assert float(np.mean(gains[:3])) == pytest.approx(single["e5_gain"], abs=1e-9)
+        shifted = paired(gains, [g + 0.25 for g in gains])
+        assert shifted["mean"] == pytest.approx(0.25) and shifted["se"] == pytest.approx(0.0, abs=1e-12)
 
 
 def test_bench_refuses_budgets_without_guided(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -1,0 +1,77 @@
+"""Every inverter of one ``fre-e2t bench-inversion`` run against one of them, target by target.
+
+Prints a markdown table (weighted means over the targets of E5 gain, guide cosine, rules pass and
+the share above the news p90 NLL; the E5 gain's and guide cosine's paired difference from
+``--against`` with its standard error) and, with ``--json``, writes the same with every target's
+scores. The E5 gains are recomputed with the bench's own judge and checked against the stored means.
+
+    python scripts/bench_pairs.py runs/bench/bench.json --against 'guided[default,seeds=retrieval]'
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from fre_protocol.text.bench_pairs import paired, per_target_scores
+
+
+def weighted(rows: list[dict[str, Any]], key: str) -> float | None:
+    have = [r for r in rows if r.get(key) is not None]
+    return sum(r[key] * r["n"] for r in have) / sum(r["n"] for r in have) if have else None
+
+
+def summary(bench: dict[str, Any], against: str, cache_dir: str | None = None) -> dict[str, Any]:
+    scores = per_target_scores(bench, cache_dir)
+    if against not in scores:
+        raise SystemExit(f"--against must be one of {sorted(scores)}, got {against!r}")
+    out: dict[str, Any] = {"bench_command": bench["command"], "against": against, "inverters": {}}
+    for label, s in scores.items():
+        rows = [r for r in bench["rows"] if r["inverter"] == label]
+        entry: dict[str, Any] = {
+            "n": sum(r["n"] for r in rows), "e5_gain": weighted(rows, "e5_gain"),
+            "guide_cosine": weighted(rows, "cosine_mean"), "rules_pass": weighted(rows, "rules_pass"),
+            "share_above_news_p90": weighted(rows, "kn_share_above_news_p90"),
+            "seconds_per_target": weighted(rows, "seconds_per_target"), "per_target": s,
+        }
+        if label != against:
+            entry["e5_gain_minus_against"] = paired(scores[against]["e5_gain"], s["e5_gain"])
+            entry["guide_cosine_minus_against"] = paired(scores[against]["guide_cosine"], s["guide_cosine"])
+        out["inverters"][label] = entry
+    return out
+
+
+def markdown(doc: dict[str, Any]) -> str:
+    def f(v: Any) -> str:
+        return "—" if v is None else f"{v:.3f}"
+
+    def d(v: dict[str, float] | None) -> str:
+        return "—" if v is None else f"{v['mean']:+.3f} ± {v['se']:.3f}"
+
+    lines = ["| inverter | n | E5 gain | − against (± s.e.) | guide cos | − against (± s.e.) | rules pass | > news p90 |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for label, e in doc["inverters"].items():
+        lines.append(f"| {label}{' (against)' if label == doc['against'] else ''} | {e['n']} | {f(e['e5_gain'])} | "
+                     f"{d(e.get('e5_gain_minus_against'))} | {f(e['guide_cosine'])} | "
+                     f"{d(e.get('guide_cosine_minus_against'))} | {f(e['rules_pass'])} | {f(e['share_above_news_p90'])} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("bench", type=Path, help="a bench-inversion run's bench.json")
+    parser.add_argument("--against", required=True, help="the inverter label every other is paired with")
+    parser.add_argument("--json", type=Path, help="also write the summary, with every target's scores, here")
+    parser.add_argument("--cache-dir", help="embedding cache of the run (default: the usual one)")
+    args = parser.parse_args(argv)
+    doc = summary(json.loads(args.bench.read_text(encoding="utf-8")), args.against, args.cache_dir)
+    if args.json:
+        args.json.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
+    print(markdown(doc), end="")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
