@@ -74,6 +74,11 @@ def utility(method: str, eps: float | str, key: str, level: str = "centroid", se
     return utility_row(method, eps, level, seed)[key]
 
 
+def clip(label: str, method: str, key: str, stat: str = "mean") -> float:
+    """A summary figure of clip.json: ``label`` "clip 1" or "clip 2", ``stat`` mean or sd."""
+    return float(load("clip")["summary"][label][method][key][stat])
+
+
 def augpe_costs() -> dict[str, Any]:
     return one("augpe", method="costs")
 
@@ -277,6 +282,21 @@ CHECKS: list[Check] = [
     Check(R, "k = 3: classifier on inverted texts", "23.8%", lambda: one("downstream-k3", source="fre-e2t")["text_accuracy"], "downstream-k3.json"),
     Check(R, "k = 3: inverted training texts", "48", lambda: one("downstream-k3", source="fre-e2t")["n_train"], "downstream-k3.json"),
     Check(R, "real training texts", "50,657", lambda: one("downstream", source="reference")["n_train"], "downstream.json"),
+    # design.md §10: the clip comparison (three seeds, ε = 8).
+    *[
+        Check("docs/design.md", f"{label}: {key} {stat}, {method}", c,
+              lambda label=label, method=method, key=key, stat=stat: clip(label, method, key, stat), "clip.json")
+        for label, method, key, stat, c in (
+            ("clip 1", "fre-e2t", "f1_strict", "mean", "0.805"), ("clip 1", "fre-e2t", "f1_strict", "sd", "0.021"),
+            ("clip 2", "fre-e2t", "f1_strict", "mean", "0.354"), ("clip 2", "fre-e2t", "f1_strict", "sd", "0.021"),
+            ("clip 1", "central-dp", "f1_strict", "mean", "0.884"), ("clip 2", "central-dp", "f1_strict", "mean", "0.436"),
+            ("clip 2", "central-dp", "f1_strict", "sd", "0.035"),
+            ("clip 1", "fre-e2t", "sigma", "mean", "1.772"), ("clip 2", "fre-e2t", "sigma", "mean", "3.211"),
+            ("clip 1", "fre-e2t", "avg_l2", "mean", "0.835"), ("clip 2", "fre-e2t", "avg_l2", "mean", "0.988"),
+            ("clip 1", "fre-e2t", "delta_star_at_r", "mean", "0.135"), ("clip 1", "fre-e2t", "delta_star_at_r", "sd", "0.022"),
+            ("clip 2", "fre-e2t", "delta_star_at_r", "mean", "0.018"), ("clip 2", "fre-e2t", "delta_star_at_r", "sd", "0.011"),
+        )
+    ],
 ]
 
 
