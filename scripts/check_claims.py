@@ -282,6 +282,14 @@ CHECKS: list[Check] = [
     Check(R, "k = 3: classifier on inverted texts", "23.8%", lambda: one("downstream-k3", source="fre-e2t")["text_accuracy"], "downstream-k3.json"),
     Check(R, "k = 3: inverted training texts", "48", lambda: one("downstream-k3", source="fre-e2t")["n_train"], "downstream-k3.json"),
     Check(R, "real training texts", "50,657", lambda: one("downstream", source="reference")["n_train"], "downstream.json"),
+    # Table 7 (embedders.json, three seeds, ε = 8): α = 1 centroid F1 under each embedder.
+    *[
+        Check(R, f"α = 1 centroid F1, {e} embedder, {stat}", c,
+              lambda e=e, stat=stat: (mean if stat == "mean" else sd)("embedders", "f1_strict", embedder=e), "embedders.json")
+        for e, stat, c in (("first", "mean", "0.805"), ("first", "sd", "0.021"), ("second", "mean", "0.394"),
+                           ("second", "sd", "0.137"))
+    ],
+    Check(R, "Table 7: transferred radius", "0.878", lambda: one("embedders", embedder="transfer")["second_radius"], "embedders.json"),
     # design.md §10: the clip comparison (three seeds, ε = 8).
     *[
         Check("docs/design.md", f"{label}: {key} {stat}, {method}", c,
