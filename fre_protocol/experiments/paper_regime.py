@@ -234,13 +234,19 @@ def run(ctx: Context) -> list[dict[str, Any]]:
 
 # -- the page -------------------------------------------------------------------------------------
 def _population_table(rows: Sequence[Mapping[str, Any]]) -> str:
-    columns = [("N", "n_points"), ("clusters", "n_clusters"), ("largest", "largest_cluster"),
-               ("smallest", "smallest_cluster"), ("clusters below t", "clusters_below_t"), ("rare", "n_rare"),
-               ("frequent |F|", "n_frequent"), ("infrequent in clusters", "n_infrequent_clustered")]
-    usable = [r for r in rows if r.get("part") == "utility"]
-    body = [[cell(got, metric, 0) for _, metric in columns]
-            for _, got in sorted(group_rows(usable, ("n_points",)).items())]
-    return markdown_table([name for name, _ in columns], body)
+    columns = [("clusters", "n_clusters"), ("largest", "largest_cluster"), ("smallest", "smallest_cluster"),
+               ("clusters below t", "clusters_below_t"), ("rare", "n_rare"), ("frequent |F|", "n_frequent"),
+               ("infrequent in clusters", "n_infrequent_clustered")]
+    groups = group_rows([r for r in rows if r.get("part") == "utility"], ("n_points",))
+    body = [[f"{n_points:,}", str(len({r['seed'] for r in got}))] + [_count(got, metric) for _, metric in columns]
+            for (n_points,), got in sorted(groups.items())]
+    return markdown_table(["N", "n seeds"] + [name for name, _ in columns], body)
+
+
+def _count(rows: Sequence[Mapping[str, Any]], metric: str) -> str:
+    """A count the same in every seed's population (sizes depend on N only), else mean ± sd."""
+    values = {r[metric] for r in rows if metric in r}
+    return f"{values.pop():,}" if len(values) == 1 else cell(rows, metric, 0)
 
 
 def _method_label(method: str, n_points: int) -> str:
