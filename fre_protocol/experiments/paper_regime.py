@@ -71,7 +71,7 @@ PSIS = (0.1, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5)
 K_VALUES = (10, 15, 20, 25)
 #: Bucket edge L·m with Δ = u·r·m (as ``ablation-edge``); Δ stays below 2C = 2 for every m here.
 EDGE_VALUES = (0.75, 1.0, 1.25, 1.5)
-QUICK_K_VALUES = (15, 20)
+QUICK_K_VALUES = (10, 20)  # k = 10: δ_sens ≈ 9.5e-6 alone exceeds δ
 QUICK_EDGE_VALUES = (1.0, 1.5)
 #: The population's stream in the seed plan (the private data of a seeded research run).
 POPULATION_LABEL = "experiment/population"
@@ -177,7 +177,11 @@ class _Population:
         key = f"{method}|{sorted(p.to_dict().items())}"
         if key not in self._scores:
             planted, ctx = self.get()
-            release = ctx.release(method, p, self.seed)
+            try:
+                release = ctx.release(method, p, self.seed)
+            except InvalidParameterError as exc:  # e.g. δ_sens alone exceeds δ at a small k
+                return {"feasible": False, "reason": str(exc)[:300], "k": p.k, "edge_multiplier": p.edge_multiplier,
+                        "sensitivity": p.sensitivity}
             self._scores[key] = {
                 **describe(planted, p), **score(release.centroids, planted, p),
                 "n_released": len(release.ids), "sigma": release.ledger.get("sigma"),
@@ -289,11 +293,16 @@ def _sweep_table(rows: Sequence[Mapping[str, Any]], parameter: str, label: str,
     body = []
     for eps in sorted_values(rows, "epsilon"):
         for value in sorted_values([r for r in rows if r.get("part") == parameter], parameter):
-            got = groups.get((eps, value), [])
+            every = groups.get((eps, value), [])
+            got = [r for r in every if r.get("feasible", True)]
             if got:
                 body.append([epsilon_label(eps), f"{value:g}", str(len(got))]
                             + [cell(got, metric, digits) if metric != "delta_sens" else _small(got, metric)
                                for _, metric, digits in columns])
+            elif every:  # the accountant refused it: say why, once per setting
+                reason = every[0]["reason"].split(";")[0]
+                body.append([epsilon_label(eps), f"{value:g}", str(len(every))] + [f"infeasible: {reason}"]
+                            + ["–"] * (len(columns) - 1))
     return markdown_table(["ε", label, "n seeds"] + [name for name, _, _ in columns], body)
 
 

@@ -54,17 +54,21 @@ def test_the_frequent_set_is_the_population_s_exact_one(out: Path) -> None:
     assert np.array_equal(planted.frequent(100), counted)
     sizes = np.asarray(planted.cluster_sizes)
     assert sizes.min() < 101 < sizes.max()  # clusters below t: infrequent points that are not isolated
-    for row in _rows(out):
+    for row in (r for r in _rows(out) if r.get("feasible", True)):
         assert row["n_frequent"] == int(counted.sum())
         assert row["n_infrequent_clustered"] == int((~counted & (planted.labels >= 0)).sum()) > 0
 
 
 def test_sweeps_and_the_page_round_trip(out: Path) -> None:
     rows = _rows(out)
-    assert {r["k"] for r in rows if r["part"] == "k"} == set(paper_regime.QUICK_K_VALUES)
+    k = {r["k"]: r for r in rows if r["part"] == "k"}
+    assert set(k) == set(paper_regime.QUICK_K_VALUES)
+    # Lemma 2 at k = 10: δ_sens = f(2/u)^10 alone exceeds δ = 1e-6, a row that says so (not an error)
+    assert k[10]["feasible"] is False and "delta_sens" in k[10]["reason"] and k[20]["n_released"] > 0
     edge = {r["edge_multiplier"]: r for r in rows if r["part"] == "edge_multiplier"}
     assert edge[1.5]["sensitivity"] == pytest.approx(1.5 * edge[1.0]["sensitivity"])
     assert edge[1.5]["delta_sens"] == pytest.approx(edge[1.0]["delta_sens"])  # Δ = u·r·m: δ_sens unchanged
     page = (out / "paper-regime.md").read_text(encoding="utf-8")
     assert "paper Table 1, 6, 13, Figure 4" in page and f"central-dp (N = {N:,})" in page
+    assert "| 8 | 10 | 1 | infeasible: delta budget exhausted" in page
     assert main(["experiment", "report", "--from", str(out), "--check"]) == 0
