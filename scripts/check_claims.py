@@ -304,6 +304,13 @@ CHECKS: list[Check] = [
         Check(PRP, f"{m} L2 at ε = 8, N = 10^5", c, lambda m=m: regime("avg_l2", m, 100_000, 8.0), PRJ)
         for m, c in (("fre-e2t", "0.282"), ("central-dp", "0.253"))
     ],
+    *[
+        Check(PRP, f"mechanism F1 at ε = {e}, {name} = {v}", c,
+              lambda e=e, name=name, v=v: mean("paper-regime", "f1", part=name, epsilon=e, **{name: v}), PRJ)
+        for e, name, v, c in ((8.0, "k", 15, "0.925"), (8.0, "k", 25, "0.891"), (8.0, "edge_multiplier", 0.75, "0.887"),
+                              (8.0, "edge_multiplier", 1.5, "0.931"), (4.0, "edge_multiplier", 0.75, "0.713"),
+                              (4.0, "edge_multiplier", 1.5, "0.459"))
+    ],
     Check(PRP, "protocol's released buckets at N = 10^5 (mean over ε and seeds)", "95",
           lambda: mean("paper-regime", "n_released", part="utility", method="fre-e2t"), PRJ),
 ]
