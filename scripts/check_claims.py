@@ -79,6 +79,11 @@ def clip(label: str, method: str, key: str, stat: str = "mean") -> float:
     return float(load("clip")["summary"][label][method][key][stat])
 
 
+def regime(key: str, method: str, n_points: int, eps: float | str) -> float:
+    """The mean over seeds of a paper-regime utility row's ``key``."""
+    return mean("paper-regime", key, part="utility", method=method, n_points=n_points, epsilon=eps)
+
+
 def augpe_costs() -> dict[str, Any]:
     return one("augpe", method="costs")
 
@@ -111,6 +116,7 @@ class Check(NamedTuple):
 R = "docs/results/README.md"
 RD = "README.md"
 U, BL, AP = "utility.json", "baselines.json", "augpe.json"
+PRP, PRJ, MILLION = "docs/results/paper-regime.md", "paper-regime.json", 1_000_000
 
 CHECKS: list[Check] = [
     # The privacy paragraph of README.md and the SSP figures (utility.json, augpe.json).
@@ -305,6 +311,36 @@ CHECKS: list[Check] = [
             ("clip 2", "fre-e2t", "delta_star_at_r", "mean", "0.018"), ("clip 2", "fre-e2t", "delta_star_at_r", "sd", "0.011"),
         )
     ],
+    # The paper's regime on a planted population (paper-regime.json; its reading).
+    Check(PRP, "δ_sens at k = 20 (every finite-ε row)", "8.9e-11",
+          lambda: max(r["delta_sens"] for r in rows("paper-regime", part="utility") if r["epsilon"] != INF), PRJ),
+    *[
+        Check(PRP, f"mechanism F1 at N = 10^6, ε = {e}", c, lambda e=e: regime("f1", "central-dp", MILLION, e), PRJ)
+        for e, c in ((4.0, "0.599"), (8.0, "0.906"), (16.0, "0.906"), (INF, "0.905"))
+    ],
+    Check(PRP, "mechanism precision at N = 10^6, ε = 4", "0.501", lambda: regime("precision", "central-dp", MILLION, 4.0), PRJ),
+    *[
+        Check(PRP, f"{m} F1 at N = 10^5, ε = {e}", c, lambda m=m, e=e: regime("f1", m, 100_000, e), PRJ)
+        for m, e, c in (("fre-e2t", 8.0, "0.869"), ("fre-e2t", 16.0, "0.868"), ("fre-e2t", 4.0, "0.481"),
+                        ("central-dp", 4.0, "0.545"))
+    ],
+    *[
+        Check(PRP, f"{m} σ at ε = 8, N = 10^5", c, lambda m=m: regime("sigma", m, 100_000, 8.0), PRJ)
+        for m, c in (("fre-e2t", "1.201"), ("central-dp", "1.131"))
+    ],
+    *[
+        Check(PRP, f"{m} L2 at ε = 8, N = 10^5", c, lambda m=m: regime("avg_l2", m, 100_000, 8.0), PRJ)
+        for m, c in (("fre-e2t", "0.282"), ("central-dp", "0.253"))
+    ],
+    *[
+        Check(PRP, f"mechanism F1 at ε = {e}, {name} = {v}", c,
+              lambda e=e, name=name, v=v: mean("paper-regime", "f1", part=name, epsilon=e, **{name: v}), PRJ)
+        for e, name, v, c in ((8.0, "k", 15, "0.925"), (8.0, "k", 25, "0.891"), (8.0, "edge_multiplier", 0.75, "0.887"),
+                              (8.0, "edge_multiplier", 1.5, "0.931"), (4.0, "edge_multiplier", 0.75, "0.713"),
+                              (4.0, "edge_multiplier", 1.5, "0.459"))
+    ],
+    Check(PRP, "protocol's released buckets at N = 10^5 (mean over ε and seeds)", "95",
+          lambda: mean("paper-regime", "n_released", part="utility", method="fre-e2t"), PRJ),
 ]
 
 

@@ -38,6 +38,8 @@ class Experiment:
     data: str | None = None
     #: the paper's figures it reproduces (beside or instead of tables)
     paper_figures: tuple[int, ...] = ()
+    #: NAME.json's settings when the experiment chooses its own parameters (default: the run's)
+    settings: Callable[[Any], dict[str, Any]] | None = None
 
 
 #: name -> "module:attribute", in the order ``experiment all`` runs them.
@@ -55,6 +57,7 @@ EXPERIMENTS: dict[str, str] = {
     "embedders": "fre_protocol.experiments.embedders:EXPERIMENT",
     "user-level": "fre_protocol.experiments.user_level:EXPERIMENT",
     "ssp": "fre_protocol.experiments.ssp:EXPERIMENT",
+    "paper-regime": "fre_protocol.experiments.paper_regime:EXPERIMENT",
 }
 
 

@@ -219,6 +219,16 @@ class Context:
         #: models this invocation loaded: (role, name) -> (location, weight files read or None for all)
         self.models: dict[tuple[str, str], tuple[str | None, tuple[str, ...] | None]] = {}
 
+    @classmethod
+    def on_data(cls, config: ExperimentConfig, dataset: Dataset, *,
+                neighbour_counts: Mapping[float, npt.NDArray[np.int64]], log: Any = print) -> Context:
+        """A context over ``dataset`` instead of the configured data (an experiment that makes its
+        own), with its neighbour counts by radius where they are known exactly."""
+        ctx = cls(config, log=log)
+        ctx._dataset = dataset
+        ctx._counts = dict(neighbour_counts)
+        return ctx
+
     # -- data -----------------------------------------------------------------------------------
     def dataset(self) -> Dataset:
         if self._dataset is None:

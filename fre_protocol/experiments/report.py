@@ -101,7 +101,7 @@ def run_one(ctx: Context, experiment: Experiment) -> dict[str, Any]:
         "label": EVALUATION_NOTE,
         "notes": list(experiment.notes),
         "data": experiment.data or _data(ctx),
-        "settings": settings(ctx),
+        "settings": settings(ctx) if experiment.settings is None else experiment.settings(ctx),
         "wall_seconds": wall,
         "rows": rows,
         **extra,  # an experiment may publish a selection of its rows (e.g. the best budget split)
