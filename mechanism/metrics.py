@@ -336,9 +336,12 @@ def nearest_distances(
 
 
 # -- utility (design §8) -----------------------------------------------------------------------------------
-def _prf(
+def precision_recall_f1(
     s_to_f: npt.NDArray[np.float64], f_to_s: npt.NDArray[np.float64], hit: float
 ) -> dict[str, float]:
+    """Precision, recall, F1 and mean distances from each output's distance to its nearest
+    frequent point (``s_to_f``) and each frequent point's to its nearest output (``f_to_s``):
+    a hit is a distance ≤ ``hit``. Callers that score several α reuse one pair of distance passes."""
     precision = float(np.mean(s_to_f <= hit)) if s_to_f.size else math.nan
     recall = float(np.mean(f_to_s <= hit)) if f_to_s.size else math.nan
     if math.isnan(precision) or math.isnan(recall):
@@ -406,7 +409,7 @@ def utility(
         s_to_f = nearest_distances(s, f, block=block, progress=progress)
         f_to_s = nearest_distances(f, s, block=block, progress=progress)
         out[f"n_reference{suffix}"] = float(f.shape[0])
-        for key, value in _prf(s_to_f, f_to_s, hit).items():
+        for key, value in precision_recall_f1(s_to_f, f_to_s, hit).items():
             out[f"{key}{suffix}"] = value
     return out
 

@@ -148,7 +148,7 @@ def score(outputs: npt.NDArray[np.floating], planted: Population, p: FreParams) 
     f_to_s = metrics.nearest_distances(f, outputs)
     row: dict[str, Any] = {"n_outputs": int(len(outputs))}
     for alpha, suffix in ((metrics.DEFAULT_ALPHA, ""), (1.0, "_strict")):
-        got = metrics._prf(s_to_f, f_to_s, alpha * p.radius)
+        got = metrics.precision_recall_f1(s_to_f, f_to_s, alpha * p.radius)
         row.update({f"{name}{suffix}": got[name] for name in ("precision", "recall", "f1", "avg_l2")})
     groups = {"rare": planted.rare_mask, "infrequent": ~frequent & ~planted.rare_mask}
     for group, mask in groups.items():
