@@ -290,10 +290,12 @@ CHECKS: list[Check] = [
     Check(R, "real training texts", "50,657", lambda: one("downstream", source="reference")["n_train"], "downstream.json"),
     # Table 7 (embedders.json, three seeds, ε = 8): α = 1 centroid F1 under each embedder.
     *[
-        Check(R, f"α = 1 centroid F1, {e} embedder, {stat}", c,
-              lambda e=e, stat=stat: (mean if stat == "mean" else sd)("embedders", "f1_strict", embedder=e), "embedders.json")
-        for e, stat, c in (("first", "mean", "0.805"), ("first", "sd", "0.021"), ("second", "mean", "0.394"),
-                           ("second", "sd", "0.137"))
+        Check(R, f"α = 1 centroid F1, {e} embedder, ε = {eps}, {stat}", c,
+              lambda e=e, stat=stat, eps=eps: (mean if stat == "mean" else sd)("embedders", "f1_strict", embedder=e, epsilon=eps),
+              "embedders.json")
+        for eps, e, stat, c in ((8.0, "first", "mean", "0.805"), (8.0, "first", "sd", "0.021"), (8.0, "second", "mean", "0.394"),
+                                (8.0, "second", "sd", "0.137"), (16.0, "first", "mean", "0.976"), (16.0, "second", "mean", "0.909"),
+                                (4.0, "first", "mean", "0.143"), (4.0, "second", "mean", "0.029"))
     ],
     Check(R, "Table 7: transferred radius", "0.878", lambda: one("embedders", embedder="transfer")["second_radius"], "embedders.json"),
     # design.md §10: the clip comparison (three seeds, ε = 8).
