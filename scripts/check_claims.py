@@ -298,6 +298,15 @@ CHECKS: list[Check] = [
                                 (4.0, "first", "mean", "0.143"), (4.0, "second", "mean", "0.029"))
     ],
     Check(R, "Table 7: transferred radius", "0.878", lambda: one("embedders", embedder="transfer")["second_radius"], "embedders.json"),
+    # prefix-generator.md: generator seeds against retrieval seeds, pooled over four held-out draws.
+    *[
+        Check("docs/results/prefix-generator.md", f"E5 gain difference pooled over four draws, {k}", c,
+              lambda k=k: load("prefix-generator")["fourth_draw"]["pooled_over_four_draws"][k], "prefix-generator.json")
+        for k, c in (("mean", "0.027"), ("se", "0.009"))
+    ],
+    Check("docs/results/prefix-generator.md", "fourth draw: E5 gain difference", "0.022",
+          lambda: load("prefix-generator")["fourth_draw"]["summary"]["inverters"]["guided[default]"]["e5_gain_minus_against"]["mean"],
+          "prefix-generator.json"),
     # design.md §10: the clip comparison (three seeds, ε = 8).
     *[
         Check("docs/design.md", f"{label}: {key} {stat}, {method}", c,
