@@ -52,6 +52,7 @@ import numpy.typing as npt
 from fre_protocol.text import Inversion, check_centroids, check_num_texts, rules
 from fre_protocol.text.embedder import Embedder, embed_uncached
 from fre_protocol.text.inverter_retrieval import RetrievalInverter
+from fre_protocol.text.inverters import DEFAULT_SEEDS_FROM, check_seeds_from
 from fre_protocol.text.prefix_generator import PrefixInverter, trained_for
 from primitives.errors import InvalidInputError, InvalidParameterError
 from primitives.randomness import RandomSource
@@ -66,24 +67,10 @@ _TASK_TALK = re.compile(r"\b(?:sentences?|rewrit\w*|paraphras\w*|here(?:'s| is))
 MAX_WORD_REPEATS = 2
 MIN_WORD_COUNT = 2  # pool words seen fewer times are names and typos, not vocabulary
 TARGETS_PER_BATCH = 16  # targets searched together (one LM batch of targets × beam rows)
-#: Where the search's seed comes from: the nearest readable pool text, the learned generator's
-#: draft, or the closer of the two in the guide; ``auto`` (the default) is ``prefix`` when the
-#: packaged generator was trained on the embedder's vectors and ``retrieval`` otherwise. Prefix
-#: seeds beat retrieval seeds on two held-out draws (docs/results/prefix-generator.md).
-SEEDS_FROM = ("auto", "retrieval", "prefix", "both")
-DEFAULT_SEEDS_FROM = "auto"
-
-
-def check_seeds_from(seeds_from: str, inverter: str = "guided") -> None:
-    """Refuse an unknown seed source, or one that names a generator seed for another inverter."""
-    if seeds_from not in SEEDS_FROM:
-        raise InvalidParameterError(f"seeds_from must be one of {list(SEEDS_FROM)}, got {seeds_from!r}")
-    if seeds_from in ("prefix", "both") and inverter != "guided":
-        raise InvalidParameterError(f"seeds_from applies to the guided inverter only, not to {inverter!r}")
-
-
 def resolve_seeds_from(seeds_from: str, embedder: Embedder) -> str:
-    """``auto`` made concrete for ``embedder``; every other source as given."""
+    """``auto`` (:data:`~fre_protocol.text.inverters.SEEDS_FROM`) made concrete for ``embedder``:
+    ``prefix`` when the packaged generator was trained on its vectors, else ``retrieval``; every
+    other source as given."""
     check_seeds_from(seeds_from)
     if seeds_from != "auto":
         return seeds_from

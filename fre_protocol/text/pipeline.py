@@ -15,7 +15,8 @@ wall-clock timing:
    design §4.6); writes ``centroids.npy`` + ``release.json`` and ``ledger.json`` (always, also when
    nothing was released; its ``unit`` says whom the guarantee protects);
 4. :func:`invert_release` — **invert** each DP centroid into text (guided by default: a public
-   language model steered from the nearest public-pool text; or retrieval, or vec2text), then
+   language model steered from a seed, the draft of a generator trained on public text or the
+   nearest public-pool text; or retrieval, or vec2text), then
    optionally **paraphrase** (2n variations sampled, the n nearest the centroid kept);
 5. :func:`write_synthetic` — ``synthetic.jsonl``, each text with its distance to its centroid
    (and, for guided inversion, the seed it started from and its source);
@@ -59,14 +60,15 @@ from fre_protocol.text.carriers import (
 )
 from fre_protocol.text.corpora import Corpus
 from fre_protocol.text.embedder import SentenceTransformerEmbedder
-from fre_protocol.text.inverter_guided import DEFAULT_SEEDS_FROM, check_seeds_from
 from fre_protocol.text.inverter_retrieval import RetrievalInverter
 from fre_protocol.text.inverters import (
     DEFAULT_INVERTER,
+    DEFAULT_SEEDS_FROM,
     INVERTERS,
     POOL_INVERTERS,
     PoolOptions,
     build_inverter,
+    check_seeds_from,
 )
 from fre_protocol.text.inverters import required_carriers as inverter_carriers
 from fre_protocol.text.public_pool import DEFAULT_MAX_TEXTS, DEFAULT_SOURCES, check_max_texts
