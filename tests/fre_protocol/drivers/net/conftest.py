@@ -50,13 +50,15 @@ def deployments() -> Iterator[list[Deployment]]:
 @pytest.fixture
 def live_deployment(tmp_path: Path, deployments: list[Deployment]) -> Callable[..., Deployment]:
     """``start(settings)``: configs, certificates and the three services running (the proxy
-    ready once it has assembled the round document from the servers' keys)."""
+    ready once it has assembled the round document from the servers' keys; with ``web_root`` it
+    also serves the join page)."""
     from fre_protocol.drivers.net.deploy import start_service, write_configs
 
-    def start(settings: RoundSettings, *, name: str = "run") -> Deployment:
+    def start(settings: RoundSettings, *, name: str = "run", web_root: Path | None = None) -> Deployment:
         out = tmp_path / name
         shutil.rmtree(out, ignore_errors=True)
-        dep = write_configs(out, settings, test_seed=SEED if settings.rng_mode == "seeded" else None)
+        dep = write_configs(out, settings, test_seed=SEED if settings.rng_mode == "seeded" else None,
+                            web_root=web_root)
         deployments.append(dep)
         for role in ("S_tag", "S_syn", "proxy"):
             start_service(dep, role)

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from browser_pages import CHROMIUM, WEB_ROOT, needs_browser, results, start_pages
-from net_rounds import SEED, needs_net, round_settings
+from net_rounds import needs_net, round_settings
 
 needs_net()
 
@@ -31,16 +31,9 @@ USERS = 5
 STEPS = ["round", "embedding", "blind", "evaluation", "submit", "broadcast", "phase2"]
 
 
-def test_the_pages_steps_are_reported_with_their_time_and_bytes(tmp_path: Path) -> None:
+def test_the_pages_steps_are_reported_with_their_time_and_bytes(tmp_path: Path, live_deployment) -> None:  # type: ignore[no-untyped-def]
     needs_browser()
-    from fre_protocol.drivers.net.deploy import (
-        close_phase,
-        credentials_for,
-        proxy_items,
-        start_service,
-        stop_all,
-        write_configs,
-    )
+    from fre_protocol.drivers.net.deploy import close_phase, credentials_for, proxy_items
     from fre_protocol.drivers.net.round import EmbedderSpec
     from mechanism.params import FreParams
 
@@ -53,27 +46,22 @@ def test_the_pages_steps_are_reported_with_their_time_and_bytes(tmp_path: Path) 
     rows = [(r / np.linalg.norm(r)).tolist() for r in rows]  # unit norm, as the round's model gives
     keep = os.environ.get("FRE_PAGE_COSTS_OUT")
     shot = Path(keep) / "device-page.png" if keep else tmp_path / "device-page.png"
-    dep = write_configs(tmp_path / "run", settings, test_seed=SEED, web_root=WEB_ROOT)
-    try:
-        for role in ("S_tag", "S_syn", "proxy"):
-            start_service(dep, role)
-        users = [{"credential": t, "embedding": {"embedder": embedder.name, "embedding": r}}
-                 for t, r in zip(credentials_for(dep, USERS), rows, strict=True)]
-        users[0]["screenshot"] = str(shot)
-        texts = (WEB_ROOT / "assets" / "manifest.json").is_file()
-        if texts:
-            (token,) = credentials_for(dep, USERS + 1)[USERS:]
-            users.append({"credential": token, "text": "I have had a fever and a cough for three days",
-                          "screenshot": users[0].pop("screenshot")})
-        driver = start_pages(dep.url("proxy"), dep.pki / "ca.pem", users, timeout_ms=300_000, stagger=True)
-        end = time.monotonic() + 240
-        while proxy_items(dep).get("submit", 0) < len(users):
-            assert driver.poll() is None and time.monotonic() < end
-            time.sleep(0.1)
-        close_phase(dep, 1)
-        outcomes = results(driver)
-    finally:
-        stop_all(dep, kill=True)
+    dep = live_deployment(settings, web_root=WEB_ROOT)
+    users = [{"credential": t, "embedding": {"embedder": embedder.name, "embedding": r}}
+             for t, r in zip(credentials_for(dep, USERS), rows, strict=True)]
+    users[0]["screenshot"] = str(shot)
+    texts = (WEB_ROOT / "assets" / "manifest.json").is_file()
+    if texts:
+        (token,) = credentials_for(dep, USERS + 1)[USERS:]
+        users.append({"credential": token, "text": "I have had a fever and a cough for three days",
+                      "screenshot": users[0].pop("screenshot")})
+    driver = start_pages(dep.url("proxy"), dep.pki / "ca.pem", users, timeout_ms=300_000, stagger=True)
+    end = time.monotonic() + 240
+    while proxy_items(dep).get("submit", 0) < len(users):
+        assert driver.poll() is None and time.monotonic() < end
+        time.sleep(0.1)
+    close_phase(dep, 1)
+    outcomes = results(driver)
     for outcome in outcomes:
         assert outcome["state"] == "done", outcome
         assert [s["step"] for s in outcome["steps"]] == STEPS and outcome["problems"] == []

@@ -4,14 +4,10 @@ page, and the page sends nothing after the failure (every request it made is cou
 
 from __future__ import annotations
 
-import shutil
-from collections.abc import Iterator
-from pathlib import Path
-
 import numpy as np
 import pytest
 from browser_pages import WEB_ROOT, needs_browser, results, start_pages
-from net_rounds import SEED, needs_net, round_settings
+from net_rounds import needs_net, round_settings
 
 needs_net()
 
@@ -19,20 +15,10 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
-def page_deployment(tmp_path: Path) -> Iterator[object]:
+def page_deployment(live_deployment) -> object:  # type: ignore[no-untyped-def]
     """S_tag, S_syn and a proxy serving the join page (one user's round, nobody else in it)."""
     needs_browser()
-    from fre_protocol.drivers.net.deploy import start_service, stop_all, write_configs
-
-    out = tmp_path / "run"
-    shutil.rmtree(out, ignore_errors=True)
-    dep = write_configs(out, round_settings("page-refusals"), test_seed=SEED, web_root=WEB_ROOT)
-    try:
-        for role in ("S_tag", "S_syn", "proxy"):
-            start_service(dep, role)
-        yield dep
-    finally:
-        stop_all(dep, kill=True)
+    return live_deployment(round_settings("page-refusals"), web_root=WEB_ROOT)
 
 
 def _embedding() -> list[float]:
