@@ -16,11 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from fre_protocol.text.bench_pairs import paired, per_target_scores
-
-
-def weighted(rows: list[dict[str, Any]], key: str) -> float | None:
-    have = [r for r in rows if r.get(key) is not None]
-    return sum(r[key] * r["n"] for r in have) / sum(r["n"] for r in have) if have else None
+from fre_protocol.text.inversion_bench import weighted_mean
 
 
 def summary(bench: dict[str, Any], against: str, cache_dir: str | None = None) -> dict[str, Any]:
@@ -31,10 +27,10 @@ def summary(bench: dict[str, Any], against: str, cache_dir: str | None = None) -
     for label, s in scores.items():
         rows = [r for r in bench["rows"] if r["inverter"] == label]
         entry: dict[str, Any] = {
-            "n": sum(r["n"] for r in rows), "e5_gain": weighted(rows, "e5_gain"),
-            "guide_cosine": weighted(rows, "cosine_mean"), "rules_pass": weighted(rows, "rules_pass"),
-            "share_above_news_p90": weighted(rows, "kn_share_above_news_p90"),
-            "seconds_per_target": weighted(rows, "seconds_per_target"), "per_target": s,
+            "n": sum(r["n"] for r in rows), "e5_gain": weighted_mean(rows, "e5_gain"),
+            "guide_cosine": weighted_mean(rows, "cosine_mean"), "rules_pass": weighted_mean(rows, "rules_pass"),
+            "share_above_news_p90": weighted_mean(rows, "kn_share_above_news_p90"),
+            "seconds_per_target": weighted_mean(rows, "seconds_per_target"), "per_target": s,
         }
         if label != against:
             entry["e5_gain_minus_against"] = paired(scores[against]["e5_gain"], s["e5_gain"])

@@ -28,6 +28,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from fre_protocol.text.inversion_bench import weighted_mean
+
 ROOT = Path(__file__).resolve().parents[1]
 METRICS = {
     "rules_pass": "rules_pass",
@@ -36,12 +38,6 @@ METRICS = {
     "guide_gain": "guide_gain",
     "share_above_news_p90": "kn_share_above_news_p90",
 }
-
-
-def weighted(rows: list[dict[str, Any]], key: str) -> float | None:
-    have = [r for r in rows if r.get(key) is not None]
-    n = sum(r["n"] for r in have)
-    return sum(r[key] * r["n"] for r in have) / n if n else None
 
 
 def summarise(size: str, bench: dict[str, Any], run: dict[str, Any]) -> dict[str, Any]:
@@ -67,12 +63,12 @@ def summarise(size: str, bench: dict[str, Any], run: dict[str, Any]) -> dict[str
         rows = [r for r in bench["rows"] if r["inverter"] == who]
         cents = [r for r in rows if r["target"] != "single"]
         out[label] = {
-            "all": {name: weighted(rows, key) for name, key in METRICS.items()} | {"n": sum(r["n"] for r in rows)},
-            "centroids": {name: weighted(cents, key) for name, key in METRICS.items()} | {"n": sum(r["n"] for r in cents)},
+            "all": {name: weighted_mean(rows, key) for name, key in METRICS.items()} | {"n": sum(r["n"] for r in rows)},
+            "centroids": {name: weighted_mean(cents, key) for name, key in METRICS.items()} | {"n": sum(r["n"] for r in cents)},
         }
         if label == "guided":
-            out["seconds_per_centroid"] = weighted(cents, "seconds_per_target")
-            out["seconds_per_single"] = weighted([r for r in rows if r["target"] == "single"], "seconds_per_target")
+            out["seconds_per_centroid"] = weighted_mean(cents, "seconds_per_target")
+            out["seconds_per_single"] = weighted_mean([r for r in rows if r["target"] == "single"], "seconds_per_target")
     return out
 
 

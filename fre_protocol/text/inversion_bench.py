@@ -36,7 +36,7 @@ import resource
 import string
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -376,6 +376,14 @@ def score(
     return row
 
 
+def weighted_mean(rows: Sequence[Mapping[str, Any]], key: str) -> float | None:
+    """``key`` over the targets of several rows (each a mean over its ``n`` targets); rows without
+    it are left out, and None when none has it."""
+    have = [r for r in rows if r.get(key) is not None]
+    n = sum(r["n"] for r in have)
+    return sum(r[key] * r["n"] for r in have) / n if n else None
+
+
 def budget_curve(rows: Sequence[dict[str, Any]], budgets: Sequence[str]) -> list[dict[str, Any]]:
     """Guided inverter: mean cosine (noise-free targets) against seconds per target, per budget."""
     out = []
@@ -383,12 +391,8 @@ def budget_curve(rows: Sequence[dict[str, Any]], budgets: Sequence[str]) -> list
         mine = [r for r in rows if r["inverter"] == label("guided", b) and not r["target"].startswith("noisy")]
         if not mine:
             continue
-        n = sum(r["n"] for r in mine)
-        out.append({
-            "budget": b,
-            "cosine_mean": sum(r["cosine_mean"] * r["n"] for r in mine) / n,
-            "seconds_per_target": sum(r["seconds_per_target"] * r["n"] for r in mine) / n,
-        })
+        out.append({"budget": b, "cosine_mean": weighted_mean(mine, "cosine_mean"),
+                    "seconds_per_target": weighted_mean(mine, "seconds_per_target")})
     return out
 
 
