@@ -9,6 +9,7 @@ gives the mean difference and its standard error. ``scripts/bench_pairs.py`` pri
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -22,29 +23,18 @@ def per_target_scores(bench: Mapping[str, Any], cache_dir: str | None = None) ->
     rebuilt from the run's config (deterministic)."""
     from fre_protocol.text import judges
     from fre_protocol.text.embedder import SentenceTransformerEmbedder
-    from fre_protocol.text.inversion_bench import BenchConfig, bench_targets
+    from fre_protocol.text.inversion_bench import BenchConfig, SecondEmbedding, bench_targets
 
-    raw = {k: v for k, v in bench["config"].items() if k in BenchConfig.__dataclass_fields__}
-    for key in ("inverters", "budgets", "seeds_from"):
-        if key in raw:
-            raw[key] = tuple(raw[key])
-    raw["progress"] = False
-    _, _, targets = bench_targets(BenchConfig(**raw), SentenceTransformerEmbedder(cache_dir=cache_dir))
+    config = dataclasses.replace(BenchConfig.recorded(bench["config"]), progress=False)
+    _, _, targets = bench_targets(config, SentenceTransformerEmbedder(cache_dir=cache_dir))
     second = judges.SecondEmbedder()
-    sources = {t.kind: second.embed(list(t.sources)) for t in targets}
-    members = next((t.members for t in targets if t.members), None)
-    centroid_e5 = None
-    if members:
-        flat = second.embed([x for m in members for x in m])
-        at, means = 0, []
-        for group in members:
-            means.append(flat[at : at + len(group)].mean(axis=0))
-            at += len(group)
-        centroid_e5 = np.stack(means)
+    embedded = SecondEmbedding()  # each kind's target and source texts, as the bench's judge has them
+    for t in targets:
+        embedded.add(second, t)
     out: dict[str, dict[str, list[float]]] = {}
     for r in bench["rows"]:
-        e5_target = sources["single"] if r["target"] == "single" else centroid_e5
-        f = judges.fidelity(second.embed(r["outputs"]), e5_target, sources[r["target"]])
+        kind = r["target"]
+        f = judges.fidelity(second.embed(r["outputs"]), embedded.targets[kind], embedded.sources[kind])
         if abs(f["gain_mean"] - r["e5_gain"]) > 1e-6:
             raise AssertionError(f"{r['inverter']} {r['target']}: E5 gain {f['gain_mean']} recomputed, {r['e5_gain']} stored")
         scores = out.setdefault(r["inverter"], {"e5_gain": [], "guide_cosine": []})

@@ -321,6 +321,15 @@ class BenchConfig:
                 f"got {self.candidates}"
             )
 
+    @classmethod
+    def recorded(cls, config: Mapping[str, Any]) -> BenchConfig:
+        """The config a ``bench.json`` records: the keys this version knows, lists as tuples."""
+        raw = {k: v for k, v in config.items() if k in cls.__dataclass_fields__}
+        for k in ("inverters", "budgets", "seeds_from"):
+            if k in raw:
+                raw[k] = tuple(raw[k])
+        return cls(**raw)
+
     def inverter_specs(self) -> list[tuple[str, str | None, str]]:
         """(name, budget, seeds) per measured inverter: guided once per budget and seed source."""
         out: list[tuple[str, str | None, str]] = []
@@ -529,12 +538,7 @@ def bench_targets(
 def rejudge(result: dict[str, Any], embedder: Any, log: Callable[[str], None] = lambda _m: None) -> dict[str, Any]:
     """A bench result (``bench.json``, e.g. of an earlier inverter) with its judge columns
     recomputed by the current judges on the same targets (rebuilt from its config)."""
-    keys = set(BenchConfig.__dataclass_fields__)
-    raw = {k: v for k, v in result["config"].items() if k in keys}
-    for k in ("inverters", "budgets", "seeds_from"):
-        if k in raw:
-            raw[k] = tuple(raw[k])
-    config = BenchConfig(**raw)
+    config = BenchConfig.recorded(result["config"])
     pool, _, targets = bench_targets(config, embedder, log)
     measured = [
         Measured(inverter=r["inverter"], kind=r["target"], seconds=r["seconds_per_target"] * r["n"],
@@ -819,7 +823,7 @@ _MEMBERS = "centroid-members"  # the member means, embedded once for every kind 
 
 
 @dataclass(slots=True)
-class _SecondEmbedding:
+class SecondEmbedding:
     """Outputs, targets and their source texts in the second embedder, as far as it got before
     ``unavailable`` (why it stopped, if it did)."""
 
@@ -850,11 +854,11 @@ class _SecondEmbedding:
 
 def _second_embedding(
     targets: Sequence[Targets], outputs: list[str], log: Callable[[str], None]
-) -> _SecondEmbedding:
+) -> SecondEmbedding:
     """Embeds in the second embedder until done or until it is unavailable (a :class:`FreError`)."""
     from fre_protocol.text import judges
 
-    found = _SecondEmbedding()
+    found = SecondEmbedding()
     try:
         second = judges.SecondEmbedder()
         log("judges: embedding outputs and targets with the second embedder")
