@@ -13,7 +13,7 @@ import numpy as np
 
 from fre_protocol.inputs import load_embeddings, load_user_labels
 from fre_protocol.outputs import prepare_out_dir, write_json_atomic, write_npy_atomic
-from fre_protocol.text.inverters import DEFAULT_SEEDS_FROM, SEEDS_FROM
+from fre_protocol.text.seed_sources import DEFAULT_SEEDS_FROM, SEEDS_FROM
 from mechanism.contributions import TEXT_UNIT, PrivacyUnit, dense_users, estimate_cap
 from mechanism.params import FreParams
 from mechanism.seeds import SeedPlan

@@ -306,7 +306,7 @@ class BenchConfig:
             raise InvalidParameterError(f"singles must be >= 1, got {self.singles}")
         if self.targets_from not in TARGET_SOURCES:
             raise InvalidParameterError(f"targets_from must be one of {list(TARGET_SOURCES)}, got {self.targets_from!r}")
-        from fre_protocol.text.inverters import SEEDS_FROM
+        from fre_protocol.text.seed_sources import SEEDS_FROM
 
         if not self.seeds_from or any(s not in SEEDS_FROM for s in self.seeds_from):
             raise InvalidParameterError(f"seeds_from must be among {list(SEEDS_FROM)}, got {list(self.seeds_from)}")

@@ -52,8 +52,8 @@ import numpy.typing as npt
 from fre_protocol.text import Inversion, check_centroids, check_num_texts, rules
 from fre_protocol.text.embedder import Embedder, embed_uncached
 from fre_protocol.text.inverter_retrieval import RetrievalInverter
-from fre_protocol.text.inverters import DEFAULT_SEEDS_FROM, check_seeds_from
 from fre_protocol.text.prefix_generator import PrefixInverter, trained_for
+from fre_protocol.text.seed_sources import DEFAULT_SEEDS_FROM, check_seeds_from
 from primitives.errors import InvalidInputError, InvalidParameterError
 from primitives.randomness import RandomSource
 
@@ -68,7 +68,7 @@ MAX_WORD_REPEATS = 2
 MIN_WORD_COUNT = 2  # pool words seen fewer times are names and typos, not vocabulary
 TARGETS_PER_BATCH = 16  # targets searched together (one LM batch of targets × beam rows)
 def resolve_seeds_from(seeds_from: str, embedder: Embedder) -> str:
-    """``auto`` (:data:`~fre_protocol.text.inverters.SEEDS_FROM`) made concrete for ``embedder``:
+    """``auto`` (:data:`~fre_protocol.text.seed_sources.SEEDS_FROM`) made concrete for ``embedder``:
     ``prefix`` when the packaged generator was trained on its vectors, else ``retrieval``; every
     other source as given."""
     check_seeds_from(seeds_from)

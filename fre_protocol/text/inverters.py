@@ -40,31 +40,17 @@ from fre_protocol.text.public_pool import (
     build_pool,
     check_max_texts,
 )
+from fre_protocol.text.seed_sources import DEFAULT_SEEDS_FROM, check_seeds_from
 from primitives.errors import InvalidParameterError
 from primitives.randomness import RandomSource
 
 INVERTERS = ("guided", "retrieval", "vec2text", "prefix")
 DEFAULT_INVERTER = "guided"
 POOL_INVERTERS = ("guided", "retrieval")  # those that read the public pool
-#: Where the guided search's seed comes from: the nearest readable pool text, the learned
-#: generator's draft, or the closer of the two in the guide; ``auto`` (the default) is ``prefix``
-#: when the packaged generator was trained on the embedder's vectors and ``retrieval`` otherwise
-#: (:func:`~fre_protocol.text.inverter_guided.resolve_seeds_from`). Prefix seeds beat retrieval
-#: seeds by +0.027 ± 0.009 E5 gain over four held-out draws (docs/results/prefix-generator.md).
-SEEDS_FROM = ("auto", "retrieval", "prefix", "both")
-DEFAULT_SEEDS_FROM = "auto"
 #: The largest share of a pool file's texts that may also be private texts: a short public text
 #: that some user happened to write too is tolerated, a file with the private corpus mixed in is not.
 MAX_SHARED_FRACTION = 0.01
 _NON_WORD = re.compile(r"[\W_]+")
-
-
-def check_seeds_from(seeds_from: str, inverter: str = "guided") -> None:
-    """Refuse an unknown seed source, or one that names a generator seed for another inverter."""
-    if seeds_from not in SEEDS_FROM:
-        raise InvalidParameterError(f"seeds_from must be one of {list(SEEDS_FROM)}, got {seeds_from!r}")
-    if seeds_from in ("prefix", "both") and inverter != "guided":
-        raise InvalidParameterError(f"seeds_from applies to the guided inverter only, not to {inverter!r}")
 
 
 def required_carriers(name: str, pool_sources: Sequence[str] = DEFAULT_SOURCES) -> list[Carrier]:
@@ -158,7 +144,7 @@ def build_inverter(
     before a release, not after it. ``rng`` drives the guided search's sampling (default: a
     cryptographic source); ``budget`` is a :class:`~fre_protocol.text.inverter_guided.GuidedBudget`
     spec (a preset name or ``rounds=…,beam=…,top_k=…``); ``seeds_from`` (guided only) is where
-    its search starts (:data:`SEEDS_FROM`)."""
+    its search starts (:data:`~fre_protocol.text.seed_sources.SEEDS_FROM`)."""
     if name not in INVERTERS:
         raise InvalidParameterError(f"inverter must be one of {list(INVERTERS)}, got {name!r}")
     check_seeds_from(seeds_from, name)

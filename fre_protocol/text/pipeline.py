@@ -63,15 +63,14 @@ from fre_protocol.text.embedder import SentenceTransformerEmbedder
 from fre_protocol.text.inverter_retrieval import RetrievalInverter
 from fre_protocol.text.inverters import (
     DEFAULT_INVERTER,
-    DEFAULT_SEEDS_FROM,
     INVERTERS,
     POOL_INVERTERS,
     PoolOptions,
     build_inverter,
-    check_seeds_from,
 )
 from fre_protocol.text.inverters import required_carriers as inverter_carriers
 from fre_protocol.text.public_pool import DEFAULT_MAX_TEXTS, DEFAULT_SOURCES, check_max_texts
+from fre_protocol.text.seed_sources import DEFAULT_SEEDS_FROM, check_seeds_from
 from fre_protocol.text.tuning import EVALUATION_LABEL, explain_empty_release, preflight
 from mechanism.contributions import TEXT_UNIT, PrivacyUnit, with_unit
 from mechanism.params import FreParams
