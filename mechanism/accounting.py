@@ -28,6 +28,7 @@ from mechanism.ledger import (
     PrivacyLedger,
 )
 from mechanism.params import FreParams
+from primitives.analytic_gaussian import agm_delta, agm_multiplier, log_normal_cdf, normal_cdf
 from primitives.errors import InfeasibleBudgetError, InvalidParameterError
 
 Lemma1Mode = Literal["closed", "exact"]
@@ -39,7 +40,6 @@ HISTOGRAM_RELEASE = "histogram_release"
 DEFAULT_V_GRID: tuple[float, ...] = tuple(0.5 * i for i in range(1, 17))  # 0.5, 1.0, ..., 8.0
 
 _SQRT2 = math.sqrt(2.0)
-_LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
 
 
 # -- validation helpers -------------------------------------------------------------------------
@@ -254,66 +254,7 @@ def sensitivity_failure(k: int, sensitivity_ratio: float, *, edge_multiplier: fl
     return collision_probability(x) ** k
 
 
-# -- Theorem 3: analytic Gaussian mechanism (design §4.3) ---------------------------------------------
-def log_normal_cdf(x: float) -> float:
-    """ln Φ(x), accurate in the far lower tail (erfc, then an asymptotic series below −30)."""
-    if x > -30.0:
-        return math.log(0.5 * math.erfc(-x / _SQRT2))
-    # Mills ratio: Φ(x) = φ(x)/|x| · (1 − 1/x² + 3/x⁴ − 15/x⁶ + ...), x ≪ 0.
-    x2 = x * x
-    series = 1.0 - 1.0 / x2 + 3.0 / x2**2 - 15.0 / x2**3 + 105.0 / x2**4
-    return -x2 / 2.0 - _LOG_SQRT_2PI - math.log(-x) + math.log(series)
-
-
-def normal_cdf(x: float) -> float:
-    """Φ(x) through erfc: no cancellation in the lower tail."""
-    return 0.5 * math.erfc(-x / _SQRT2)
-
-
-def agm_delta(sigma: float, epsilon: float, sensitivity: float) -> float:
-    """Smallest δ for which N(0, σ²I) on an L2-sensitivity-Δ query is (ε, δ)-DP.
-
-    Balle & Wang 2018 (Theorem 8): ``Φ(Δ/(2σ) − εσ/Δ) − e^ε Φ(−Δ/(2σ) − εσ/Δ)``; the second term
-    is formed as ``exp(ε + ln Φ(·))`` so large ε cannot overflow.
-    """
-    _check_positive("sigma", sigma)
-    _check_positive("epsilon", epsilon)
-    _check_positive("sensitivity", sensitivity)
-    a = sensitivity / (2.0 * sigma)
-    b = epsilon * sigma / sensitivity
-    first = log_normal_cdf(a - b)
-    second = epsilon + log_normal_cdf(-a - b)
-    if second >= first:  # only rounding can get here; the true value is >= 0
-        return 0.0
-    return math.exp(first) * -math.expm1(second - first)
-
-
-def agm_multiplier(epsilon: float, delta: float, *, rel_tol: float = 1e-13) -> float:
-    """Smallest m with ``agm_delta(m·Δ, ε, Δ) ≤ δ`` (independent of Δ), by bisection.
-
-    ``agm_delta`` decreases strictly in σ, so the feasible set is an interval [m*, ∞); the value
-    returned is the upper end of the final bracket, hence always feasible.
-    """
-    _check_positive("epsilon", epsilon)
-    _check_open_unit("delta", delta)
-    lo, hi = 0.0, 1.0
-    while agm_delta(hi, epsilon, 1.0) > delta:
-        lo, hi = hi, 2.0 * hi
-        if hi > 1e12:
-            raise InfeasibleBudgetError(
-                f"no Gaussian noise multiplier reaches delta={delta} at epsilon={epsilon}"
-            )
-    while hi - lo > rel_tol * hi:
-        mid = 0.5 * (lo + hi)
-        if mid <= lo or mid >= hi:
-            break
-        if agm_delta(mid, epsilon, 1.0) <= delta:
-            hi = mid
-        else:
-            lo = mid
-    return hi
-
-
+# -- Theorem 3: analytic Gaussian mechanism (design §4.3; its (ε, δ) curve: primitives.analytic_gaussian)
 def paper_multiplier(multiplier: float) -> float:
     """The paper's rounding (Algorithm 3): the multiplier rounded UP to two decimals."""
     m = math.ceil(multiplier * 100.0) / 100.0

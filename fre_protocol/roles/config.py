@@ -23,6 +23,7 @@ from fre_protocol.roles.base import DROPOUT_POLICIES, WITHHOLD
 from mechanism.contributions import TEXT_UNIT, PrivacyUnit
 from mechanism.params import FreParams
 from mechanism.seeds import SeedPlan
+from primitives.ddg.encoder import DEFAULT_ACCOUNTANT, check_accountant
 from primitives.errors import InvalidParameterError
 
 Dropout = float | Callable[[int], npt.NDArray[np.bool_]]
@@ -100,6 +101,13 @@ class ProtocolConfig:
     measurement: it keeps each user's noise within √(1/0.9) ≈ 1.054 of the least (5 % in σ) and
     lets a bucket lose one in ten of its contributors before the dropout policy acts. Larger f
     means more noise per user and fewer top-ups or withheld buckets; smaller f the reverse.
+
+    ``ddg_accountant``: the bound that turns the users' σ_int into the DDG term's (ε, δ) (design
+    §4.4). ``"analytic"`` (default): the smaller ε of KLS21's RDP bound and the analytic bound
+    (the sum of discrete Gaussians compared pointwise with a smoothed rounding of the continuous
+    Gaussian, whose curve is the analytic Gaussian mechanism's): about 6 % less σ at ε = 8 than
+    RDP alone, the centralized mechanism's σ to within 0.1 %. ``"rdp"``: KLS21 alone (the
+    protocol as it was before this option, and as the paper has it).
     """
 
     proof_batch_size: int = 1
@@ -115,6 +123,7 @@ class ProtocolConfig:
     dishonest_fraction: float = 0.0
     noise_calibration: str = COUNT_CALIBRATION
     dropout_allowance: float = DEFAULT_DROPOUT_ALLOWANCE
+    ddg_accountant: str = DEFAULT_ACCOUNTANT
 
     def __post_init__(self) -> None:
         size = self.proof_batch_size
@@ -151,6 +160,7 @@ class ProtocolConfig:
         check_dishonest_fraction(self.dishonest_fraction)
         check_noise_calibration(self.noise_calibration)
         check_dropout_allowance(self.dropout_allowance)
+        check_accountant(self.ddg_accountant)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

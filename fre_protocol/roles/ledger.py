@@ -80,7 +80,7 @@ def ddg_clip(params: FreParams, config: ProtocolConfig) -> float:
 def ddg_config_for(
     params: FreParams, dim: int, config: ProtocolConfig, *, n_modulus: int
 ) -> Any:
-    """The DDG configuration: σ_int calibrated (RDP, design §4.4) to :func:`aggregation_budget`
+    """The DDG configuration: σ_int calibrated (``config.ddg_accountant``, design §4.4) to :func:`aggregation_budget`
     at the worst case of ⌈τ⌉ contributors, of whom only :func:`honest_contributors` add noise
     (all of them at the default f = 0); the modulus
     holds ``modulus_stddevs`` standard deviations of an aggregate of ``n_modulus`` users."""
@@ -120,6 +120,7 @@ def ddg_config_for(
         modulus_bits=config.modulus_bits,
         n_modulus=n_mod,
         k_stddevs=config.modulus_stddevs,
+        accountant=config.ddg_accountant,
     )
 
 def aggregation_term(
@@ -244,6 +245,7 @@ def dishonest_term(params: FreParams, ddg_config: Any, dummy: tuple[float, float
     at_zero = calibrate_sigma_int(
         epsilon=eps_agg, delta=delta_agg, sensitivity=clipped_sensitivity(params.sensitivity, ddg_config.clip),
         gamma=ddg_config.gamma, padded_dim=ddg_config.padded_dim, n=floor, beta=ddg_config.beta,
+        accountant=ddg_config.accountant,
     )
     return LedgerTerm(
         name=DISHONEST_TERM,

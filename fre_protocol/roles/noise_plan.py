@@ -132,35 +132,37 @@ def sigma_for(params: FreParams, cfg: ProtocolConfig, ddg_config: Any, m: int) -
 
     eps_agg, delta_agg = aggregation_budget(params, dummy_parameters(params, cfg))
     budget = (eps_agg, delta_agg, float(params.sensitivity), float(ddg_config.clip), float(ddg_config.gamma),
-              int(ddg_config.padded_dim), float(ddg_config.beta))
+              int(ddg_config.padded_dim), float(ddg_config.beta), str(ddg_config.accountant))
     floor = honest_contributors(release_threshold(params), cfg.dishonest_fraction)
     return _calibrated(budget, honest_contributors(int(m), cfg.dishonest_fraction), (floor, float(ddg_config.sigma_int)))
 
 
 @functools.lru_cache(maxsize=1 << 14)
-def _calibrated(budget: tuple[float, float, float, float, float, int, float], n: int, ref: tuple[int, float]) -> float:
+def _calibrated(budget: tuple[float, float, float, float, float, int, float, str], n: int, ref: tuple[int, float]) -> float:
     """σ_int for ``n`` honest contributors, once per distinct (budget, γ, d', n): every party of a
     process (and the audit) computes the same plans, and many tags share a count.
 
-    Where the accountant's τ_DDG underflows to 0 (σ_int above ~8.7, as in every ring of 16 bits
-    or more), ε depends on σ_int and n only through l2 = Δ̂₂/(√n·σ_int), so the least σ_int for
-    n is the floor's (``ref``: its honest count and σ_int, itself the bisection's) times
+    Where the accountant depends on σ_int and n only through n·σ_int² (σ_int above ~8.7, as in
+    every ring of 16 bits or more: :func:`primitives.ddg.accounting.scales_exactly`), the least
+    σ_int for n is the floor's (``ref``: its honest count and σ_int, itself the bisection's) times
     √(n_ref/n): one evaluation of the accountant (raised by 1e-12 relative steps if rounding
     left it a hair above the budget) instead of a bisection of ~50. Elsewhere, the bisection."""
-    from primitives.ddg import calibrate_sigma_int, clipped_sensitivity, ddg_epsilon, tau_ddg
+    from primitives.ddg import calibrate_sigma_int, clipped_sensitivity, ddg_epsilon
+    from primitives.ddg.accounting import scales_exactly
 
-    eps, delta, sensitivity, clip, gamma, padded, beta = budget
+    eps, delta, sensitivity, clip, gamma, padded, beta, accountant = budget
     sens = clipped_sensitivity(sensitivity, clip)
     n_ref, sigma_ref = ref
     guess = sigma_ref * math.sqrt(n_ref / n)
-    if sigma_ref > 0 and tau_ddg(sigma_ref, n_ref) == 0.0 and tau_ddg(guess, n) == 0.0:
+    if sigma_ref > 0 and scales_exactly(sigma_ref, n_ref, accountant) and scales_exactly(guess, n, accountant):
         for _ in range(64):
             if ddg_epsilon(sigma_int=guess, gamma=gamma, sensitivity=sens, dim_padded=padded, n=n, delta=delta,
-                           beta=beta) <= eps:
+                           beta=beta, accountant=accountant) <= eps:
                 return guess
             guess *= 1.0 + 1e-12
     return calibrate_sigma_int(
         epsilon=eps, delta=delta, sensitivity=sens, gamma=gamma, padded_dim=padded, n=n, beta=beta,
+        accountant=accountant,
     )
 
 

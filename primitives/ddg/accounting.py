@@ -38,11 +38,16 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from primitives.analytic_gaussian import agm_epsilon
 from primitives.ddg.encoder import (
+    ANALYTIC_ACCOUNTANT,
+    DEFAULT_ACCOUNTANT,
     DEFAULT_BETA,
     DEFAULT_ROTATION_SEED,
     MAX_SCALED_NORM,
+    RDP_ACCOUNTANT,
     DDGConfig,
+    check_accountant,
 )
 from primitives.ddg.hadamard import padded_dimension
 from primitives.ddg.rounding import rounded_l1_bound, rounded_l2_bound
@@ -117,6 +122,105 @@ def gaussian_rdp_epsilon(*, sigma: float, sensitivity: float, delta: float) -> f
     return rdp_to_epsilon(ALPHA_GRID * sens * sens / (2.0 * s * s), ALPHA_GRID, delta)[0]
 
 
+# -- the analytic bound (design §4.4, "the analytic accountant") ----------------------------------
+#: Variances a of the smoothing kernel tried by :func:`analytic_epsilon`; each gives a valid bound.
+SMOOTHING_VARIANCES: tuple[float, ...] = (0.25, 0.5, 1.0, 2.0, 4.0)
+#: Summands of the sum-to-discrete-Gaussian bound taken one by one; the rest are bounded by the last.
+_EXACT_STEPS = 4096
+
+
+def theta_excess(variance: float | npt.NDArray[np.float64]) -> Any:
+    """An upper bound on ``2 Σ_{m≥1} exp(−2π² s² m²)`` at ``s² = variance``: ``2/expm1(2π² s²)``.
+
+    By Poisson summation ``Σ_{y∈ℤ} exp(−(y − c)²/(2s²)) = √(2π)·s·(1 + Σ_{m≠0} e^{−2π²s²m²}
+    cos 2πmc)``, so this bounds, for every centre c, how far a discrete Gaussian's normaliser
+    is from the continuous one's, relatively (``Σ_{m≥1} q^{m²} ≤ q/(1 − q)``). It is 0 in float64
+    once ``2π² s² > 709`` (s² > 35.9), where the true value is below 1e-307.
+    """
+    x = 2.0 * math.pi**2 * np.asarray(variance, dtype=np.float64)
+    with np.errstate(over="ignore", divide="ignore"):
+        out = 2.0 / np.expm1(x)
+    return float(out) if out.ndim == 0 else out
+
+
+def sum_ratio_bounds(sigma_int: float, n: int) -> tuple[float, float]:
+    """(A, B): ``e^{−A} ≤ p_n(x)/g_{nσ²}(x) ≤ e^{B}`` for every integer x, where ``p_n`` is the law
+    of a sum of ``n`` independent ``N_Z(0, σ²)`` and ``g_{nσ²}`` is ``N_Z(0, nσ²)`` (σ = σ_int).
+
+    Induction on k (design §4.4): convolving ``N_Z(0, kσ²)`` with ``N_Z(0, σ²)`` gives
+    ``N_Z(0, (k+1)σ²)`` times ``(1 + θ((k+1)σ²))(1 ± θ(w²)) / ((1 + θ(kσ²))(1 + θ(σ²)))`` with
+    ``w² = kσ²/(k+1)`` and θ = :func:`theta_excess`; the factors' logs add up. ``inf`` where a
+    θ(w²) reaches 1 (σ_int below ~0.3). The first 4,096 steps are summed one by one, the rest
+    bounded by the last of them (θ(w²) falls as k grows).
+    """
+    s2 = float(sigma_int) ** 2
+    count = int(n)
+    if count <= 1:
+        return 0.0, 0.0
+    if s2 == 0.0:
+        return math.inf, math.inf
+    k = np.arange(1, min(count, _EXACT_STEPS + 1), dtype=np.float64)
+    theta_w = theta_excess(k * s2 / (k + 1.0))
+    if np.any(theta_w >= 1.0):
+        return math.inf, math.inf
+    theta_k = theta_excess(k * s2)
+    theta_k1 = theta_excess((k + 1.0) * s2)
+    theta_1 = float(theta_excess(s2))
+    upper = np.log1p(theta_k1) + np.log1p(theta_w)
+    lower = -np.log1p(-theta_w) + np.log1p(theta_k) + math.log1p(theta_1)
+    rest = count - 1 - k.size  # steps k = _EXACT_STEPS + 1 .. n − 1, each below step _EXACT_STEPS's
+    return (
+        float(lower.sum() + rest * lower[-1]),
+        float(upper.sum() + rest * upper[-1]),
+    )
+
+
+def analytic_epsilon(
+    *, sigma_int: float, n: int, padded_dim: int, l2_bound: float, delta: float
+) -> tuple[float, float]:
+    """ε at ``delta`` of adding the sum of ``n`` users' ``N_Z(0, σ_int²)^{d'}`` to an integer query
+    whose neighbours differ by at most ``l2_bound`` (Δ̂₂) in L2, and the smoothing variance a that
+    gave it (design §4.4, the analytic accountant).
+
+    The sum is within the per-coordinate ratios of :func:`sum_ratio_bounds` of ``N_Z(0, s²)``,
+    s² = nσ²; that is within ``[(1 − θ(a))/(1 + θ(s²)), 1 + θ(a)]`` of the smoothed rounding of the
+    continuous ``N(0, s² − a)``: output integer k with probability ∝ ``exp(−(k − y)²/(2a))`` (an
+    integer-shift-equivariant post-processing). With U, L the log ratio bounds over the d'
+    coordinates, the sum is ``(ε_c + U + L, e^U·δ_c)``-DP where ``(ε_c, δ_c)`` is the analytic
+    Gaussian's at σ_c = √(s² − a) and Δ̂₂; δ_c = δ·e^{−U}, so ε = ε_c + U + L. The smallest ε over
+    :data:`SMOOTHING_VARIANCES` (``inf`` if none applies).
+    """
+    s2 = float(n) * float(sigma_int) ** 2
+    if s2 == 0.0:
+        return math.inf, math.nan
+    lower_sum, upper_sum = sum_ratio_bounds(sigma_int, n)
+    theta_s = float(theta_excess(s2))
+    d = float(padded_dim)
+    best, best_a = math.inf, math.nan
+    for a in SMOOTHING_VARIANCES:
+        theta_a = float(theta_excess(a))
+        if a >= s2 or theta_a >= 1.0 or not math.isfinite(upper_sum):
+            continue
+        upper = d * (upper_sum + math.log1p(theta_a))
+        lower = d * (lower_sum - math.log1p(-theta_a) + math.log1p(theta_s))
+        delta_c = float(delta) * math.exp(-upper)
+        if not 0.0 < delta_c < 1.0:
+            continue
+        eps = agm_epsilon(math.sqrt(s2 - a), delta_c, float(l2_bound)) + upper + lower
+        if eps < best:
+            best, best_a = eps, a
+    return best, best_a
+
+
+def scales_exactly(sigma_int: float, n: int, accountant: str) -> bool:
+    """Whether the accountant's ε at (σ_int, n) depends on them only through n·σ_int² (so σ_int
+    for another n follows by √ scaling): τ_DDG underflows to 0 and, for the analytic accountant,
+    so does θ(σ_int²/2), which bounds every step of :func:`sum_ratio_bounds`."""
+    if tau_ddg(sigma_int, n) != 0.0:
+        return False
+    return accountant == RDP_ACCOUNTANT or float(theta_excess(float(sigma_int) ** 2 / 2.0)) == 0.0
+
+
 # -- the DDG accountant --------------------------------------------------------------------------
 def tau_ddg(sigma_int: float, n: int) -> float:
     """KLS21 Thm. 1 inflation ``τ = 10 Σ_{k=1}^{n−1} exp(−2π² σ_int² k/(k+1))`` (0 for n = 1)."""
@@ -166,6 +270,9 @@ class DDGAccounting:
     padded_dim: int
     n: int
     beta: float
+    accountant: str = RDP_ACCOUNTANT
+    bound: str = RDP_ACCOUNTANT  # which bound gave ε: "rdp" or "analytic"
+    smoothing_variance: float = math.nan  # the analytic bound's a (NaN when the RDP bound won)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe; infinities (no noise) are written as the string ``"inf"``."""
@@ -184,6 +291,9 @@ class DDGAccounting:
             "padded_dim": self.padded_dim,
             "n": self.n,
             "beta": self.beta,
+            "accountant": self.accountant,
+            "bound": self.bound,
+            "smoothing_variance": None if math.isnan(self.smoothing_variance) else self.smoothing_variance,
         }
 
 
@@ -196,13 +306,17 @@ def ddg_accounting(
     n: int,
     delta: float,
     beta: float = DEFAULT_BETA,
+    accountant: str = DEFAULT_ACCOUNTANT,
 ) -> DDGAccounting:
     """The DDG (ε, δ) guarantee for a sum of ``n`` users' encodings, with all intermediates.
 
     ``sensitivity`` is the L2 distance bound Δ between two neighbouring users' (clipped) vectors in
     embedding units; ``gamma`` the granularity; ``sigma_int`` each user's noise scale in integer
-    units; ``beta`` the conditional-rounding parameter (0: unconditional rounding).
+    units; ``beta`` the conditional-rounding parameter (0: unconditional rounding). ``accountant``
+    ``"rdp"``: KLS21's RDP bound; ``"analytic"``: the smaller ε of it and
+    :func:`analytic_epsilon` (both are valid guarantees at the same δ).
     """
+    acct = check_accountant(accountant)
     s = _real("sigma_int", sigma_int, low=0.0, low_open=False)
     g = _real("gamma", gamma, low=0.0, low_open=True)
     sens = _real("sensitivity", sensitivity, low=0.0, low_open=True)
@@ -220,6 +334,13 @@ def ddg_accounting(
         l1 = delta_1 / (math.sqrt(count) * s)
         rdp = ddg_rdp(ALPHA_GRID, l2_scale=l2, l1_scale=l1, tau=tau, padded_dim=d)
         eps, alpha = rdp_to_epsilon(rdp, ALPHA_GRID, dl)
+    bound, smoothing = RDP_ACCOUNTANT, math.nan
+    if acct == ANALYTIC_ACCOUNTANT and s > 0.0:
+        eps_analytic, a = analytic_epsilon(
+            sigma_int=s, n=count, padded_dim=d, l2_bound=delta_2, delta=dl
+        )
+        if eps_analytic < eps:
+            eps, bound, smoothing = eps_analytic, ANALYTIC_ACCOUNTANT, a
     return DDGAccounting(
         epsilon=eps,
         delta=dl,
@@ -235,6 +356,9 @@ def ddg_accounting(
         padded_dim=d,
         n=count,
         beta=b,
+        accountant=acct,
+        bound=bound,
+        smoothing_variance=smoothing,
     )
 
 
@@ -247,6 +371,7 @@ def ddg_epsilon(
     n: int,
     delta: float,
     beta: float = DEFAULT_BETA,
+    accountant: str = DEFAULT_ACCOUNTANT,
 ) -> float:
     """ε of the DDG sum of ``n`` contributors at ``delta`` (design §4.4); see :func:`ddg_accounting`."""
     return ddg_accounting(
@@ -257,6 +382,7 @@ def ddg_epsilon(
         n=n,
         delta=delta,
         beta=beta,
+        accountant=accountant,
     ).epsilon
 
 
@@ -271,6 +397,7 @@ def calibrate_sigma_int(
     n: int,
     beta: float = DEFAULT_BETA,
     rel_tol: float = 1e-12,
+    accountant: str = DEFAULT_ACCOUNTANT,
 ) -> float:
     """Smallest ``σ_int`` (to ``rel_tol``) with ``ddg_epsilon ≤ epsilon``: bisection in log scale.
 
@@ -288,6 +415,7 @@ def calibrate_sigma_int(
             n=n,
             delta=delta,
             beta=beta,
+            accountant=accountant,
         )
 
     # Start from the continuous Gaussian's scale, converted to integer units.
@@ -388,6 +516,7 @@ class _CalibrationTarget:
     beta: float
     rotate: bool
     rotation_seed: bytes
+    accountant: str
 
     def sigma_int(self, gamma: float) -> float:
         return calibrate_sigma_int(
@@ -398,6 +527,7 @@ class _CalibrationTarget:
             padded_dim=self.padded_dim,
             n=self.n,
             beta=self.beta,
+            accountant=self.accountant,
         )
 
     def aggregate_range(self, gamma: float, sigma_int: float) -> float:
@@ -433,6 +563,7 @@ class _CalibrationTarget:
             beta=self.beta,
             rotation_seed=self.rotation_seed,
             rotate=self.rotate,
+            accountant=self.accountant,
         )
 
 
@@ -530,6 +661,7 @@ def calibrate_ddg(
     k_stddevs: float = DEFAULT_K_STDDEVS,
     rotate: bool = True,
     rotation_seed: bytes = DEFAULT_ROTATION_SEED,
+    accountant: str = DEFAULT_ACCOUNTANT,
 ) -> DDGConfig:
     """A :class:`DDGConfig` meeting (``epsilon``, ``delta``) with ``n`` contributors (design §4.4).
 
@@ -539,6 +671,8 @@ def calibrate_ddg(
     ``gamma`` given, ``σ_int`` is calibrated and the smallest ``b`` is chosen (or the given
     ``modulus_bits`` is checked); otherwise ``b`` (default 32) is fixed and the finest ``γ`` whose
     aggregate still fits ``k_stddevs`` standard deviations into ``2^b`` is found by bisection.
+    ``accountant`` (:data:`ACCOUNTANTS`) is the bound σ_int is calibrated against, recorded in
+    the config.
     """
     _real("epsilon", epsilon, low=0.0, low_open=True)
     _delta(delta)
@@ -566,6 +700,7 @@ def calibrate_ddg(
         beta=b,
         rotate=rotate,
         rotation_seed=rotation_seed,
+        accountant=check_accountant(accountant),
     )
     if gamma is not None:
         return _config_at_gamma(target, _real("gamma", gamma, low=0.0, low_open=True), modulus_bits)
@@ -603,6 +738,7 @@ def ddg_ledger_term(
         n=n,
         delta=delta,
         beta=config.beta,
+        accountant=config.accountant,
     )
     if epsilon is not None:
         target = _real("epsilon", epsilon, low=0.0, low_open=True)
@@ -625,7 +761,12 @@ def ddg_ledger_term(
             "rounding": "conditional" if config.beta > 0 else "unconditional",
             "sigma_effective": config.noise_std(acc.n),
             "target_epsilon": None if epsilon is None else float(epsilon),
-            "accountant": "RDP, KLS21 Prop. 14 min of three; conversion CKS20 Prop. 12",
+            "accountant_bound": (
+                "RDP, KLS21 Prop. 14 min of three; conversion CKS20 Prop. 12"
+                if acc.bound == RDP_ACCOUNTANT
+                else "analytic: sum of discrete Gaussians against a smoothed rounding of the "
+                "continuous Gaussian, whose (eps, delta) is the analytic Gaussian mechanism's"
+            ),
         }
     )
     return {

@@ -52,6 +52,20 @@ MAX_SCALED_NORM = float(1 << 50)
 # the encoder makes several temporaries per chunk, and chunks that stay in cache encode 1.7x
 # faster per row than 16 MiB ones (measured at d' = 1024).
 CHUNK_ELEMENTS = 1 << 16
+# The accountants that turn σ_int into (ε, δ) (design §4.4): KLS21's RDP bound alone, or the
+# smaller ε of it and the analytic bound (the sum compared pointwise with a smoothed rounding of
+# the continuous Gaussian, whose curve is the analytic Gaussian mechanism's).
+RDP_ACCOUNTANT = "rdp"
+ANALYTIC_ACCOUNTANT = "analytic"
+ACCOUNTANTS = (ANALYTIC_ACCOUNTANT, RDP_ACCOUNTANT)
+DEFAULT_ACCOUNTANT = ANALYTIC_ACCOUNTANT
+
+
+def check_accountant(value: object) -> str:
+    """The accountant's name, or InvalidParameterError naming the choices."""
+    if value not in ACCOUNTANTS:
+        raise InvalidParameterError(f"accountant must be one of {list(ACCOUNTANTS)}, got {value!r}")
+    return str(value)
 
 
 def _is_int(value: object) -> bool:
@@ -65,6 +79,9 @@ def _is_real(value: object) -> bool:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DDGConfig:
     """Public parameters of one DDG aggregation (all parties must agree on them).
+
+    ``accountant`` names the bound that calibrated ``sigma_int`` and that the ledger evaluates
+    (:data:`ACCOUNTANTS`, design §4.4).
 
     ``sigma_int`` is the scale of each user's discrete Gaussian in *integer* (post-scaling) units;
     in embedding units a user's noise has scale ``gamma * sigma_int``. ``clip`` is the public L2
@@ -81,8 +98,10 @@ class DDGConfig:
     beta: float = DEFAULT_BETA
     rotation_seed: bytes = DEFAULT_ROTATION_SEED
     rotate: bool = True
+    accountant: str = DEFAULT_ACCOUNTANT
 
     def __post_init__(self) -> None:
+        check_accountant(self.accountant)
         if not _is_int(self.dim) or self.dim < 1:
             raise InvalidParameterError(f"dim must be an integer >= 1, got {self.dim!r}")
         if not isinstance(self.rotate, bool):
@@ -153,6 +172,7 @@ class DDGConfig:
             "beta": float(self.beta),
             "rotation_seed": self.rotation_seed.hex(),
             "rotate": bool(self.rotate),
+            "accountant": str(self.accountant),
         }
 
     @classmethod

@@ -79,6 +79,7 @@ def test_single_user_large_noise_reduces_to_the_gaussian_rdp_curve() -> None:
         n=1,
         delta=delta,
         beta=KLS21_BETA,
+        accountant="rdp",
     )
     assert acc.tau == 0.0 and acc.l2_scale == pytest.approx(l2, rel=1e-15)
     assert acc.epsilon == pytest.approx(f(lo), rel=1e-6)
@@ -152,6 +153,7 @@ def test_matches_reference_formulas(
         n=n,
         delta=delta,
         beta=beta,
+        accountant="rdp",
     )
     orders = np.array([*range(2, 129), 256], dtype=np.float64)
     ours = ddg_rdp(orders, l2_scale=acc.l2_scale, l1_scale=acc.l1_scale, tau=acc.tau, padded_dim=d)
@@ -179,6 +181,7 @@ def test_converges_monotonically_to_the_continuous_gaussian(beta: float) -> None
             n=n,
             delta=delta,
             beta=beta,
+            accountant="rdp",
         )
         for g in gammas
     ]
@@ -458,8 +461,9 @@ CALIBRATE_KAT = [
 
 @pytest.mark.parametrize(("params", "expected"), CALIBRATE_KAT)
 def test_calibrate_ddg_known_answers(params: dict[str, object], expected: tuple) -> None:
-    """Recorded outputs of ``calibrate_ddg``; a refactor must reproduce them exactly."""
-    cfg = calibrate_ddg(**params)  # type: ignore[arg-type]
+    """Recorded outputs of ``calibrate_ddg`` under the RDP accountant; a refactor must reproduce
+    them exactly."""
+    cfg = calibrate_ddg(**{"accountant": "rdp", **params})  # type: ignore[arg-type]
     assert (cfg.gamma.hex(), cfg.sigma_int.hex(), cfg.modulus_bits, cfg.padded_dim) == expected
 
 
