@@ -420,11 +420,14 @@ def check_ledger(store: TranscriptStore) -> AuditFinding:
 
 def recorded_config(store: TranscriptStore) -> Any:
     """The run's ProtocolConfig from the header; a run recorded before count-sized noise existed
-    (no ``noise_calibration``) ran the floor calibration."""
+    (no ``noise_calibration``) ran the floor calibration, and one recorded before
+    ``ddg_accountant`` existed calibrated its DDG noise with KLS21's RDP accountant alone."""
     from fre_protocol.roles.config import FLOOR_CALIBRATION, ProtocolConfig
+    from primitives.ddg.encoder import RDP_ACCOUNTANT
 
     data = dict(store.header.extra.get("config", {}))
     data.setdefault("noise_calibration", FLOOR_CALIBRATION)
+    data.setdefault("ddg_accountant", RDP_ACCOUNTANT)
     return ProtocolConfig(**data)
 
 

@@ -50,7 +50,8 @@ def test_every_recorded_sigma_meets_the_budget_at_its_honest_count(vector: dict[
                                        2 * case["round"]["params"]["clip"]), config["clip"])
         for sized in case["counts"]:
             eps = ddg_epsilon(sigma_int=sized["sigma_int"], gamma=config["gamma"], sensitivity=sens,
-                              dim_padded=config["padded_dim"], n=sized["n_honest"], delta=budget["delta_agg"])
+                              dim_padded=config["padded_dim"], n=sized["n_honest"], delta=budget["delta_agg"],
+                              accountant=config["accountant"])
             assert eps == sized["epsilon"] <= budget["eps_agg"], (case["name"], sized["count"])
 
 
@@ -58,6 +59,10 @@ def test_the_grid_covers_both_calibrations_every_path_and_the_settings(vector: d
     cases = vector["cases"]
     assert {c["round"]["protocol"]["noise_calibration"] for c in cases} == {COUNT_CALIBRATION, FLOOR_CALIBRATION}
     assert {s["path"] for c in cases for s in c["counts"]} == {"floor", "scaled", "bisection"}
+    assert {c["ddg_config"]["accountant"] for c in cases} == {"analytic", "rdp"}
+    for accountant in ("analytic", "rdp"):
+        paths = {s["path"] for c in cases if c["ddg_config"]["accountant"] == accountant for s in c["counts"]}
+        assert paths == {"floor", "scaled", "bisection"}, (accountant, paths)
     assert {c["round"]["params"]["epsilon"] for c in cases} >= {1.0, 4.0, 8.0, 16.0}
     assert {c["round"]["dim"] for c in cases} >= {64, 384, 768}
     assert any(c["round"]["protocol"]["dishonest_fraction"] > 0 for c in cases)

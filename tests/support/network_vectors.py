@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from protocol_vectors import FORWARD, RESPONSE, Injection, Observed, Operation, release_record
+from protocol_vectors import FORWARD, RESPONSE, Injection, Observed, Operation, recorded_config, release_record
 
 from fre_protocol.drivers.net.deploy import (
     Deployment,
@@ -37,7 +37,6 @@ from fre_protocol.drivers.net.round import RoundSettings
 from fre_protocol.drivers.net.wire import encode_batch
 from fre_protocol.messages import SealedEnvelope, decode_as
 from fre_protocol.roles.base import PHASE1, PHASE1_SUBMIT, PHASE2
-from fre_protocol.roles.config import ProtocolConfig
 from mechanism.params import FreParams
 from mechanism.release import Release
 from mechanism.seeds import SeedPlan
@@ -71,7 +70,7 @@ def round_settings(inputs: Mapping[str, Any], *, window_count: int, window_secon
         rng_mode="seeded",
         dim=len(inputs["embeddings"][0]),
         noise=bool(inputs["noise"]),
-        protocol=ProtocolConfig(**inputs["config"]),
+        protocol=recorded_config(inputs),
         components=dict(inputs["components"]),
         window_count=window_count,
         window_seconds=window_seconds,

@@ -141,6 +141,12 @@ class VectorAdversary(NetworkAdversary):
         return [(conn, replaced.get(conn, data)) for conn, data in pairs]
 
 
+def recorded_config(inputs: Mapping[str, Any]) -> ProtocolConfig:
+    """The vector's ``ProtocolConfig``. A config recorded before ``ddg_accountant`` existed does
+    not name it: its σ_int came from KLS21's RDP accountant, so that is what it replays with."""
+    return ProtocolConfig(**{"ddg_accountant": "rdp", **inputs["config"]})
+
+
 # -- the in-process driver --------------------------------------------------------------------------
 def protocol_round(inputs: Mapping[str, Any]) -> tuple[npt.NDArray[np.float64], RoundSpec]:
     """:func:`run_protocol`'s embeddings and round from a vector's ``inputs``."""
@@ -151,7 +157,7 @@ def protocol_round(inputs: Mapping[str, Any]) -> tuple[npt.NDArray[np.float64], 
         noise=bool(inputs["noise"]),
         components=dict(inputs["components"]),
         workers=int(inputs["workers"]),
-        config=ProtocolConfig(**inputs["config"]),
+        config=recorded_config(inputs),
     )
 
 

@@ -25,7 +25,9 @@ from fre_protocol.roles.noise_plan import CountSizing  # noqa: E402
 from mechanism.accounting import calibrate_noise, heavy_hitter_privacy, sensitivity_term  # noqa: E402
 from mechanism.fre_e2t import release_threshold  # noqa: E402
 from mechanism.params import FreParams  # noqa: E402
-from primitives.ddg import clipped_sensitivity, ddg_epsilon, tau_ddg  # noqa: E402
+from primitives.analytic_gaussian import log_normal_cdf  # noqa: E402
+from primitives.ddg import clipped_sensitivity, ddg_epsilon  # noqa: E402
+from primitives.ddg.accounting import scales_exactly  # noqa: E402
 
 FORMAT = 1
 VECTOR_DIR = Path(__file__).resolve().parent
@@ -60,13 +62,20 @@ SETTINGS: tuple[tuple[str, int, dict[str, Any], dict[str, Any]], ...] = (
      {"modulus_bits": 12, "modulus_stddevs": 4.0}),
     ("eps16_d16_ring8", 16, {"epsilon": 16.0, "p_sample": 0.6, "budget_factor": 3.0, "threshold": 40, "delta": 1e-2},
      {"modulus_bits": 8, "modulus_stddevs": 4.0, "dishonest_fraction": 0.25}),
+    # KLS21's RDP accountant alone (ProtocolConfig.ddg_accountant = "rdp"); the rest use the default.
+    ("eps8_d384_paper_rdp", 384, {"epsilon": 8.0, "p_sample": 0.5, "budget_factor": 4.0}, {"ddg_accountant": "rdp"}),
+    ("eps4_d64_ring10_rdp", 64, {"epsilon": 4.0, "p_sample": 0.3, "threshold": 40, "delta": 1e-3},
+     {"modulus_bits": 10, "modulus_stddevs": 4.0, "ddg_accountant": "rdp"}),
 )
 
 #: The largest count sized, in floors: the small rings hold no more than ten floors' users.
-LARGE = {"eps4_d64_ring10": 10, "eps4_d64_ring12": 10, "eps16_d16_ring8": 10}
+LARGE = {"eps4_d64_ring10": 10, "eps4_d64_ring12": 10, "eps16_d16_ring8": 10, "eps4_d64_ring10_rdp": 10}
 
 #: Points of erf (Lemma 2's collision probability needs it; JS has none).
 ERF_POINTS = (1e-5, 0.1, 0.5, 0.5892556509887896, 1.0, 1.5, 2.0, 3.0, 4.5, 5.9)
+
+#: Points of ln Φ (the analytic accountant's Gaussian tails, far into the lower tail).
+LOG_NORMAL_CDF_POINTS = (-60.0, -37.5, -30.0, -29.9, -20.0, -8.5, -3.0, -1.0, 0.0, 0.7, 2.5, 6.0)
 
 
 def counts_for(floor: int, dropout: float, large: int) -> list[int]:
@@ -78,14 +87,16 @@ def counts_for(floor: int, dropout: float, large: int) -> list[int]:
 
 def path(sizing: CountSizing, count: int, n_ref: int) -> str:
     """Which way noise_plan._calibrated finds σ_int for this count: the floor's configuration,
-    exact √ scaling (τ_DDG underflows at both), or the bisection."""
+    exact √ scaling (the accountant depends on n·σ_int² alone at both), or the bisection."""
     m = sizing.users(count)
     if m == sizing.floor:
         return "floor"
     sigma_ref = float(sizing.ddg_config.sigma_int)
     n = honest_contributors(m, sizing.cfg.dishonest_fraction)
     guess = sigma_ref * math.sqrt(n_ref / n)
-    return "scaled" if tau_ddg(sigma_ref, n_ref) == 0.0 and tau_ddg(guess, n) == 0.0 else "bisection"
+    accountant = sizing.ddg_config.accountant
+    exact = scales_exactly(sigma_ref, n_ref, accountant) and scales_exactly(guess, n, accountant)
+    return "scaled" if exact else "bisection"
 
 
 def case(name: str, dim: int, params_fields: dict[str, Any], cfg_fields: dict[str, Any]) -> dict[str, Any]:
@@ -108,7 +119,7 @@ def case(name: str, dim: int, params_fields: dict[str, Any], cfg_fields: dict[st
         n = honest_contributors(m, cfg.dishonest_fraction)
         sigma = float(sizing.sigma(count))
         epsilon = ddg_epsilon(sigma_int=sigma, gamma=config.gamma, sensitivity=sens, dim_padded=config.padded_dim,
-                              n=n, delta=delta_agg, beta=config.beta)
+                              n=n, delta=delta_agg, beta=config.beta, accountant=config.accountant)
         sized.append({"count": count, "m": m, "n_honest": n, "sigma_int": sigma, "epsilon": epsilon,
                       "path": path(sizing, count, n_ref)})
     return {
@@ -134,9 +145,11 @@ def build() -> dict[str, Any]:
             "broadcast's largest count (max_count): the aggregation budget (Lemma 1 closed form, Lemma 2, "
             "the TSDLap dummies), the DDG configuration calibrated at the release floor (ddg_config_for), and "
             "for each released count its m_h, honest contributors, sigma_int (CountSizing.sigma), the DDG "
-            "epsilon at that sigma_int, and the way sigma_int was found (floor, scaled, bisection)."
+            "epsilon at that sigma_int under the round's ddg_accountant, and the way sigma_int was found "
+            "(floor, scaled, bisection)."
         ),
         "erf": [[x, math.erf(x)] for x in ERF_POINTS],
+        "log_normal_cdf": [[x, log_normal_cdf(x)] for x in LOG_NORMAL_CDF_POINTS],
         "cases": [case(*setting) for setting in SETTINGS],
     }
 
