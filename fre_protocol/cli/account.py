@@ -199,7 +199,8 @@ def render_noise(rows: Sequence[Mapping[str, Any]], config: Any) -> str:
         for r in rows
     ]
     head = (f"Users' DDG noise by released count (--noise-calibration {config.noise_calibration}, "
-            f"dropout allowance {config.dropout_allowance}; embedding units, every contributor online)")
+            f"dropout allowance {config.dropout_allowance}, --ddg-accountant {config.ddg_accountant}; "
+            "embedding units, every contributor online)")
     return "\n".join([head, *_table(table)])
 
 
@@ -223,15 +224,22 @@ def _noise_config(args: argparse.Namespace) -> Any:
         NOISE_CALIBRATIONS,
         ProtocolConfig,
     )
+    from primitives.ddg.encoder import DEFAULT_ACCOUNTANT
 
-    chosen = args.noise_calibration != NOISE_CALIBRATIONS[0] or args.dropout_allowance != DEFAULT_DROPOUT_ALLOWANCE
+    chosen = (
+        args.noise_calibration != NOISE_CALIBRATIONS[0]
+        or args.dropout_allowance != DEFAULT_DROPOUT_ALLOWANCE
+        or args.ddg_accountant != DEFAULT_ACCOUNTANT
+    )
     if not args.protocol:
         if chosen:
-            raise InvalidParameterError("--noise-calibration and --dropout-allowance size the protocol's noise: add --protocol")
+            raise InvalidParameterError(
+                "--noise-calibration, --dropout-allowance and --ddg-accountant size the protocol's noise: add --protocol"
+            )
         return None
     return ProtocolConfig(
         dishonest_fraction=args.dishonest_fraction, noise_calibration=args.noise_calibration,
-        dropout_allowance=args.dropout_allowance,
+        dropout_allowance=args.dropout_allowance, ddg_accountant=args.ddg_accountant,
     )
 
 

@@ -81,8 +81,10 @@ def fraction(text: str) -> float:
 
 
 def add_noise_flags(parser: argparse.ArgumentParser) -> None:
-    """How many contributors each user's DDG noise is sized for (design §4.4)."""
+    """How many contributors each user's DDG noise is sized for, and the accountant that sizes it
+    (design §4.4)."""
     from fre_protocol.roles.config import DEFAULT_DROPOUT_ALLOWANCE, NOISE_CALIBRATIONS
+    from primitives.ddg.encoder import ACCOUNTANTS, DEFAULT_ACCOUNTANT
 
     parser.add_argument("--noise-calibration", choices=NOISE_CALIBRATIONS, default=NOISE_CALIBRATIONS[0],
                         help="'count' (default): a user in released bucket h sizes its DDG noise for "
@@ -91,6 +93,10 @@ def add_noise_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dropout-allowance", type=fraction, default=DEFAULT_DROPOUT_ALLOWANCE, metavar="F",
                         help="with --noise-calibration count: the fraction of a released bucket's "
                         f"submitters that may drop out before the dropout policy acts (default {DEFAULT_DROPOUT_ALLOWANCE})")
+    parser.add_argument("--ddg-accountant", choices=ACCOUNTANTS, default=DEFAULT_ACCOUNTANT,
+                        help="the bound that sizes the users' DDG noise: 'analytic' (default): the smaller "
+                        "epsilon of KLS21's RDP bound and the analytic bound (the centralized mechanism's "
+                        "sigma to within 0.1%%); 'rdp': KLS21 alone (the paper's protocol)")
 
 
 def add_param_flags(parser: argparse.ArgumentParser, *, defaults: FreParams | None = None) -> None:

@@ -65,7 +65,7 @@ def settings_from_args(args: argparse.Namespace, dim: int, unit: object = None) 
         noise=args.noise == "on",
         protocol=ProtocolConfig(
             proof_batch_size=args.proof_batch, noise_calibration=args.noise_calibration,
-            dropout_allowance=args.dropout_allowance,
+            dropout_allowance=args.dropout_allowance, ddg_accountant=args.ddg_accountant,
         ),
         window_count=args.window, window_seconds=args.window_seconds, unit=unit or TEXT_UNIT,
         components=component_names(getattr(args, "components", None)),

@@ -125,7 +125,7 @@ def config_from_args(args: argparse.Namespace) -> Any:
         inverter=args.inverter, budget=args.search_budget, max_centroids=args.max_centroids, pool_max=args.pool_max, embedder=args.embedder,
         second_embedder=args.second_embedder, cache_dir=args.cache_dir, workers=args.workers,
         noise_calibration=args.noise_calibration, dropout_allowance=args.dropout_allowance,
-        progress=args.progress,
+        ddg_accountant=args.ddg_accountant, progress=args.progress,
         command=_command(args),
         argv=getattr(args, "_argv", None),
     )

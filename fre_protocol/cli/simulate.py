@@ -212,6 +212,7 @@ def protocol_config(args: argparse.Namespace) -> Any:
         dishonest_fraction=args.dishonest_fraction,
         noise_calibration=args.noise_calibration,
         dropout_allowance=args.dropout_allowance,
+        ddg_accountant=args.ddg_accountant,
     )
 
 

@@ -38,6 +38,7 @@ from fre_protocol.roles.config import (
 from mechanism import metrics
 from mechanism.params import FreParams
 from mechanism.seeds import SeedPlan
+from primitives.ddg.encoder import DEFAULT_ACCOUNTANT, check_accountant
 from primitives.errors import InvalidParameterError
 
 #: The evaluation label every experiment file carries (the rows read the private data).
@@ -91,6 +92,7 @@ class ExperimentConfig:
     workers: int = 2
     noise_calibration: str = COUNT_CALIBRATION  # the protocol's (design §4.4); central-dp has none
     dropout_allowance: float = DEFAULT_DROPOUT_ALLOWANCE
+    ddg_accountant: str = DEFAULT_ACCOUNTANT  # the protocol's DDG accountant (design §4.4)
     progress: bool = True
     command: str | None = None  # as a shell would take it: "fre-e2t experiment ..."
     argv: tuple[str, ...] | None = None  # the arguments after "fre-e2t", exactly as given
@@ -114,6 +116,7 @@ class ExperimentConfig:
             raise InvalidParameterError(f"limit must be an integer >= 1, got {self.limit!r}")
         check_noise_calibration(self.noise_calibration)
         check_dropout_allowance(self.dropout_allowance)
+        check_accountant(self.ddg_accountant)
         if self.max_centroids is not None and self.max_centroids < 1:
             raise InvalidParameterError(f"max_centroids must be an integer >= 1, got {self.max_centroids!r}")
 
@@ -168,11 +171,16 @@ class ExperimentConfig:
             chosen["noise_calibration"] = self.noise_calibration
         if self.dropout_allowance != DEFAULT_DROPOUT_ALLOWANCE:
             chosen["dropout_allowance"] = self.dropout_allowance
+        # Always named: rows written before the analytic accountant became the default (when
+        # checkpoints did not name one) were calibrated with RDP, and must not be resumed as
+        # the default's.
+        chosen["ddg_accountant"] = self.ddg_accountant
         return chosen
 
     def protocol_config(self) -> ProtocolConfig:
         """The protocol's configuration of the Fre-E2T rows."""
-        return ProtocolConfig(noise_calibration=self.noise_calibration, dropout_allowance=self.dropout_allowance)
+        return ProtocolConfig(noise_calibration=self.noise_calibration, dropout_allowance=self.dropout_allowance,
+                              ddg_accountant=self.ddg_accountant)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -331,7 +331,8 @@ def settings(ctx: Context) -> dict[str, Any]:
         "epsilons": list(ctx.config.run_epsilons), "seeds": list(ctx.config.run_seeds), "quick": ctx.config.quick,
         "flags": dict(ctx.config.params),
         "protocol": {"noise_calibration": ctx.config.noise_calibration,
-                     "dropout_allowance": ctx.config.dropout_allowance},
+                     "dropout_allowance": ctx.config.dropout_allowance,
+                     "ddg_accountant": ctx.config.ddg_accountant},
         "params_by_epsilon": {str(eps): params(ctx, eps).to_dict() for eps in ctx.config.run_epsilons},
     }
 

@@ -77,7 +77,8 @@ def settings(ctx: Context) -> dict[str, Any]:
         "inverter": cfg.inverter or "default",
         "budget": cfg.run_budget,
         "max_centroids": cfg.run_max_centroids,
-        "protocol": {"noise_calibration": cfg.noise_calibration, "dropout_allowance": cfg.dropout_allowance},
+        "protocol": {"noise_calibration": cfg.noise_calibration, "dropout_allowance": cfg.dropout_allowance,
+                     "ddg_accountant": cfg.ddg_accountant},
         "params_by_epsilon": {},
     }
     for eps in cfg.run_epsilons:
