@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from primitives.analytic_gaussian import agm_epsilon
+from primitives.analytic_gaussian import agm_epsilon, agm_multiplier
 from primitives.ddg.encoder import (
     ANALYTIC_ACCOUNTANT,
     DEFAULT_ACCOUNTANT,
@@ -388,6 +388,38 @@ def ddg_epsilon(
 
 
 # -- calibration ---------------------------------------------------------------------------------
+def _analytic_sigma_int(
+    *, epsilon: float, delta: float, sensitivity: float, gamma: float, padded_dim: int, n: int, beta: float
+) -> float | None:
+    """The least σ_int meeting ``epsilon`` under the analytic accountant by inverting its bound
+    (design §4.4), where that is exact: there the sum's ratio terms underflow (θ(σ_int²/2) = 0),
+    so ε = ε_c(√(nσ² − a)) + d'·(ln(1 + θ(a)) − ln(1 − θ(a))) and the analytic Gaussian's
+    multiplier gives σ_c for each a. None where the terms do not underflow, or where the RDP
+    bound already meets ``epsilon`` at that σ_int (it may then be met lower: the bisection
+    decides); the caller checks the result against the accountant."""
+    l2 = rounded_l2_bound(float(sensitivity) / float(gamma), int(padded_dim), float(beta))
+    d = float(padded_dim)
+    best = math.inf
+    for a in SMOOTHING_VARIANCES:
+        theta_a = float(theta_excess(a))
+        upper, lower = d * math.log1p(theta_a), -d * math.log1p(-theta_a)
+        eps_c, delta_c = float(epsilon) - upper - lower, float(delta) * math.exp(-upper)
+        if eps_c <= 0.0 or not 0.0 < delta_c < 1.0:
+            continue
+        try:
+            sigma_c = agm_multiplier(eps_c, delta_c) * l2
+        except InfeasibleBudgetError:
+            continue
+        best = min(best, math.sqrt((sigma_c * sigma_c + a) / n))
+    if not math.isfinite(best) or best > MAX_SIGMA or float(theta_excess(best * best / 2.0)) != 0.0:
+        return None
+    rdp = ddg_epsilon(
+        sigma_int=best, gamma=gamma, sensitivity=sensitivity, dim_padded=padded_dim, n=n,
+        delta=delta, beta=beta, accountant=RDP_ACCOUNTANT,
+    )
+    return None if rdp <= epsilon else best
+
+
 def calibrate_sigma_int(
     *,
     epsilon: float,
@@ -403,7 +435,10 @@ def calibrate_sigma_int(
     """Smallest ``σ_int`` (to ``rel_tol``) with ``ddg_epsilon ≤ epsilon``: bisection in log scale.
 
     ε is strictly decreasing in σ_int (both ``l2`` and ``τ`` decrease), so the bracket
-    ``ε(lo) > epsilon ≥ ε(hi)`` shrinks to the threshold; ``hi`` is returned.
+    ``ε(lo) > epsilon ≥ ε(hi)`` shrinks to the threshold; ``hi`` is returned. Under the analytic
+    accountant, where its bound can be inverted exactly (:func:`_analytic_sigma_int`), the
+    inverse is returned instead (checked against the accountant), about 45 times fewer
+    evaluations.
     """
     target = _real("epsilon", epsilon, low=0.0, low_open=True)
 
@@ -418,6 +453,17 @@ def calibrate_sigma_int(
             beta=beta,
             accountant=accountant,
         )
+
+    if check_accountant(accountant) == ANALYTIC_ACCOUNTANT:
+        direct = _analytic_sigma_int(
+            epsilon=target, delta=delta, sensitivity=sensitivity, gamma=gamma,
+            padded_dim=padded_dim, n=n, beta=beta,
+        )
+        for _ in range(64 if direct is not None else 0):
+            assert direct is not None
+            if eps_at(direct) <= target:
+                return direct
+            direct *= 1.0 + 1e-12  # rounding left it a hair above the budget
 
     # Start from the continuous Gaussian's scale, converted to integer units.
     guess = (
