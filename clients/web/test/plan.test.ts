@@ -19,8 +19,8 @@ import { dirname, join } from "node:path";
 import { test } from "node:test";
 import { fileURLToPath } from "node:url";
 import {
-  ALPHA_GRID, CountSizing, type DdgTarget, InfeasibleBudgetError, InvalidParameterError, aggregationBudget, clippedSensitivity,
-  ddgEpsilon, erf, honestContributors, pairwiseSum, roundParams, sensitivity, tauDdg,
+  ALPHA_GRID, CountSizing, type DdgTarget, InfeasibleBudgetError, InvalidParameterError, RDP_ACCOUNTANT, aggregationBudget,
+  clippedSensitivity, ddgEpsilon, erf, honestContributors, pairwiseSum, roundParams, scalesExactly, sensitivity,
 } from "../src/accountant.js";
 import type { DDGConfig } from "../src/ddg.js";
 import { phase2Inputs } from "../src/plan.js";
@@ -123,7 +123,8 @@ test("each count's m_h, honest count and way to σ_int are Python's", () => {
       assert.equal(honestContributors(sized.m, p.dishonestFraction), sized.n_honest, c.name);
       const guess = config.sigma_int * Math.sqrt(nRef / sized.n_honest);
       const path = sized.m === c.floor ? "floor"
-        : tauDdg(config.sigma_int, nRef) === 0 && tauDdg(guess, sized.n_honest) === 0 ? "scaled" : "bisection";
+        : scalesExactly(config.sigma_int, nRef, config.accountant) && scalesExactly(guess, sized.n_honest, config.accountant)
+          ? "scaled" : "bisection";
       assert.equal(path, sized.path, `${c.name} count ${sized.count}`);
     }
   });
@@ -138,7 +139,7 @@ test("every σ_int this client returns meets the aggregation budget under this c
       const sigmaInt = replayed()[i].sigmas[j];
       const target: DdgTarget = {
         gamma: ddgConfig.gamma, sensitivity: clippedSensitivity(sensitivity(p), ddgConfig.clip),
-        paddedDim: ddgConfig.padded_dim, delta: budget.deltaAgg, beta: ddgConfig.beta,
+        paddedDim: ddgConfig.padded_dim, delta: budget.deltaAgg, beta: ddgConfig.beta, accountant: ddgConfig.accountant,
       };
       const eps = ddgEpsilon(sigmaInt, sized.n_honest, target);
       assert.ok(eps <= budget.epsAgg, `${c.name} count ${sized.count}: epsilon ${eps} > ${budget.epsAgg}`);
@@ -156,7 +157,9 @@ test("the user-side vector's DP round: the device's configuration and σ_int are
   const { ddgConfig, sigmaInt } = phase2Inputs(device.round, maxCount, released.derived.count);
   const { gamma, sigma_int: sigma, ...rest } = released.derived.ddg_config;
   const { gamma: tsGamma, sigma_int: tsSigma, ...tsRest } = ddgConfig;
-  assert.deepEqual(tsRest, rest);
+  // The vector predates the config's accountant key; its round, without ddg_accountant, is rdp.
+  assert.equal(rest.accountant, undefined);
+  assert.deepEqual(tsRest, { ...rest, accountant: RDP_ACCOUNTANT });
   assert.ok(relative(tsGamma, gamma) <= GAMMA_TOL);
   assert.ok(relative(tsSigma, sigma) <= SIGMA_TOL);
   assert.ok(relative(sigmaInt, released.derived.sigma_int) <= SIGMA_TOL);
