@@ -8,20 +8,27 @@
  *   Lemma 2, less what the histogram release costs beyond Lemma 1 with the TSDLap dummies at
  *   (2ε0, 2δ0) (mechanism/accounting.py; fre_protocol/roles/ledger.py, aggregation_budget and
  *   dummy_parameters);
- * - the DDG RDP accountant (KLS21 Prop. 14, the min of three; converted to (ε, δ) over the same
- *   grid of orders) and the calibration of σ_int by bisection, then of the finest γ whose
+ * - the DDG accountant the round's ``protocol.ddg_accountant`` names: ``"rdp"``, KLS21's RDP
+ *   bound alone (Prop. 14, the min of three; converted to (ε, δ) over the same grid of orders),
+ *   or ``"analytic"``, the min of it and the analytic bound (the sum of discrete Gaussians
+ *   against a smoothed rounding of the continuous Gaussian, whose (ε, δ) is the analytic
+ *   Gaussian mechanism's: analytic_gaussian.ts). A document without the key predates it and is
+ *   read as ``"rdp"``, the accountant that calibrated it;
+ * - the calibration of σ_int by bisection under that accountant, then of the finest γ whose
  *   aggregate fits the ring (primitives/ddg/accounting.py, calibrate_ddg with a given modulus);
+ *   the configuration records the accountant;
  * - the count sizing n_h → m_h → σ_int,h (fre_protocol/roles/noise_plan.py, CountSizing): both
  *   calibrations, the dropout allowance and the dishonest fraction, with the exact √ scaling
- *   where τ_DDG underflows and the bisection elsewhere.
+ *   where the accountant depends on n·σ_int² alone (scalesExactly) and the bisection elsewhere.
  *
  * Plain JS numbers where Python uses floats, in the same order of operations; numpy's pairwise
  * summation where Python sums with numpy. Not bit for bit: V8's exp, log, log1p, expm1 and pow
- * are not glibc's or numpy's, so a value can differ in its last bits, and a bisection step that
- * lands that close to the budget can then go the other way. Every σ_int returned here meets the
- * budget under this accountant: it is the upper end of a bisection bracket, or a scaled value
- * checked (and stepped up) against it.
+ * are not glibc's or numpy's, nor is Cody's erfc glibc's, so a value can differ in its last bits,
+ * and a bisection step that lands that close to the budget can then go the other way. Every
+ * σ_int returned here meets the budget under the round's accountant: it is the upper end of a
+ * bisection bracket, or a scaled value checked (and stepped up) against it.
  */
+import { agmEpsilon } from "./analytic_gaussian.js";
 import { hex, utf8 } from "./bytes.js";
 import type { DDGConfig } from "./ddg.js";
 import type { RoundDocument } from "./user.js";
@@ -46,6 +53,10 @@ export class InfeasibleBudgetError extends Error {
 
 export const COUNT_CALIBRATION = "count";
 export const FLOOR_CALIBRATION = "floor";
+/** The DDG accountants (primitives/ddg/encoder.py, ACCOUNTANTS): KLS21's RDP bound alone, or the min of it and the analytic bound. */
+export const RDP_ACCOUNTANT = "rdp";
+export const ANALYTIC_ACCOUNTANT = "analytic";
+const ACCOUNTANTS = [ANALYTIC_ACCOUNTANT, RDP_ACCOUNTANT];
 
 /** FreParams and the accounting's part of ProtocolConfig, as the round document carries them. */
 export interface RoundParams {
@@ -67,6 +78,7 @@ export interface RoundParams {
   dishonestFraction: number;
   noiseCalibration: string;
   dropoutAllowance: number;
+  ddgAccountant: string;
 }
 
 // Each field with its default (FreParams, ProtocolConfig): a document lacking one loads with it.
@@ -78,6 +90,9 @@ const PROTOCOL_DEFAULTS: Record<string, unknown> = {
   proof_batch_size: 1, user_workers: null, dummy_epsilon0: null, dummy_delta0: null, clip: null, modulus_bits: 24,
   modulus_stddevs: 8.0, dropout_policy: "withhold", cover_traffic: true, chunk_size: 1024, dishonest_fraction: 0.0,
   noise_calibration: COUNT_CALIBRATION, dropout_allowance: 0.1,
+  // Not ProtocolConfig's default (analytic): a document without the key predates it and was
+  // calibrated with RDP alone (fre_protocol/drivers/net/round.py, RoundSettings.from_dict).
+  ddg_accountant: RDP_ACCOUNTANT,
 };
 
 const shown = (value: unknown): string => (value === undefined ? "nothing" : JSON.stringify(value));
@@ -139,6 +154,9 @@ export function roundParams(round: RoundDocument): RoundParams {
   if (c.noise_calibration !== COUNT_CALIBRATION && c.noise_calibration !== FLOOR_CALIBRATION) {
     throw new InvalidParameterError(`noise_calibration must be one of ['count', 'floor'], got ${shown(c.noise_calibration)}`);
   }
+  if (typeof c.ddg_accountant !== "string" || !ACCOUNTANTS.includes(c.ddg_accountant)) {
+    throw new InvalidParameterError(`ddg_accountant must be one of ['analytic', 'rdp'], got ${shown(c.ddg_accountant)}`);
+  }
   return {
     epsilon, delta: p.delta, radius: positive("radius", p.radius), threshold: integer("threshold", p.threshold, 1),
     k: integer("k", p.k, 1), pSample, budgetFactor: positive("budget_factor", p.budget_factor),
@@ -147,6 +165,7 @@ export function roundParams(round: RoundDocument): RoundParams {
     protocolClip: optionalPositive("protocol clip", c.clip), modulusBits: integer("modulus_bits", c.modulus_bits, 8, 62),
     modulusStddevs: c.modulus_stddevs, dishonestFraction: fraction("dishonest_fraction", c.dishonest_fraction),
     noiseCalibration: c.noise_calibration, dropoutAllowance: fraction("dropout_allowance", c.dropout_allowance),
+    ddgAccountant: c.ddg_accountant,
   };
 }
 
@@ -355,13 +374,94 @@ export interface DdgTarget {
   paddedDim: number;
   delta: number;
   beta: number;
+  /** RDP_ACCOUNTANT or ANALYTIC_ACCOUNTANT */
+  accountant: string;
 }
 
-/** ε of the DDG sum of ``n`` contributors at σ_int (min over the orders of RDP → (ε, δ)). */
+// -- the analytic bound (primitives/ddg/accounting.py, analytic_epsilon) --------------------------
+
+/** Variances a of the smoothing kernel tried by analyticEpsilon; each gives a valid bound. */
+export const SMOOTHING_VARIANCES = [0.25, 0.5, 1.0, 2.0, 4.0];
+/** Summands of sumRatioBounds taken one by one; the rest are bounded by the last. */
+const EXACT_STEPS = 4096;
+
+/** θ(s²) = 2/expm1(2π² s²) ≥ 2 Σ_{m≥1} exp(−2π² s² m²): a discrete Gaussian's normaliser against the continuous one's (0 once s² > 35.9). */
+export function thetaExcess(variance: number): number {
+  return 2.0 / Math.expm1(2.0 * (Math.PI * Math.PI) * variance);
+}
+
+/**
+ * (A, B) with e^{−A} ≤ p_n(x)/g_{nσ²}(x) ≤ e^{B} for every integer x: the sum of ``n``
+ * N_Z(0, σ²) against N_Z(0, nσ²), by induction on k (one convolution a step); Infinity where a
+ * θ(w²) reaches 1. The first 4096 steps one by one (numpy's pairwise sums), the rest bounded by the last.
+ */
+export function sumRatioBounds(sigmaInt: number, n: number): [number, number] {
+  const s2 = sigmaInt * sigmaInt;
+  if (n <= 1) return [0.0, 0.0];
+  if (s2 === 0.0) return [Infinity, Infinity];
+  const steps = Math.min(n, EXACT_STEPS + 1) - 1;
+  const lower = new Float64Array(steps), upper = new Float64Array(steps);
+  const theta1 = thetaExcess(s2);
+  for (let i = 0; i < steps; i++) {
+    const k = i + 1;
+    const thetaW = thetaExcess((k * s2) / (k + 1.0));
+    if (thetaW >= 1.0) return [Infinity, Infinity];
+    upper[i] = Math.log1p(thetaExcess((k + 1.0) * s2)) + Math.log1p(thetaW);
+    lower[i] = -Math.log1p(-thetaW) + Math.log1p(thetaExcess(k * s2)) + Math.log1p(theta1);
+  }
+  const rest = n - 1 - steps; // steps EXACT_STEPS + 1 .. n − 1, each below the last one's
+  return [pairwiseSum(lower) + rest * lower[steps - 1], pairwiseSum(upper) + rest * upper[steps - 1]];
+}
+
+/**
+ * ε at ``delta`` of the sum of ``n`` users' N_Z(0, σ_int²)^{d'} on an integer query of L2
+ * sensitivity ``l2Bound`` (Δ̂₂): the sum is within sumRatioBounds of N_Z(0, s²), s² = nσ², which
+ * is within θ-factors of the smoothed rounding of the continuous N(0, s² − a); so ε is the
+ * analytic Gaussian's at σ_c = √(s² − a) and δ·e^{−U}, plus U + L (the d' coordinates' log
+ * ratio bounds). The least over SMOOTHING_VARIANCES; Infinity if none applies.
+ */
+export function analyticEpsilon(sigmaInt: number, n: number, paddedDim: number, l2Bound: number, delta: number): number {
+  const s2 = n * (sigmaInt * sigmaInt);
+  if (s2 === 0.0) return Infinity;
+  const [lowerSum, upperSum] = sumRatioBounds(sigmaInt, n);
+  const thetaS = thetaExcess(s2);
+  let best = Infinity;
+  for (const a of SMOOTHING_VARIANCES) {
+    const thetaA = thetaExcess(a);
+    if (a >= s2 || thetaA >= 1.0 || !Number.isFinite(upperSum)) continue;
+    const upper = paddedDim * (upperSum + Math.log1p(thetaA));
+    const lower = paddedDim * (lowerSum - Math.log1p(-thetaA) + Math.log1p(thetaS));
+    const deltaC = delta * Math.exp(-upper);
+    if (!(deltaC > 0.0 && deltaC < 1.0)) continue;
+    const eps = agmEpsilon(Math.sqrt(s2 - a), deltaC, l2Bound) + upper + lower;
+    if (eps < best) best = eps;
+  }
+  return best;
+}
+
+/**
+ * Whether the accountant's ε at (σ_int, n) depends on them only through n·σ_int² (so σ_int for
+ * another n follows by √ scaling): τ_DDG underflows and, for the analytic accountant, so does
+ * θ(σ_int²/2), which bounds every step of sumRatioBounds.
+ */
+export function scalesExactly(sigmaInt: number, n: number, accountant: string): boolean {
+  if (tauDdg(sigmaInt, n) !== 0.0) return false;
+  return accountant === RDP_ACCOUNTANT || thetaExcess((sigmaInt * sigmaInt) / 2.0) === 0.0;
+}
+
+/** ε of the DDG sum of ``n`` contributors at σ_int: KLS21's RDP bound, or under the analytic accountant the less of it and analyticEpsilon. */
 export function ddgEpsilon(sigmaInt: number, n: number, t: DdgTarget): number {
   if (sigmaInt === 0.0) return Infinity;
   const d = t.paddedDim;
   const l2Bound = roundedL2Bound(t.sensitivity / t.gamma, d, t.beta);
+  const eps = rdpEpsilon(sigmaInt, n, t, l2Bound);
+  if (t.accountant !== ANALYTIC_ACCOUNTANT) return eps;
+  return Math.min(eps, analyticEpsilon(sigmaInt, n, d, l2Bound, t.delta));
+}
+
+/** KLS21 Prop. 14 (the min of three), converted to (ε, δ) at the least ε over the orders. */
+function rdpEpsilon(sigmaInt: number, n: number, t: DdgTarget, l2Bound: number): number {
+  const d = t.paddedDim;
   const l1Bound = l2Bound * Math.min(Math.sqrt(d), l2Bound);
   const tau = tauDdg(sigmaInt, n);
   const l2 = l2Bound / (Math.sqrt(n) * sigmaInt);
@@ -382,7 +482,7 @@ export function ddgEpsilon(sigmaInt: number, n: number, t: DdgTarget): number {
   return Math.max(0.0, best);
 }
 
-/** The least σ_int (to ``relTol``) with ddgEpsilon ≤ ``epsilon``: bisection in log scale; the upper end. */
+/** The least σ_int (to ``relTol``) with ddgEpsilon ≤ ``epsilon`` under ``t.accountant``: bisection in log scale; the upper end. */
 export function calibrateSigmaInt(epsilon: number, n: number, t: DdgTarget, relTol = 1e-12): number {
   const epsAt = (s: number): number => ddgEpsilon(s, n, t);
   const guess = (t.sensitivity * Math.sqrt(2.0 * Math.log(1.25 / t.delta))) / epsilon / (t.gamma * Math.sqrt(n));
@@ -426,6 +526,7 @@ export interface CalibrationTarget {
   nModulus: number;
   kStddevs: number;
   modulusBits: number;
+  accountant: string;
 }
 
 /**
@@ -439,7 +540,7 @@ export function calibrateDdg(target: CalibrationTarget): DDGConfig {
   const fits = (gamma: number): boolean => {
     if (!sigmaAt.has(gamma)) {
       sigmaAt.set(gamma, calibrateSigmaInt(target.epsilon, target.n,
-        { gamma, sensitivity: sens, paddedDim: target.paddedDim, delta: target.delta, beta: 0.0 }));
+        { gamma, sensitivity: sens, paddedDim: target.paddedDim, delta: target.delta, beta: 0.0, accountant: target.accountant }));
     }
     return aggregateRange(gamma, sigmaAt.get(gamma)!, target.clip, target.paddedDim, target.nModulus, target.kStddevs) <= limit;
   };
@@ -450,7 +551,7 @@ export function calibrateDdg(target: CalibrationTarget): DDGConfig {
     }
     return {
       dim: target.dim, padded_dim: target.paddedDim, gamma, sigma_int: sigmaInt, modulus_bits: target.modulusBits,
-      clip: target.clip, beta: 0.0, rotation_seed: DEFAULT_ROTATION_SEED, rotate: true,
+      clip: target.clip, beta: 0.0, rotation_seed: DEFAULT_ROTATION_SEED, rotate: true, accountant: target.accountant,
     };
   };
   let hi = target.clip;
@@ -496,6 +597,7 @@ export function dpDdgConfig(round: RoundDocument, maxCount: number): DDGConfig {
     epsilon: budget.epsAgg, delta: budget.deltaAgg, sensitivity: sensitivity(p), clip: ddgClip(p), dim: round.dim,
     paddedDim: paddedDimension(round.dim), n: honestContributors(floor, p.dishonestFraction),
     nModulus: Math.max(maxCount > 0 ? maxCount : floor, floor), kStddevs: p.modulusStddevs, modulusBits: p.modulusBits,
+    accountant: p.ddgAccountant,
   });
 }
 
@@ -509,6 +611,10 @@ export class CountSizing {
   private readonly memo = new Map<number, number>();
 
   constructor(round: RoundDocument, readonly ddgConfig: DDGConfig) {
+    // σ_int,h is calibrated against the configuration's accountant, as Python's sigma_for does.
+    if (!ACCOUNTANTS.includes(ddgConfig.accountant)) {
+      throw new InvalidParameterError(`the DDG configuration's accountant must be one of ['analytic', 'rdp'], got ${shown(ddgConfig.accountant)}`);
+    }
     this.params = roundParams(round);
     this.floor = releaseFloor(this.params);
     this.calibration = Number.isFinite(this.params.epsilon) ? this.params.noiseCalibration : FLOOR_CALIBRATION;
@@ -529,8 +635,8 @@ export class CountSizing {
 
   /**
    * The least σ_int for ``m`` contributors at the configuration's γ (noise_plan.py, _calibrated):
-   * where τ_DDG underflows at the floor's σ_int and at the scaled one, ε depends on σ_int and n
-   * only through Δ̂₂/(√n·σ_int), so the floor's σ_int times √(n_floor/n), checked against the
+   * where the accountant depends on σ_int and n only through n·σ_int² at the floor's σ_int and
+   * at the scaled one (scalesExactly), the floor's σ_int times √(n_floor/n), checked against the
    * accountant (raised by 1e-12 relative steps if it is a hair above the budget); else bisection.
    */
   private sigmaFor(m: number): number {
@@ -538,12 +644,12 @@ export class CountSizing {
     const budget = aggregationBudget(p);
     const target: DdgTarget = {
       gamma: config.gamma, sensitivity: clippedSensitivity(sensitivity(p), config.clip), paddedDim: config.padded_dim,
-      delta: budget.deltaAgg, beta: config.beta,
+      delta: budget.deltaAgg, beta: config.beta, accountant: config.accountant,
     };
     const n = honestContributors(m, p.dishonestFraction);
     const nRef = honestContributors(this.floor, p.dishonestFraction), sigmaRef = config.sigma_int;
     let guess = sigmaRef * Math.sqrt(nRef / n);
-    if (sigmaRef > 0 && tauDdg(sigmaRef, nRef) === 0.0 && tauDdg(guess, n) === 0.0) {
+    if (sigmaRef > 0 && scalesExactly(sigmaRef, nRef, config.accountant) && scalesExactly(guess, n, config.accountant)) {
       for (let i = 0; i < 64; i++) {
         if (ddgEpsilon(guess, n, target) <= budget.epsAgg) return guess;
         guess *= 1.0 + 1e-12;

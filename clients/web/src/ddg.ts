@@ -18,6 +18,8 @@ export interface DDGConfig {
   beta: number;
   rotation_seed: string; // hex
   rotate: boolean;
+  /** the bound σ_int was calibrated against, "analytic" or "rdp" (accountant.ts); the encoding does not read it */
+  accountant: string;
 }
 
 export function rotationSigns(config: DDGConfig): number[] {

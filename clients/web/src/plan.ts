@@ -5,7 +5,7 @@
  * and σ_int come from the privacy accountant (accountant.ts): the configuration calibrated at the
  * release floor, and the σ_int the device's released count asks for.
  */
-import { CountSizing, DEFAULT_ROTATION_SEED, dpDdgConfig, isDp } from "./accountant.js";
+import { ANALYTIC_ACCOUNTANT, CountSizing, DEFAULT_ROTATION_SEED, dpDdgConfig, isDp } from "./accountant.js";
 import type { DDGConfig } from "./ddg.js";
 import type { Phase2Inputs, RoundDocument } from "./user.js";
 
@@ -32,7 +32,8 @@ export function noiselessDdgConfig(round: RoundDocument, maxCount: number): DDGC
   const gamma = ((1.01 * 2.0 * k * Math.sqrt((clip ** 2 * n * n) / padded)) / Math.sqrt(room));
   return {
     dim: round.dim, padded_dim: padded, gamma, sigma_int: 0.0, modulus_bits: bits, clip, beta: 0.0,
-    rotation_seed: DEFAULT_ROTATION_SEED, rotate: true,
+    // No noise, so no accountant reads it: Python leaves DDGConfig's default, the analytic one.
+    rotation_seed: DEFAULT_ROTATION_SEED, rotate: true, accountant: ANALYTIC_ACCOUNTANT,
   };
 }
 

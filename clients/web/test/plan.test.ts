@@ -10,7 +10,10 @@
  * SIGMA_TOL = 1e-11. γ is the upper end of a bisection to 1e-6 relative whose every step asks
  * whether σ_int(γ) fits the ring: a step that lands within ulps of the ring's edge could go the
  * other way and move γ (and σ_int with it) by up to the final bracket, so GAMMA_TOL = 2e-6, and
- * σ_int at a γ that moved is compared at GAMMA_TOL too. What must hold exactly, whatever these
+ * σ_int at a γ that moved is compared at GAMMA_TOL too. The analytic accountant adds erfc (Cody's
+ * here, glibc's in Python): ln Φ within LOG_CDF_TOL = 1e-15 relative (absolute where |ln Φ| < 1,
+ * i.e. Φ itself to 1e-15), and its ε is the upper end of a bisection to 1e-13, well inside σ_int's
+ * 1e-12 bracket, so SIGMA_TOL holds for both accountants. What must hold exactly, whatever these
  * differences: every σ_int this client returns meets the budget under this client's accountant.
  */
 import assert from "node:assert/strict";
@@ -19,9 +22,11 @@ import { dirname, join } from "node:path";
 import { test } from "node:test";
 import { fileURLToPath } from "node:url";
 import {
-  ALPHA_GRID, CountSizing, type DdgTarget, InfeasibleBudgetError, InvalidParameterError, aggregationBudget, clippedSensitivity,
-  ddgEpsilon, erf, honestContributors, pairwiseSum, roundParams, sensitivity, tauDdg,
+  ALPHA_GRID, ANALYTIC_ACCOUNTANT, CountSizing, type DdgTarget, InfeasibleBudgetError, InvalidParameterError, RDP_ACCOUNTANT,
+  aggregationBudget, clippedSensitivity, ddgEpsilon, dpDdgConfig, erf, honestContributors, pairwiseSum, roundParams,
+  scalesExactly, sensitivity,
 } from "../src/accountant.js";
+import { logNormalCdf } from "../src/analytic_gaussian.js";
 import type { DDGConfig } from "../src/ddg.js";
 import { phase2Inputs } from "../src/plan.js";
 import type { RoundDocument } from "../src/user.js";
@@ -33,6 +38,7 @@ const device = JSON.parse(readFileSync(join(ROOT, "tests", "vectors", "user", "d
 const BUDGET_TOL = 1e-13;
 const SIGMA_TOL = 1e-11;
 const GAMMA_TOL = 2e-6;
+const LOG_CDF_TOL = 1e-15;
 
 const relative = (a: number, b: number): number => (a === b ? 0 : Math.abs(a - b) / Math.abs(b));
 const roundOf = (c: any): RoundDocument => ({ ...device.round, dim: c.round.dim, params: c.round.params, protocol: c.round.protocol });
@@ -53,6 +59,16 @@ function replayed(): Replayed[] {
 
 test("erf agrees with Python's math.erf", () => {
   for (const [x, value] of plans.erf) assert.ok(relative(erf(x), value) <= 1e-15, `erf(${x}) = ${erf(x)}, Python ${value}`);
+});
+
+test("ln Φ agrees with Python's log_normal_cdf, from the asymptotic series below −30 to the upper tail", (t) => {
+  let largest = 0;
+  for (const [x, value] of plans.log_normal_cdf) {
+    const diff = Math.abs(logNormalCdf(x) - value) / Math.max(1, Math.abs(value));
+    largest = Math.max(largest, diff);
+    assert.ok(diff <= LOG_CDF_TOL, `ln Phi(${x}) = ${logNormalCdf(x)}, Python ${value}`);
+  }
+  t.diagnostic(`largest difference of ln Phi from Python (relative, absolute below 1): ${largest}`);
 });
 
 test("numpy's pairwise summation: blocks of 8 below 128 terms, halves above", () => {
@@ -123,7 +139,8 @@ test("each count's m_h, honest count and way to σ_int are Python's", () => {
       assert.equal(honestContributors(sized.m, p.dishonestFraction), sized.n_honest, c.name);
       const guess = config.sigma_int * Math.sqrt(nRef / sized.n_honest);
       const path = sized.m === c.floor ? "floor"
-        : tauDdg(config.sigma_int, nRef) === 0 && tauDdg(guess, sized.n_honest) === 0 ? "scaled" : "bisection";
+        : scalesExactly(config.sigma_int, nRef, config.accountant) && scalesExactly(guess, sized.n_honest, config.accountant)
+          ? "scaled" : "bisection";
       assert.equal(path, sized.path, `${c.name} count ${sized.count}`);
     }
   });
@@ -138,7 +155,7 @@ test("every σ_int this client returns meets the aggregation budget under this c
       const sigmaInt = replayed()[i].sigmas[j];
       const target: DdgTarget = {
         gamma: ddgConfig.gamma, sensitivity: clippedSensitivity(sensitivity(p), ddgConfig.clip),
-        paddedDim: ddgConfig.padded_dim, delta: budget.deltaAgg, beta: ddgConfig.beta,
+        paddedDim: ddgConfig.padded_dim, delta: budget.deltaAgg, beta: ddgConfig.beta, accountant: ddgConfig.accountant,
       };
       const eps = ddgEpsilon(sigmaInt, sized.n_honest, target);
       assert.ok(eps <= budget.epsAgg, `${c.name} count ${sized.count}: epsilon ${eps} > ${budget.epsAgg}`);
@@ -156,7 +173,9 @@ test("the user-side vector's DP round: the device's configuration and σ_int are
   const { ddgConfig, sigmaInt } = phase2Inputs(device.round, maxCount, released.derived.count);
   const { gamma, sigma_int: sigma, ...rest } = released.derived.ddg_config;
   const { gamma: tsGamma, sigma_int: tsSigma, ...tsRest } = ddgConfig;
-  assert.deepEqual(tsRest, rest);
+  // The vector predates the config's accountant key; its round, without ddg_accountant, is rdp.
+  assert.equal(rest.accountant, undefined);
+  assert.deepEqual(tsRest, { ...rest, accountant: RDP_ACCOUNTANT });
   assert.ok(relative(tsGamma, gamma) <= GAMMA_TOL);
   assert.ok(relative(tsSigma, sigma) <= SIGMA_TOL);
   assert.ok(relative(sigmaInt, released.derived.sigma_int) <= SIGMA_TOL);
@@ -170,6 +189,10 @@ test("settings this client cannot account for are refused, naming the parameter"
     (e: Error) => e instanceof InvalidParameterError && /protocol has fields this client does not know: \[future_knob\]/.test(e.message));
   assert.throws(() => phase2Inputs(round({}, { noise_calibration: "median" }), 10, null),
     { name: "InvalidParameterError", message: `noise_calibration must be one of ['count', 'floor'], got "median"` });
+  assert.throws(() => phase2Inputs(round({}, { ddg_accountant: "moments" }), 10, null),
+    { name: "InvalidParameterError", message: `ddg_accountant must be one of ['analytic', 'rdp'], got "moments"` });
+  assert.throws(() => phase2Inputs(round({}, { ddg_accountant: null }), 10, null),
+    { name: "InvalidParameterError", message: "ddg_accountant must be one of ['analytic', 'rdp'], got null" });
   assert.throws(() => phase2Inputs(round({}, { dropout_allowance: 1.5 }), 10, null),
     { name: "InvalidParameterError", message: "dropout_allowance must be a number in [0, 1), got 1.5" });
   assert.throws(() => phase2Inputs(round({}, { clip: 2.0 }), 10, null), /ProtocolConfig.clip must equal FreParams.clip/);
@@ -181,6 +204,35 @@ test("settings this client cannot account for are refused, naming the parameter"
     (e: Error) => e instanceof InfeasibleBudgetError && /must not exceed the heavy-hitter term/.test(e.message));
   assert.throws(() => phase2Inputs(round({ p_sample: 1.0 }), 10, null),
     { name: "InvalidParameterError", message: "p_sample must be in (0, 1) for finite epsilon, got 1" });
+});
+
+test("a round document without ddg_accountant predates it and is read as rdp", () => {
+  const i = plans.cases.findIndex((c: any) => c.name === "eps8_d384_paper_rdp");
+  const c = plans.cases[i];
+  const { ddg_accountant: recorded, ...protocol } = c.round.protocol;
+  assert.equal(recorded, RDP_ACCOUNTANT);
+  const round: RoundDocument = { ...roundOf(c), protocol };
+  assert.equal(roundParams(round).ddgAccountant, RDP_ACCOUNTANT);
+  assert.deepEqual(dpDdgConfig(round, c.max_count), replayed()[i].config);
+});
+
+test("the analytic accountant needs less noise than RDP alone for the same round (~6% at epsilon 8)", (t) => {
+  const c = plans.cases.find((c: any) => c.name === "eps8_d384_paper_rdp");
+  const withAccountant = (accountant: string): RoundDocument =>
+    ({ ...roundOf(c), protocol: { ...c.round.protocol, ddg_accountant: accountant } });
+  const rdp = dpDdgConfig(withAccountant(RDP_ACCOUNTANT), c.max_count);
+  const analytic = dpDdgConfig(withAccountant(ANALYTIC_ACCOUNTANT), c.max_count);
+  assert.equal(analytic.accountant, ANALYTIC_ACCOUNTANT);
+  const ratio = analytic.sigma_int / rdp.sigma_int;
+  assert.ok(ratio < 0.96, `analytic sigma_int ${analytic.sigma_int}, rdp ${rdp.sigma_int}`);
+  // The analytic bound is what meets the budget: RDP alone at that σ_int does not.
+  const p = roundParams(withAccountant(ANALYTIC_ACCOUNTANT)), budget = aggregationBudget(p);
+  const target: DdgTarget = {
+    gamma: analytic.gamma, sensitivity: clippedSensitivity(sensitivity(p), analytic.clip), paddedDim: analytic.padded_dim,
+    delta: budget.deltaAgg, beta: analytic.beta, accountant: RDP_ACCOUNTANT,
+  };
+  assert.ok(ddgEpsilon(analytic.sigma_int, c.floor, target) > budget.epsAgg);
+  t.diagnostic(`sigma_int analytic / rdp: ${ratio} (gamma ${analytic.gamma} / ${rdp.gamma})`);
 });
 
 test("a round with epsilon inf keeps the noiseless plan", () => {
