@@ -28,7 +28,7 @@
  * σ_int returned here meets the budget under the round's accountant: it is the upper end of a
  * bisection bracket, or a scaled value checked (and stepped up) against it.
  */
-import { agmEpsilon } from "./analytic_gaussian.js";
+import { agmEpsilon, agmMultiplier } from "./analytic_gaussian.js";
 import { hex, utf8 } from "./bytes.js";
 import type { DDGConfig } from "./ddg.js";
 import type { RoundDocument } from "./user.js";
@@ -385,9 +385,12 @@ export const SMOOTHING_VARIANCES = [0.25, 0.5, 1.0, 2.0, 4.0];
 /** Summands of sumRatioBounds taken one by one; the rest are bounded by the last. */
 const EXACT_STEPS = 4096;
 
-/** θ(s²) = 2/expm1(2π² s²) ≥ 2 Σ_{m≥1} exp(−2π² s² m²): a discrete Gaussian's normaliser against the continuous one's (0 once s² > 35.9). */
+/**
+ * θ(s²) = 2/expm1(2π² s²) ≥ 2 Σ_{m≥1} exp(−2π² s² m²): a discrete Gaussian's normaliser against
+ * the continuous one's (0 once s² > 35.9); the factor keeps it above the series when both round.
+ */
 export function thetaExcess(variance: number): number {
-  return 2.0 / Math.expm1(2.0 * (Math.PI * Math.PI) * variance);
+  return (2.0 / Math.expm1(2.0 * (Math.PI * Math.PI) * variance)) * (1.0 + 1e-12);
 }
 
 /**
@@ -482,9 +485,42 @@ function rdpEpsilon(sigmaInt: number, n: number, t: DdgTarget, l2Bound: number):
   return Math.max(0.0, best);
 }
 
-/** The least σ_int (to ``relTol``) with ddgEpsilon ≤ ``epsilon`` under ``t.accountant``: bisection in log scale; the upper end. */
+/**
+ * The least σ_int meeting ``epsilon`` under the analytic accountant by inverting its bound, where
+ * that is exact (θ(σ_int²/2) underflows: every ratio term of the sum is 0), as Python's
+ * _analytic_sigma_int; null elsewhere, or where RDP already meets ``epsilon`` at that σ_int.
+ */
+function analyticSigmaInt(epsilon: number, n: number, t: DdgTarget): number | null {
+  const l2Bound = roundedL2Bound(t.sensitivity / t.gamma, t.paddedDim, t.beta);
+  const d = t.paddedDim;
+  let best = Infinity;
+  for (const a of SMOOTHING_VARIANCES) {
+    const thetaA = thetaExcess(a);
+    const upper = d * Math.log1p(thetaA), lower = -d * Math.log1p(-thetaA);
+    const epsC = epsilon - upper - lower, deltaC = t.delta * Math.exp(-upper);
+    if (epsC <= 0.0 || !(deltaC > 0.0 && deltaC < 1.0)) continue;
+    const sigmaC = agmMultiplier(epsC, deltaC) * l2Bound;
+    if (!Number.isFinite(sigmaC)) continue;
+    best = Math.min(best, Math.sqrt((sigmaC * sigmaC + a) / n));
+  }
+  if (!Number.isFinite(best) || best > MAX_SIGMA || thetaExcess((best * best) / 2.0) !== 0.0) return null;
+  return rdpEpsilon(best, n, t, l2Bound) <= epsilon ? null : best;
+}
+
+/**
+ * The least σ_int (to ``relTol``) with ddgEpsilon ≤ ``epsilon`` under ``t.accountant``: bisection
+ * in log scale, the upper end; under the analytic accountant, its exact inverse where there is one
+ * (checked against the accountant, raised by 1e-12 steps if rounding left it a hair above).
+ */
 export function calibrateSigmaInt(epsilon: number, n: number, t: DdgTarget, relTol = 1e-12): number {
   const epsAt = (s: number): number => ddgEpsilon(s, n, t);
+  if (t.accountant === ANALYTIC_ACCOUNTANT) {
+    let direct = analyticSigmaInt(epsilon, n, t);
+    for (let i = 0; direct !== null && i < 64; i++) {
+      if (epsAt(direct) <= epsilon) return direct;
+      direct *= 1.0 + 1e-12;
+    }
+  }
   const guess = (t.sensitivity * Math.sqrt(2.0 * Math.log(1.25 / t.delta))) / epsilon / (t.gamma * Math.sqrt(n));
   let hi = Math.max(guess, 1e-3);
   while (epsAt(hi) > epsilon) {

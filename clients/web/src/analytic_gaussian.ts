@@ -123,3 +123,22 @@ export function agmEpsilon(sigma: number, delta: number, sensitivity: number, re
   }
   return hi;
 }
+
+/**
+ * Smallest m with agmDelta(m·Δ, ε, Δ) ≤ δ (independent of Δ), by bisection; the upper end of the
+ * final bracket, hence always feasible; Infinity where no m up to 1e12 reaches δ (Python raises).
+ */
+export function agmMultiplier(epsilon: number, delta: number, relTol = 1e-13): number {
+  let lo = 0.0, hi = 1.0;
+  while (agmDelta(hi, epsilon, 1.0) > delta) {
+    [lo, hi] = [hi, 2.0 * hi];
+    if (hi > 1e12) return Infinity;
+  }
+  while (hi - lo > relTol * hi) {
+    const mid = 0.5 * (lo + hi);
+    if (mid <= lo || mid >= hi) break;
+    if (agmDelta(mid, epsilon, 1.0) <= delta) hi = mid;
+    else lo = mid;
+  }
+  return hi;
+}
