@@ -263,14 +263,16 @@ def test_the_accountant_at_the_honest_count_meets_the_target(f: float) -> None:
 
 def test_f_zero_leaves_the_ledger_as_it_was() -> None:
     """At f = 0 every number is what it was before the parameter existed (pinned: σ_int and the
-    whole ledger's canonical JSON at ε = 8, d = 384)."""
-    params, cfg = EPS8, ProtocolConfig()
+    whole ledger's canonical JSON at ε = 8, d = 384, under the RDP accountant of the time; the
+    JSON was re-pinned when the DDG term's detail gained the accountant's name, bound and
+    smoothing variance, with σ_int unchanged)."""
+    params, cfg = EPS8, ProtocolConfig(ddg_accountant="rdp")
     assert cfg.dishonest_fraction == 0.0
     ddg = ddg_config_for(params, 384, cfg, n_modulus=release_threshold(params))
     assert ddg.sigma_int == 70716.94816537389
     ledger = build_ledger(params, ddg, dummy_parameters(params, cfg))
     text = json.dumps(ledger.to_dict(), sort_keys=True, default=str)
-    assert hashlib.sha256(text.encode()).hexdigest() == "170c768334e952cae8b97e0c88f22628d91f93584215c9e65e513718e6b537b7"
+    assert hashlib.sha256(text.encode()).hexdigest() == "09f6bf1baea8ae3607f65b2f29be947bc8cdec188f8c5f2f230428f96c9a25ed"
     with pytest.raises(KeyError):
         ledger.term("dishonest_contributors")
 
