@@ -202,6 +202,19 @@ CHECKS: list[Check] = [
               lambda m=m: sd("noise-parity-count", "f1_strict", method=m, epsilon=8.0, level="centroid"), "noise-parity-count.json")
         for m in ("fre-e2t", "central-dp")
     ],
+    # noise-parity-analytic*.json (three seeds, count calibration, analytic accountant).
+    Check(R, "α = 1 centroid F1, fre-e2t, ε = 8, count, f = 0, analytic, mean of 3 seeds", "0.876",
+          lambda: mean("noise-parity-analytic-f0", "f1_strict", method="fre-e2t", epsilon=8.0, level="centroid"),
+          "noise-parity-analytic-f0.json"),
+    Check(R, "its sd", "0.012",
+          lambda: sd("noise-parity-analytic-f0", "f1_strict", method="fre-e2t", epsilon=8.0, level="centroid"),
+          "noise-parity-analytic-f0.json"),
+    Check(R, "α = 1 centroid F1, fre-e2t, ε = 8, count, f = 0.1, analytic (defaults), mean of 3 seeds", "0.847",
+          lambda: mean("noise-parity-analytic", "f1_strict", method="fre-e2t", epsilon=8.0, level="centroid"),
+          "noise-parity-analytic.json"),
+    Check(R, "its sd", "0.021",
+          lambda: sd("noise-parity-analytic", "f1_strict", method="fre-e2t", epsilon=8.0, level="centroid"),
+          "noise-parity-analytic.json"),
     # Text level.
     *[
         Check(R, f"α = 1 text F1, fre-e2t, ε = {e}", c, lambda e=e: utility("fre-e2t", e, "f1_strict", level="text"), U)

@@ -131,7 +131,8 @@ def compare(spec: Mapping[str, Any], folder: Path, page: str = "the page") -> st
                      "difference": ["count, f = 0", "central-dp"], "difference_header": "..."}]}
 
     One row per ε of the columns' centroid-level rows; each cell is mean ± std over the seeds of
-    that column's rows; ``difference`` adds the first column's mean less the second's."""
+    that column's rows; ``difference`` adds the first column's mean less the second's, and
+    ``differences`` (a list of ``{"columns": [a, b], "header": h}``) several such columns."""
     columns = spec.get("columns")
     if not isinstance(columns, list) or not columns:
         raise InvalidInputError(f"{page}: a compare spec needs a non-empty list 'columns', got {columns!r}")
@@ -150,14 +151,22 @@ def compare(spec: Mapping[str, Any], folder: Path, page: str = "the page") -> st
         if len(headers) != len(columns):
             raise InvalidInputError(f"{page}: table {table.get('title')!r} has {len(headers)} headers for "
                                     f"{len(columns)} columns")
-        difference = table.get("difference")
-        header = ["ε", *headers] + ([table.get("difference_header", " − ".join(difference))] if difference else [])
+        differences = [(list(d["columns"]), d.get("header", " − ".join(d["columns"])))
+                       for d in table.get("differences", [])]
+        if table.get("difference"):
+            differences.insert(0, (list(table["difference"]),
+                                   table.get("difference_header", " − ".join(table["difference"]))))
+        for pair, _ in differences:
+            unknown = [label for label in pair if label not in picked]
+            if len(pair) != 2 or unknown:
+                raise InvalidInputError(f"{page}: a difference names two of the columns {list(picked)}, got {pair!r}")
+        header = ["ε", *headers] + [h for _, h in differences]
         body = []
         for eps in epsilons:
             line = [epsilon_label(eps)] + [cell([r for r in picked[c["label"]] if r["epsilon"] == eps], metric)
                                            for c in columns]
-            if difference:
-                a, b = (mean_std([r for r in picked[label] if r["epsilon"] == eps], metric)[0] for label in difference)
+            for pair, _ in differences:
+                a, b = (mean_std([r for r in picked[label] if r["epsilon"] == eps], metric)[0] for label in pair)
                 line.append(f"{a - b:.3f}".replace("-", "−"))
             body.append(line)
         out.append(f"## {table['title']}\n\n" + markdown_table(header, body))

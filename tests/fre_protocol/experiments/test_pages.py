@@ -139,6 +139,16 @@ def test_a_comparison_sets_runs_side_by_side(tmp_path: Path) -> None:
     text = (tmp_path / "page.md").read_text(encoding="utf-8")
     assert "| ε | a | b | dp | a − dp |" in text and "| 8 | 0.600 ± 0.141 | 0.800 | 0.900 | −0.300 |" in text
     assert text.startswith("prose\n\n")
+    spec["tables"] = [{"title": "F1", "metric": "f1_strict", "difference": ["a", "dp"],
+                       "differences": [{"columns": ["b", "dp"], "header": "b vs dp"}]}]
+    (tmp_path / "spec.json").write_text(json.dumps(spec))
+    rerender(tmp_path)
+    text = (tmp_path / "page.md").read_text(encoding="utf-8")
+    assert "| ε | a | b | dp | a − dp | b vs dp |" in text and "| 0.900 | −0.300 | −0.100 |" in text
+    spec["tables"] = [{"title": "F1", "metric": "f1_strict", "differences": [{"columns": ["b", "c"]}]}]
+    (tmp_path / "spec.json").write_text(json.dumps(spec))
+    with pytest.raises(InvalidInputError, match=r"a difference names two of the columns \['a', 'b', 'dp'\], got \['b', 'c'\]"):
+        rerender(tmp_path)
     spec["columns"] = [{"label": "a", "rows": "a.json"}]
     (tmp_path / "spec.json").write_text(json.dumps(spec))
     with pytest.raises(InvalidInputError, match="each column needs a label, rows and method"):
