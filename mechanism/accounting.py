@@ -28,7 +28,7 @@ from mechanism.ledger import (
     PrivacyLedger,
 )
 from mechanism.params import FreParams
-from primitives.analytic_gaussian import agm_delta, agm_multiplier, log_normal_cdf, normal_cdf
+from primitives.analytic_gaussian import agm_delta, agm_multiplier
 from primitives.errors import InfeasibleBudgetError, InvalidParameterError
 
 Lemma1Mode = Literal["closed", "exact"]

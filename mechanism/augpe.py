@@ -13,7 +13,7 @@ histogram has L2 sensitivity 1 and its Gaussian release with noise σ is (1/σ)-
 differential privacy, Dong, Roth & Su 2019). T such releases compose to μ-GDP with μ = √T/σ,
 which is the (ε, δ(ε)) curve δ(ε) = Φ(−ε/μ + μ/2) − e^ε Φ(−ε/μ − μ/2) (ibid.). That curve is
 exactly the analytic Gaussian mechanism's (Balle & Wang 2018, Thm 8) with noise 1/μ = σ/√T on a
-sensitivity-1 query, so the smallest σ meeting (ε, δ) is √T · :func:`~mechanism.accounting.agm_multiplier`.
+sensitivity-1 query, so the smallest σ meeting (ε, δ) is √T · :func:`~primitives.analytic_gaussian.agm_multiplier`.
 The initial population comes from the language model alone and costs nothing.
 """
 
@@ -25,9 +25,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from mechanism.accounting import agm_delta, agm_multiplier
 from mechanism.ledger import LedgerTerm, PrivacyLedger
 from mechanism.metrics import DEFAULT_BLOCK, nearest_neighbours
+from primitives.analytic_gaussian import agm_delta, agm_multiplier
 from primitives.errors import InfeasibleBudgetError, InvalidInputError, InvalidParameterError
 from primitives.randomness import RandomSource
 

@@ -34,10 +34,11 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from mechanism.accounting import HISTOGRAM_RELEASE, agm_multiplier, multi_text_guarantee
+from mechanism.accounting import HISTOGRAM_RELEASE, multi_text_guarantee
 from mechanism.grouping import group_buckets
 from mechanism.ledger import PrivacyLedger
 from mechanism.seeds import SeedPlan
+from primitives.analytic_gaussian import agm_multiplier
 from primitives.errors import InvalidInputError, InvalidParameterError
 
 #: Secret stream of the users' choices (which text per bucket, which buckets).

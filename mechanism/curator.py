@@ -31,12 +31,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from mechanism.accounting import (
-    agm_delta,
-    calibrate_agm,
-    calibrate_noise,
-    normal_cdf,
-)
+from mechanism.accounting import calibrate_agm, calibrate_noise
 from mechanism.baseline_release import BaselineRelease
 from mechanism.fre_e2t import bucket_sums, check_embeddings
 from mechanism.grid import PublicGrid, encode_bucket
@@ -44,6 +39,7 @@ from mechanism.grouping import group_buckets
 from mechanism.ledger import CENTROID_GAUSSIAN, LedgerTerm, PrivacyLedger
 from mechanism.params import FreParams
 from mechanism.seeds import SeedPlan
+from primitives.analytic_gaussian import agm_delta, normal_cdf
 from primitives.errors import InfeasibleBudgetError, InvalidParameterError
 
 METHOD = "trusted-curator"

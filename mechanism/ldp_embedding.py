@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from mechanism.accounting import agm_delta, calibrate_agm
+from mechanism.accounting import calibrate_agm
 from mechanism.baseline_release import BaselineRelease
 from mechanism.fre_e2t import check_embeddings, clip_factors
 from mechanism.grid import PublicGrid, encode_bucket
@@ -37,6 +37,7 @@ from mechanism.grouping import group_buckets
 from mechanism.ledger import LedgerTerm, PrivacyLedger
 from mechanism.params import FreParams
 from mechanism.seeds import SeedPlan
+from primitives.analytic_gaussian import agm_delta
 from primitives.errors import InvalidParameterError
 from primitives.randomness import RandomSource
 

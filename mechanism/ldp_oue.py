@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from mechanism.accounting import agm_delta, calibrate_agm, sensitivity_term
+from mechanism.accounting import calibrate_agm, sensitivity_term
 from mechanism.baseline_release import BaselineRelease
 from mechanism.fre_e2t import bucket_sums, check_embeddings
 from mechanism.grid import PublicGrid, encode_bucket
@@ -47,6 +47,7 @@ from mechanism.grouping import group_buckets
 from mechanism.ledger import CENTROID_GAUSSIAN, SENSITIVITY_FAILURE, LedgerTerm, PrivacyLedger
 from mechanism.params import FreParams
 from mechanism.seeds import SeedPlan
+from primitives.analytic_gaussian import agm_delta
 from primitives.binomial import binomial_tail
 from primitives.errors import InfeasibleBudgetError, InvalidParameterError
 from primitives.randomness import RandomSource

@@ -11,8 +11,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mechanism.accounting import (
-    agm_delta,
-    agm_multiplier,
     calibrate_agm,
     calibrate_noise,
     collision_probability,
@@ -20,9 +18,7 @@ from mechanism.accounting import (
     heavy_hitter_privacy,
     histogram_release_cost,
     kl_bernoulli,
-    log_normal_cdf,
     multi_text_guarantee,
-    normal_cdf,
     optimise_budget_factor,
     paper_multiplier,
     protocol_ledger,
@@ -31,6 +27,7 @@ from mechanism.accounting import (
 )
 from mechanism.ledger import LedgerTerm
 from mechanism.params import FreParams
+from primitives.analytic_gaussian import agm_delta, agm_multiplier, log_normal_cdf, normal_cdf
 from primitives.errors import InfeasibleBudgetError, InvalidParameterError
 from primitives.randomness import RandomSource
 

@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from mechanism.accounting import agm_multiplier
 from mechanism.augpe import (
     AUGPE_HISTOGRAMS,
     augpe_delta,
@@ -21,6 +20,7 @@ from mechanism.augpe import (
     rank_select,
 )
 from mechanism.ledger import PrivacyLedger
+from primitives.analytic_gaussian import agm_multiplier
 from primitives.errors import InfeasibleBudgetError, InvalidInputError, InvalidParameterError
 from primitives.randomness import RandomSource
 

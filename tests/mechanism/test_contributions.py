@@ -255,7 +255,7 @@ def test_estimate_cap_reads_the_quantile_of_texts_per_user() -> None:
 
 def test_estimate_cap_noise_is_calibrated() -> None:
     # The histogram's noise has the analytic-Gaussian σ of (ε, δ) at sensitivity 1 (z-test, alpha 1e-6).
-    from mechanism.accounting import agm_multiplier
+    from primitives.analytic_gaussian import agm_multiplier
 
     sigma = agm_multiplier(0.5, 1e-6)
     counts = np.full(100, 1)

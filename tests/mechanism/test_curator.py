@@ -8,13 +8,14 @@ import math
 import numpy as np
 import pytest
 
-from mechanism.accounting import agm_delta, calibrate_noise
+from mechanism.accounting import calibrate_noise
 from mechanism.curator import COUNT_SENSITIVITY, curator_ledger, run_trusted_curator
 from mechanism.fre_e2t import clip_factors
 from mechanism.grid import PublicGrid, encode_bucket
 from mechanism.params import FreParams
 from mechanism.population import synthetic_population
 from mechanism.seeds import SeedPlan
+from primitives.analytic_gaussian import agm_delta
 from primitives.errors import InfeasibleBudgetError
 from primitives.randomness import RandomSource
 

@@ -16,7 +16,6 @@ import numpy.typing as npt
 import pytest
 from chi_square import z_two_sided
 
-from mechanism.accounting import agm_delta
 from mechanism.grid import PublicGrid, encode_bucket
 from mechanism.ldp_embedding import (
     LOCAL_GAUSSIAN,
@@ -28,6 +27,7 @@ from mechanism.ldp_embedding import (
 from mechanism.params import FreParams
 from mechanism.population import synthetic_population
 from mechanism.seeds import SeedPlan
+from primitives.analytic_gaussian import agm_delta
 from primitives.errors import InvalidInputError, InvalidParameterError
 from primitives.randomness import RandomSource
 

@@ -16,7 +16,7 @@ import numpy.typing as npt
 import pytest
 from chi_square import chi2_sf, z_two_sided
 
-from mechanism.accounting import agm_delta, sensitivity_term
+from mechanism.accounting import sensitivity_term
 from mechanism.grid import PublicGrid, encode_bucket
 from mechanism.ldp_oue import (
     COUNTS_LABEL,
@@ -39,6 +39,7 @@ from mechanism.metrics import cluster_recovery
 from mechanism.params import FreParams
 from mechanism.population import Population, synthetic_population
 from mechanism.seeds import SeedPlan
+from primitives.analytic_gaussian import agm_delta
 from primitives.errors import InfeasibleBudgetError, InvalidParameterError
 from primitives.randomness import RandomSource
 

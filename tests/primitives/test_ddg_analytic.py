@@ -19,7 +19,12 @@ import pytest
 
 from primitives.analytic_gaussian import agm_multiplier
 from primitives.ddg import calibrate_ddg, calibrate_sigma_int, ddg_accounting, ddg_epsilon, tau_ddg
-from primitives.ddg.accounting import analytic_epsilon, scales_exactly, sum_ratio_bounds, theta_excess
+from primitives.ddg.accounting import (
+    analytic_epsilon,
+    scales_exactly,
+    sum_ratio_bounds,
+    theta_excess,
+)
 from primitives.errors import InvalidParameterError
 
 

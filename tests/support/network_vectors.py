@@ -24,7 +24,15 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from protocol_vectors import FORWARD, RESPONSE, Injection, Observed, Operation, recorded_config, release_record
+from protocol_vectors import (
+    FORWARD,
+    RESPONSE,
+    Injection,
+    Observed,
+    Operation,
+    recorded_config,
+    release_record,
+)
 
 from fre_protocol.drivers.net.deploy import (
     Deployment,
