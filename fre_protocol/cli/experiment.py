@@ -26,6 +26,22 @@ HELP = ("reproduce the paper's tables: utility, baselines, Aug-PE, ablations, te
 REPORT = "report"  # not an experiment: re-render the pages of --from DIR from their JSON, run nothing
 
 
+
+def augpe_setting(text: str) -> dict[str, int]:
+    """``n_syn=300,variations=3,iterations=5`` → a dict (argparse type): known keys, integers >= 1."""
+    from fre_protocol.experiments.context import AUGPE_SETTING_KEYS
+
+    out: dict[str, int] = {}
+    for part in text.split(","):
+        key, sep, value = part.partition("=")
+        key = key.strip()
+        if not sep or key not in AUGPE_SETTING_KEYS or not value.strip().isdigit() or int(value) < 1:
+            raise argparse.ArgumentTypeError(
+                f"expected KEY=N pairs with KEY in {list(AUGPE_SETTING_KEYS)} and N >= 1, got {part!r}"
+            )
+        out[key] = int(value)
+    return out
+
 def _list(kind: Any, what: str) -> Any:
     def parse(text: str) -> tuple[Any, ...]:
         try:
@@ -85,6 +101,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_deprecated_alias(run, "--budget", "--search-budget")
     run.add_argument("--max-centroids", type=positive_int, metavar="N",
                      help="invert only the N centroids with the largest counts per release (default: all; --quick: 2)")
+    run.add_argument("--augpe-setting", type=augpe_setting, metavar="SPEC",
+                     help="augpe experiment: Aug-PE's population, candidates and iterations as "
+                     "n_syn=N,variations=L,iterations=T (any of them; default: 48, 3, 3; --quick: 4, 2, 1)")
     run.add_argument("--pool-max", type=positive_int, metavar="N",
                      help=f"public-pool texts the inverter indexes (default: {DEFAULT_MAX_TEXTS}; --quick: 1000)")
     run.add_argument("--embedder", metavar="NAME_OR_DIR", help="sentence-transformers model (default: all-MiniLM-L6-v2)")
@@ -123,6 +142,7 @@ def config_from_args(args: argparse.Namespace) -> Any:
         out_dir=Path(args.out), corpus=corpus, input=args.input, text_field=args.field, embeddings=args.embeddings,
         limit=args.limit, epsilons=args.epsilons, seeds=args.seeds, quick=args.quick, params=params,
         inverter=args.inverter, budget=args.search_budget, max_centroids=args.max_centroids, pool_max=args.pool_max, embedder=args.embedder,
+        augpe_setting=args.augpe_setting,
         second_embedder=args.second_embedder, cache_dir=args.cache_dir, workers=args.workers,
         noise_calibration=args.noise_calibration, dropout_allowance=args.dropout_allowance,
         ddg_accountant=args.ddg_accountant, progress=args.progress,

@@ -41,6 +41,9 @@ from mechanism.seeds import SeedPlan
 from primitives.ddg.encoder import DEFAULT_ACCOUNTANT, check_accountant
 from primitives.errors import InvalidParameterError
 
+#: What ``augpe_setting`` may set: Aug-PE's N_syn, L (candidates per kept sample) and T.
+AUGPE_SETTING_KEYS = ("n_syn", "variations", "iterations")
+
 #: The evaluation label every experiment file carries (the rows read the private data).
 EVALUATION_NOTE = (
     "EVALUATION: these figures read the private data (frequent set, true buckets); they are for "
@@ -85,6 +88,7 @@ class ExperimentConfig:
     inverter: str | None = None
     budget: str | None = None
     max_centroids: int | None = None
+    augpe_setting: Mapping[str, int] | None = None  # the augpe experiment's N_syn, L, T (default: its own)
     pool_max: int | None = None
     embedder: str | None = None
     second_embedder: str | None = None  # the embedders experiment's second model (a local folder)
@@ -117,6 +121,14 @@ class ExperimentConfig:
         check_noise_calibration(self.noise_calibration)
         check_dropout_allowance(self.dropout_allowance)
         check_accountant(self.ddg_accountant)
+        if self.augpe_setting is not None:
+            unknown = sorted(set(self.augpe_setting) - set(AUGPE_SETTING_KEYS))
+            bad = {k: v for k, v in self.augpe_setting.items()
+                   if isinstance(v, bool) or not isinstance(v, int) or v < 1}
+            if unknown or bad or not self.augpe_setting:
+                raise InvalidParameterError(
+                    f"augpe_setting takes positive integers for {list(AUGPE_SETTING_KEYS)}, got {dict(self.augpe_setting)!r}"
+                )
         if self.max_centroids is not None and self.max_centroids < 1:
             raise InvalidParameterError(f"max_centroids must be an integer >= 1, got {self.max_centroids!r}")
 
@@ -161,7 +173,12 @@ class ExperimentConfig:
             "embedder": self.embedder,
             "second_embedder": self.second_embedder,
             **self._protocol_choices(),
+            **self._augpe_choice(),
         }
+
+    def _augpe_choice(self) -> dict[str, Any]:
+        # Named only when given, so checkpoints of the default setting stay valid.
+        return {} if self.augpe_setting is None else {"augpe_setting": dict(sorted(self.augpe_setting.items()))}
 
     def _protocol_choices(self) -> dict[str, Any]:
         # Only choices away from the defaults enter the fingerprint, so checkpoints written before
