@@ -203,18 +203,19 @@ CHECKS: list[Check] = [
         for m in ("fre-e2t", "central-dp")
     ],
     # noise-parity-analytic*.json (three seeds, count calibration, analytic accountant).
-    Check(R, "α = 1 centroid F1, fre-e2t, ε = 8, count, f = 0, analytic, mean of 3 seeds", "0.876",
-          lambda: mean("noise-parity-analytic-f0", "f1_strict", method="fre-e2t", epsilon=8.0, level="centroid"),
-          "noise-parity-analytic-f0.json"),
-    Check(R, "its sd", "0.012",
-          lambda: sd("noise-parity-analytic-f0", "f1_strict", method="fre-e2t", epsilon=8.0, level="centroid"),
-          "noise-parity-analytic-f0.json"),
-    Check(R, "α = 1 centroid F1, fre-e2t, ε = 8, count, f = 0.1, analytic (defaults), mean of 3 seeds", "0.847",
-          lambda: mean("noise-parity-analytic", "f1_strict", method="fre-e2t", epsilon=8.0, level="centroid"),
-          "noise-parity-analytic.json"),
-    Check(R, "its sd", "0.021",
-          lambda: sd("noise-parity-analytic", "f1_strict", method="fre-e2t", epsilon=8.0, level="centroid"),
-          "noise-parity-analytic.json"),
+    *[
+        check
+        for name, label, m, c in (("noise-parity-analytic-f0", "f = 0", "0.876", "0.012"),
+                                  ("noise-parity-analytic", "f = 0.1 (the defaults)", "0.847", "0.021"))
+        for check in (
+            Check(R, f"α = 1 centroid F1, fre-e2t, ε = 8, count, {label}, analytic, mean of 3 seeds", m,
+                  lambda name=name: mean(name, "f1_strict", method="fre-e2t", epsilon=8.0, level="centroid"),
+                  f"{name}.json"),
+            Check(R, "its sd", c,
+                  lambda name=name: sd(name, "f1_strict", method="fre-e2t", epsilon=8.0, level="centroid"),
+                  f"{name}.json"),
+        )
+    ],
     # Text level.
     *[
         Check(R, f"α = 1 text F1, fre-e2t, ε = {e}", c, lambda e=e: utility("fre-e2t", e, "f1_strict", level="text"), U)
