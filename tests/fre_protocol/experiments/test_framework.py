@@ -123,18 +123,29 @@ def test_noise_flags_reach_the_protocol_rows_and_the_checkpoint_fingerprint(tmp_
     parser = argparse.ArgumentParser()
     experiment_cli.add_arguments(parser)
     args = parser.parse_args(["utility", "--out", str(tmp_path), "--embeddings", "x.npy",
-                              "--noise-calibration", "floor", "--dropout-allowance", "0"])
+                              "--noise-calibration", "floor", "--dropout-allowance", "0", "--ddg-accountant", "rdp"])
     config = experiment_cli.config_from_args(args)
     protocol = config.protocol_config()
-    assert (protocol.noise_calibration, protocol.dropout_allowance) == ("floor", 0.0)
+    assert (protocol.noise_calibration, protocol.dropout_allowance, protocol.ddg_accountant) == ("floor", 0.0, "rdp")
     assert config.fingerprint()["noise_calibration"] == "floor"
     assert config.fingerprint()["dropout_allowance"] == 0.0
+    assert config.fingerprint()["ddg_accountant"] == "rdp"
     from fre_protocol.experiments.context import Context
     from fre_protocol.experiments.report import settings
 
-    assert settings(Context(config))["protocol"] == {"noise_calibration": "floor", "dropout_allowance": 0.0}
-    # the defaults leave the fingerprint as it was before the flags existed (old checkpoints resume)
+    assert settings(Context(config))["protocol"] == {"noise_calibration": "floor", "dropout_allowance": 0.0,
+                                                     "ddg_accountant": "rdp"}
+    # the default calibration and allowance leave the fingerprint as it was before those flags
+    # existed (old checkpoints resume); the accountant is always named, since checkpoints written
+    # before it existed were calibrated by RDP, no longer the default (they must not resume)
     default = ExperimentConfig(out_dir=tmp_path, corpus=None, embeddings="x.npy")
-    assert not {"noise_calibration", "dropout_allowance"} & set(default.fingerprint())
+    assert not {"noise_calibration", "dropout_allowance", "augpe_setting"} & set(default.fingerprint())
+    assert default.fingerprint()["ddg_accountant"] == "analytic"
+    args = parser.parse_args(["augpe", "--out", str(tmp_path), "--augpe-setting", "n_syn=300,iterations=5"])
+    assert experiment_cli.config_from_args(args).fingerprint()["augpe_setting"] == {"iterations": 5, "n_syn": 300}
+    with pytest.raises(SystemExit):
+        parser.parse_args(["augpe", "--out", str(tmp_path), "--augpe-setting", "n_syn=0"])
+    with pytest.raises(InvalidParameterError, match="augpe_setting takes positive integers"):
+        ExperimentConfig(out_dir=tmp_path, corpus=None, embeddings="x.npy", augpe_setting={"temperature": 1})
     with pytest.raises(InvalidParameterError, match="dropout_allowance must be a number in \\[0, 1\\), got 1.5"):
         ExperimentConfig(out_dir=tmp_path, corpus=None, embeddings="x.npy", dropout_allowance=1.5)
