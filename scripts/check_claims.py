@@ -117,6 +117,7 @@ R = "docs/results/README.md"
 RD = "README.md"
 U, BL, AP = "utility.json", "baselines.json", "augpe.json"
 PRP, PRJ, MILLION = "docs/results/paper-regime.md", "paper-regime.json", 1_000_000
+A3 = "docs/results/augpe-300.md"
 
 CHECKS: list[Check] = [
     # The privacy paragraph of README.md and the SSP figures (utility.json, augpe.json).
@@ -214,6 +215,24 @@ CHECKS: list[Check] = [
             Check(R, "its sd", c,
                   lambda name=name: sd(name, "f1_strict", method="fre-e2t", epsilon=8.0, level="centroid"),
                   f"{name}.json"),
+        )
+    ],
+    # augpe-300.json (Aug-PE at 300 texts and 5 iterations, ε = 4, every centroid inverted).
+    *[
+        Check(A3, what, cited, value, "augpe-300.json")
+        for what, cited, value in (
+            ("Aug-PE iterations' seconds", "1,155", lambda: one("augpe-300", method="aug-pe")["seconds"]),
+            ("the run's wall seconds", "1,820", lambda: load("augpe-300")["wall_seconds"]),
+            ("Fre-E2T centroids inverted", "62", lambda: one("augpe-300", method="fre-e2t")["n_inverted"]),
+            ("Fre-E2T released centroids", "62", lambda: one("augpe-300", method="fre-e2t")["n_outputs"]),
+            ("Aug-PE texts", "300", lambda: one("augpe-300", method="aug-pe")["n_outputs"]),
+            ("Aug-PE texts per Fre-E2T text", "4.8", lambda: 300 / one("augpe-300", method="fre-e2t")["n_outputs"]),
+            ("Aug-PE precision at α = 1", "4 %", lambda: one("augpe-300", method="aug-pe")["precision_strict"]),
+            ("Aug-PE recall at α = 1", "0.004", lambda: one("augpe-300", method="aug-pe")["recall_strict"]),
+            ("Fre-E2T precision at α = 1", "40 %", lambda: one("augpe-300", method="fre-e2t")["precision_strict"]),
+            ("Fre-E2T recall at α = 1", "0.58", lambda: one("augpe-300", method="fre-e2t")["recall_strict"]),
+            ("Aug-PE text-level δ*(r)", "0.0094", lambda: one("augpe-300", method="aug-pe")["delta_star_at_r"]),
+            ("Fre-E2T text-level δ*(r)", "0.0057", lambda: one("augpe-300", method="fre-e2t")["delta_star_at_r"]),
         )
     ],
     # Text level.
