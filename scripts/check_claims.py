@@ -235,6 +235,12 @@ CHECKS: list[Check] = [
             ("Fre-E2T text-level δ*(r)", "0.0057", lambda: one("augpe-300", method="fre-e2t")["delta_star_at_r"]),
         )
     ],
+    *[
+        Check(R, f"every centroid inverted at ε = 4: Fre-E2T {what}", cited,
+              lambda key=key: one("augpe-300", method="fre-e2t")[key], "augpe-300.json")
+        for what, cited, key in (("released centroids", "62", "n_outputs"), ("text precision at α = 1", "0.40", "precision_strict"),
+                                 ("text recall at α = 1", "0.58", "recall_strict"))
+    ],
     # Text level.
     *[
         Check(R, f"α = 1 text F1, fre-e2t, ε = {e}", c, lambda e=e: utility("fre-e2t", e, "f1_strict", level="text"), U)
