@@ -14,6 +14,7 @@ directories are 0700 and files 0600, the services' own files included (they inhe
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -64,10 +65,15 @@ def private_files(out: Path | None = None) -> Iterator[None]:
         os.umask(old)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+def free_ports(count: int) -> list[int]:
+    """``count`` distinct free local ports: every socket stays bound until all are chosen, since
+    ports picked one at a time can repeat (a service given another's port then answers that
+    one's readiness check, and the deployment hangs instead of failing)."""
+    with contextlib.ExitStack() as stack:
+        sockets = [stack.enter_context(socket.socket()) for _ in range(count)]
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [int(s.getsockname()[1]) for s in sockets]
 
 
 @dataclass
@@ -109,7 +115,7 @@ def _write_configs(out: Path, settings: RoundSettings, *, test_seed: int | None,
     fd = os.open(key_path, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "wb") as fh:
         fh.write(secrets.token_bytes(32))
-    dep.ports = {role: free_port() for role in SERVICE_ROLES}
+    dep.ports = dict(zip(SERVICE_ROLES, free_ports(len(SERVICE_ROLES)), strict=True))
     (out / CONFIG_DIR).mkdir(parents=True, exist_ok=True)
     for role in SERVICE_ROLES:
         cert, key = paths.for_role(role)
