@@ -423,12 +423,10 @@ def recorded_config(store: TranscriptStore) -> Any:
     (no ``noise_calibration``) ran the floor calibration, and one recorded before
     ``ddg_accountant`` existed calibrated its DDG noise with KLS21's RDP accountant alone."""
     from fre_protocol.roles.config import FLOOR_CALIBRATION, ProtocolConfig
-    from primitives.ddg.encoder import RDP_ACCOUNTANT
 
     data = dict(store.header.extra.get("config", {}))
     data.setdefault("noise_calibration", FLOOR_CALIBRATION)
-    data.setdefault("ddg_accountant", RDP_ACCOUNTANT)
-    return ProtocolConfig(**data)
+    return ProtocolConfig.from_dict(data)
 
 
 def _recorded_broadcast(store: TranscriptStore) -> dict[bytes, int] | None:

@@ -23,7 +23,7 @@ from fre_protocol.roles.base import DROPOUT_POLICIES, WITHHOLD
 from mechanism.contributions import TEXT_UNIT, PrivacyUnit
 from mechanism.params import FreParams
 from mechanism.seeds import SeedPlan
-from primitives.ddg.encoder import DEFAULT_ACCOUNTANT, check_accountant
+from primitives.ddg.encoder import DEFAULT_ACCOUNTANT, RDP_ACCOUNTANT, check_accountant
 from primitives.errors import InvalidParameterError
 
 Dropout = float | Callable[[int], npt.NDArray[np.bool_]]
@@ -164,6 +164,13 @@ class ProtocolConfig:
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ProtocolConfig:
+        """A recorded configuration (round document, transcript header, test vector). One written
+        before ``ddg_accountant`` existed calibrated its DDG noise with KLS21's RDP bound alone,
+        so that is what a missing key means."""
+        return cls(**{"ddg_accountant": RDP_ACCOUNTANT, **dict(data)})
 
 def check_noise_calibration(value: object) -> str:
     """The noise calibration: ``"count"`` or ``"floor"`` (:class:`ProtocolConfig`)."""

@@ -142,9 +142,9 @@ class VectorAdversary(NetworkAdversary):
 
 
 def recorded_config(inputs: Mapping[str, Any]) -> ProtocolConfig:
-    """The vector's ``ProtocolConfig``. A config recorded before ``ddg_accountant`` existed does
-    not name it: its σ_int came from KLS21's RDP accountant, so that is what it replays with."""
-    return ProtocolConfig(**{"ddg_accountant": "rdp", **inputs["config"]})
+    """The vector's ``ProtocolConfig`` (:meth:`ProtocolConfig.from_dict`: a config recorded before
+    ``ddg_accountant`` existed replays with KLS21's RDP accountant, which calibrated it)."""
+    return ProtocolConfig.from_dict(inputs["config"])
 
 
 # -- the in-process driver --------------------------------------------------------------------------

@@ -30,7 +30,6 @@ from fre_protocol.roles.round import Phase2Plan, ServerPlan
 from mechanism.contributions import TEXT_UNIT, PrivacyUnit
 from mechanism.params import FreParams
 from mechanism.seeds import SeedPlan
-from primitives.ddg.encoder import RDP_ACCOUNTANT
 from primitives.errors import InvalidParameterError, VerificationError
 
 SERVICE_ROLES = ("S_tag", "S_syn", "proxy")
@@ -181,8 +180,7 @@ class RoundSettings:
                 rng_mode=data["rng_mode"],
                 dim=int(data["dim"]),
                 noise=bool(data.get("noise", True)),
-                # A document written before ddg_accountant existed calibrated with RDP alone.
-                protocol=ProtocolConfig(**{"ddg_accountant": RDP_ACCOUNTANT, **dict(data.get("protocol", {}))}),
+                protocol=ProtocolConfig.from_dict(data.get("protocol", {})),
                 components=component_names(data.get("components")),
                 window_count=int(data.get("window", {}).get("count", 1024)),
                 window_seconds=float(data.get("window", {}).get("seconds", 0.5)),
