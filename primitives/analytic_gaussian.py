@@ -10,6 +10,7 @@ rather than ``1 − Φ``, so deltas of 1e-12 and below keep full relative precis
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 from primitives.errors import InfeasibleBudgetError, InvalidParameterError
 
@@ -61,6 +62,20 @@ def agm_delta(sigma: float, epsilon: float, sensitivity: float) -> float:
     return math.exp(first) * -math.expm1(second - first)
 
 
+def _least_feasible(lo: float, hi: float, feasible: Callable[[float], bool], rel_tol: float) -> float:
+    """Bisect ``[lo, hi]`` (``hi`` feasible, ``lo`` not, feasibility monotone) to ``rel_tol``;
+    the upper end, hence always feasible."""
+    while hi - lo > rel_tol * hi:
+        mid = 0.5 * (lo + hi)
+        if mid <= lo or mid >= hi:
+            break
+        if feasible(mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
 def agm_multiplier(epsilon: float, delta: float, *, rel_tol: float = 1e-13) -> float:
     """Smallest m with ``agm_delta(m·Δ, ε, Δ) ≤ δ`` (independent of Δ), by bisection.
 
@@ -76,15 +91,7 @@ def agm_multiplier(epsilon: float, delta: float, *, rel_tol: float = 1e-13) -> f
             raise InfeasibleBudgetError(
                 f"no Gaussian noise multiplier reaches delta={delta} at epsilon={epsilon}"
             )
-    while hi - lo > rel_tol * hi:
-        mid = 0.5 * (lo + hi)
-        if mid <= lo or mid >= hi:
-            break
-        if agm_delta(mid, epsilon, 1.0) <= delta:
-            hi = mid
-        else:
-            lo = mid
-    return hi
+    return _least_feasible(lo, hi, lambda m: agm_delta(m, epsilon, 1.0) <= delta, rel_tol)
 
 
 def agm_epsilon(sigma: float, delta: float, sensitivity: float, *, rel_tol: float = 1e-13) -> float:
@@ -102,15 +109,7 @@ def agm_epsilon(sigma: float, delta: float, sensitivity: float, *, rel_tol: floa
         lo, hi = hi, 2.0 * hi
         if hi > 1e6:
             return math.inf
-    while hi - lo > rel_tol * hi:
-        mid = 0.5 * (lo + hi)
-        if mid <= lo or mid >= hi:
-            break
-        if agm_delta(sigma, mid, sensitivity) <= delta:
-            hi = mid
-        else:
-            lo = mid
-    return hi
+    return _least_feasible(lo, hi, lambda e: agm_delta(sigma, e, sensitivity) <= delta, rel_tol)
 
 
 __all__ = ["agm_delta", "agm_epsilon", "agm_multiplier", "log_normal_cdf", "normal_cdf"]

@@ -176,6 +176,14 @@ def sum_ratio_bounds(sigma_int: float, n: int) -> tuple[float, float]:
     )
 
 
+def _kernel_bounds(a: float, padded_dim: int, lower_sum: float, upper_sum: float, theta_s: float) -> tuple[float, float]:
+    """(U, L) over the d' coordinates with the smoothing kernel of variance ``a`` (design §4.4):
+    U = d'·(B + ln(1 + θ(a))), L = d'·(A − ln(1 − θ(a)) + ln(1 + θ(s²)))."""
+    theta_a = float(theta_excess(a))
+    d = float(padded_dim)
+    return d * (upper_sum + math.log1p(theta_a)), d * (lower_sum - math.log1p(-theta_a) + math.log1p(theta_s))
+
+
 def analytic_epsilon(
     *, sigma_int: float, n: int, padded_dim: int, l2_bound: float, delta: float
 ) -> tuple[float, float]:
@@ -196,14 +204,11 @@ def analytic_epsilon(
         return math.inf, math.nan
     lower_sum, upper_sum = sum_ratio_bounds(sigma_int, n)
     theta_s = float(theta_excess(s2))
-    d = float(padded_dim)
     best, best_a = math.inf, math.nan
     for a in SMOOTHING_VARIANCES:
-        theta_a = float(theta_excess(a))
-        if a >= s2 or theta_a >= 1.0 or not math.isfinite(upper_sum):
+        if a >= s2 or float(theta_excess(a)) >= 1.0 or not math.isfinite(upper_sum):
             continue
-        upper = d * (upper_sum + math.log1p(theta_a))
-        lower = d * (lower_sum - math.log1p(-theta_a) + math.log1p(theta_s))
+        upper, lower = _kernel_bounds(a, padded_dim, lower_sum, upper_sum, theta_s)
         delta_c = float(delta) * math.exp(-upper)
         if not 0.0 < delta_c < 1.0:
             continue
@@ -398,11 +403,9 @@ def _analytic_sigma_int(
     bound already meets ``epsilon`` at that σ_int (it may then be met lower: the bisection
     decides); the caller checks the result against the accountant."""
     l2 = rounded_l2_bound(float(sensitivity) / float(gamma), int(padded_dim), float(beta))
-    d = float(padded_dim)
     best = math.inf
     for a in SMOOTHING_VARIANCES:
-        theta_a = float(theta_excess(a))
-        upper, lower = d * math.log1p(theta_a), -d * math.log1p(-theta_a)
+        upper, lower = _kernel_bounds(a, padded_dim, 0.0, 0.0, 0.0)  # the sum's terms underflow
         eps_c, delta_c = float(epsilon) - upper - lower, float(delta) * math.exp(-upper)
         if eps_c <= 0.0 or not 0.0 < delta_c < 1.0:
             continue
