@@ -99,6 +99,22 @@ def add_noise_flags(parser: argparse.ArgumentParser) -> None:
                         "sigma to within 0.1%%); 'rdp': KLS21 alone (the paper's protocol)")
 
 
+def add_dropout_flags(parser: argparse.ArgumentParser, *, simulated: bool) -> None:
+    """What S_tag does with a released bucket whose users went offline between the phases (design
+    §4.4), and, where the users are simulated, how many go offline."""
+    from fre_protocol.roles.base import DROPOUT_POLICIES
+    from fre_protocol.roles.config import DEFAULT_DROPOUT_POLICY
+
+    parser.add_argument("--dropout-policy", choices=DROPOUT_POLICIES, default=DEFAULT_DROPOUT_POLICY,
+                        help="a released bucket left with fewer phase-2 contributors than its noise was "
+                        "sized for: withhold its centroid, or let S_tag top up the missing users' noise "
+                        f"(default {DEFAULT_DROPOUT_POLICY})")
+    if simulated:
+        parser.add_argument("--dropout", type=fraction, default=0.0, metavar="FRACTION",
+                            help="fraction of users that go offline between the two phases, drawn "
+                            "independently of their texts (simulated; default 0)")
+
+
 def add_param_flags(parser: argparse.ArgumentParser, *, defaults: FreParams | None = None) -> None:
     """The public parameters of a release, named as in the paper (design §3)."""
     d = defaults or FreParams()

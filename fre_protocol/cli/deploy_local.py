@@ -10,6 +10,7 @@ from pathlib import Path
 
 from fre_protocol.cli.common import (
     add_component_flag,
+    add_dropout_flags,
     add_embedder_flag,
     add_noise_flags,
     add_param_flags,
@@ -44,6 +45,7 @@ def add_round_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--proof-batch", type=positive_int, default=1, metavar="B",
                         help="blinded elements per DLEQ proof (default 1)")
     add_noise_flags(parser)
+    add_dropout_flags(parser, simulated=False)
     add_component_flag(parser)
     add_embedder_flag(parser, absent="the packaged all-MiniLM-L6-v2 for 384-dimensional embeddings, none for others")
 
@@ -66,6 +68,7 @@ def settings_from_args(args: argparse.Namespace, dim: int, unit: object = None) 
         protocol=ProtocolConfig(
             proof_batch_size=args.proof_batch, noise_calibration=args.noise_calibration,
             dropout_allowance=args.dropout_allowance, ddg_accountant=args.ddg_accountant,
+            dropout_policy=args.dropout_policy,
         ),
         window_count=args.window, window_seconds=args.window_seconds, unit=unit or TEXT_UNIT,
         components=component_names(getattr(args, "components", None)),

@@ -9,6 +9,7 @@ from typing import Any
 
 from fre_protocol.cli.common import (
     add_deprecated_alias,
+    add_dropout_flags,
     add_noise_flags,
     add_param_flags,
     add_progress_flag,
@@ -115,7 +116,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     run.add_argument("--restart", action="store_true", help="discard the checkpoints in --out and start afresh")
     add_progress_flag(run, default=True, quiet_alias=True)
     add_param_flags(parser)
-    add_noise_flags(parser.add_argument_group("the protocol's noise (Fre-E2T rows only; central-dp is unaffected)"))
+    noise = parser.add_argument_group("the protocol's noise and dropouts (Fre-E2T rows only; central-dp is unaffected)")
+    add_noise_flags(noise)
+    add_dropout_flags(noise, simulated=True)
     # Only flags the user gives override the experiments' defaults (MiniLM settings per ε).
     for action in parser._actions:
         if action.dest in _PARAM_DESTS:
@@ -145,7 +148,8 @@ def config_from_args(args: argparse.Namespace) -> Any:
         augpe_setting=args.augpe_setting,
         second_embedder=args.second_embedder, cache_dir=args.cache_dir, workers=args.workers,
         noise_calibration=args.noise_calibration, dropout_allowance=args.dropout_allowance,
-        ddg_accountant=args.ddg_accountant, progress=args.progress,
+        ddg_accountant=args.ddg_accountant, dropout_policy=args.dropout_policy, dropout=args.dropout,
+        progress=args.progress,
         command=_command(args),
         argv=getattr(args, "_argv", None),
     )

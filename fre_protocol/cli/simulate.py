@@ -26,11 +26,13 @@ import numpy as np
 from fre_protocol.cli.common import (
     add_component_flag,
     add_deprecated_alias,
+    add_dropout_flags,
     add_noise_flags,
     add_param_flags,
     add_progress_flag,
     add_users_flags,
     components_of,
+    fraction,
     non_negative_int,
     params_from_args,
     positive_int,
@@ -46,16 +48,6 @@ DRIVERS = ("auto", "runner", "streaming", "streaming-processes", "dask")
 DEFAULT_PROCESSES = 2
 
 HELP = "run the two-server, two-phase protocol (all parties simulated) and record every party's view"
-
-
-def _fraction(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a fraction in [0, 1), got {text!r}") from None
-    if not 0 <= value < 1:
-        raise argparse.ArgumentTypeError(f"expected a fraction in [0, 1), got {text!r}")
-    return value
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -79,11 +71,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--noise", choices=["on", "off"], default="on",
         help="'off' runs every step but adds no DDG noise (testing only: not DP)",
     )
-    parser.add_argument("--dropout", type=_fraction, default=0.0, metavar="FRACTION",
-                        help="fraction of users that go offline between the two phases (default: 0)")
-    parser.add_argument("--dropout-policy", choices=["withhold", "topup"], default="withhold",
-                        help="a released tag left with fewer than ⌈τ⌉ contributors: withhold its "
-                        "centroid, or let S_tag top up the missing noise")
+    add_dropout_flags(parser, simulated=True)
     parser.add_argument("--cover-traffic", action=argparse.BooleanOptionalAction, default=True,
                         help="every user online in phase 2 sends two messages of the same sizes, its "
                         "shares or cover, so the proxy cannot tell who is in a released bucket (default on)")
@@ -91,7 +79,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="blinded elements per DLEQ proof (default 1: per-user proofs)")
     parser.add_argument("--modulus-bits", type=positive_int, default=24, metavar="b",
                         help="shares live in Z_{2^b} (default 24)")
-    parser.add_argument("--dishonest-fraction", type=_fraction, default=0.0, metavar="F",
+    parser.add_argument("--dishonest-fraction", type=fraction, default=0.0, metavar="F",
                         help="size the users' DDG noise so that the honest (1 - F) of the release floor's "
                         "contributors meet the DDG term (design §4.4; default 0: every contributor honest)")
     add_noise_flags(parser)

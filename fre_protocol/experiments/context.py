@@ -26,9 +26,11 @@ import numpy as np
 import numpy.typing as npt
 
 from fre_protocol.experiments.store import ROWS_SUFFIX, RowStore
+from fre_protocol.roles.base import check_dropout_policy
 from fre_protocol.roles.config import (
     COUNT_CALIBRATION,
     DEFAULT_DROPOUT_ALLOWANCE,
+    DEFAULT_DROPOUT_POLICY,
     ProtocolConfig,
     RoundSpec,
     RunOptions,
@@ -97,6 +99,8 @@ class ExperimentConfig:
     noise_calibration: str = COUNT_CALIBRATION  # the protocol's (design §4.4); central-dp has none
     dropout_allowance: float = DEFAULT_DROPOUT_ALLOWANCE
     ddg_accountant: str = DEFAULT_ACCOUNTANT  # the protocol's DDG accountant (design §4.4)
+    dropout_policy: str = DEFAULT_DROPOUT_POLICY  # S_tag's answer to a bucket left short (design §4.4)
+    dropout: float = 0.0  # the fraction of users offline in phase 2, drawn independently of their texts
     progress: bool = True
     command: str | None = None  # as a shell would take it: "fre-e2t experiment ..."
     argv: tuple[str, ...] | None = None  # the arguments after "fre-e2t", exactly as given
@@ -121,6 +125,9 @@ class ExperimentConfig:
         check_noise_calibration(self.noise_calibration)
         check_dropout_allowance(self.dropout_allowance)
         check_accountant(self.ddg_accountant)
+        check_dropout_policy(self.dropout_policy)
+        if isinstance(self.dropout, bool) or not isinstance(self.dropout, int | float) or not 0 <= self.dropout < 1:
+            raise InvalidParameterError(f"dropout must be a fraction in [0, 1), got {self.dropout!r}")
         if self.augpe_setting is not None:
             unknown = sorted(set(self.augpe_setting) - set(AUGPE_SETTING_KEYS))
             bad = {k: v for k, v in self.augpe_setting.items()
@@ -188,6 +195,10 @@ class ExperimentConfig:
             chosen["noise_calibration"] = self.noise_calibration
         if self.dropout_allowance != DEFAULT_DROPOUT_ALLOWANCE:
             chosen["dropout_allowance"] = self.dropout_allowance
+        if self.dropout:
+            # The policy acts only on dropouts, so without them it changes no row.
+            chosen["dropout"] = self.dropout
+            chosen["dropout_policy"] = self.dropout_policy
         # Always named: rows written before the analytic accountant became the default (when
         # checkpoints did not name one) were calibrated with RDP, and must not be resumed as
         # the default's.
@@ -197,7 +208,7 @@ class ExperimentConfig:
     def protocol_config(self) -> ProtocolConfig:
         """The protocol's configuration of the Fre-E2T rows."""
         return ProtocolConfig(noise_calibration=self.noise_calibration, dropout_allowance=self.dropout_allowance,
-                              ddg_accountant=self.ddg_accountant)
+                              ddg_accountant=self.ddg_accountant, dropout_policy=self.dropout_policy)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -345,7 +356,7 @@ class Context:
                 from fre_protocol.drivers.inprocess import run_protocol
 
                 spec = RoundSpec(params=params, seeds=seeds, config=self.config.protocol_config(),
-                                 workers=self.config.workers)
+                                 dropout=self.config.dropout, workers=self.config.workers)
                 release = run_protocol(x, spec, RunOptions(progress=self.config.progress)).release
             else:
                 from mechanism.fre_e2t import run_mechanism

@@ -78,7 +78,8 @@ def settings(ctx: Context) -> dict[str, Any]:
         "budget": cfg.run_budget,
         "max_centroids": cfg.run_max_centroids,
         "protocol": {"noise_calibration": cfg.noise_calibration, "dropout_allowance": cfg.dropout_allowance,
-                     "ddg_accountant": cfg.ddg_accountant},
+                     "ddg_accountant": cfg.ddg_accountant, "dropout_policy": cfg.dropout_policy,
+                     "dropout": cfg.dropout},
         "params_by_epsilon": {},
     }
     for eps in cfg.run_epsilons:

@@ -43,6 +43,13 @@ TOPUP = "topup"
 DROPOUT_POLICIES = (WITHHOLD, TOPUP)
 
 
+def check_dropout_policy(value: object) -> str:
+    """The dropout policy: ``"withhold"`` or ``"topup"``."""
+    if value not in DROPOUT_POLICIES:
+        raise InvalidParameterError(f"dropout_policy must be one of {list(DROPOUT_POLICIES)}, got {value!r}")
+    return str(value)
+
+
 def status_of(error: BaseException | None) -> str:
     """``"accepted"`` or ``"rejected:<ErrorType>"`` (design §6 robustness: typed, recorded)."""
     return ACCEPTED if error is None else rejected_status(error)
@@ -271,6 +278,7 @@ __all__ = [
     "TOPUP",
     "WITHHOLD",
     "Workers",
+    "check_dropout_policy",
     "chunks",
     "role_label",
     "size_only",

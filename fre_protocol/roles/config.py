@@ -19,7 +19,7 @@ import numpy as np
 import numpy.typing as npt
 
 from fre_protocol.messages import MAX_PROOF_BATCH
-from fre_protocol.roles.base import DROPOUT_POLICIES, WITHHOLD
+from fre_protocol.roles.base import WITHHOLD, check_dropout_policy
 from mechanism.contributions import TEXT_UNIT, PrivacyUnit
 from mechanism.params import FreParams
 from mechanism.seeds import SeedPlan
@@ -46,6 +46,9 @@ NOISE_CALIBRATIONS = (COUNT_CALIBRATION, FLOOR_CALIBRATION)
 
 #: The default dropout allowance f (a stated guess: no field-measured dropout rate; ProtocolConfig).
 DEFAULT_DROPOUT_ALLOWANCE = 0.1
+
+#: What S_tag does with a released bucket left short of contributors (ProtocolConfig).
+DEFAULT_DROPOUT_POLICY = WITHHOLD
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ProtocolConfig:
@@ -117,7 +120,7 @@ class ProtocolConfig:
     clip: float | None = None
     modulus_bits: int = 24
     modulus_stddevs: float = 8.0
-    dropout_policy: str = WITHHOLD
+    dropout_policy: str = DEFAULT_DROPOUT_POLICY
     cover_traffic: bool = True
     chunk_size: int = 1024
     dishonest_fraction: float = 0.0
@@ -149,10 +152,7 @@ class ProtocolConfig:
             raise InvalidParameterError(f"modulus_bits must be an integer in [8, 62], got {self.modulus_bits!r}")
         if not (isinstance(self.modulus_stddevs, int | float) and self.modulus_stddevs >= 1):
             raise InvalidParameterError(f"modulus_stddevs must be >= 1, got {self.modulus_stddevs!r}")
-        if self.dropout_policy not in DROPOUT_POLICIES:
-            raise InvalidParameterError(
-                f"dropout_policy must be one of {list(DROPOUT_POLICIES)}, got {self.dropout_policy!r}"
-            )
+        check_dropout_policy(self.dropout_policy)
         if not isinstance(self.cover_traffic, bool):
             raise InvalidParameterError(f"cover_traffic must be a bool, got {self.cover_traffic!r}")
         if isinstance(self.chunk_size, bool) or not isinstance(self.chunk_size, int) or self.chunk_size < 1:

@@ -47,7 +47,6 @@ from fre_protocol.messages import (
 from fre_protocol.roles.base import (
     AGGREGATION,
     BROADCAST,
-    DROPOUT_POLICIES,
     PHASE1,
     PHASE2,
     TOPUP,
@@ -57,6 +56,7 @@ from fre_protocol.roles.base import (
     Recorder,
     Row,
     Workers,
+    check_dropout_policy,
     chunks,
     status_of,
 )
@@ -441,10 +441,7 @@ def _check_settings(suite: Oprf, release_floor: int, dropout_policy: str, proof_
         raise InvalidParameterError(f"suite must be in mode VOPRF (users verify proofs), got {suite.mode.name}")
     if isinstance(release_floor, bool) or not isinstance(release_floor, int) or release_floor < 1:
         raise InvalidParameterError(f"release_floor must be an integer >= 1, got {release_floor!r}")
-    if dropout_policy not in DROPOUT_POLICIES:
-        raise InvalidParameterError(
-            f"dropout_policy must be one of {list(DROPOUT_POLICIES)}, got {dropout_policy!r}"
-        )
+    check_dropout_policy(dropout_policy)
 
 
 def missing_users(count: int, floor: int) -> int:
