@@ -92,7 +92,9 @@ def add_noise_flags(parser: argparse.ArgumentParser) -> None:
                         "'floor': for ⌈τ⌉ contributors whatever the count (the paper's protocol)")
     parser.add_argument("--dropout-allowance", type=fraction, default=DEFAULT_DROPOUT_ALLOWANCE, metavar="F",
                         help="with --noise-calibration count: the fraction of a released bucket's "
-                        f"submitters that may drop out before the dropout policy acts (default {DEFAULT_DROPOUT_ALLOWANCE})")
+                        "submitters that may drop out before the dropout policy acts; each user's noise "
+                        f"grows by sqrt(1/(1 - F)) (default {DEFAULT_DROPOUT_ALLOWANCE}: best under topup; "
+                        "under withhold choose F above the devices' dropout rate)")
     parser.add_argument("--ddg-accountant", choices=ACCOUNTANTS, default=DEFAULT_ACCOUNTANT,
                         help="the bound that sizes the users' DDG noise: 'analytic' (default): the smaller "
                         "epsilon of KLS21's RDP bound and the analytic bound (the centralized mechanism's "

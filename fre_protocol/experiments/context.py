@@ -193,8 +193,9 @@ class ExperimentConfig:
         chosen: dict[str, Any] = {}
         if self.noise_calibration != COUNT_CALIBRATION:
             chosen["noise_calibration"] = self.noise_calibration
-        if self.dropout_allowance != DEFAULT_DROPOUT_ALLOWANCE:
-            chosen["dropout_allowance"] = self.dropout_allowance
+        # Always named: rows written before f = 0 became the default (when checkpoints named no
+        # allowance) were made at f = 0.1, and must not be resumed as the default's.
+        chosen["dropout_allowance"] = self.dropout_allowance
         if self.dropout:
             # The policy acts only on dropouts, so without them it changes no row.
             chosen["dropout"] = self.dropout

@@ -19,7 +19,7 @@ import numpy as np
 import numpy.typing as npt
 
 from fre_protocol.messages import MAX_PROOF_BATCH
-from fre_protocol.roles.base import WITHHOLD, check_dropout_policy
+from fre_protocol.roles.base import TOPUP, WITHHOLD, check_dropout_policy
 from mechanism.contributions import TEXT_UNIT, PrivacyUnit
 from mechanism.params import FreParams
 from mechanism.seeds import SeedPlan
@@ -44,11 +44,16 @@ FLOOR_CALIBRATION = "floor"
 
 NOISE_CALIBRATIONS = (COUNT_CALIBRATION, FLOOR_CALIBRATION)
 
-#: The default dropout allowance f (a stated guess: no field-measured dropout rate; ProtocolConfig).
-DEFAULT_DROPOUT_ALLOWANCE = 0.1
+#: What S_tag does with a released bucket left short of contributors, and the dropout allowance f
+#: (ProtocolConfig): S_tag tops up the missing users' noise, so every user sizes its noise for the
+#: whole released count (f = 0) and a sum carries exactly the noise its DDG term needs, at any
+#: dropout rate (design §4.4, "Dropouts and the allowance f").
+DEFAULT_DROPOUT_POLICY = TOPUP
 
-#: What S_tag does with a released bucket left short of contributors (ProtocolConfig).
-DEFAULT_DROPOUT_POLICY = WITHHOLD
+DEFAULT_DROPOUT_ALLOWANCE = 0.0
+
+#: What a recorded configuration without these keys used: they were the defaults before topup.
+_RECORDED_BEFORE = {"dropout_policy": WITHHOLD, "dropout_allowance": 0.1}
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ProtocolConfig:
@@ -79,8 +84,11 @@ class ProtocolConfig:
     aggregate it must hold without wrapping (8: wrap probability per coordinate < 1e-14 for the
     sub-Gaussian rotated coordinates); the DDG granularity γ is then the finest that fits.
 
-    ``dropout_policy``: for a released tag whose phase-2 contributors fall below ⌈τ⌉, ``withhold``
-    its centroid or let S_tag ``topup`` the missing users' noise.
+    ``dropout_policy``: for a released tag whose phase-2 contributors fall below m_h (⌈τ⌉, or the
+    count-sized m_h below), ``"topup"`` (default): S_tag adds the missing users' noise itself, so
+    the sum carries the noise its DDG term is computed for; ``"withhold"``: S_tag never sends that
+    tag's aggregate (no noise comes from a server; choose ``dropout_allowance`` above the devices'
+    dropout rate, or many buckets are withheld).
 
     ``cover_traffic``: every user online in phase 2 sends two sealed messages of the same sizes,
     its shares or cover, so the proxy cannot tell who sits in a released bucket (on by default;
@@ -99,11 +107,13 @@ class ProtocolConfig:
     paper's protocol; every release exactly as before this option existed).
 
     ``dropout_allowance``: f in [0, 1), the fraction of a released bucket's phase-1 submitters
-    that may fail to contribute in phase 2 before S_tag withholds (or tops up) the bucket under
-    ``"count"``. No dropout rate has been measured in the field, so 0.1 is a stated guess, not a
-    measurement: it keeps each user's noise within √(1/0.9) ≈ 1.054 of the least (5 % in σ) and
-    lets a bucket lose one in ten of its contributors before the dropout policy acts. Larger f
-    means more noise per user and fewer top-ups or withheld buckets; smaller f the reverse.
+    that may fail to contribute in phase 2 before the dropout policy acts, under ``"count"``. Each
+    user's σ is √(1/(1 − f)) times the least, so the sum of a bucket that keeps more than
+    (1 − f)·n_h contributors carries more noise than it needs. 0 (default) is the best choice
+    under ``"topup"`` at every dropout rate: S_tag supplies exactly the missing noise. Under
+    ``"withhold"`` f trades noise for withheld buckets, and should exceed the devices' dropout
+    rate between the phases (measured on healthtweets: at 10 % dropouts and f = 0.1 about half
+    the buckets are withheld; docs/results/noise-parity.md).
 
     ``ddg_accountant``: the bound that turns the users' σ_int into the DDG term's (ε, δ) (design
     §4.4). ``"analytic"`` (default): the smaller ε of KLS21's RDP bound and the analytic bound
@@ -167,10 +177,12 @@ class ProtocolConfig:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ProtocolConfig:
-        """A recorded configuration (round document, transcript header, test vector). One written
-        before ``ddg_accountant`` existed calibrated its DDG noise with KLS21's RDP bound alone,
-        so that is what a missing key means."""
-        return cls(**{"ddg_accountant": RDP_ACCOUNTANT, **dict(data)})
+        """A recorded configuration (round document, transcript header, test vector). A missing
+        key means what was used when it was recorded: one written before ``ddg_accountant``
+        existed calibrated its DDG noise with KLS21's RDP bound alone, and one that does not name
+        the dropout policy or allowance was written when ``withhold`` and f = 0.1 were the
+        defaults."""
+        return cls(**{"ddg_accountant": RDP_ACCOUNTANT, **_RECORDED_BEFORE, **dict(data)})
 
 def check_noise_calibration(value: object) -> str:
     """The noise calibration: ``"count"`` or ``"floor"`` (:class:`ProtocolConfig`)."""

@@ -144,7 +144,9 @@ def test_a_share_one_server_refuses_is_left_out_by_every_driver(
     from fre_protocol.drivers.streaming import run_streaming
     from fre_protocol.roles.config import ProtocolConfig
 
-    config, window_chunks = ProtocolConfig(chunk_size=64), 3
+    # f = 0.1: a bucket one contribution short is still above its m_h, so it is released with noise
+    # off (at f = 0 S_tag would have no noise to top up, and would withhold it).
+    config, window_chunks = ProtocolConfig(chunk_size=64, dropout_allowance=0.1), 3
     x = synthetic_population(
         2, 160, 20, 32, 0.5, RandomSource.seeded(11, "streaming/population"), spread=0.02
     ).embeddings

@@ -44,6 +44,8 @@ from transcripts import TranscriptStore
 PARAMS = FreParams.paper(8.0)
 FLOOR = release_threshold(PARAMS)
 COUNT = ProtocolConfig()
+#: Count-sized noise that lets a bucket lose f = 0.1 of its submitters before S_tag acts.
+ALLOWING = ProtocolConfig(dropout_allowance=0.1)
 #: The protocol as it was before both options: floor-sized noise calibrated by RDP alone.
 FLOORED = ProtocolConfig(noise_calibration="floor", ddg_accountant="rdp")
 
@@ -121,10 +123,11 @@ def test_the_protocol_is_as_accurate_as_the_mechanism_at_every_bucket_size() -> 
     1.15·exp(z·se), se = √(1/K) (the log of the ratio of two independent χ²_K/K, each of
     log-variance 2/K, halved by the square root), z the one-sided normal quantile at α = 1e-3 per
     class: a false failure below 4e-3 over the four classes if every true ratio were 1.15. The
-    expected ratio is ~1.06 (the analytic accountant puts the DDG's σ within 0.1 % of the
-    mechanism's, the dummies' share of δ adds ~1 %, and the dropout allowance f = 0.1 at most
-    √(1/(1 − f)) = 1.054; under the RDP accountant it was ~1.12), for which the false-failure
-    probability is far below 1e-5 per class; measured 1.047–1.071. Floor (2 seeds): the ratio
+    expected ratio is ~1.01 at the default f = 0 (the analytic accountant puts the DDG's σ
+    within 0.1 % of the mechanism's and the dummies' share of δ adds ~1 %; a dropout allowance
+    f = 0.1 would add up to √(1/(1 − f)) = 1.054, measured 1.047–1.071; under the RDP
+    accountant it was ~1.12), for which the false-failure probability is far below 1e-5 per
+    class; measured 0.993–1.012. Floor (2 seeds): the ratio
     grows like √(n̄/⌈τ⌉): within [0.9, 1.3]·√(n̄/⌈τ⌉) for each class (expected ~√(n̄/⌈τ⌉), both ends
     over 3.5 standard errors away at K ≥ 2,000), and the old behaviour fails the count check from
     2·⌈τ⌉ on (~1.45 there). Seeds fixed: the outcome is deterministic."""
@@ -151,7 +154,7 @@ def test_each_tags_sigma_is_the_least_that_meets_the_budget(dishonest_fraction: 
     more; the total noise variance of the honest contributors, n·σ_int,h², is the same for
     every m_h (to 1e-6: the accountant's τ_DDG term is below 1e-300 at these σ), so a bucket's
     sum carries one DDG term's noise whatever its count."""
-    config = ProtocolConfig(dishonest_fraction=dishonest_fraction)
+    config = dataclasses.replace(ALLOWING, dishonest_fraction=dishonest_fraction)
     counts = [FLOOR, 2 * FLOOR, 5 * FLOOR, 10 * FLOOR, 2223]
     ddg = ddg_config_for(PARAMS, 384, config, n_modulus=max(counts))
     plan = noise_plan(PARAMS, config, ddg, {n.to_bytes(4, "big"): n for n in counts})
@@ -262,7 +265,7 @@ def test_a_large_bucket_that_loses_more_than_f_is_withheld_or_topped_up_at_its_m
     the floor calibration releases it as before. The ledger's dropouts term says which, per tag."""
     pop = _planted()
     mask = _drop_from_largest(pop, 0.25)
-    config = dataclasses.replace(COUNT, dropout_policy=policy)
+    config = dataclasses.replace(ALLOWING, dropout_policy=policy)
     spec = RoundSpec(params=PARAMS, seeds=SeedPlan.from_seed(41), noise=True, config=config, dropout=lambda n: mask)
     result = run_protocol(pop.embeddings, spec, RunOptions(out_dir=tmp_path))
     release = result.release
@@ -300,7 +303,7 @@ def test_the_dropout_outcome_is_a_function_of_the_counts_and_of_what_neighbours_
     elsewhere = np.flatnonzero((pop.labels >= 0) & (pop.labels != largest))
     neighbour = pop.embeddings.copy()
     neighbour[online[-1]] = pop.embeddings[elsewhere[0]]
-    config = dataclasses.replace(COUNT, dropout_policy="topup")
+    config = dataclasses.replace(ALLOWING, dropout_policy="topup")
     offline, counts = [], []
     for x in (pop.embeddings, neighbour):
         spec = RoundSpec(params=PARAMS, seeds=SeedPlan.from_seed(41), noise=True, config=config, dropout=lambda n: mask)
@@ -348,9 +351,14 @@ def test_account_shows_the_noise_by_count(capsys: pytest.CaptureFixture[str]) ->
     floor = json.loads(capsys.readouterr().out)
     assert (count["epsilon"], count["delta"]) == (floor["epsilon"], floor["delta"])  # before any release
     rows = {r["count"]: r for r in count["noise_by_count"]}
-    assert [r["m"] for r in rows.values()] == [50, 90, 225, 450]
-    # Count: the sum's σ stays within √(1/0.9) of the floor's; floor: it grows as √(n/⌈τ⌉).
-    assert rows[500]["sigma_sum"] == pytest.approx(rows[50]["sigma_sum"] / math.sqrt(0.9), rel=1e-6)
+    assert [r["m"] for r in rows.values()] == [50, 100, 250, 500]
+    # Count (f = 0): the sum's σ is the floor's at every count; with f = 0.1 within √(1/0.9) of
+    # it; floor: it grows as √(n/⌈τ⌉).
+    assert rows[500]["sigma_sum"] == pytest.approx(rows[50]["sigma_sum"], rel=1e-6)
+    assert main(["account", "--protocol", "--epsilon", "8", "--dim", "64", "--json", "--dropout-allowance", "0.1"]) == 0
+    allowing = {r["count"]: r for r in json.loads(capsys.readouterr().out)["noise_by_count"]}
+    assert [r["m"] for r in allowing.values()] == [50, 90, 225, 450]
+    assert allowing[500]["sigma_sum"] == pytest.approx(rows[50]["sigma_sum"] / math.sqrt(0.9), rel=1e-6)
     assert {r["m"] for r in floor["noise_by_count"]} == {50}
     assert floor["noise_by_count"][-1]["sigma_sum"] == pytest.approx(math.sqrt(10) * rows[50]["sigma_sum"], rel=1e-9)
     assert main(["account", "--protocol", "--epsilon", "8", "--dropout-allowance", "0.2"]) == 0

@@ -7,6 +7,7 @@ results: seeded runs with noise off are compared with the honest run exactly.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections import Counter
 from pathlib import Path
@@ -51,6 +52,8 @@ INF = FreParams.paper(math.inf)
 SEEDS = SeedPlan.from_seed(1)
 # 22-bit ring: 3-byte words on the wire, so a word >= 2^22 is an out-of-range ring element.
 CONFIG = ProtocolConfig(modulus_bits=22)
+#: S_tag withholds a tag left short of contributors instead of topping up its noise.
+WITHHOLDING = dataclasses.replace(CONFIG, dropout_policy="withhold")
 
 
 @pytest.fixture(scope="module")
@@ -424,7 +427,7 @@ def test_dropouts_below_the_floor_withhold_the_centroid(pop, honest, tmp_path) -
     def dropout(n: int) -> np.ndarray:
         return np.isin(np.arange(n), sorted(gone))
 
-    result = _run(pop, tmp_path, dropout=dropout)
+    result = _run(pop, tmp_path, dropout=dropout, config=WITHHOLDING)
     release = result.release
     info, diag = release.info, release.diagnostics
     assert diag["n_dropped_out"] == 45
@@ -475,7 +478,7 @@ def test_s_tag_sends_no_aggregate_of_fewer_users_than_the_floor(lone: Population
     between the phases. S_tag, which holds the other share of that one user, must not send its
     aggregate: S_syn would reconstruct a one-user sum protected by one user's noise while the
     ledger charges the DDG at ⌈τ⌉ users. The refusal is typed and recorded in S_tag's view."""
-    result = _run(lone, tmp_path, params=FreParams.paper(8.0), noise=True, dropout=_all_but_one(lone))
+    result = _run(lone, tmp_path, params=FreParams.paper(8.0), noise=True, dropout=_all_but_one(lone), config=WITHHOLDING)
     release = result.release
     assert len(release) == 0 and len(release.info["withheld"]) == 1
     (tag,) = release.info["withheld"]
@@ -527,7 +530,7 @@ def test_dropouts_with_topup_keep_the_ddg_guarantee(lone: Population, tmp_path: 
     assert diag["below_floor_contributors"] == {tag: diag["contributors"][tag]}
     topped = {"outcome": "topped_up", "epsilon": 0.0, "delta": 0.0, "why": "covered by the DDG term at the release floor"}
     if calibration == "count":
-        m = max(30, int(0.9 * int(result.release.counts[0])))
+        m = max(30, int(result.release.counts[0]))  # f = 0: sized for every released submitter
         topped.update(why=f"covered by the DDG term at m_h = {m} (the tag's count-sized noise)", m=m)
     assert result.release.ledger.term("dropouts").detail == {"policy": "topup", "tags": {tag: topped}}
     assert np.all(np.isfinite(result.release.centroids))

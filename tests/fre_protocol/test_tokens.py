@@ -10,6 +10,7 @@ submissions add.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
@@ -148,7 +149,8 @@ def test_sybil_shares_without_phase1_tokens_cannot_lift_a_tag_over_the_floor(lon
     fewer than 50 honest contributions remain. 60 noise-free fake contributions (tokens that no
     phase-1 submission committed to) would make the count reach the floor while the sum carries
     only the few honest users' noise. Both servers refuse every fake; the tag is withheld."""
-    result = _run(lone, tmp_path, Sybils(Keys(), 60, CONFIG.modulus_bits), params=EPS8, noise=True, dropout=_keep(lone, 40))
+    result = _run(lone, tmp_path, Sybils(Keys(), 60, CONFIG.modulus_bits), params=EPS8, noise=True, dropout=_keep(lone, 40),
+                  config=dataclasses.replace(CONFIG, dropout_policy="withhold"))
     release = result.release
     assert release.info["n_released_tags"] == 1
     assert len(release) == 0

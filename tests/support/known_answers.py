@@ -16,7 +16,7 @@ PACKAGED = ("rfc9497/",)
 #: sha256 of each vector file, as recorded in its README.
 SHA256 = {
     "compact/broadcast.json": "6025e8a48243da73c247f4e652a17058bb63d928addc64477386b4bf96974367",
-    "ddg_plan/plans.json": "cd71fb4f47a69d5b45a1423d1afe98aac2f83a498ccc42a091d831bdea0777ea",
+    "ddg_plan/plans.json": "089567b2bbc517249e11ce6101d34ba3ee9e189b7a4fadfbe2e297a040b624ec",
     "embedding/minilm.json": "f1668f25b278a4e1dadcd8c53ce9828b9adbd45947665cb442755099d8d2865c",
     "protocol/dp_noise.json": "5291145a92a583fdfc4f4684d226bb021a9afac4e75cc6dc68e15df4c536f899",
     "protocol/noiseless.json": "98fa9076fd130a6a48ee8f2c1bf269470045df4d6694e3ecdd56e96684821a9d",

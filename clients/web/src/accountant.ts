@@ -88,11 +88,12 @@ const PARAMS_DEFAULTS: Record<string, unknown> = {
 };
 const PROTOCOL_DEFAULTS: Record<string, unknown> = {
   proof_batch_size: 1, user_workers: null, dummy_epsilon0: null, dummy_delta0: null, clip: null, modulus_bits: 24,
-  modulus_stddevs: 8.0, dropout_policy: "withhold", cover_traffic: true, chunk_size: 1024, dishonest_fraction: 0.0,
-  noise_calibration: COUNT_CALIBRATION, dropout_allowance: 0.1,
-  // Not ProtocolConfig's default (analytic): a document without the key predates it and was
-  // calibrated with RDP alone (fre_protocol/drivers/net/round.py, RoundSettings.from_dict).
-  ddg_accountant: RDP_ACCOUNTANT,
+  cover_traffic: true, chunk_size: 1024, dishonest_fraction: 0.0, modulus_stddevs: 8.0,
+  noise_calibration: COUNT_CALIBRATION,
+  // Not ProtocolConfig's defaults (topup with f = 0, and analytic): a document without these keys
+  // was written when withhold with f = 0.1 and RDP alone were the defaults, and is read as such
+  // (ProtocolConfig.from_dict, which RoundSettings.from_dict calls).
+  dropout_policy: "withhold", dropout_allowance: 0.1, ddg_accountant: RDP_ACCOUNTANT,
 };
 
 const shown = (value: unknown): string => (value === undefined ? "nothing" : JSON.stringify(value));

@@ -78,7 +78,8 @@ DRIVERS = [
 #: budget (a test setting, as in tests/support/window_spread.py).
 PARAMS = FreParams.paper(8.0, threshold=16, delta=0.3)
 CONFIG = ProtocolConfig(chunk_size=64, dummy_epsilon0=0.3, dummy_delta0=1e-6)
-TOPUP = dataclasses.replace(CONFIG, dropout_policy="topup")
+#: S_tag withholds a tag short of its m_h, which a dropout allowance f = 0.1 sizes.
+WITHHOLD = dataclasses.replace(CONFIG, dropout_policy="withhold", dropout_allowance=0.1)
 FLOOR = dataclasses.replace(CONFIG, noise_calibration="floor")
 DIM = 32
 
@@ -126,11 +127,15 @@ def _spec(seed: int, *, noise: bool, **kw: Any) -> RoundSpec:
 SCENARIOS = [
     Scenario("planted-noiseless", planted, _spec(5, noise=False)),
     Scenario("planted-noisy", planted, _spec(6, noise=True)),
-    # Count-sized noise (the default): a quarter of the users drop out, more than the allowance
-    # f, so S_tag tops the large tags up to their m_h at their σ_int,h.
-    Scenario("dropout", planted, _spec(5, noise=True, dropout=_dropped(340, 0.25, 1), config=TOPUP)),
+    # Count-sized noise and topup with f = 0 (the defaults): a quarter of the users drop out, so
+    # S_tag tops the tags up to their m_h at their σ_int,h.
+    Scenario("dropout", planted, _spec(5, noise=True, dropout=_dropped(340, 0.25, 1))),
     Scenario("dropout-floor", planted, _spec(5, noise=True, dropout=_dropped(340, 0.25, 1), config=FLOOR)),
-    Scenario("share-refused-by-S_tag", planted, _spec(5, noise=False), Faults(refused_share="S_tag")),
+    # The same dropouts under withhold with f = 0.1: more than f of each tag is gone, so S_tag
+    # withholds them.
+    Scenario("dropout-withhold", planted, _spec(5, noise=True, dropout=_dropped(340, 0.25, 1), config=WITHHOLD)),
+    # Noise on: the tag one contribution short of its m_h (n_h at f = 0) is topped up by S_tag.
+    Scenario("share-refused-by-S_tag", planted, _spec(5, noise=True), Faults(refused_share="S_tag")),
     Scenario("share-refused-by-S_syn", planted, _spec(6, noise=True), Faults(refused_share="S_syn")),
     Scenario("duplicate-submission", planted, _spec(5, noise=False), Faults(duplicate_submission=True)),
     Scenario("topic-ordered", topic_ordered, _spec(7, noise=True)),
@@ -168,7 +173,8 @@ def test_the_reference_shows_what_the_scenario_is_about(scenario: Scenario, refe
     """Each scenario is not vacuous: several buckets released, and its fault or setting visible."""
     ref = reference(scenario)
     release, views = ref.release, view_counts(ref.transcripts)
-    assert len(release) >= 2, "the population must release several buckets for a meaningful check"
+    released = len(release) + len(release.info["withheld"])  # withheld: released tags, no centroid
+    assert released >= 2, "the population must release several buckets for a meaningful check"
     assert release.noise is scenario.spec.noise
     assert release.diagnostics["dummies"]["dummy_submissions"] > 0  # S_tag's dummies were mixed in
     rejections = release.diagnostics["rejections"]
@@ -183,6 +189,8 @@ def test_the_reference_shows_what_the_scenario_is_about(scenario: Scenario, refe
     if scenario.name == "dropout":  # tags short of their count-sized m_h, topped up and released
         topped = release.info["topped_up"]
         assert len(topped) >= 2 and set(topped) <= set(release.ids) and release.info["withheld"] == {}
+    if scenario.name == "dropout-withhold":  # the large tags withheld, nothing topped up
+        assert len(release.info["withheld"]) >= 2 and release.info["topped_up"] == []
     if scenario.rows is topic_ordered:  # contiguous topics: several windows each hold whole topics
         assert len(release) >= 4
 

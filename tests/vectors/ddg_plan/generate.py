@@ -45,7 +45,7 @@ SETTINGS: tuple[tuple[str, int, dict[str, Any], dict[str, Any]], ...] = (
     ("eps8_d768_delta1e-8", 768, {"epsilon": 8.0, "delta": 1e-8, "threshold": 200}, {}),
     ("eps16_d768_floor", 768, {"epsilon": 16.0, "p_sample": 0.6, "budget_factor": 3.0},
      {"noise_calibration": "floor"}),
-    ("eps4_d64_no_dropout", 64, {"epsilon": 4.0, "p_sample": 0.3, "threshold": 150}, {"dropout_allowance": 0.0}),
+    ("eps4_d64_dropout0.1", 64, {"epsilon": 4.0, "p_sample": 0.3, "threshold": 150}, {"dropout_allowance": 0.1}),
     ("eps8_d384_dropout0.3", 384, {"epsilon": 8.0}, {"dropout_allowance": 0.3}),
     ("eps8_d384_dishonest0.2", 384, {"epsilon": 8.0}, {"dishonest_fraction": 0.2}),
     ("eps16_d64_dishonest0.1_floor", 64, {"epsilon": 16.0, "p_sample": 0.6, "budget_factor": 3.0},
