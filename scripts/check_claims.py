@@ -217,6 +217,19 @@ CHECKS: list[Check] = [
                   f"{name}.json"),
         )
     ],
+    # noise-parity-drop*.json (three seeds, ε = 8, users offline between the phases).
+    *[
+        Check(R, f"α = 1 centroid F1, fre-e2t, ε = 8, {label}, mean of 3 seeds", m,
+              lambda name=name: mean(name, "f1_strict", method="fre-e2t", epsilon=8.0, level="centroid"), f"{name}.json")
+        for name, label, m in (("noise-parity-drop10-topup-f0", "10 % offline, topup, f = 0", "0.800"),)
+    ],
+    *[
+        Check(R, f"buckets sent over the 3 seeds, ε = 8, {label}", n,
+              lambda name=name: sum(r["n_outputs"] for r in load(name)["rows"]
+                                    if r["method"] == "fre-e2t" and r["epsilon"] == 8.0), f"{name}.json")
+        for name, label, n in (("noise-parity-drop10-topup-f0", "10 % offline, topup", "151"),
+                               ("noise-parity-drop10-withhold-f01", "10 % offline, withhold, f = 0.1", "83"))
+    ],
     # augpe-300.json (Aug-PE at 300 texts and 5 iterations, ε = 4, every centroid inverted).
     *[
         Check(A3, what, cited, value, "augpe-300.json")

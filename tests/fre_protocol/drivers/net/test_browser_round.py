@@ -48,7 +48,7 @@ def _test_join() -> ModuleType:
 
 
 _JOIN = _test_join()
-DP_PARAMS, dp_round = _JOIN.DP_PARAMS, _JOIN.dp_round
+DP_PARAMS, DP_CONFIG, dp_round = _JOIN.DP_PARAMS, _JOIN.DP_CONFIG, _JOIN.dp_round
 
 pytestmark = pytest.mark.integration
 
@@ -191,7 +191,7 @@ def test_a_page_in_a_dp_round_with_noise_adds_its_own_contribution_only(
 
     out = tmp_path / "run"
     try:
-        summary = deploy_local(simulated, round_settings("page-dp", params=DP_PARAMS, noise=True), out,
+        summary = deploy_local(simulated, round_settings("page-dp", params=DP_PARAMS, noise=True, protocol=DP_CONFIG), out,
                                DeployOptions(test_seed=SEED, web_root=WEB_ROOT), on_phase=on_phase)
     finally:
         (outcome,) = results(pages["driver"]) if "driver" in pages else [{}]  # type: ignore[arg-type]

@@ -181,6 +181,11 @@ def test_a_join_device_among_simulated_users_is_accepted_and_changes_nothing(
 DP_PARAMS = FreParams.paper(8.0, threshold=50)
 
 
+#: A dropout allowance under which the join user's coin leaves its bucket's m_h as it is (at the
+#: default f = 0, m_h = n_h moves with the coin, and with it the other users' σ_int,h).
+DP_CONFIG = ProtocolConfig(dropout_allowance=0.1)
+
+
 @pytest.fixture(scope="module")
 def dp_round() -> tuple[np.ndarray, int, Release]:
     """The DP round's population, the join user's row j and the reference: the same seeded round
@@ -197,7 +202,7 @@ def dp_round() -> tuple[np.ndarray, int, Release]:
     encodings = bucket_encodings(PublicGrid.derive(seeds, int(x.shape[1]), DP_PARAMS), x)
     coins = sample_coins(seeds, len(x) - 1, DP_PARAMS)
     floor = release_threshold(DP_PARAMS)
-    cfg = ProtocolConfig()
+    cfg = DP_CONFIG
 
     def fits(j: int) -> bool:
         others = [e for i, e in enumerate(encodings) if i != j]
@@ -225,7 +230,7 @@ def test_a_join_device_in_a_dp_round_with_noise_adds_its_own_contribution_only(
     contribution, every other bucket (same count, same ring, same seeded noise) bit for bit."""
     x, j, ref = dp_round
     simulated = np.delete(x, j, axis=0)
-    settings = round_settings("join-dp", params=DP_PARAMS, noise=True)
+    settings = round_settings("join-dp", params=DP_PARAMS, noise=True, protocol=DP_CONFIG)
     # The other users' coins are the seeded ones of their rows (entry i is user i's).
     others = int(sample_coins(SeedPlan.from_seed(SEED), len(simulated), DP_PARAMS).sum())
     _, stdout = _mixed_round(tmp_path, x, j, settings, client, others_submit=others)
