@@ -39,6 +39,9 @@ QUICK_SETTING = {"n_syn": 4, "variations": 2, "iterations": 1, "max_new_tokens":
 #: download grows with the released buckets it must hear of, and a population of a few thousand
 #: releases none at t = 100, so the full run measures 20,000.
 COST_USERS = 20000
+
+#: Fre-E2T's rows with Aug-PE's output count (N_syn texts: several per centroid).
+MATCHED = "fre-e2t-nsyn"
 QUICK_COST_USERS = 1000
 
 
@@ -68,6 +71,23 @@ def augpe_row(ctx: Context, epsilon: float, seed: int) -> dict[str, Any]:
     row.update(setting={"n_syn": config.n_syn, "variations": config.variations, "iterations": config.iterations},
                sigma=result.sigma, seconds=sum(float(s.seconds) for s in result.iterations),
                timings=dict(result.timings), examples=list(result.texts[:3]))
+    return row
+
+
+def matched_row(ctx: Context, epsilon: float, seed: int) -> dict[str, Any]:
+    """Fre-E2T with as many texts as Aug-PE's N_syn, so the two are scored on equal output
+    counts: ⌈N_syn / c⌉ texts for each of the c inverted centroids, taken round by round (every
+    centroid's best text, then every one's second, ...) until N_syn."""
+    params = ctx.params(epsilon)
+    release = ctx.release(FRE_E2T, params, seed)
+    chosen = ctx.capped(release)
+    n_syn = _config(ctx).n_syn
+    per = math.ceil(n_syn / len(chosen)) if len(chosen) else 0
+    groups = ctx.inversions(release.centroids[chosen], num_texts=per) if per else []
+    texts = [g[k] for k in range(per) for g in groups if k < len(g)][:n_syn]
+    row = {**score(ctx, ctx.embed_texts(texts), params), "n_released": len(release.ids),
+           "n_inverted": int(len(chosen)), "texts_per_centroid": per}
+    row["examples"] = texts[:3]
     return row
 
 
@@ -101,6 +121,8 @@ def run(ctx: Context) -> list[dict[str, Any]]:
                                          partial(text_row, ctx, FRE_E2T, params, seed))
                 store.get_or_run({"method": FRE_E2T, "epsilon": epsilon, "seed": seed},
                                  lambda fre=fre: {k: v for k, v in fre.items() if k not in ("method", "epsilon", "seed")})
+                store.get_or_run({"method": MATCHED, "epsilon": epsilon, "seed": seed},
+                                 partial(matched_row, ctx, epsilon, seed))
     store.get_or_run({"method": "costs"}, partial(costs_row, ctx))
     return store.rows()
 
@@ -108,20 +130,23 @@ def run(ctx: Context) -> list[dict[str, Any]]:
 def render(rows: Sequence[Mapping[str, Any]]) -> str:
     from fre_protocol.augpe_costs import comparison_markdown
 
-    scored = [r for r in rows if r["method"] in ("aug-pe", FRE_E2T)]
+    methods = [m for m in ("aug-pe", FRE_E2T, MATCHED) if any(r["method"] == m for r in rows)]
+    scored = [r for r in rows if r["method"] in methods]
     groups = group_rows(scored, ("epsilon", "method"))
-    header = ["ε"] + [f"{m} {k}" for m in ("aug-pe", FRE_E2T) for k in ("P", "R", "F1", "L2", "P α=1", "R α=1")]
+    header = ["ε"] + [f"{m} {k}" for m in methods for k in ("P", "R", "F1", "L2", "P α=1", "R α=1")]
     body = []
     for eps in sorted_values(scored, "epsilon"):
         line = [epsilon_label(eps)]
-        for m in ("aug-pe", FRE_E2T):
+        for m in methods:
             got = groups.get((eps, m), [])
             line += [cell(got, k) for k in METRICS] + [cell(got, "precision_strict"), cell(got, "recall_strict")]
         body.append(line)
     settings = sorted({tuple(r["setting"].items()) for r in scored if r["method"] == "aug-pe" and "setting" in r})
     ran = "; ".join(", ".join(f"{k} {v}" for k, v in s) for s in settings)
+    matched = (f"{MATCHED}: Fre-E2T with Aug-PE's N_syn texts (several per centroid, best first, round by "
+               "round).\n\n" if MATCHED in methods else "")
     parts = ["### Table 1 (text level): Aug-PE beside Fre-E2T, against the frequent set\n\n"
-             + (f"Aug-PE setting of these rows: {ran}.\n\n" if ran else "") + markdown_table(header, body)]
+             + (f"Aug-PE setting of these rows: {ran}.\n\n" if ran else "") + matched + markdown_table(header, body)]
     costs = next((r for r in rows if r["method"] == "costs"), None)
     if costs:
         setting = costs["augpe"]["setting"]

@@ -251,7 +251,7 @@ class Context:
         self._inverter: Any = None
         self._counts: dict[float, npt.NDArray[np.int64]] = {}
         self._releases: dict[str, Outputs] = {}
-        self._inversions: dict[bytes, tuple[str, str | None]] = {}
+        self._inversions: dict[tuple[bytes, int], tuple[str, ...]] = {}
         self._language_model: Any = None
         #: models this invocation loaded: (role, name) -> (location, weight files read or None for all)
         self.models: dict[tuple[str, str], tuple[str | None, tuple[str, ...] | None]] = {}
@@ -409,14 +409,20 @@ class Context:
         return self._inverter
 
     def invert(self, centroids: npt.NDArray[np.floating]) -> tuple[list[str], npt.NDArray[np.float32]]:
-        """One text per centroid (memoised by the centroid's bytes) and the texts' embeddings."""
-        todo = [c for c in np.asarray(centroids, dtype=np.float64) if _digest(c) not in self._inversions]
-        if todo:
-            inversions = self.inverter().invert(np.stack(todo), progress=self.config.progress)
-            for c, inv in zip(todo, inversions, strict=True):
-                self._inversions[_digest(c)] = (inv.texts[0], inv.seed)
-        texts = [self._inversions[_digest(c)][0] for c in np.asarray(centroids, dtype=np.float64)]
+        """One text per centroid and the texts' embeddings."""
+        texts = [got[0] for got in self.inversions(centroids)]
         return texts, self.embed_texts(texts)
+
+    def inversions(self, centroids: npt.NDArray[np.floating], num_texts: int = 1) -> list[tuple[str, ...]]:
+        """Up to ``num_texts`` texts per centroid, best first (memoised by the centroid's bytes and
+        the number asked for)."""
+        rows = np.asarray(centroids, dtype=np.float64)
+        todo = [c for c in rows if (_digest(c), num_texts) not in self._inversions]
+        if todo:
+            inversions = self.inverter().invert(np.stack(todo), num_texts=num_texts, progress=self.config.progress)
+            for c, inv in zip(todo, inversions, strict=True):
+                self._inversions[(_digest(c), num_texts)] = tuple(inv.texts)
+        return [self._inversions[(_digest(c), num_texts)] for c in rows]
 
     def embed_texts(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
         if not texts:

@@ -134,13 +134,23 @@ def test_noise_flags_reach_the_protocol_rows_and_the_checkpoint_fingerprint(tmp_
     from fre_protocol.experiments.report import settings
 
     assert settings(Context(config))["protocol"] == {"noise_calibration": "floor", "dropout_allowance": 0.0,
-                                                     "ddg_accountant": "rdp"}
-    # the default calibration and allowance leave the fingerprint as it was before those flags
-    # existed (old checkpoints resume); the accountant is always named, since checkpoints written
-    # before it existed were calibrated by RDP, no longer the default (they must not resume)
+                                                     "ddg_accountant": "rdp", "dropout_policy": "topup",
+                                                     "dropout": 0.0}
+    # the default calibration leaves the fingerprint as it was before the flag existed (old
+    # checkpoints resume); the accountant and the allowance are always named, since checkpoints
+    # written before them were made at RDP and f = 0.1, no longer the defaults (they must not
+    # resume); the policy only with dropouts, the one place it acts
     default = ExperimentConfig(out_dir=tmp_path, corpus=None, embeddings="x.npy")
-    assert not {"noise_calibration", "dropout_allowance", "augpe_setting"} & set(default.fingerprint())
+    assert not {"noise_calibration", "augpe_setting", "dropout", "dropout_policy"} & set(default.fingerprint())
     assert default.fingerprint()["ddg_accountant"] == "analytic"
+    assert default.fingerprint()["dropout_allowance"] == 0.0
+    dropping = ExperimentConfig(out_dir=tmp_path, corpus=None, embeddings="x.npy", dropout=0.1, dropout_policy="withhold")
+    assert (dropping.fingerprint()["dropout"], dropping.fingerprint()["dropout_policy"]) == (0.1, "withhold")
+    assert dropping.protocol_config().dropout_policy == "withhold"
+    with pytest.raises(InvalidParameterError, match="dropout must be a fraction"):
+        ExperimentConfig(out_dir=tmp_path, corpus=None, embeddings="x.npy", dropout=1.0)
+    with pytest.raises(InvalidParameterError, match="dropout_policy must be one of"):
+        ExperimentConfig(out_dir=tmp_path, corpus=None, embeddings="x.npy", dropout_policy="drop")
     args = parser.parse_args(["augpe", "--out", str(tmp_path), "--augpe-setting", "n_syn=300,iterations=5"])
     assert experiment_cli.config_from_args(args).fingerprint()["augpe_setting"] == {"iterations": 5, "n_syn": 300}
     with pytest.raises(SystemExit):
