@@ -109,8 +109,9 @@ def add_dropout_flags(parser: argparse.ArgumentParser, *, simulated: bool) -> No
 
     parser.add_argument("--dropout-policy", choices=DROPOUT_POLICIES, default=DEFAULT_DROPOUT_POLICY,
                         help="a released bucket left with fewer phase-2 contributors than its noise was "
-                        "sized for: withhold its centroid, or let S_tag top up the missing users' noise "
-                        f"(default {DEFAULT_DROPOUT_POLICY})")
+                        "sized for: let S_tag top up the missing users' noise, or withhold its centroid "
+                        "(then give --dropout-allowance above the devices' dropout rate, or most buckets "
+                        f"with a dropout are withheld) (default {DEFAULT_DROPOUT_POLICY})")
     if simulated:
         parser.add_argument("--dropout", type=fraction, default=0.0, metavar="FRACTION",
                             help="fraction of users that go offline between the two phases, drawn "

@@ -52,8 +52,9 @@ DEFAULT_DROPOUT_POLICY = TOPUP
 
 DEFAULT_DROPOUT_ALLOWANCE = 0.0
 
-#: What a recorded configuration without these keys used: they were the defaults before topup.
-_RECORDED_BEFORE = {"dropout_policy": WITHHOLD, "dropout_allowance": 0.1}
+#: What a recorded configuration that does not name these keys used: the defaults before the
+#: analytic accountant (ddg_accountant) and before topup with f = 0 (ProtocolConfig.from_dict).
+_RECORDED_BEFORE = {"ddg_accountant": RDP_ACCOUNTANT, "dropout_policy": WITHHOLD, "dropout_allowance": 0.1}
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ProtocolConfig:
@@ -182,7 +183,7 @@ class ProtocolConfig:
         existed calibrated its DDG noise with KLS21's RDP bound alone, and one that does not name
         the dropout policy or allowance was written when ``withhold`` and f = 0.1 were the
         defaults."""
-        return cls(**{"ddg_accountant": RDP_ACCOUNTANT, **_RECORDED_BEFORE, **dict(data)})
+        return cls(**{**_RECORDED_BEFORE, **dict(data)})
 
 def check_noise_calibration(value: object) -> str:
     """The noise calibration: ``"count"`` or ``"floor"`` (:class:`ProtocolConfig`)."""
