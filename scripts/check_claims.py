@@ -118,6 +118,7 @@ RD = "README.md"
 U, BL, AP = "utility.json", "baselines.json", "augpe.json"
 PRP, PRJ, MILLION = "docs/results/paper-regime.md", "paper-regime.json", 1_000_000
 A3 = "docs/results/augpe-300.md"
+AM = "docs/results/augpe-matched.md"
 
 CHECKS: list[Check] = [
     # The privacy paragraph of README.md and the SSP figures (utility.json, augpe.json).
@@ -229,6 +230,24 @@ CHECKS: list[Check] = [
                                     if r["method"] == "fre-e2t" and r["epsilon"] == 8.0), f"{name}.json")
         for name, label, n in (("noise-parity-drop10-topup-f0", "10 % offline, topup", "151"),
                                ("noise-parity-drop10-withhold-f01", "10 % offline, withhold, f = 0.1", "83"))
+    ],
+    # augpe-matched.json (Aug-PE and Fre-E2T at 300 outputs each, ε = 4).
+    *[
+        Check(AM, what, cited, value, "augpe-matched.json")
+        for what, cited, value in (
+            ("Aug-PE iterations' seconds", "1,353", lambda: one("augpe-matched", method="aug-pe")["seconds"]),
+            ("the run's wall seconds", "2,339", lambda: load("augpe-matched")["wall_seconds"]),
+            ("Fre-E2T texts per centroid, matched", "5", lambda: one("augpe-matched", method="fre-e2t-nsyn")["texts_per_centroid"]),
+            ("Fre-E2T outputs, matched", "300", lambda: one("augpe-matched", method="fre-e2t-nsyn")["n_outputs"]),
+            ("Fre-E2T precision at α = 1, matched", "43 %", lambda: one("augpe-matched", method="fre-e2t-nsyn")["precision_strict"]),
+            ("Fre-E2T recall at α = 1, matched", "0.71", lambda: one("augpe-matched", method="fre-e2t-nsyn")["recall_strict"]),
+            ("Fre-E2T recall at α = 1, one text each", "0.65", lambda: one("augpe-matched", method="fre-e2t")["recall_strict"]),
+            ("Aug-PE precision at α = 1", "4 %", lambda: one("augpe-matched", method="aug-pe")["precision_strict"]),
+            ("Aug-PE recall at α = 1", "0.004", lambda: one("augpe-matched", method="aug-pe")["recall_strict"]),
+            ("Aug-PE text-level δ*(r)", "0.0094", lambda: one("augpe-matched", method="aug-pe")["delta_star_at_r"]),
+            ("Fre-E2T text-level δ*(r), 62 texts", "0.0107", lambda: one("augpe-matched", method="fre-e2t")["delta_star_at_r"]),
+            ("Fre-E2T text-level δ*(r), 300 texts", "0.0215", lambda: one("augpe-matched", method="fre-e2t-nsyn")["delta_star_at_r"]),
+        )
     ],
     # augpe-300.json (Aug-PE at 300 texts and 5 iterations, ε = 4, every centroid inverted).
     *[
