@@ -35,6 +35,7 @@ from fre_protocol.roles.config import (
     RoundSpec,
     RunOptions,
     check_dropout_allowance,
+    check_fraction,
     check_noise_calibration,
 )
 from mechanism import metrics
@@ -126,8 +127,7 @@ class ExperimentConfig:
         check_dropout_allowance(self.dropout_allowance)
         check_accountant(self.ddg_accountant)
         check_dropout_policy(self.dropout_policy)
-        if isinstance(self.dropout, bool) or not isinstance(self.dropout, int | float) or not 0 <= self.dropout < 1:
-            raise InvalidParameterError(f"dropout must be a fraction in [0, 1), got {self.dropout!r}")
+        check_fraction("dropout", self.dropout)
         if self.augpe_setting is not None:
             unknown = sorted(set(self.augpe_setting) - set(AUGPE_SETTING_KEYS))
             bad = {k: v for k, v in self.augpe_setting.items()

@@ -192,19 +192,22 @@ def check_noise_calibration(value: object) -> str:
     return str(value)
 
 
+def check_fraction(name: str, value: object) -> float:
+    """``value`` as a float in [0, 1), or an error naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not (math.isfinite(value) and 0 <= value < 1):
+        raise InvalidParameterError(f"{name} must be a number in [0, 1), got {value!r}")
+    return float(value)
+
+
 def check_dropout_allowance(value: object) -> float:
     """f, the fraction of a released bucket's submitters that may drop out before its count-sized
     noise falls short: a number in [0, 1)."""
-    if isinstance(value, bool) or not isinstance(value, int | float) or not (math.isfinite(value) and 0 <= value < 1):
-        raise InvalidParameterError(f"dropout_allowance must be a number in [0, 1), got {value!r}")
-    return float(value)
+    return check_fraction("dropout_allowance", value)
 
 
 def check_dishonest_fraction(value: object) -> float:
     """f, the fraction of dishonest contributors the users' noise is sized for: a number in [0, 1)."""
-    if isinstance(value, bool) or not isinstance(value, int | float) or not (math.isfinite(value) and 0 <= value < 1):
-        raise InvalidParameterError(f"dishonest_fraction must be a number in [0, 1), got {value!r}")
-    return float(value)
+    return check_fraction("dishonest_fraction", value)
 
 def honest_contributors(floor: int, dishonest_fraction: float) -> int:
     """The honest users whose noise the DDG term counts on: max(1, ⌊(1 − f)·⌈τ⌉⌋) (design §4.4)."""

@@ -147,7 +147,7 @@ def test_noise_flags_reach_the_protocol_rows_and_the_checkpoint_fingerprint(tmp_
     dropping = ExperimentConfig(out_dir=tmp_path, corpus=None, embeddings="x.npy", dropout=0.1, dropout_policy="withhold")
     assert (dropping.fingerprint()["dropout"], dropping.fingerprint()["dropout_policy"]) == (0.1, "withhold")
     assert dropping.protocol_config().dropout_policy == "withhold"
-    with pytest.raises(InvalidParameterError, match="dropout must be a fraction"):
+    with pytest.raises(InvalidParameterError, match=r"dropout must be a number in \[0, 1\), got 1.0"):
         ExperimentConfig(out_dir=tmp_path, corpus=None, embeddings="x.npy", dropout=1.0)
     with pytest.raises(InvalidParameterError, match="dropout_policy must be one of"):
         ExperimentConfig(out_dir=tmp_path, corpus=None, embeddings="x.npy", dropout_policy="drop")
