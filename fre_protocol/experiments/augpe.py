@@ -39,10 +39,10 @@ QUICK_SETTING = {"n_syn": 4, "variations": 2, "iterations": 1, "max_new_tokens":
 #: download grows with the released buckets it must hear of, and a population of a few thousand
 #: releases none at t = 100, so the full run measures 20,000.
 COST_USERS = 20000
+QUICK_COST_USERS = 1000
 
 #: Fre-E2T's rows with Aug-PE's output count (N_syn texts: several per centroid).
 MATCHED = "fre-e2t-nsyn"
-QUICK_COST_USERS = 1000
 
 
 def _config(ctx: Context) -> Any:
