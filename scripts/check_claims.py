@@ -16,7 +16,7 @@ import json
 import math
 import statistics
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import cache
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -111,6 +111,19 @@ class Check(NamedTuple):
         decimals = len(mantissa.partition(".")[2])
         unit = 10.0 ** (int(exponent or 0) - decimals)
         return abs(self.computed() * scale - float(written)) <= unit / 2 + 1e-12
+
+
+def row_checks(page: str, name: str, entries: Sequence[tuple[str, str, Any]]) -> list[Check]:
+    """One check per (what, cited, source) of ``name``.json: ``source`` is (method, key), the
+    ``key`` of the one row that ``method`` made, or a callable that computes the figure."""
+
+    def value(source: Any) -> Callable[[], float]:
+        if callable(source):
+            return source
+        method, key = source
+        return lambda: one(name, method=method)[key]
+
+    return [Check(page, what, cited, value(source), f"{name}.json") for what, cited, source in entries]
 
 
 R = "docs/results/README.md"
@@ -232,41 +245,35 @@ CHECKS: list[Check] = [
                                ("noise-parity-drop10-withhold-f01", "10 % offline, withhold, f = 0.1", "83"))
     ],
     # augpe-matched.json (Aug-PE and Fre-E2T at 300 outputs each, ε = 4).
-    *[
-        Check(AM, what, cited, value, "augpe-matched.json")
-        for what, cited, value in (
-            ("Aug-PE iterations' seconds", "1,353", lambda: one("augpe-matched", method="aug-pe")["seconds"]),
-            ("the run's wall seconds", "2,339", lambda: load("augpe-matched")["wall_seconds"]),
-            ("Fre-E2T texts per centroid, matched", "5", lambda: one("augpe-matched", method="fre-e2t-nsyn")["texts_per_centroid"]),
-            ("Fre-E2T outputs, matched", "300", lambda: one("augpe-matched", method="fre-e2t-nsyn")["n_outputs"]),
-            ("Fre-E2T precision at α = 1, matched", "43 %", lambda: one("augpe-matched", method="fre-e2t-nsyn")["precision_strict"]),
-            ("Fre-E2T recall at α = 1, matched", "0.71", lambda: one("augpe-matched", method="fre-e2t-nsyn")["recall_strict"]),
-            ("Fre-E2T recall at α = 1, one text each", "0.65", lambda: one("augpe-matched", method="fre-e2t")["recall_strict"]),
-            ("Aug-PE precision at α = 1", "4 %", lambda: one("augpe-matched", method="aug-pe")["precision_strict"]),
-            ("Aug-PE recall at α = 1", "0.004", lambda: one("augpe-matched", method="aug-pe")["recall_strict"]),
-            ("Aug-PE text-level δ*(r)", "0.0094", lambda: one("augpe-matched", method="aug-pe")["delta_star_at_r"]),
-            ("Fre-E2T text-level δ*(r), 62 texts", "0.0107", lambda: one("augpe-matched", method="fre-e2t")["delta_star_at_r"]),
-            ("Fre-E2T text-level δ*(r), 300 texts", "0.0215", lambda: one("augpe-matched", method="fre-e2t-nsyn")["delta_star_at_r"]),
-        )
-    ],
+    *row_checks(AM, "augpe-matched", (
+        ("Aug-PE iterations' seconds", "1,353", ("aug-pe", "seconds")),
+        ("the run's wall seconds", "2,339", lambda: load("augpe-matched")["wall_seconds"]),
+        ("Fre-E2T texts per centroid, matched", "5", ("fre-e2t-nsyn", "texts_per_centroid")),
+        ("Fre-E2T outputs, matched", "300", ("fre-e2t-nsyn", "n_outputs")),
+        ("Fre-E2T precision at α = 1, matched", "43 %", ("fre-e2t-nsyn", "precision_strict")),
+        ("Fre-E2T recall at α = 1, matched", "0.71", ("fre-e2t-nsyn", "recall_strict")),
+        ("Fre-E2T recall at α = 1, one text each", "0.65", ("fre-e2t", "recall_strict")),
+        ("Aug-PE precision at α = 1", "4 %", ("aug-pe", "precision_strict")),
+        ("Aug-PE recall at α = 1", "0.004", ("aug-pe", "recall_strict")),
+        ("Aug-PE text-level δ*(r)", "0.0094", ("aug-pe", "delta_star_at_r")),
+        ("Fre-E2T text-level δ*(r), 62 texts", "0.0107", ("fre-e2t", "delta_star_at_r")),
+        ("Fre-E2T text-level δ*(r), 300 texts", "0.0215", ("fre-e2t-nsyn", "delta_star_at_r")),
+    )),
     # augpe-300.json (Aug-PE at 300 texts and 5 iterations, ε = 4, every centroid inverted).
-    *[
-        Check(A3, what, cited, value, "augpe-300.json")
-        for what, cited, value in (
-            ("Aug-PE iterations' seconds", "1,155", lambda: one("augpe-300", method="aug-pe")["seconds"]),
-            ("the run's wall seconds", "1,820", lambda: load("augpe-300")["wall_seconds"]),
-            ("Fre-E2T centroids inverted", "62", lambda: one("augpe-300", method="fre-e2t")["n_inverted"]),
-            ("Fre-E2T released centroids", "62", lambda: one("augpe-300", method="fre-e2t")["n_outputs"]),
-            ("Aug-PE texts", "300", lambda: one("augpe-300", method="aug-pe")["n_outputs"]),
-            ("Aug-PE texts per Fre-E2T text", "4.8", lambda: 300 / one("augpe-300", method="fre-e2t")["n_outputs"]),
-            ("Aug-PE precision at α = 1", "4 %", lambda: one("augpe-300", method="aug-pe")["precision_strict"]),
-            ("Aug-PE recall at α = 1", "0.004", lambda: one("augpe-300", method="aug-pe")["recall_strict"]),
-            ("Fre-E2T precision at α = 1", "40 %", lambda: one("augpe-300", method="fre-e2t")["precision_strict"]),
-            ("Fre-E2T recall at α = 1", "0.58", lambda: one("augpe-300", method="fre-e2t")["recall_strict"]),
-            ("Aug-PE text-level δ*(r)", "0.0094", lambda: one("augpe-300", method="aug-pe")["delta_star_at_r"]),
-            ("Fre-E2T text-level δ*(r)", "0.0057", lambda: one("augpe-300", method="fre-e2t")["delta_star_at_r"]),
-        )
-    ],
+    *row_checks(A3, "augpe-300", (
+        ("Aug-PE iterations' seconds", "1,155", ("aug-pe", "seconds")),
+        ("the run's wall seconds", "1,820", lambda: load("augpe-300")["wall_seconds"]),
+        ("Fre-E2T centroids inverted", "62", ("fre-e2t", "n_inverted")),
+        ("Fre-E2T released centroids", "62", ("fre-e2t", "n_outputs")),
+        ("Aug-PE texts", "300", ("aug-pe", "n_outputs")),
+        ("Aug-PE texts per Fre-E2T text", "4.8", lambda: 300 / one("augpe-300", method="fre-e2t")["n_outputs"]),
+        ("Aug-PE precision at α = 1", "4 %", ("aug-pe", "precision_strict")),
+        ("Aug-PE recall at α = 1", "0.004", ("aug-pe", "recall_strict")),
+        ("Fre-E2T precision at α = 1", "40 %", ("fre-e2t", "precision_strict")),
+        ("Fre-E2T recall at α = 1", "0.58", ("fre-e2t", "recall_strict")),
+        ("Aug-PE text-level δ*(r)", "0.0094", ("aug-pe", "delta_star_at_r")),
+        ("Fre-E2T text-level δ*(r)", "0.0057", ("fre-e2t", "delta_star_at_r")),
+    )),
     *[
         Check(R, f"every centroid inverted at ε = 4: Fre-E2T {what}", cited,
               lambda key=key: one("augpe-300", method="fre-e2t")[key], "augpe-300.json")
