@@ -5,8 +5,10 @@ glosses and examples; :func:`fre_protocol.text.public_pool.build_pool`), never a
 evaluation corpus. Its all-MiniLM-L6-v2 embeddings come from the embedding cache (computed once).
 A seeded permutation holds out ``--val`` texts for the validation loss; the rest are walked in
 that order, epoch after epoch. SmolLM2 stays frozen; only the adapter learns (AdamW, linear
-warm-up, then constant). Training stops at ``--steps`` or after ``--minutes`` of wall clock,
-whichever comes first; weights are written every ``--save-every`` steps and at the end.
+warm-up, then constant, or with ``--decay linear`` falling linearly to 0 at ``--steps``).
+Training stops at ``--steps`` or after ``--minutes`` of wall clock, whichever comes first;
+weights are written every ``--save-every`` steps and at the end. ``--init`` continues from stored
+weights (their log is read from the ``.json`` beside them and kept in the new log as ``init``).
 
     python scripts/train_prefix_generator.py --seed 0 --minutes 50 --threads 1
 
@@ -27,6 +29,7 @@ import subprocess
 import sys
 import time
 from dataclasses import asdict
+from functools import partial
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -45,6 +48,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--batch", type=int, default=16)
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--warmup", type=int, default=50)
+    p.add_argument("--decay", choices=("none", "linear"), default="none",
+                   help="after warm-up: constant learning rate, or falling linearly to 0 at --steps")
+    p.add_argument("--init", type=Path, default=None,
+                   help="continue from these adapter weights (safetensors; their training log beside them)")
     p.add_argument("--max-tokens", type=int, default=32, help="tokens per training text (end of text included)")
     p.add_argument("--hidden", type=int, default=768)
     p.add_argument("--prefix-length", type=int, default=8)
@@ -82,6 +89,26 @@ def pool_data(pool_max: int) -> tuple[list[str], list[str], Any]:
     vectors = np.asarray(SentenceTransformerEmbedder().embed(list(pool.texts)), dtype=np.float32)
     vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
     return list(pool.texts), list(pool.sources), vectors
+
+
+def learning_rate_factor(args: Any, step: int) -> float:
+    """The learning rate's multiplier at ``step``: linear warm-up, then 1 or a linear fall to 0."""
+    warm = min(1.0, (step + 1) / args.warmup)
+    return warm if args.decay == "none" else warm * max(0.0, 1.0 - step / args.steps)
+
+
+def initial_adapter(path: Path, config: Any, device: Any) -> tuple[Any, dict[str, Any]]:
+    """The adapter stored at ``path`` (trainable), and what its log says of how it was made."""
+    if not path.is_file():
+        raise SystemExit(f"--init: no weights file at {path}")
+    stored = pg.stored_config(path)
+    if stored != config:
+        raise SystemExit(f"--init: the stored adapter is {stored}, this run builds {config}")
+    parent_log = pg.read_log(path.with_suffix(".json"))
+    adapter = pg.load_adapter(path, expected_sha256=parent_log["weights"]["sha256"], device=device).train()
+    keep = ("command", "commit", "seed", "steps", "examples_seen", "train_seconds", "final_validation_loss",
+            "weights", "init")
+    return adapter, {k: parent_log[k] for k in keep if k in parent_log}
 
 
 def evaluate(adapter: Any, model: Any, tokenizer: Any, texts: list[str], vectors: Any, args: Any, device: Any) -> float:
@@ -126,9 +153,12 @@ def main(argv: list[str] | None = None) -> int:
     emb = model.get_input_embeddings().weight
     config = pg.PrefixConfig(embedding_dim=vectors.shape[1], lm_dim=int(emb.shape[1]), hidden=args.hidden,
                              prefix_length=args.prefix_length)
-    adapter = pg.build_adapter(config, emb).to(device)
+    if args.init is None:
+        adapter, parent = pg.build_adapter(config, emb).to(device), None
+    else:
+        adapter, parent = initial_adapter(args.init, config, device)
     optimizer = torch.optim.AdamW(adapter.parameters(), lr=args.lr, weight_decay=0.01)
-    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / args.warmup))
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, partial(learning_rate_factor, args))
     print(f"adapter: {config.parameters():,} parameters; LM on {device} in {args.dtype} "
           f"({time.time() - started:.0f} s)", flush=True)
 
@@ -145,6 +175,8 @@ def main(argv: list[str] | None = None) -> int:
                     "torch": torch.__version__, "transformers": metadata.version("transformers")},
         "train_loss": [], "validation_loss": [],
     }
+    if parent is not None:
+        log["init"] = parent
     val0 = evaluate(adapter, model, tokenizer, val_texts, val_vectors, args, device)
     log["validation_loss"].append({"step": 0, "loss": val0})
     print(f"step 0 validation loss {val0:.4f}", flush=True)
