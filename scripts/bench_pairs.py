@@ -4,8 +4,12 @@ Prints a markdown table (weighted means over the targets of E5 gain, guide cosin
 the share above the news p90 NLL; the E5 gain's and guide cosine's paired difference from
 ``--against`` with its standard error) and, with ``--json``, writes the same with every target's
 scores. The E5 gains are recomputed with the bench's own judge and checked against the stored means.
+``--baseline`` adds a second run of the same targets (its labels end in ``@baseline``), e.g. the
+same command before a model file changed.
 
     python scripts/bench_pairs.py runs/bench/bench.json --against 'guided[default,seeds=retrieval]'
+    python scripts/bench_pairs.py runs/new/bench.json --baseline runs/old/bench.json \
+        --against 'guided[default,seeds=prefix] @baseline'
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from fre_protocol.text.bench_pairs import paired, per_target_scores
+from fre_protocol.text.bench_pairs import paired, per_target_scores, with_baseline
 from fre_protocol.text.inversion_bench import weighted_mean
 
 
@@ -24,6 +28,8 @@ def summary(bench: dict[str, Any], against: str, cache_dir: str | None = None) -
     if against not in scores:
         raise SystemExit(f"--against must be one of {sorted(scores)}, got {against!r}")
     out: dict[str, Any] = {"bench_command": bench["command"], "against": against, "inverters": {}}
+    if "baseline_command" in bench:
+        out["baseline_command"] = bench["baseline_command"]
     for label, s in scores.items():
         rows = [r for r in bench["rows"] if r["inverter"] == label]
         entry: dict[str, Any] = {
@@ -58,11 +64,15 @@ def markdown(doc: dict[str, Any]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("bench", type=Path, help="a bench-inversion run's bench.json")
+    parser.add_argument("--baseline", type=Path, help="another run's bench.json with the same targets (labels + ' @baseline')")
     parser.add_argument("--against", required=True, help="the inverter label every other is paired with")
     parser.add_argument("--json", type=Path, help="also write the summary, with every target's scores, here")
     parser.add_argument("--cache-dir", help="embedding cache of the run (default: the usual one)")
     args = parser.parse_args(argv)
-    doc = summary(json.loads(args.bench.read_text(encoding="utf-8")), args.against, args.cache_dir)
+    bench = json.loads(args.bench.read_text(encoding="utf-8"))
+    if args.baseline:
+        bench = with_baseline(bench, json.loads(args.baseline.read_text(encoding="utf-8")))
+    doc = summary(bench, args.against, args.cache_dir)
     if args.json:
         args.json.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
     print(markdown(doc), end="")

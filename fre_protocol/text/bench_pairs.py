@@ -4,7 +4,9 @@
 target's guide cosine. Two inverters measured in one run saw the same targets, so their
 difference is best read target by target: :func:`per_target_scores` recomputes every target's
 E5 gain as the bench's own judge did (asserting it matches the stored mean), and :func:`paired`
-gives the mean difference and its standard error. ``scripts/bench_pairs.py`` prints them.
+gives the mean difference and its standard error. :func:`with_baseline` joins a second run of
+the same targets (the same command before a model file changed, say), so its rows pair too.
+``scripts/bench_pairs.py`` prints them.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
+
+from primitives.errors import InvalidParameterError
 
 
 def per_target_scores(bench: Mapping[str, Any], cache_dir: str | None = None) -> dict[str, dict[str, list[float]]]:
@@ -43,6 +47,20 @@ def per_target_scores(bench: Mapping[str, Any], cache_dir: str | None = None) ->
     return out
 
 
+BASELINE = " @baseline"
+# What decides a bench's targets: two runs agreeing on these saw the same targets in the same order.
+TARGET_KEYS = ("seed", "singles", "centroids", "candidates", "targets_from", "fixed_judge")
+
+
+def with_baseline(bench: dict[str, Any], baseline: dict[str, Any]) -> dict[str, Any]:
+    """``bench`` with ``baseline``'s rows added under labels ending in ``@baseline``."""
+    differ = [k for k in TARGET_KEYS if bench["config"].get(k) != baseline["config"].get(k)]
+    if differ:
+        raise InvalidParameterError(f"baseline: the two runs drew different targets (they differ in {', '.join(differ)})")
+    extra = [{**r, "inverter": r["inverter"] + BASELINE} for r in baseline["rows"]]
+    return {**bench, "rows": [*bench["rows"], *extra], "baseline_command": baseline["command"]}
+
+
 def paired(a: Sequence[float], b: Sequence[float]) -> dict[str, float]:
     """Mean of b − a over the same targets, its standard error and n."""
     if len(a) != len(b) or len(a) < 2:
@@ -51,4 +69,4 @@ def paired(a: Sequence[float], b: Sequence[float]) -> dict[str, float]:
     return {"mean": float(d.mean()), "se": float(d.std(ddof=1) / np.sqrt(len(d))), "n": len(d)}
 
 
-__all__ = ["paired", "per_target_scores"]
+__all__ = ["BASELINE", "paired", "per_target_scores", "with_baseline"]

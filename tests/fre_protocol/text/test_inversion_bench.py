@@ -404,6 +404,20 @@ def test_bench_end_to_end_with_retrieval(
         assert shifted["mean"] == pytest.approx(0.25) and shifted["se"] == pytest.approx(0.0, abs=1e-12)
 
 
+def test_a_baseline_run_joins_under_its_own_labels_only_with_the_same_targets() -> None:
+    from fre_protocol.text.bench_pairs import with_baseline
+
+    config = {"seed": 5, "singles": 16, "centroids": 6, "candidates": 4000,
+              "targets_from": "healthtweets-second-half", "fixed_judge": True, "pool_max": 24000}
+    new = {"command": "new", "config": config, "rows": [{"inverter": "prefix", "target": "single"}]}
+    old = {"command": "old", "config": {**config, "pool_max": 1000}, "rows": [{"inverter": "prefix", "target": "single"}]}
+    joined = with_baseline(new, old)  # the pool may differ: it is what the two runs compare, not the targets
+    assert [r["inverter"] for r in joined["rows"]] == ["prefix", "prefix @baseline"]
+    assert joined["baseline_command"] == "old" and new["rows"] == [{"inverter": "prefix", "target": "single"}]
+    with pytest.raises(InvalidParameterError, match=r"drew different targets \(they differ in seed, candidates\)"):
+        with_baseline(new, {**old, "config": {**config, "seed": 6, "candidates": 1000}})
+
+
 def test_bench_refuses_budgets_without_guided(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     args = ["bench-inversion", "--out", str(tmp_path), "--inverters", "retrieval", "--budgets", "small"]
     assert main(args) == 2
