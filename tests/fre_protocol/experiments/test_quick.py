@@ -65,6 +65,12 @@ def test_utility_has_both_levels_and_noise_free_runs_agree(quick_run: Path) -> N
     free = [r for r in rows if r["epsilon"] == "inf" and r["level"] == "centroid"]
     assert len(free) == 2 and free[0]["n_released"] == free[1]["n_released"] > 0
     assert all(0.0 <= r["precision"] <= 1.0 for r in rows if isinstance(r.get("precision"), float))
+    # Table 16 at α = 1 too: a hit within r is a hit within 1.5·r, so neither P nor R can grow.
+    scored = [r for r in rows if isinstance(r.get("precision_all_strict"), float)]
+    assert {r["level"] for r in scored} == {"centroid", "text"}
+    for r in scored:
+        assert r["precision_all_strict"] <= r["precision_all"] and r["recall_all_strict"] <= r["recall_all"]
+    assert "### As Table 16 with α = 1, text level" in (quick_run / "utility.md").read_text(encoding="utf-8")
 
 
 def test_downstream_trains_on_the_synthetic_texts_of_every_class(quick_run: Path) -> None:
