@@ -385,6 +385,24 @@ CHECKS: list[Check] = [
     Check("docs/results/prefix-generator.md", "fourth draw: E5 gain difference", "0.022",
           lambda: load("prefix-generator")["fourth_draw"]["summary"]["inverters"]["guided[default]"]["e5_gain_minus_against"]["mean"],
           "prefix-generator.json"),
+    *[
+        Check("docs/results/prefix-generator.md", f"E5 gain difference pooled over five draws, {k}", c,
+              lambda k=k: load("prefix-generator")["fifth_draw"]["pooled_over_five_draws"][k], "prefix-generator.json")
+        for k, c in (("mean", "0.024"), ("se", "0.008"))
+    ],
+    *[
+        Check("docs/results/prefix-generator.md", f"fifth draw: {label} {key}", c,
+              lambda label=label, key=key: load("prefix-generator")["fifth_draw"]["summary"]["inverters"][label][key],
+              "prefix-generator.json")
+        for label, key, c in (("guided[default,seeds=prefix]", "e5_gain", "0.293"), ("guided[default,seeds=retrieval]", "e5_gain", "0.291"),
+                              ("guided[default,seeds=prefix]", "guide_cosine", "0.707"), ("prefix", "e5_gain", "0.213"))
+    ],
+    *[
+        Check("docs/results/prefix-generator.md", f"fifth draw, single tweets: {label} {key}", c,
+              lambda label=label, key=key: load("prefix-generator")["fifth_draw"]["singles"][label][key], "prefix-generator.json")
+        for label, key, c in (("guided[default,seeds=prefix]", "e5_gain", "0.405"), ("guided[default,seeds=prefix]", "guide_cosine", "0.738"),
+                              ("guided[default,seeds=retrieval] seed", "e5_gain", "0.108"))
+    ],
     # design.md §10: the clip comparison (three seeds, ε = 8).
     *[
         Check("docs/design.md", f"{label}: {key} {stat}, {method}", c,
