@@ -293,11 +293,21 @@ CHECKS: list[Check] = [
     Check(R, "frequent texts", "5,942", lambda: utility("fre-e2t", 8.0, "n_frequent"), U),
     Check(R, "texts", "63,322", lambda: utility("fre-e2t", 8.0, "n_reference_all"), U),
     Check(R, "frequent share", "9.4%", lambda: utility("fre-e2t", 8.0, "n_frequent") / utility("fre-e2t", 8.0, "n_reference_all"), U),
-    # Ablations (two seeds, mean).
+    # Ablations (three seeds, mean).
     *[
         Check(R, f"p_s ablation: α = 1 F1 at ε = 8, p_s = {p}", c,
               lambda p=p: mean("ablation-ps", "f1_strict", epsilon=8.0, p_sample=p), "ablation-ps.json")
-        for p, c in ((0.3, "0.34"), (0.7, "0.88"), (0.8, "0.86"))
+        for p, c in ((0.3, "0.33"), (0.7, "0.88"), (0.8, "0.84"))
+    ],
+    *[
+        Check(R, f"p_s ablation: α = 1 F1 sd at ε = 8, p_s = {p}", c,
+              lambda p=p: sd("ablation-ps", "f1_strict", epsilon=8.0, p_sample=p), "ablation-ps.json")
+        for p, c in ((0.7, "0.018"), (0.8, "0.041"))
+    ],
+    *[
+        Check(R, f"edge ablation at ε = 8, m = {m}: {key}", c,
+              lambda m=m, key=key: mean("ablation-edge", key, epsilon=8.0, edge_multiplier=m), "ablation-edge.json")
+        for m, key, c in ((1.5, "n_released", "123"), (1.5, "f1_strict", "0.92"), (1.0, "n_released", "50"), (1.0, "f1_strict", "0.88"))
     ],
     Check(R, "p_s ablation: σ at p_s = 0.8", "2.06", lambda: rows("ablation-ps", p_sample=0.8)[0]["sigma"], "ablation-ps.json"),
     *[
@@ -307,9 +317,9 @@ CHECKS: list[Check] = [
         for e, c in ((4.0, "2.128"), (8.0, "1.131"), (16.0, "0.515"))
     ],
     *[
-        Check(R, f"t ablation: buckets released at ε = 8, t = {t} (mean of 2 seeds)", c,
+        Check(R, f"t ablation: buckets released at ε = 8, t = {t} (mean of 3 seeds)", c,
               lambda t=t: mean("ablation-t", "n_released", epsilon=8.0, threshold=t), "ablation-t.json")
-        for t, c in ((100, "50"), (150, "18"), (200, "8"))
+        for t, c in ((100, "50"), (150, "21"), (200, "8"))
     ],
     # Naturalness.
     Check(R, "median NLL, Fre-E2T, lowest", "3.9", lambda: min(r["median_nll"] for r in rows("naturalness", source="fre-e2t")), "naturalness.json"),
