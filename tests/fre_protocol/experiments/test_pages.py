@@ -86,7 +86,7 @@ def test_a_part_whose_json_is_missing_is_refused_by_name(tmp_path: Path) -> None
 def test_the_rendered_parts_of_a_page(results: Path) -> None:
     document = json.loads((results / "ablation-t.json").read_text(encoding="utf-8"))
     head = render_part(document, "ablation-t.json", "head", results)
-    assert head.startswith("## ablation-t: Frequency threshold t (paper Table 14)\n\nData: healthtweets; seeds 1, 2;")
+    assert head.startswith("## ablation-t: Frequency threshold t (paper Table 14)\n\nData: healthtweets; seeds 1, 2, 3;")
     assert render_part(document, "ablation-t.json", "data", results).startswith("Data: healthtweets")
     assert "### Table 14" in render_part(document, "ablation-t.json", "body", results)
     assert render_part(document, "ablation-t.json", "tables", results).startswith("*Rendered from `ablation-t.json`")
