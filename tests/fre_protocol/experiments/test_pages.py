@@ -62,16 +62,17 @@ def test_readme_lists_the_hand_written_pages() -> None:
 def test_an_edited_number_is_rendered_back_and_prose_is_kept(results: Path) -> None:
     page = results / "utility.md"
     committed = page.read_text(encoding="utf-8")
-    assert "| 8 | 0.623 | 0.874 | 0.727 |" in committed
-    tampered = committed.replace("| 8 | 0.623 | 0.874 | 0.727 |", "| 8 | 0.623 | 0.874 | 0.12345 |")
-    tampered = tampered.replace("*One run, not settled values", "*A reader's note. One run, not settled values")
+    row = "| 8 | 0.835 ± 0.022 | 0.900 ± 0.023 | 0.866 ± 0.002 |"  # α = 1, centroid level
+    assert committed.count(row) == 1
+    tampered = committed.replace(row, "| 8 | 0.835 ± 0.022 | 0.900 ± 0.023 | 0.12345 |")
+    tampered = tampered.replace("*Three seeds (n = 3) in one run", "*A reader's note. Three seeds (n = 3) in one run")
     page.write_text(tampered, encoding="utf-8")
     assert rerender(results, write=False).changed == ["utility.md"]
     assert page.read_text(encoding="utf-8") == tampered  # --check writes nothing
     rerender(results)
     again = page.read_text(encoding="utf-8")
-    assert "| 8 | 0.623 | 0.874 | 0.727 |" in again and "0.12345" not in again
-    assert "*A reader's note. One run, not settled values" in again
+    assert row in again and "0.12345" not in again
+    assert "*A reader's note. Three seeds (n = 3) in one run" in again
 
 
 def test_a_part_whose_json_is_missing_is_refused_by_name(tmp_path: Path) -> None:
