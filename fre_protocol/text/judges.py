@@ -108,6 +108,35 @@ def fidelity(
     }
 
 
+NEIGHBOURS = 8  # corpus texts behind a centroid when its members are unknown (a released DP centroid)
+
+
+def neighbourhood_fidelity(
+    texts: Sequence[str], centroids: npt.ArrayLike, corpus_vectors: npt.ArrayLike, corpus_texts: Sequence[str],
+    *, neighbours: int = NEIGHBOURS, embedder: SecondEmbedder | None = None,
+) -> dict[str, Any]:
+    """Second-embedder fidelity of ``texts[i]``, written for ``centroids[i]``, when the centroid's
+    members are not known (a DP release names none): the target is the mean second-embedder vector
+    of the ``neighbours`` corpus texts nearest the centroid in the guide's space (cosine), the
+    unrelated baseline the other centroids' targets. Needs >= 2 centroids. Returns :func:`fidelity`'s
+    means (no per-item lists)."""
+    c, x = unit_rows(centroids), unit_rows(corpus_vectors)
+    if len(texts) != c.shape[0] or c.shape[0] < 2:
+        raise InvalidInputError(f"need one text per centroid and >= 2 centroids, got {len(texts)} texts "
+                                f"for {c.shape[0]} centroids")
+    if x.shape[0] != len(corpus_texts) or x.shape[1] != c.shape[1]:
+        raise InvalidInputError(f"corpus_vectors must be {len(corpus_texts)} rows of width {c.shape[1]}, got {x.shape}")
+    k = min(int(neighbours), x.shape[0])
+    if k < 1:
+        raise InvalidInputError(f"neighbours must be >= 1, got {neighbours}")
+    nearest = np.argpartition(-(c @ x.T), k - 1, axis=1)[:, :k]
+    second = embedder or SecondEmbedder()
+    members = second.embed([corpus_texts[int(j)] for row in nearest for j in row])
+    targets = unit_rows(members.reshape(c.shape[0], k, -1).mean(axis=1))
+    got = fidelity(second.embed(list(texts)), targets)
+    return {key: got[key] for key in ("cosine_mean", "unrelated_mean", "gain_mean", "gain_median")} | {"neighbours": k}
+
+
 # -- fluency under another family --------------------------------------------------------------
 def tokens(text: str) -> list[str]:
     """Lower-cased words and single punctuation marks."""
@@ -244,5 +273,5 @@ def fluency_judgement(
 
 __all__ = [
     "FLUENCY_JUDGE", "REFERENCE_QUANTILE", "SECOND_EMBEDDER", "KneserNeyJudge", "SecondEmbedder", "fidelity",
-    "fluency_judgement", "judge_training_texts", "normalised_gain", "public_fluency_judge", "tokens", "unit_rows", "unrelated_cosines",
+    "fluency_judgement", "judge_training_texts", "neighbourhood_fidelity", "normalised_gain", "public_fluency_judge", "tokens", "unit_rows", "unrelated_cosines",
 ]

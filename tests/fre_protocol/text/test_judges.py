@@ -14,9 +14,11 @@ from fre_protocol.text.judges import (
     SecondEmbedder,
     fidelity,
     fluency_judgement,
+    neighbourhood_fidelity,
     normalised_gain,
     unrelated_cosines,
 )
+from primitives.errors import InvalidInputError
 
 TRAIN = [
     "The city council approved a new budget on Monday.",
@@ -40,6 +42,45 @@ def test_unrelated_is_the_mean_cosine_to_the_other_targets() -> None:
     assert un[0] == pytest.approx((1 / math.sqrt(2) + 0) / 2)
     f = fidelity(t, t)
     assert f["gain_mean"] == pytest.approx(1.0)
+
+
+class TopicEmbedder:
+    """A second embedder that sees only a text's topic word: one axis per topic."""
+
+    topics = ("flu", "tax", "rail")
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        return np.array([[1.0 if t.startswith(topic) else 0.0 for topic in self.topics] for t in texts])
+
+
+def test_neighbourhood_fidelity_targets_the_texts_nearest_each_centroid() -> None:
+    # The guide space: two corpus texts on each of three axes, and one stray "rail" text beside
+    # the flu axis, farther from the flu centroid than the flu texts.
+    corpus = np.array([[1, 0, 0], [0.99, 0.1, 0], [0, 1, 0], [0.1, 0.99, 0], [0, 0, 1], [0, 0.1, 0.99],
+                       [0.7, 0.7, 0]])
+    texts = ["flu a", "flu b", "tax a", "tax b", "rail a", "rail b", "rail stray"]
+    centroids = np.eye(3)
+    right = neighbourhood_fidelity(["flu x", "tax x", "rail x"], centroids, corpus, texts, neighbours=2,
+                                   embedder=TopicEmbedder())
+    # each target is its topic's axis; each output is on it (cos 1), the other targets at cos 0
+    assert right["gain_mean"] == pytest.approx(1.0) and right["unrelated_mean"] == pytest.approx(0.0)
+    wrong = neighbourhood_fidelity(["tax x", "rail x", "flu x"], centroids, corpus, texts, neighbours=2,
+                                   embedder=TopicEmbedder())
+    assert wrong["gain_mean"] == pytest.approx(0.0)
+    # with 3 neighbours the flu centroid's target takes in the stray rail text: a flu output is no
+    # longer the whole target
+    wider = neighbourhood_fidelity(["flu x", "tax x", "rail x"], centroids, corpus, texts, neighbours=3,
+                                   embedder=TopicEmbedder())
+    assert wider["gain_mean"] < 1.0 and wider["neighbours"] == 3
+
+
+@pytest.mark.parametrize(("outputs", "centroids", "match"), [
+    (["flu x"], np.eye(3)[:1], "2 centroids"),
+    (["flu x", "tax x"], np.eye(3), "one text per centroid"),
+])
+def test_neighbourhood_fidelity_names_what_is_wrong(outputs: list[str], centroids: np.ndarray, match: str) -> None:
+    with pytest.raises(InvalidInputError, match=match):
+        neighbourhood_fidelity(outputs, centroids, np.eye(3), ["flu", "tax", "rail"], embedder=TopicEmbedder())
 
 
 def test_kneser_ney_is_a_distribution_and_prefers_real_word_order() -> None:
