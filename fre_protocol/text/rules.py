@@ -51,6 +51,8 @@ TASK_TALK: tuple[str, ...] = (
     r"adds? a (?:touch|sense|hint|layer) of",
     r"uses? (?:some )?(?:of )?(?:the |these )?words?(?: like)?",
     r"(?:these|the following) words",
+    r"(?:above(?:-mentioned)?|aforementioned) (?:\w+ )?(?:text|phrase|sentence|statement|message|words?)",
+    r"uses? (?:\w+ ){0,3}(?:adverbs?|adjectives?|nouns?|verbs?|idioms?|synonyms?|vocabulary)\b",
     r"to enhance the", r"this adds", r"adds? context", r"the previous (?:statement|sentence|text)",
     r"rewrit\w*", r"paraphras\w*", r"here(?:'s| is| are)", r"sure[,!]", r"similar to this",
 )

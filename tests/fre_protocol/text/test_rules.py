@@ -22,6 +22,9 @@ BAD = {
     "The accent in question (france, crash, australian) is a crucial part to consider.": "no_word_list",
     "Urbanization, foreseeable threat. This adds context to the previous statement.": "no_task_talk",
     "Public, permission, seated, recorded, accessible: the problem is access.": "no_word_list",
+    # read in a utility run's texts (ε = ∞, quick): talk about the text in other words
+    "The above-mentioned phrase uses some common English adverbs to convey empathy.": "no_task_talk",
+    "It uses vivid adjectives to describe the hospital.": "no_task_talk",
 }
 
 GOOD = [
@@ -31,6 +34,7 @@ GOOD = [
     "Why did the minister resign?",
     '"We will not give up," he said.',
     "I think it will rain tomorrow (or so they say).",
+    "The clinic uses new vaccines above the legal minimum.",
 ]
 
 
