@@ -37,8 +37,11 @@ $(STAMP): pyproject.toml Makefile fre_protocol/text/carriers.py
 	$(VENV)/bin/fre-e2t setup-data
 	touch $(STAMP)
 
-# One pytest run over all three tiers (one collection); the 25 slowest tests are printed.
-PYTEST := HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(PY) -m pytest -q --durations=25
+# One pytest run over all three tiers (one collection); the 25 slowest tests are printed. The
+# tests run in TEST_WORKERS processes (pytest-xdist), a test file to a worker so that its module
+# fixtures are built once; TEST_WORKERS=0 runs them in this process.
+TEST_WORKERS ?= 2
+PYTEST := HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(PY) -m pytest -q --durations=25 -n $(TEST_WORKERS) --dist loadfile
 
 # The device embedder's assets first, so the page's text path runs in the Chromium tests too.
 test: setup

@@ -28,6 +28,11 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 # under bfloat16 a text's embedding moves by ~1e-3 with the padding of the batch it sits in. The
 # bfloat16 path is tested on its own (tests/fre_protocol/text/test_embedder.py).
 os.environ.setdefault("FRE_E2T_EMBEDDER_PRECISION", "fp32")
+# Under pytest-xdist (`make test` runs one worker per core) each worker keeps to one thread, so
+# two workers do not fight over two cores with two BLAS/torch pools each.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    os.environ.setdefault("MKL_NUM_THREADS", "1")
 
 
 ROOT = Path(__file__).resolve().parent
@@ -36,8 +41,15 @@ ROOT = Path(__file__).resolve().parent
 @pytest.fixture(scope="session")
 def text_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One embedding cache for the whole test run: the text tests and the experiments embed each
-    text once."""
-    return tmp_path_factory.mktemp("fre-e2t-cache")
+    text once. Under pytest-xdist the workers share it (it lies beside their base folders): the
+    cache writes each chunk under a unique temporary name and renames it into place."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return tmp_path_factory.mktemp("fre-e2t-cache")
+    shared = tmp_path_factory.getbasetemp().parent / "fre-e2t-cache"
+    shared.mkdir(exist_ok=True)
+    return shared
+
+
 TEXT_DIRS = ("fre_protocol/text", "fre_protocol/experiments")
 INTEGRATION_PATHS = ("fre_protocol/drivers/net", "fre_protocol/drivers/test_dask.py")
 
