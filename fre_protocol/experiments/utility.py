@@ -76,6 +76,7 @@ def text_row(ctx: Context, method: str, epsilon: float, seed: int) -> dict[str, 
     row = {**score(ctx, embeddings, params), "n_released": len(release.ids), "n_inverted": int(len(chosen))}
     row |= text_judges(ctx, texts, embeddings, centroids, ctx.sample_frequent_texts(epsilon, JUDGE_REAL_TEXTS, seed))
     row["examples"] = texts[:3]
+    row["texts"] = texts  # every inverted text, largest count first: the judges can be recomputed
     return row
 
 
@@ -193,6 +194,7 @@ EXPERIMENT = Experiment(
         "Judges of the text level (rows made since they were added): the share passing the reader's rules; "
         "the share above the 90th-percentile NLL of 1,000 real frequent texts under a Kneser-Ney model of "
         "public news; the normalised gain in multilingual-e5-small towards the mean of each centroid's 8 "
-        "nearest corpus texts (0 = an unrelated centroid's, 1 = the target); the guide's (MiniLM) cosine.",
+        "nearest corpus texts (0 = as close as the real text nearest another centroid, 1 = the target); "
+        "the guide's (MiniLM) cosine. Rows hold every inverted text (texts).",
     ),
 )

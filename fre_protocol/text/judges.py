@@ -117,9 +117,11 @@ def neighbourhood_fidelity(
 ) -> dict[str, Any]:
     """Second-embedder fidelity of ``texts[i]``, written for ``centroids[i]``, when the centroid's
     members are not known (a DP release names none): the target is the mean second-embedder vector
-    of the ``neighbours`` corpus texts nearest the centroid in the guide's space (cosine), the
-    unrelated baseline the other centroids' targets. Needs >= 2 centroids. Returns :func:`fidelity`'s
-    means (no per-item lists)."""
+    of the ``neighbours`` corpus texts nearest the centroid in the guide's space (cosine); the
+    unrelated baseline is a single real text, the one nearest each *other* centroid (a mean of
+    texts lies closer to other means than any one text does, so other targets would make too
+    high a baseline for a single output). Needs >= 2 centroids. Returns :func:`fidelity`'s means
+    (no per-item lists)."""
     c, x = unit_rows(centroids), unit_rows(corpus_vectors)
     if len(texts) != c.shape[0] or c.shape[0] < 2:
         raise InvalidInputError(f"need one text per centroid and >= 2 centroids, got {len(texts)} texts "
@@ -129,11 +131,14 @@ def neighbourhood_fidelity(
     k = min(int(neighbours), x.shape[0])
     if k < 1:
         raise InvalidInputError(f"neighbours must be >= 1, got {neighbours}")
-    nearest = np.argpartition(-(c @ x.T), k - 1, axis=1)[:, :k]
+    similarity = c @ x.T
+    nearest = np.argpartition(-similarity, k - 1, axis=1)[:, :k]
+    closest = similarity.argmax(axis=1)
     second = embedder or SecondEmbedder()
     members = second.embed([corpus_texts[int(j)] for row in nearest for j in row])
     targets = unit_rows(members.reshape(c.shape[0], k, -1).mean(axis=1))
-    got = fidelity(second.embed(list(texts)), targets)
+    singles = second.embed([corpus_texts[int(j)] for j in closest])
+    got = fidelity(second.embed(list(texts)), targets, singles)
     return {key: got[key] for key in ("cosine_mean", "unrelated_mean", "gain_mean", "gain_median")} | {"neighbours": k}
 
 

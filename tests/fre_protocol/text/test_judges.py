@@ -74,6 +74,28 @@ def test_neighbourhood_fidelity_targets_the_texts_nearest_each_centroid() -> Non
     assert wider["gain_mean"] < 1.0 and wider["neighbours"] == 3
 
 
+class SharedTopicEmbedder(TopicEmbedder):
+    """As :class:`TopicEmbedder`, plus a large axis every text shares (as any two English sentences
+    sit near cosine 0.8 in E5), and a word of its own per text: means of texts crowd together."""
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        own = np.array([[1.0 if t.endswith(end) else 0.0 for end in (" a", " b", " x")] for t in texts])
+        return np.hstack([np.full((len(texts), 1), 3.0), super().embed(texts), own])
+
+
+def test_an_output_that_is_a_real_text_near_another_centroid_gains_nothing() -> None:
+    corpus = np.array([[1.0, 0], [0.9, 0.1], [0, 1.0], [0.1, 0.9]])
+    texts = ["flu a", "flu b", "tax a", "tax b"]
+    got = neighbourhood_fidelity(["tax a", "flu a"], np.eye(2), corpus, texts, neighbours=2,
+                                 embedder=SharedTopicEmbedder())
+    # the baseline is the real text nearest the other centroid, so that text scores exactly 0
+    # (the other targets, means that crowd together, would put it below 0)
+    assert got["gain_mean"] == pytest.approx(0.0, abs=1e-12)
+    own = neighbourhood_fidelity(["flu a", "tax a"], np.eye(2), corpus, texts, neighbours=2,
+                                 embedder=SharedTopicEmbedder())
+    assert 0.0 < own["gain_mean"] < 1.0
+
+
 @pytest.mark.parametrize(("outputs", "centroids", "match"), [
     (["flu x"], np.eye(3)[:1], "2 centroids"),
     (["flu x", "tax x"], np.eye(3), "one text per centroid"),
