@@ -5,8 +5,9 @@ language model that wrote a text cannot judge it fairly: it finds its own output
 passes when it breaks none of these rules (:data:`RULES`, in the order they are checked):
 
 * ``finished`` — it ends a sentence: its last character is ``.``, ``!`` or ``?``, optionally
-  followed by closing quotes or brackets, and it has at least :data:`MIN_WORDS` words. A search
-  cut off at its token budget ("The committee said that the") fails here;
+  followed by closing quotes or brackets, not in an ellipsis ("says more..."), and it has at
+  least :data:`MIN_WORDS` words. A search cut off at its token budget ("The committee said that
+  the") fails here;
 * ``no_repeat`` — no word follows itself ("Nope, nope"; case and punctuation between ignored);
 * ``no_task_talk`` — it does not talk about the task or the text itself: any pattern of
   :data:`TASK_TALK` ("this text", "this phrase", "the message", "your response", "adds a touch",
@@ -53,11 +54,13 @@ TASK_TALK: tuple[str, ...] = (
     r"(?:these|the following) words",
     r"(?:above(?:-mentioned)?|aforementioned) (?:\w+ )?(?:text|phrase|sentence|statement|message|words?)",
     r"uses? (?:\w+ ){0,3}(?:adverbs?|adjectives?|nouns?|verbs?|idioms?|synonyms?|vocabulary)\b",
+    r"this should read", r"this is an? (?:\w+ )?version",
     r"to enhance the", r"this adds", r"adds? context", r"the previous (?:statement|sentence|text)",
     r"rewrit\w*", r"paraphras\w*", r"here(?:'s| is| are)", r"sure[,!]", r"similar to this",
 )
 _TASK_TALK = re.compile(r"\b(?:" + "|".join(TASK_TALK) + r")", re.IGNORECASE)
 _END = re.compile(r"[.!?][\"'”’)\]]*$")
+_TRAILS_OFF = re.compile(r"\.\.[\"'”’)\]]*$")  # "...": a sentence left unfinished
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9'’-]*")
 _DANGLING = re.compile(r"(?:^|\s)([B-HJ-Zb-z])[.!?\"'”’)\]]*$")
 _PIECES = re.compile(r"[,;.!?:]+")
@@ -125,7 +128,7 @@ def check(text: str) -> list[str]:
     """Names of the rules ``text`` breaks, in :data:`RULES` order (empty: a reader accepts it)."""
     t = text.strip()
     broken: set[str] = set(prefix_problems(t))
-    if not _END.search(t) or len(words(t)) < MIN_WORDS:
+    if not _END.search(t) or _TRAILS_OFF.search(t) or len(words(t)) < MIN_WORDS:
         broken.add("finished")
     if _word_list(t):
         broken.add("no_word_list")

@@ -25,6 +25,10 @@ BAD = {
     # read in a utility run's texts (ε = ∞, quick): talk about the text in other words
     "The above-mentioned phrase uses some common English adverbs to convey empathy.": "no_task_talk",
     "It uses vivid adjectives to describe the hospital.": "no_task_talk",
+    # read in the utility run at ε = 8 with every centroid inverted (seed 1)
+    'This should read "The misuse of medications can have devastating side effects."': "no_task_talk",
+    "Babies should avoid harmful food. This is an extreme version with a focus on fda.": "no_task_talk",
+    "Ebola: World Health Organization says more...": "finished",
 }
 
 GOOD = [
@@ -35,6 +39,7 @@ GOOD = [
     '"We will not give up," he said.',
     "I think it will rain tomorrow (or so they say).",
     "The clinic uses new vaccines above the legal minimum.",
+    "A new version of the flu vaccine is out. The old one was less effective.",
 ]
 
 
