@@ -5,9 +5,10 @@ language model that wrote a text cannot judge it fairly: it finds its own output
 passes when it breaks none of these rules (:data:`RULES`, in the order they are checked):
 
 * ``finished`` — it ends a sentence: its last character is ``.``, ``!`` or ``?``, optionally
-  followed by closing quotes or brackets, not in an ellipsis ("says more..."), and it has at
-  least :data:`MIN_WORDS` words. A search cut off at its token budget ("The committee said that
-  the") fails here;
+  followed by closing quotes or brackets, not in an ellipsis ("says more..."), its double
+  quotes and brackets pair up ("in this instance (i." does not), and it has at least
+  :data:`MIN_WORDS` words. A search cut off at its token budget ("The committee said that the")
+  fails here;
 * ``no_repeat`` — no word follows itself ("Nope, nope"; case and punctuation between ignored);
 * ``no_task_talk`` — it does not talk about the task or the text itself: any pattern of
   :data:`TASK_TALK` ("this text", "this phrase", "the message", "your response", "adds a touch",
@@ -110,6 +111,12 @@ def _word_list(text: str) -> bool:
     return len(sizes) >= 2 and sum(1 for n in sizes if n <= LIST_ITEM_WORDS) * 2 > len(sizes) and not has_verbish(text)
 
 
+def _unpaired(text: str) -> bool:
+    """An odd number of straight double quotes, or an opening quote or bracket without its mate."""
+    return (text.count('"') % 2 == 1 or text.count("“") != text.count("”")
+            or text.count("(") != text.count(")") or text.count("[") != text.count("]"))
+
+
 def prefix_problems(text: str) -> list[str]:
     """The rules an unfinished prefix already breaks (a later token cannot repair them)."""
     out = []
@@ -128,7 +135,7 @@ def check(text: str) -> list[str]:
     """Names of the rules ``text`` breaks, in :data:`RULES` order (empty: a reader accepts it)."""
     t = text.strip()
     broken: set[str] = set(prefix_problems(t))
-    if not _END.search(t) or _TRAILS_OFF.search(t) or len(words(t)) < MIN_WORDS:
+    if not _END.search(t) or _TRAILS_OFF.search(t) or _unpaired(t) or len(words(t)) < MIN_WORDS:
         broken.add("finished")
     if _word_list(t):
         broken.add("no_word_list")

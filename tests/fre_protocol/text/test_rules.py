@@ -29,6 +29,8 @@ BAD = {
     'This should read "The misuse of medications can have devastating side effects."': "no_task_talk",
     "Babies should avoid harmful food. This is an extreme version with a focus on fda.": "no_task_talk",
     "Ebola: World Health Organization says more...": "finished",
+    "The medical community should take into account that marijuana, in this instance (i.": "finished",
+    "The government's policy-makers have taken an extra step, and it's about time they did it.\"": "finished",
 }
 
 GOOD = [
