@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
 
+import numpy as np
 import pytest
 
 SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
@@ -195,3 +197,37 @@ def test_training_continues_from_the_packaged_weights_and_keeps_their_log(tmp_pa
         train.initial_adapter(pg.WEIGHTS_FILE, dataclasses.replace(config, hidden=config.hidden + 1), "cpu")
     with pytest.raises(SystemExit, match="--init: no weights file at"):
         train.initial_adapter(tmp_path / "none.safetensors", config, "cpu")
+
+
+class LengthJudge:
+    """A stand-in fluency judge: a text's NLL is its number of words."""
+
+    def nlls(self, texts: list[str]) -> np.ndarray:
+        return np.array([float(len(t.split())) for t in texts])
+
+
+def test_rejudge_utility_texts_scores_the_kept_texts_with_todays_rules(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    script = load("rejudge_utility_texts")
+    news = ["one two three.", "one two three four.", "a b.", "a b c d e."]  # NLLs 3, 4, 2, 5: p90 4.7
+    monkeypatch.setattr(script.judges, "public_fluency_judge", LengthJudge)
+    monkeypatch.setattr(script.judges, "judge_training_texts", lambda pool: (news, []))
+    monkeypatch.setattr(script, "build_pool", lambda: type("Pool", (), {"texts": ()})())
+    texts = ["The flu season started early this year.", "Ebola: the agency says more...", "Clinics are open today."]
+    rows = [
+        {"level": "centroid", "method": "fre-e2t", "epsilon": 8.0, "seed": 1},
+        {"level": "text", "method": "fre-e2t", "epsilon": 8.0, "seed": 1, "texts": texts},
+        {"level": "text", "method": "fre-e2t", "epsilon": 8.0, "seed": 2},  # made before rows kept texts
+    ]
+    got = script.rejudge({"rows": rows})
+    assert len(got) == 1
+    (row,) = got
+    # the trailing ellipsis fails today's "finished"; 7 and 5 words lie above the news p90 of 4.7, 4 below
+    assert row["rules_pass_now"] == pytest.approx(2 / 3) and row["kn_share_above_news_p90"] == pytest.approx(2 / 3)
+    path = tmp_path / "utility.json"
+    path.write_text(json.dumps({"rows": rows}))
+    assert script.main([str(path)]) == 0
+    assert "| 8 | fre-e2t | 0.67 | 5.00 | 0.67 | 3 |" in capsys.readouterr().out
+    path.write_text(json.dumps({"rows": rows[:1]}))
+    assert script.main([str(path)]) == 1
