@@ -127,6 +127,14 @@ PRP, PRJ, MILLION = "docs/results/paper-regime.md", "paper-regime.json", 1_000_0
 A3 = "docs/results/augpe-300.md"
 AM = "docs/results/augpe-matched.md"
 
+UA, UAJ = "docs/results/utility-all-centroids.md", "utility-all-centroids.json"
+
+
+def every_centroid(stat: str, key: str, method: str = "fre-e2t") -> float:
+    """Mean or sd over the seeds of a text row of the every-centroid utility run (ε = 8)."""
+    return (mean if stat == "mean" else sd)("utility-all-centroids", key, method=method, level="text")
+
+
 CHECKS: list[Check] = [
     # The privacy paragraph of README.md and the SSP figures (utility.json, augpe.json).
     *[
@@ -464,6 +472,29 @@ CHECKS: list[Check] = [
         Check(PRP, f"{m} precision at N = 10^5, ε = 4", c, lambda m=m: regime("precision", m, 100_000, 4.0), PRJ)
         for m, c in (("fre-e2t", "0.430"), ("central-dp", "0.463"))
     ],
+    # Every centroid inverted at ε = 8 (utility-all-centroids.json), and the README's sentence on it.
+    *[
+        Check(page, f"text-level α = 1 F1 {stat}, {m}, every centroid inverted", c,
+              lambda m=m, stat=stat: every_centroid(stat, "f1_strict", m), UAJ)
+        for page in (UA, R)
+        for m, stat, c in (("fre-e2t", "mean", "0.675"), ("fre-e2t", "sd", "0.017"), ("central-dp", "mean", "0.628"),
+                           ("central-dp", "sd", "0.023"))
+    ],
+    *[
+        Check(UA, f"{what} {stat}, {m}", c, lambda m=m, key=key, stat=stat: every_centroid(stat, key, m), UAJ)
+        for what, key, m, stat, c in (
+            ("E5 normalised gain", "e5_gain", "fre-e2t", "mean", "0.11"), ("E5 normalised gain", "e5_gain", "fre-e2t", "sd", "0.04"),
+            ("E5 normalised gain", "e5_gain", "central-dp", "mean", "0.10"), ("guide cosine", "guide_cosine", "fre-e2t", "mean", "0.58"),
+            ("guide cosine", "guide_cosine", "fre-e2t", "sd", "0.01"),
+            ("KN share above the real tweets' p90", "kn_share_above_real_p90", "fre-e2t", "mean", "0.00"),
+            ("reader's rules pass at the run", "rules_pass", "fre-e2t", "mean", "1.00"))
+    ],
+    *[
+        Check(UA, f"inverted centroids, seed {seed}", c,
+              lambda seed=seed: one("utility-all-centroids", method="fre-e2t", level="text", seed=seed)["n_inverted"], UAJ)
+        for seed, c in ((1, "61"), (2, "40"), (3, "50"))
+    ],
+    Check(UA, "the run's wall seconds", "4,220", lambda: load("utility-all-centroids")["wall_seconds"], UAJ),
     Check(PRP, "the run's wall seconds", "2,859", lambda: load("paper-regime")["wall_seconds"], PRJ),
     Check(PRP, "protocol's released buckets at N = 10^5 (mean over ε and seeds)", "95",
           lambda: mean("paper-regime", "n_released", part="utility", method="fre-e2t"), PRJ),
