@@ -495,6 +495,17 @@ CHECKS: list[Check] = [
         for seed, c in ((1, "61"), (2, "40"), (3, "50"))
     ],
     Check(UA, "the run's wall seconds", "4,220", lambda: load("utility-all-centroids")["wall_seconds"], UAJ),
+    *[
+        Check(R, f"naturalness, every centroid at ε = 8: {what} {stat}, {source}", c,
+              lambda key=key, stat=stat, source=source: (mean if stat == "mean" else sd)(
+                  "naturalness-all-centroids", key, source=source), "naturalness-all-centroids.json")
+        for what, key, source, stat, c in (
+            ("SmolLM2 median NLL", "median_nll", "fre-e2t", "mean", "4.24"), ("SmolLM2 median NLL", "median_nll", "fre-e2t", "sd", "0.18"),
+            ("SmolLM2 median NLL", "median_nll", "real", "mean", "6.63"), ("SmolLM2 median NLL", "median_nll", "real", "sd", "0.04"),
+            ("Kneser-Ney median NLL", "kn_median_nll", "fre-e2t", "mean", "5.44"),
+            ("Kneser-Ney median NLL", "kn_median_nll", "real", "mean", "6.99"),
+            ("reader's rules pass", "rules_pass", "real", "mean", "0.11"))
+    ],
     Check(PRP, "the run's wall seconds", "2,859", lambda: load("paper-regime")["wall_seconds"], PRJ),
     Check(PRP, "protocol's released buckets at N = 10^5 (mean over ε and seeds)", "95",
           lambda: mean("paper-regime", "n_released", part="utility", method="fre-e2t"), PRJ),
