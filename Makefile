@@ -86,8 +86,9 @@ demo: setup
 bench: setup
 	HF_HUB_OFFLINE=1 $(PY) -m pytest tests/bench --benchmark-enable --benchmark-only
 
+# One process: two heavy tests at once (10^6-10^7 users, full corpora) could exhaust the memory.
 heavy: setup
-	$(PYTEST) -m heavy tests
+	$(PYTEST) -m heavy -n 0 tests
 
 lint: setup
 	$(VENV)/bin/ruff check .
