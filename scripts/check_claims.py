@@ -56,6 +56,11 @@ def sd(name: str, key: str, **match: Any) -> float:
     return statistics.stdev(float(r[key]) for r in rows(name, **match))
 
 
+def over_seeds(stat: str, name: str, key: str, **match: Any) -> float:
+    """``mean`` or ``sd`` (as ``stat`` says) of ``key`` over the matching rows of NAME.json."""
+    return (mean if stat == "mean" else sd)(name, key, **match)
+
+
 def f1(p: float, r: float) -> float:
     return 2 * p * r / (p + r) if p + r else 0.0
 
@@ -130,16 +135,11 @@ AM = "docs/results/augpe-matched.md"
 UA, UAJ = "docs/results/utility-all-centroids.md", "utility-all-centroids.json"
 
 
-def every_centroid(stat: str, key: str, method: str = "fre-e2t") -> float:
-    """Mean or sd over the seeds of a text row of the every-centroid utility run (ε = 8)."""
-    return (mean if stat == "mean" else sd)("utility-all-centroids", key, method=method, level="text")
-
-
 CHECKS: list[Check] = [
     # The privacy paragraph of README.md and the SSP figures (utility.json, augpe.json).
     *[
         Check(RD if m == "fre-e2t" else R, f"centroid-level δ*(r) {stat} over seeds, {m}, ε = 8", c,
-              lambda m=m, stat=stat: (mean if stat == "mean" else sd)("utility", "delta_star_at_r", method=m, epsilon=8.0,
+              lambda m=m, stat=stat: over_seeds(stat, "utility", "delta_star_at_r", method=m, epsilon=8.0,
                                                                       level="centroid"), U)
         for m, stat, c in (("fre-e2t", "mean", "0.163"), ("fre-e2t", "sd", "0.029"), ("central-dp", "mean", "0.168"),
                            ("central-dp", "sd", "0.036"))
@@ -286,7 +286,7 @@ CHECKS: list[Check] = [
     # Text level.
     *[
         Check(R, f"α = 1 text F1 {stat} over seeds, fre-e2t, ε = {e}", c,
-              lambda e=e, stat=stat: (mean if stat == "mean" else sd)("utility", "f1_strict", method="fre-e2t", epsilon=e,
+              lambda e=e, stat=stat: over_seeds(stat, "utility", "f1_strict", method="fre-e2t", epsilon=e,
                                                                       level="text"), U)
         for e, stat, c in ((4.0, "mean", "0.32"), (4.0, "sd", "0.30"), (8.0, "mean", "0.39"), (8.0, "sd", "0.29"),
                            (16.0, "mean", "0.41"), (16.0, "sd", "0.31"), (INF, "mean", "0.58"), (INF, "sd", "0.08"))
@@ -369,14 +369,14 @@ CHECKS: list[Check] = [
     # Diversity.
     *[
         Check(R, f"Self-BLEU {stat} over seeds at T = {t}", c,
-              lambda t=t, stat=stat: (mean if stat == "mean" else sd)("diversity", "self_bleu", source="fre-e2t", temperature=t),
+              lambda t=t, stat=stat: over_seeds(stat, "diversity", "self_bleu", source="fre-e2t", temperature=t),
               "diversity.json")
         for t, stat, c in ((0.6, "mean", "74.5"), (0.6, "sd", "5.0"), (0.8, "mean", "63.1"), (0.8, "sd", "11.5"),
                            (1.0, "mean", "50.4"), (1.0, "sd", "10.4"), (1.2, "mean", "33.1"), (1.2, "sd", "4.3"))
     ],
     *[
         Check(R, f"Self-BLEU of the real texts, {stat} over seeds", c,
-              lambda stat=stat: (mean if stat == "mean" else sd)("diversity", "self_bleu", source="real"), "diversity.json")
+              lambda stat=stat: over_seeds(stat, "diversity", "self_bleu", source="real"), "diversity.json")
         for stat, c in (("mean", "17.5"), ("sd", "3.2"))
     ],
     # Downstream.
@@ -397,7 +397,7 @@ CHECKS: list[Check] = [
     # Table 7 (embedders.json, three seeds, ε = 8): α = 1 centroid F1 under each embedder.
     *[
         Check(R, f"α = 1 centroid F1, {e} embedder, ε = {eps}, {stat}", c,
-              lambda e=e, stat=stat, eps=eps: (mean if stat == "mean" else sd)("embedders", "f1_strict", embedder=e, epsilon=eps),
+              lambda e=e, stat=stat, eps=eps: over_seeds(stat, "embedders", "f1_strict", embedder=e, epsilon=eps),
               "embedders.json")
         for eps, e, stat, c in ((8.0, "first", "mean", "0.805"), (8.0, "first", "sd", "0.021"), (8.0, "second", "mean", "0.394"),
                                 (8.0, "second", "sd", "0.137"), (16.0, "first", "mean", "0.976"), (16.0, "second", "mean", "0.909"),
@@ -481,13 +481,14 @@ CHECKS: list[Check] = [
     # Every centroid inverted at ε = 8 (utility-all-centroids.json), and the README's sentence on it.
     *[
         Check(page, f"text-level α = 1 F1 {stat}, {m}, every centroid inverted", c,
-              lambda m=m, stat=stat: every_centroid(stat, "f1_strict", m), UAJ)
+              lambda m=m, stat=stat: over_seeds(stat, "utility-all-centroids", "f1_strict", method=m, level="text"), UAJ)
         for page in (UA, R)
         for m, stat, c in (("fre-e2t", "mean", "0.675"), ("fre-e2t", "sd", "0.017"), ("central-dp", "mean", "0.628"),
                            ("central-dp", "sd", "0.023"))
     ],
     *[
-        Check(UA, f"{what} {stat}, {m}", c, lambda m=m, key=key, stat=stat: every_centroid(stat, key, m), UAJ)
+        Check(UA, f"{what} {stat}, {m}", c,
+              lambda m=m, key=key, stat=stat: over_seeds(stat, "utility-all-centroids", key, method=m, level="text"), UAJ)
         for what, key, m, stat, c in (
             ("E5 normalised gain", "e5_gain", "fre-e2t", "mean", "0.11"), ("E5 normalised gain", "e5_gain", "fre-e2t", "sd", "0.04"),
             ("E5 normalised gain", "e5_gain", "central-dp", "mean", "0.10"), ("guide cosine", "guide_cosine", "fre-e2t", "mean", "0.58"),
@@ -503,8 +504,8 @@ CHECKS: list[Check] = [
     Check(UA, "the run's wall seconds", "4,220", lambda: load("utility-all-centroids")["wall_seconds"], UAJ),
     *[
         Check(R, f"naturalness, every centroid at ε = 8: {what} {stat}, {source}", c,
-              lambda key=key, stat=stat, source=source: (mean if stat == "mean" else sd)(
-                  "naturalness-all-centroids", key, source=source), "naturalness-all-centroids.json")
+              lambda key=key, stat=stat, source=source: over_seeds(stat, "naturalness-all-centroids", key, source=source),
+              "naturalness-all-centroids.json")
         for what, key, source, stat, c in (
             ("SmolLM2 median NLL", "median_nll", "fre-e2t", "mean", "4.24"), ("SmolLM2 median NLL", "median_nll", "fre-e2t", "sd", "0.18"),
             ("SmolLM2 median NLL", "median_nll", "real", "mean", "6.63"), ("SmolLM2 median NLL", "median_nll", "real", "sd", "0.04"),
