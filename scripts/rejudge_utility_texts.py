@@ -48,7 +48,7 @@ def rejudge(document: dict[str, Any]) -> list[dict[str, Any]]:
         out.append({"method": row["method"], "epsilon": row["epsilon"], "seed": row["seed"], "n": len(texts),
                     "rules_pass_now": rules.summary(texts)["pass_share"],
                     "kn_median_nll": fluency["nll_median"], "kn_share_above_news_p90": fluency["share_above_cut"],
-                    "news_nll_median": float(np.median(news_nlls))})
+                    "news_texts": len(news), "news_nll_median": float(np.median(news_nlls))})
     return out
 
 
@@ -70,8 +70,7 @@ def main(argv: list[str]) -> int:
         print(f"{path}: no text row keeps its texts (rows made before the judges were added)", file=sys.stderr)
         return 1
     print(table(rows))
-    print(f"News reference: {len(judges.judge_training_texts(build_pool().texts)[0])} held-out sentences, "
-          f"median KN NLL {rows[0]['news_nll_median']:.2f}.")
+    print(f"News reference: {rows[0]['news_texts']} held-out sentences, median KN NLL {rows[0]['news_nll_median']:.2f}.")
     return 0
 
 

@@ -228,6 +228,7 @@ def test_rejudge_utility_texts_scores_the_kept_texts_with_todays_rules(
     path = tmp_path / "utility.json"
     path.write_text(json.dumps({"rows": rows}))
     assert script.main([str(path)]) == 0
-    assert "| 8 | fre-e2t | 0.67 | 5.00 | 0.67 | 3 |" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "| 8 | fre-e2t | 0.67 | 5.00 | 0.67 | 3 |" in out and "News reference: 4 held-out sentences" in out
     path.write_text(json.dumps({"rows": rows[:1]}))
     assert script.main([str(path)]) == 1
