@@ -34,32 +34,12 @@ SUMMARY_KEYS = ("mean_ppl", "ppl_of_mean_nll", "mean_nll", "median_nll", "frac_n
 
 
 def summarise(ctx: Context, texts: Sequence[str]) -> dict[str, Any]:
-    from fre_protocol.text.quality import perplexity_summary, text_nlls
+    from fre_protocol.text.quality import perplexity_summary, readability_fields, text_nlls
 
     nlls = text_nlls(list(texts), language_model=ctx.language_model(), progress=ctx.config.progress)
     summary = perplexity_summary(nlls)
     out = {k: summary[k] for k in SUMMARY_KEYS}
-    return out | independent_judges(texts)
-
-
-def independent_judges(texts: Sequence[str]) -> dict[str, Any]:
-    """Reader's rules pass share and the Kneser–Ney median NLL (NaN for no text; the NLL is
-    left out, with the reason, when the public news sentences are not installed)."""
-    import math
-
-    import numpy as np
-
-    from fre_protocol.text import judges, rules
-
-    items = list(texts)
-    out: dict[str, Any] = {"rules_pass": rules.summary(items)["pass_share"]}
-    try:
-        judge = judges.public_fluency_judge()
-    except Exception as exc:  # noqa: BLE001 — a missing pool must not sink the experiment
-        out["kn_unavailable"] = str(exc)
-        return out
-    out["kn_median_nll"] = float(np.median(judge.nlls(items))) if items else math.nan
-    return out
+    return out | readability_fields(texts)
 
 
 def run(ctx: Context) -> list[dict[str, Any]]:

@@ -88,7 +88,7 @@ def text_judges(ctx: Context, texts: Sequence[str], embeddings: np.ndarray, cent
     normalised gain towards the mean of each centroid's nearest corpus texts. A judge that cannot
     run (its package or pool missing) is named with the reason instead of failing the row."""
     from fre_protocol.text import judges
-    from fre_protocol.text.quality import readability
+    from fre_protocol.text.quality import readability_fields
     from primitives.errors import FreError
 
     row: dict[str, Any] = {}
@@ -96,14 +96,7 @@ def text_judges(ctx: Context, texts: Sequence[str], embeddings: np.ndarray, cent
         return row
     guide = np.einsum("ij,ij->i", judges.unit_rows(embeddings), judges.unit_rows(centroids))
     row["guide_cosine"] = float(guide.mean())
-    read = readability(texts, real_texts or None)
-    row["rules_pass"] = read["rules"]["pass_share"]
-    if "fluency" in read:
-        row["kn_median_nll"] = read["fluency"]["nll_median"]
-        if "share_above_cut" in read["fluency"]:
-            row["kn_share_above_real_p90"] = read["fluency"]["share_above_cut"]
-    else:
-        row["kn_unavailable"] = read.get("fluency_unavailable", "")
+    row |= readability_fields(texts, real_texts or None)
     corpus = ctx.dataset()
     if len(texts) >= 2 and corpus.texts is not None:
         neighbours = QUICK_JUDGE_NEIGHBOURS if ctx.config.quick else judges.NEIGHBOURS

@@ -278,7 +278,22 @@ def readability(texts: Sequence[str], real_texts: Sequence[str] | None = None) -
     return out
 
 
+def readability_fields(texts: Sequence[str], real_texts: Sequence[str] | None = None) -> dict[str, Any]:
+    """:func:`readability` as flat result-row fields: ``rules_pass``; ``kn_median_nll`` and, with
+    ``real_texts``, ``kn_share_above_real_p90`` (no text: neither); or ``kn_unavailable`` with the
+    reason when the Kneser–Ney judge cannot be built."""
+    read = readability(texts, real_texts)
+    row: dict[str, Any] = {"rules_pass": read["rules"]["pass_share"]}
+    if "fluency_unavailable" in read:
+        row["kn_unavailable"] = read["fluency_unavailable"]
+    elif "fluency" in read:
+        row["kn_median_nll"] = read["fluency"]["nll_median"]
+        if "share_above_cut" in read["fluency"]:
+            row["kn_share_above_real_p90"] = read["fluency"]["share_above_cut"]
+    return row
+
+
 __all__ = [
-    "LM_LABEL", "readability", "MAX_NGRAM_ORDER", "NLL_THRESHOLD", "SELF_BLEU_METRIC", "perplexity_summary",
+    "LM_LABEL", "readability", "readability_fields", "MAX_NGRAM_ORDER", "NLL_THRESHOLD", "SELF_BLEU_METRIC", "perplexity_summary",
     "self_bleu", "self_bleu_per_cluster", "self_bleu_scores", "text_nlls", "token_nlls",
 ]

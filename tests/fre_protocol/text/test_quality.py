@@ -235,3 +235,23 @@ def test_readability_reports_rules_and_the_public_judge(monkeypatch: pytest.Monk
     assert out["rules"]["pass_share"] == 0.5 and out["rules"]["broken"]["no_word_list"] == 1
     assert out["rules_real"] == pytest.approx(2 / 3)
     assert 0 <= out["fluency"]["share_above_cut"] <= 1 and out["fluency"]["judge"] == judges.FLUENCY_JUDGE
+
+
+def test_readability_fields_flatten_both_judges_and_name_a_missing_pool(monkeypatch: pytest.MonkeyPatch) -> None:
+    from fre_protocol.text import judges
+    from fre_protocol.text.quality import readability_fields
+
+    public = ["The council approved the budget on Monday.", "The bank kept rates unchanged on Monday."] * 3
+    monkeypatch.setattr(judges, "public_fluency_judge", lambda texts=None: judges.KneserNeyJudge().fit(public))
+    texts = ["The council kept the budget on Monday.", "Budget, Monday, council."]
+    row = readability_fields(texts, ["The bank approved the budget.", "The council met."])
+    assert row["rules_pass"] == 0.5 and set(row) == {"rules_pass", "kn_median_nll", "kn_share_above_real_p90"}
+    assert row["kn_median_nll"] > 0 and 0 <= row["kn_share_above_real_p90"] <= 1
+    assert "kn_share_above_real_p90" not in readability_fields(texts)  # no real texts, no cut
+    assert set(readability_fields([])) == {"rules_pass"}  # no text: nothing for the judge to score
+
+    def missing(texts: object = None) -> None:
+        raise FileNotFoundError("no public pool")
+
+    monkeypatch.setattr(judges, "public_fluency_judge", missing)
+    assert readability_fields(texts) == {"rules_pass": 0.5, "kn_unavailable": "no public pool"}
