@@ -24,7 +24,9 @@ passes when it breaks none of these rules (:data:`RULES`, in the order they are 
   list *with* a verb, "She bought apples, pears, plums and figs.", is a sentence). A text whose
   sentences are mostly one or two words ("Pessimistic, billion, statistics. Nepotistical.")
   fails too: more than half its sentence pieces hold at most :data:`LIST_ITEM_WORDS` words;
-* ``no_dangling_letter`` — it does not end in a lone letter other than "I"/"a" ("… and b.").
+* ``no_dangling_letter`` — it does not end in a lone letter other than "I"/"a" ("… and b.");
+* ``no_broken_word`` — no word is cut in three by apostrophes ("don’m’re", "NHS’Risque’s"): two
+  contractions in one word are the sampler's garble, not English.
 
 :func:`check` returns the names of the broken rules (empty: it passes); :func:`passes` is the
 yes/no; :func:`summary` is the metric over a set of texts (share passing, count per broken rule).
@@ -43,7 +45,7 @@ MIN_WORDS = 4
 LIST_ITEMS = 3
 LIST_ITEM_WORDS = 2
 
-RULES = ("finished", "no_repeat", "no_task_talk", "no_word_list", "no_dangling_letter")
+RULES = ("finished", "no_repeat", "no_task_talk", "no_word_list", "no_dangling_letter", "no_broken_word")
 
 #: Phrases of a model talking about the task or about the text, not writing it.
 TASK_TALK: tuple[str, ...] = (
@@ -64,6 +66,7 @@ _END = re.compile(r"[.!?][\"'”’)\]]*$")
 _TRAILS_OFF = re.compile(r"\.\.[\"'”’)\]]*$")  # "...": a sentence left unfinished
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9'’-]*")
 _DANGLING = re.compile(r"(?:^|\s)([B-HJ-Zb-z])[.!?\"'”’)\]]*$")
+_BROKEN_WORD = re.compile(r"[A-Za-z]['’][A-Za-z]+['’][A-Za-z]")
 _PIECES = re.compile(r"[,;.!?:]+")
 _BRACKETED = re.compile(r"[(\[]([^()\[\]]*)[)\]]")
 #: Auxiliaries, common verbs and subject pronouns: one of them makes a comma run a sentence.
@@ -124,6 +127,8 @@ def prefix_problems(text: str) -> list[str]:
         out.append("no_repeat")
     if _TASK_TALK.search(text):
         out.append("no_task_talk")
+    if _BROKEN_WORD.search(text):
+        out.append("no_broken_word")
     return out
 
 
@@ -157,7 +162,7 @@ def summary(texts: Sequence[str]) -> dict[str, Any]:
         "n": n,
         "pass_share": sum(1 for r in results if not r) / n if n else float("nan"),
         "broken": {r: broken.get(r, 0) for r in RULES},
-        "rules": "fre_protocol.text.rules (finished, no_repeat, no_task_talk, no_word_list, no_dangling_letter)",
+        "rules": f"fre_protocol.text.rules ({', '.join(RULES)})",
     }
 
 

@@ -259,7 +259,8 @@ def _judge(monkeypatch: pytest.MonkeyPatch, second: type) -> tuple[dict, list[st
 
 
 def _broken(finished: int, repeat: int = 0) -> dict[str, int]:
-    return {"finished": finished, "no_repeat": repeat, "no_task_talk": 0, "no_word_list": 0, "no_dangling_letter": 0}
+    return {"finished": finished, "no_repeat": repeat, "no_task_talk": 0, "no_word_list": 0, "no_dangling_letter": 0,
+            "no_broken_word": 0}
 
 
 def _fluency_row(rules_pass: float, broken: dict[str, int], median: float, above: float) -> dict[str, object]:

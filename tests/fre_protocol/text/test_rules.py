@@ -31,6 +31,8 @@ BAD = {
     "Ebola: World Health Organization says more...": "finished",
     "The medical community should take into account that marijuana, in this instance (i.": "finished",
     "The government's policy-makers have taken an extra step, and it's about time they did it.\"": "finished",
+    "This is where rescuers, the ones who don’m’re not taking care of themselves, are.": "no_broken_word",
+    "The most vital action you can take for your health, it’s the NHS’Risque’s.": "no_broken_word",
 }
 
 GOOD = [
@@ -42,6 +44,7 @@ GOOD = [
     "I think it will rain tomorrow (or so they say).",
     "The clinic uses new vaccines above the legal minimum.",
     "A new version of the flu vaccine is out. The old one was less effective.",
+    "Don't say the O'Briens' dog wasn't there; it's the children's.",
 ]
 
 
@@ -60,6 +63,7 @@ def test_prefix_rules_are_the_unrepairable_ones() -> None:
     assert prefix_ok("The committee said that the")  # unfinished, but may still be finished
     assert not prefix_ok("This text uses")
     assert not prefix_ok("Nope nope")
+    assert not prefix_ok("the ones who don’m’re") and prefix_ok("the ones who don’")
 
 
 def test_summary_counts_shares_and_rules() -> None:
