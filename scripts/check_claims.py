@@ -518,6 +518,20 @@ CHECKS: list[Check] = [
         for page, m, stat, c in ((UA, "fre-e2t", "mean", "0.89"), (UA, "fre-e2t", "sd", "0.07"), (R, "fre-e2t", "mean", "0.89"),
                                  (R, "fre-e2t", "sd", "0.07"), (UA, "central-dp", "mean", "0.93"), (UA, "central-dp", "sd", "0.05"))
     ],
+    *[
+        Check(page, f"one reader's accepted share {stat} over seeds", c,
+              lambda stat=stat: over_seeds(stat, "utility-all-centroids-reader", "accepted_share", method="fre-e2t"),
+              "utility-all-centroids-reader.json")
+        for page, stat, c in ((UA, "mean", "0.34"), (UA, "sd", "0.06"), (R, "mean", "0.34"), (R, "sd", "0.06"))
+    ],
+    *[
+        Check(UA, f"one reader's accepted texts, seed {seed}", c,
+              lambda seed=seed: one("utility-all-centroids-reader", seed=seed)["n_accepted"], "utility-all-centroids-reader.json")
+        for seed, c in ((1, "24"), (2, "14"), (3, "14"))
+    ],
+    Check(R, "one reader's accepted texts over the three seeds", "52",
+          lambda: sum(r["n_accepted"] for r in rows("utility-all-centroids-reader", method="fre-e2t")),
+          "utility-all-centroids-reader.json"),
     Check(UA, "the run's wall seconds", "4,220", lambda: load("utility-all-centroids")["wall_seconds"], UAJ),
     *[
         Check(R, f"naturalness, every centroid at ε = 8: {what} {stat}, {source}", c,
