@@ -139,6 +139,8 @@ def row_checks(page: str, name: str, entries: Sequence[tuple[str, str, Any]]) ->
 R = "docs/results/README.md"
 RD = "README.md"
 U, BL, AP = "utility.json", "baselines.json", "augpe.json"
+BLP = "docs/results/baselines.md"
+FINITE = (4.0, 8.0, 16.0)
 PRP, PRJ, MILLION = "docs/results/paper-regime.md", "paper-regime.json", 1_000_000
 A3 = "docs/results/augpe-300.md"
 AM = "docs/results/augpe-matched.md"
@@ -165,33 +167,79 @@ CHECKS: list[Check] = [
         Check(R, f"text-level δ*(r), aug-pe, ε = {e}", "0.0012", lambda e=e: one("augpe", method="aug-pe", epsilon=e)["delta_star_at_r"], AP)
         for e in (4.0, INF)
     ],
-    # Heavy clusters (baselines.json).
-    Check(R, "fre-e2t cluster precision, lowest finite ε", "0.95",
-          lambda: min(one("baselines", method="fre-e2t", epsilon=e)["cluster_precision"] for e in (4.0, 8.0, 16.0)), BL),
-    Check(R, "fre-e2t cluster precision, highest finite ε", "0.97",
-          lambda: max(one("baselines", method="fre-e2t", epsilon=e)["cluster_precision"] for e in (4.0, 8.0, 16.0)), BL),
-    Check(R, "fre-e2t cluster recall, lowest finite ε", "0.91",
-          lambda: min(one("baselines", method="fre-e2t", epsilon=e)["cluster_recall"] for e in (4.0, 8.0, 16.0)), BL),
-    Check(R, "fre-e2t cluster recall, highest finite ε", "0.92",
-          lambda: max(one("baselines", method="fre-e2t", epsilon=e)["cluster_recall"] for e in (4.0, 8.0, 16.0)), BL),
-    Check(R, "central-dp's cluster P and R differ from fre-e2t's (largest difference)", "0",
-          lambda: max(abs(one("baselines", method="fre-e2t", epsilon=e)[k] - one("baselines", method="central-dp", epsilon=e)[k])
-                      for e in (4.0, 8.0, 16.0, INF) for k in ("cluster_precision", "cluster_recall")), BL),
-    Check(R, "heavy buckets", "64", lambda: one("baselines", method="fre-e2t", epsilon=8.0)["n_heavy"], BL),
+    # Heavy clusters (baselines.json, three seeds): README.md and baselines.md.
     *[
-        Check(R, f"ldp-embedding σ, ε = {e}", c, lambda e=e: one("baselines", method="ldp-embedding", epsilon=e)["sigma"], BL)
-        for e, c in ((4.0, "2.39"), (8.0, "1.31"), (16.0, "0.74"))
+        Check(page, f"fre-e2t cluster {key.split('_')[1]} (mean of 3 seeds), {which} finite ε", c,
+              lambda key=key, pick=pick: pick(mean("baselines", key, method="fre-e2t", epsilon=e) for e in FINITE), BL)
+        for page in (R, BLP)
+        for key, which, pick, c in (("cluster_precision", "lowest", min, "0.94"), ("cluster_precision", "highest", max, "0.96"),
+                                    ("cluster_recall", "lowest", min, "0.91"), ("cluster_recall", "highest", max, "0.93"))
     ],
-    Check(R, "ldp-embedding buckets released at ε ≤ 16", "0",
-          lambda: max(one("baselines", method="ldp-embedding", epsilon=e)["n_released"] for e in (4.0, 8.0, 16.0)), BL),
+    Check(R, "central-dp's cluster P and R differ from fre-e2t's (largest difference over seeds and ε)", "0",
+          lambda: max(abs(one("baselines", method="fre-e2t", epsilon=e, seed=s)[k] - one("baselines", method="central-dp", epsilon=e, seed=s)[k])
+                      for e in (*FINITE, INF) for s in (1, 2, 3) for k in ("cluster_precision", "cluster_recall")), BL),
     *[
-        Check(R, f"ldp-oue cluster {k.split('_')[1]}, ε = {e}", c, lambda e=e, k=k: one("baselines", method="ldp-oue", epsilon=e)[k], BL)
-        for e, k, c in (
-            (4.0, "cluster_recall", "0.66"), (4.0, "cluster_precision", "0.01"), (8.0, "cluster_precision", "0.75"),
-            (8.0, "cluster_recall", "0.81"), (16.0, "cluster_precision", "0.95"), (16.0, "cluster_recall", "0.86"),
+        Check(page, f"heavy buckets, seed {seed}", c, lambda seed=seed: one("baselines", method="fre-e2t", epsilon=8.0, seed=seed)["n_heavy"], BL)
+        for page in (R, BLP) for seed, c in ((1, "64"), (2, "40"), (3, "52"))
+    ],
+    *[
+        Check(page, f"trusted-curator cluster {key.split('_')[1]} (mean of 3 seeds), {which} finite ε", c,
+              lambda key=key, pick=pick: pick(mean("baselines", key, method="trusted-curator", epsilon=e) for e in FINITE), BL)
+        for page in (R, BLP)
+        for key, which, pick, c in (("cluster_precision", "lowest", min, "0.99"), ("cluster_precision", "highest", max, "1.00"),
+                                    ("cluster_recall", "lowest", min, "0.93"), ("cluster_recall", "highest", max, "0.97"))
+    ],
+    *[
+        Check(page, f"trusted-curator α = 1 centroid F1 {stat}, ε = {e}", c,
+              lambda e=e, stat=stat: over_seeds(stat, "baselines", "f1_strict", method="trusted-curator", epsilon=e), BL)
+        for page, e, stat, c in ((BLP, 4.0, "mean", "0.615"), (BLP, 4.0, "sd", "0.072"), (BLP, 8.0, "mean", "0.961"),
+                                 (BLP, 8.0, "sd", "0.010"), (R, 8.0, "mean", "0.961"), (R, 8.0, "sd", "0.010"),
+                                 (BLP, 16.0, "mean", "0.978"), (BLP, 16.0, "sd", "0.002"))
+    ],
+    *[
+        Check(BLP, f"{m} centroid-level δ*(r) (mean of 3 seeds), ε = {e}", c,
+              lambda m=m, e=e, name=name: mean(name, "delta_star_at_r", method=m, epsilon=e, level="centroid"), f"{name}.json")
+        for m, name, e, c in (("trusted-curator", "baselines", 4.0, "0.069"), ("trusted-curator", "baselines", 8.0, "0.243"),
+                              ("trusted-curator", "baselines", 16.0, "0.333"), ("trusted-curator", "baselines", INF, "0.389"),
+                              ("fre-e2t", "utility", 4.0, "0.009"), ("fre-e2t", "utility", 8.0, "0.163"),
+                              ("fre-e2t", "utility", 16.0, "0.313"), ("fre-e2t", "utility", INF, "0.389"))
+    ],
+    *[
+        Check(BLP, f"fre-e2t α = 1 centroid F1 (mean of 3 seeds, utility.json), ε = {e}", c,
+              lambda e=e: mean("utility", "f1_strict", method="fre-e2t", epsilon=e, level="centroid"), U)
+        for e, c in ((4.0, "0.20"), (8.0, "0.866"), (16.0, "0.977"))
+    ],
+    *[
+        Check(page, f"ldp-embedding σ, ε = {e}", c, lambda e=e: one("baselines", method="ldp-embedding", epsilon=e, seed=1)["sigma"], BL)
+        for page in (R, BLP) for e, c in ((4.0, "2.39"), (8.0, "1.31"), (16.0, "0.74"))
+    ],
+    Check(R, "ldp-embedding buckets released at ε ≤ 16, any seed", "0",
+          lambda: max(r["n_released"] for r in rows("baselines", method="ldp-embedding") if r["epsilon"] != INF), BL),
+    *[
+        Check(page, f"ldp-oue {what} {stat}, ε = {e}", c,
+              lambda e=e, key=key, stat=stat: over_seeds(stat, "baselines", key, method="ldp-oue", epsilon=e), BL)
+        for page in (R, BLP)
+        for e, what, key, stat, c in (
+            (4.0, "buckets released", "n_released", "mean", "1"), (4.0, "buckets released", "n_released", "sd", "1"),
+            (8.0, "cluster precision", "cluster_precision", "mean", "0.86"), (8.0, "cluster recall", "cluster_recall", "mean", "0.84"),
+            (16.0, "cluster precision", "cluster_precision", "mean", "0.93"), (16.0, "cluster recall", "cluster_recall", "mean", "0.87"),
         )
     ],
-    Check(R, "ldp-oue buckets released, ε = 4", "5,473", lambda: one("baselines", method="ldp-oue", epsilon=4.0)["n_released"], BL),
+    *[
+        Check(BLP, f"ldp-oue {what} {stat}, ε = {e}", c,
+              lambda e=e, key=key, stat=stat: over_seeds(stat, "baselines", key, method="ldp-oue", epsilon=e), BL)
+        for e, what, key, stat, c in (
+            (4.0, "cluster recall", "cluster_recall", "mean", "0.02"), (4.0, "cluster recall", "cluster_recall", "sd", "0.03"),
+            (8.0, "cluster precision", "cluster_precision", "sd", "0.06"), (8.0, "cluster recall", "cluster_recall", "sd", "0.03"),
+            (16.0, "cluster precision", "cluster_precision", "sd", "0.03"), (16.0, "cluster recall", "cluster_recall", "sd", "0.03"),
+        )
+    ],
+    *[
+        Check(page, f"ldp-oue's best histogram share, ε = {e}", "0.9",
+              lambda e=e: one("baselines", method="ldp-oue", epsilon=e, seed=1)["histogram_fraction"], BL)
+        for page in (R, BLP) for e in FINITE
+    ],
+    Check(R, "baselines' run wall seconds", "3,714", lambda: load("baselines")["wall_seconds"], BL),
     # Utility (utility.json): α = 1 centroid level.
     *[
         Check(R, f"α = 1 centroid F1 (mean of 3 seeds), {m}, ε = {e}", c,
