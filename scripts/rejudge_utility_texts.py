@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from fre_protocol.experiments.provenance import code_state
 from fre_protocol.experiments.tables import (
     cell,
     epsilon_label,
@@ -41,6 +42,7 @@ from fre_protocol.experiments.tables import (
 from fre_protocol.text import judges, rules
 from fre_protocol.text.public_pool import build_pool
 from primitives.errors import FreError
+from primitives.jsonsafe import json_safe
 
 Scorer = Callable[[Sequence[str]], np.ndarray]
 
@@ -135,6 +137,7 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("utility", type=Path, help="a utility run's JSON (utility.json or a published copy)")
     parser.add_argument("--reader", type=Path, help="a reader's count of its texts (utility-all-centroids-reader.json)")
+    parser.add_argument("--json", type=Path, help="also write the rows and the agreement here, with the command and commit")
     args = parser.parse_args(argv)
     document = json.loads(args.utility.read_text(encoding="utf-8"))
     if not text_rows(document):
@@ -157,7 +160,18 @@ def main(argv: list[str]) -> int:
         scorers["SmolLM2 NLL (the writer's model)"] = writer_nlls
         found = agreement(labels, scorers)
         print("\n" + agreement_table(found, sum(len(t) for _, t, _ in labels), sum(int(ok.sum()) for *_, ok in labels)))
+    if args.json:
+        document_out = {"command": "python scripts/rejudge_utility_texts.py " + " ".join(_public(argv)),
+                        "code": code_state(), "judges": {"kneser_ney": judges.FLUENCY_JUDGE,
+                                                        "other_family": judges.OTHER_FAMILY_LM if other else None},
+                        "rows": rows, "agreement": found if args.reader else []}
+        args.json.write_text(json.dumps(json_safe(document_out), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     return 0
+
+
+def _public(argv: Sequence[str]) -> list[str]:
+    """The arguments as a reader of the JSON can rerun them: file names, not this machine's paths."""
+    return [Path(a).name if Path(a).is_absolute() else a for a in argv]
 
 
 def writer_nlls(texts: Sequence[str]) -> np.ndarray:

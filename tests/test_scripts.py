@@ -265,8 +265,12 @@ def test_rejudge_utility_texts_adds_another_family_and_the_readers_agreement(
     path, marks = tmp_path / "utility.json", tmp_path / "reader.json"
     path.write_text(json.dumps({"rows": rows}))
     marks.write_text(json.dumps(reader))
-    assert script.main([str(path), "--reader", str(marks)]) == 0
+    assert script.main([str(path), "--reader", str(marks), "--json", str(tmp_path / "rejudged.json")]) == 0
     out = capsys.readouterr().out
+    written = json.loads((tmp_path / "rejudged.json").read_text())
+    assert written["command"] == "python scripts/rejudge_utility_texts.py utility.json --reader reader.json --json rejudged.json"
+    assert written["code"]["commit"] and [a["judge"] for a in written["agreement"]][2] == "Gemma-3 270M NLL"
+    assert written["agreement"][2]["per_seed"] == {"1": 0.75, "2": 0.75} and len(written["rows"]) == 2
     assert "| Gemma-3 270M NLL | 0.75 | 0.75 ± 0.00 | 0.75, 0.75 |" in out and "| SmolLM2 NLL (the writer's model) | 0.50 |" in out
     reader["rows"][0]["texts_sha256"] = "0" * 64
     with pytest.raises(FreError, match="other texts"):
