@@ -146,6 +146,7 @@ A3 = "docs/results/augpe-300.md"
 AM = "docs/results/augpe-matched.md"
 
 UA, UAJ = "docs/results/utility-all-centroids.md", "utility-all-centroids.json"
+RJ = "utility-all-centroids-rejudged.json"
 
 
 CHECKS: list[Check] = [
@@ -580,6 +581,30 @@ CHECKS: list[Check] = [
     Check(R, "one reader's accepted texts over the three seeds", "52",
           lambda: sum(r["n_accepted"] for r in rows("utility-all-centroids-reader", method="fre-e2t")),
           "utility-all-centroids-reader.json"),
+    *[
+        Check(page, f"agreement with the reader, {judge}{'' if scope == 'agreement' else ' ' + scope}", c,
+              lambda judge=judge, scope=scope: next(a for a in load("utility-all-centroids-rejudged")["agreement"]
+                                                    if a["judge"] == judge)[scope], RJ)
+        for page, judge, scope, c in (
+            (UA, "Gemma-3 270M NLL", "agreement", "0.81"), (UA, "Gemma-3 270M NLL", "per_seed_mean", "0.81"),
+            (UA, "Gemma-3 270M NLL", "per_seed_sd", "0.00"), (UA, "reader's rules (pass 0, fail 1)", "agreement", "0.59"),
+            (UA, "Kneser-Ney NLL", "agreement", "0.58"), (UA, "SmolLM2 NLL (the writer's model)", "agreement", "0.77"),
+            (R, "Gemma-3 270M NLL", "agreement", "0.81"), (R, "reader's rules (pass 0, fail 1)", "agreement", "0.59"),
+            (R, "Kneser-Ney NLL", "agreement", "0.58"))
+    ],
+    *[
+        Check(UA, f"Gemma {what} {stat}, {m}", c,
+              lambda m=m, key=key, stat=stat: over_seeds(stat, "utility-all-centroids-rejudged", key, method=m), RJ)
+        for what, key, m, stat, c in (
+            ("share above news p90", "lm_share_above_news_p90", "fre-e2t", "mean", "0.15"),
+            ("share above news p90", "lm_share_above_news_p90", "fre-e2t", "sd", "0.02"),
+            ("share above news p90", "lm_share_above_news_p90", "central-dp", "mean", "0.13"),
+            ("share above news p90", "lm_share_above_news_p90", "central-dp", "sd", "0.03"),
+            ("median NLL", "lm_median_nll", "fre-e2t", "mean", "4.19"), ("median NLL", "lm_median_nll", "fre-e2t", "sd", "0.12"),
+            ("news median NLL", "news_lm_nll_median", "fre-e2t", "mean", "3.88"))
+    ],
+    Check(UA, "texts the reader read", "151",
+          lambda: sum(r["n_texts"] for r in rows("utility-all-centroids-reader", method="fre-e2t")), "utility-all-centroids-reader.json"),
     Check(UA, "the run's wall seconds", "4,220", lambda: load("utility-all-centroids")["wall_seconds"], UAJ),
     *[
         Check(R, f"naturalness, every centroid at ε = 8: {what} {stat}, {source}", c,
