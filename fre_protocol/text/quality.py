@@ -210,6 +210,17 @@ def text_nlls(
     return token_nlls(items, tokenizer, model, batch_size=batch_size, progress=progress)
 
 
+def other_family_nlls(texts: Sequence[str], *, progress: bool = False) -> npt.NDArray[np.float64]:
+    """Per-text mean token NLL under Gemma-3 270M, a language model of another family than the
+    writer (:func:`fre_protocol.text.judges.other_family_lm`; optional, ``fre-e2t[judge]``)."""
+    from fre_protocol.text.judges import other_family_lm
+
+    items = _check_texts(texts)
+    if not items:
+        return np.zeros(0, dtype=np.float64)
+    return text_nlls(items, language_model=other_family_lm(), progress=progress)
+
+
 def perplexity_summary(
     nlls: Sequence[float] | npt.NDArray[np.floating],
     *,
@@ -294,6 +305,6 @@ def readability_fields(texts: Sequence[str], real_texts: Sequence[str] | None = 
 
 
 __all__ = [
-    "LM_LABEL", "readability", "readability_fields", "MAX_NGRAM_ORDER", "NLL_THRESHOLD", "SELF_BLEU_METRIC", "perplexity_summary",
+    "LM_LABEL", "other_family_nlls", "readability", "readability_fields", "MAX_NGRAM_ORDER", "NLL_THRESHOLD", "SELF_BLEU_METRIC", "perplexity_summary",
     "self_bleu", "self_bleu_per_cluster", "self_bleu_scores", "text_nlls", "token_nlls",
 ]

