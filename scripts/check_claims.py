@@ -147,6 +147,7 @@ AM = "docs/results/augpe-matched.md"
 
 UA, UAJ = "docs/results/utility-all-centroids.md", "utility-all-centroids.json"
 RJ = "utility-all-centroids-rejudged.json"
+UA4, UA4J = "docs/results/utility-all-centroids-e4.md", "utility-all-centroids-e4.json"
 
 
 CHECKS: list[Check] = [
@@ -617,6 +618,45 @@ CHECKS: list[Check] = [
             ("Kneser-Ney median NLL", "kn_median_nll", "real", "mean", "6.99"),
             ("reader's rules pass", "rules_pass", "real", "mean", "0.11"))
     ],
+    # Every centroid inverted at ε = 4 (utility-all-centroids-e4.json).
+    *[
+        Check(page, f"α = 1 F1 {stat}, {m}, {level} level, every centroid inverted at ε = 4", c,
+              lambda m=m, level=level, stat=stat: over_seeds(stat, "utility-all-centroids-e4", "f1_strict", method=m, level=level), UA4J)
+        for page, m, level, stat, c in (
+            (UA4, "fre-e2t", "centroid", "mean", "0.205"), (UA4, "fre-e2t", "centroid", "sd", "0.043"),
+            (UA4, "central-dp", "centroid", "mean", "0.218"), (UA4, "central-dp", "centroid", "sd", "0.001"),
+            (UA4, "fre-e2t", "text", "mean", "0.333"), (UA4, "fre-e2t", "text", "sd", "0.250"),
+            (UA4, "central-dp", "text", "mean", "0.440"), (UA4, "central-dp", "text", "sd", "0.100"),
+            (R, "fre-e2t", "centroid", "mean", "0.205"), (R, "fre-e2t", "centroid", "sd", "0.043"),
+            (R, "fre-e2t", "text", "mean", "0.333"), (R, "fre-e2t", "text", "sd", "0.250"),
+            (R, "central-dp", "text", "mean", "0.440"), (R, "central-dp", "text", "sd", "0.100"))
+    ],
+    *[
+        Check(UA4, f"{what} {stat}, {m}, ε = 4", c,
+              lambda m=m, key=key, level=level, stat=stat: over_seeds(stat, "utility-all-centroids-e4", key, method=m, level=level), UA4J)
+        for what, key, level, m, stat, c in (
+            ("mean L2 to the nearest frequent text", "avg_l2", "centroid", "fre-e2t", "mean", "1.094"),
+            ("mean L2 to the nearest frequent text", "avg_l2", "centroid", "fre-e2t", "sd", "0.017"),
+            ("mean L2 to the nearest frequent text", "avg_l2", "text", "fre-e2t", "mean", "0.931"),
+            ("mean L2 to the nearest frequent text", "avg_l2", "text", "fre-e2t", "sd", "0.019"),
+            ("E5 normalised gain", "e5_gain", "text", "fre-e2t", "mean", "0.04"), ("E5 normalised gain", "e5_gain", "text", "fre-e2t", "sd", "0.03"),
+            ("E5 normalised gain", "e5_gain", "text", "central-dp", "mean", "0.08"),
+            ("E5 normalised gain", "e5_gain", "text", "central-dp", "sd", "0.03"),
+            ("guide cosine", "guide_cosine", "text", "fre-e2t", "mean", "0.41"), ("guide cosine", "guide_cosine", "text", "fre-e2t", "sd", "0.02"))
+    ],
+    *[
+        Check(UA4, f"text-level α = 1 {key}, fre-e2t, seed {seed}, ε = 4", c,
+              lambda seed=seed, key=key: one("utility-all-centroids-e4", method="fre-e2t", level="text", seed=seed)[key], UA4J)
+        for seed, key, c in ((3, "f1_strict", "0.046"), (3, "recall_strict", "0.025"), (1, "f1_strict", "0.447"), (2, "f1_strict", "0.506"))
+    ],
+    Check(UA4, "text-level α = 1 F1, central-dp, seed 3, ε = 4", "0.332",
+          lambda: one("utility-all-centroids-e4", method="central-dp", level="text", seed=3)["f1_strict"], UA4J),
+    *[
+        Check(UA4, f"inverted centroids, seed {seed}, ε = 4", c,
+              lambda seed=seed: one("utility-all-centroids-e4", method="fre-e2t", level="text", seed=seed)["n_inverted"], UA4J)
+        for seed, c in ((1, "62"), (2, "39"), (3, "50"))
+    ],
+    Check(UA4, "the rows' summed seconds, ε = 4", "6,381", lambda: load("utility-all-centroids-e4")["wall_seconds"], UA4J),
     Check(PRP, "the run's wall seconds", "2,859", lambda: load("paper-regime")["wall_seconds"], PRJ),
     Check(PRP, "protocol's released buckets at N = 10^5 (mean over ε and seeds)", "95",
           lambda: mean("paper-regime", "n_released", part="utility", method="fre-e2t"), PRJ),
