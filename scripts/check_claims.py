@@ -656,6 +656,21 @@ CHECKS: list[Check] = [
               lambda seed=seed: one("utility-all-centroids-e4", method="fre-e2t", level="text", seed=seed)["n_inverted"], UA4J)
         for seed, c in ((1, "62"), (2, "39"), (3, "50"))
     ],
+    *[
+        Check(UA4, f"{what} {stat}, {m}, ε = 4, re-judged", c,
+              lambda m=m, key=key, stat=stat: over_seeds(stat, "utility-all-centroids-e4-rejudged", key, method=m),
+              "utility-all-centroids-e4-rejudged.json")
+        for what, key, m, stat, c in (
+            ("KN share above news p90", "kn_share_above_news_p90", "fre-e2t", "mean", "0.20"),
+            ("KN share above news p90", "kn_share_above_news_p90", "fre-e2t", "sd", "0.05"),
+            ("Gemma share above news p90", "lm_share_above_news_p90", "fre-e2t", "mean", "0.25"),
+            ("Gemma share above news p90", "lm_share_above_news_p90", "fre-e2t", "sd", "0.10"),
+            ("KN share above news p90", "kn_share_above_news_p90", "central-dp", "mean", "0.19"),
+            ("KN share above news p90", "kn_share_above_news_p90", "central-dp", "sd", "0.08"),
+            ("Gemma share above news p90", "lm_share_above_news_p90", "central-dp", "mean", "0.20"),
+            ("Gemma share above news p90", "lm_share_above_news_p90", "central-dp", "sd", "0.03"),
+            ("reader's rules pass now", "rules_pass_now", "fre-e2t", "mean", "1.00"))
+    ],
     Check(UA4, "the rows' summed seconds, ε = 4", "6,381", lambda: load("utility-all-centroids-e4")["wall_seconds"], UA4J),
     Check(PRP, "the run's wall seconds", "2,859", lambda: load("paper-regime")["wall_seconds"], PRJ),
     Check(PRP, "protocol's released buckets at N = 10^5 (mean over ε and seeds)", "95",
