@@ -58,9 +58,14 @@ def sd(name: str, key: str, **match: Any) -> float:
     return statistics.stdev(float(r[key]) for r in rows(name, **match))
 
 
+def of_seeds(stat: str, values: Sequence[float]) -> float:
+    """``mean`` or ``sd`` (as ``stat`` says) of one value per seed."""
+    return statistics.mean(values) if stat == "mean" else statistics.stdev(values)
+
+
 def over_seeds(stat: str, name: str, key: str, **match: Any) -> float:
     """``mean`` or ``sd`` (as ``stat`` says) of ``key`` over the matching rows of NAME.json."""
-    return (mean if stat == "mean" else sd)(name, key, **match)
+    return of_seeds(stat, [float(r[key]) for r in rows(name, **match)])
 
 
 def rules_now(stat: str, name: str, **match: Any) -> float:
@@ -68,8 +73,7 @@ def rules_now(stat: str, name: str, **match: Any) -> float:
     today's reader's rules."""
     from fre_protocol.text import rules
 
-    shares = [rules.summary(r["texts"])["pass_share"] for r in rows(name, **match)]
-    return statistics.mean(shares) if stat == "mean" else statistics.stdev(shares)
+    return of_seeds(stat, [rules.summary(r["texts"])["pass_share"] for r in rows(name, **match)])
 
 
 def f1(p: float, r: float) -> float:
