@@ -21,7 +21,6 @@ all the texts read and per seed. Reads nothing private.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import statistics
 import sys
@@ -88,7 +87,7 @@ def reader_labels(document: dict[str, Any], reader: dict[str, Any]) -> list[tupl
     for mark in reader["rows"]:
         key = (mark["method"], mark["epsilon"], mark["seed"])
         (texts,) = [r["texts"] for r in text_rows(document) if (r["method"], r["epsilon"], r["seed"]) == key]
-        if hashlib.sha256(json.dumps(texts, ensure_ascii=False).encode()).hexdigest() != mark["texts_sha256"]:
+        if judges.texts_sha256(texts) != mark["texts_sha256"]:
             raise FreError(f"the reader read other texts than the row {key} holds (SHA-256 differs)")
         accepted = np.zeros(len(texts), dtype=bool)
         accepted[mark["accepted"]] = True

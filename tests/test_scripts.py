@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import json
 import subprocess
@@ -255,7 +254,7 @@ def test_rejudge_utility_texts_adds_another_family_and_the_readers_agreement(
     (row, _) = script.rejudge({"rows": rows}, other)
     # Gemma's stand-in: NLL = -words; the news NLLs -3, -4, -2, -5 have p90 -2.3, above which only "Nope nope."
     assert row["lm_share_above_news_p90"] == pytest.approx(1 / 4) and row["lm_median_nll"] == pytest.approx(-4.5)
-    digest = hashlib.sha256(json.dumps(texts, ensure_ascii=False).encode()).hexdigest()
+    digest = script.judges.texts_sha256(texts)
     reader = {"rows": [{"method": "fre-e2t", "epsilon": 8.0, "seed": s, "texts_sha256": digest, "accepted": [0, 2]}
                        for s in (1, 2)]}
     labels = script.reader_labels({"rows": rows}, reader)

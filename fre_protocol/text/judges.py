@@ -290,6 +290,15 @@ def other_family_lm() -> tuple[Any, Any]:
     return load_causal_lm(str(path.parent), gguf_file=path.name)
 
 
+def texts_sha256(texts: Sequence[str]) -> str:
+    """The SHA-256 of a list of texts as compact JSON (non-ASCII kept): what a reader's count names
+    the texts it read by, so its accepted indices cannot be applied to other texts."""
+    import hashlib
+    import json
+
+    return hashlib.sha256(json.dumps(list(texts), ensure_ascii=False).encode()).hexdigest()
+
+
 def reader_agreement(scores: npt.ArrayLike, accepted: npt.ArrayLike) -> float:
     """How well ``scores`` (lower = better, as an NLL) order the texts a reader accepted before
     the ones a reader refused: the probability that a random accepted text scores below a random
@@ -325,5 +334,5 @@ def fluency_judgement(
 __all__ = [
     "FLUENCY_JUDGE", "OTHER_FAMILY_LM", "REFERENCE_QUANTILE", "SECOND_EMBEDDER", "KneserNeyJudge", "SecondEmbedder", "fidelity",
     "fluency_judgement", "judge_training_texts", "neighbourhood_fidelity", "normalised_gain", "other_family_lm", "other_family_lm_file",
-    "public_fluency_judge", "reader_agreement", "tokens", "unit_rows", "unrelated_cosines",
+    "public_fluency_judge", "reader_agreement", "texts_sha256", "tokens", "unit_rows", "unrelated_cosines",
 ]

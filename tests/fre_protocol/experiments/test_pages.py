@@ -55,15 +55,14 @@ def test_every_experiment_page_states_its_json_and_command() -> None:
 def test_the_readers_count_indexes_the_texts_it_names() -> None:
     """A reader's accepted indices mean something only for the texts read: each row names them by
     hash, and the hash must be that of the utility row's texts today."""
-    import hashlib
+    from fre_protocol.text.judges import texts_sha256
 
     reader = json.loads((RESULTS / "utility-all-centroids-reader.json").read_text(encoding="utf-8"))
     utility = json.loads((RESULTS / "utility-all-centroids.json").read_text(encoding="utf-8"))
     for row in reader["rows"]:
         (texts,) = [r["texts"] for r in utility["rows"] if r.get("level") == "text"
                     and (r["method"], r["epsilon"], r["seed"]) == (row["method"], row["epsilon"], row["seed"])]
-        digest = hashlib.sha256(json.dumps(texts, ensure_ascii=False).encode()).hexdigest()
-        assert row["texts_sha256"] == digest and row["n_texts"] == len(texts)
+        assert row["texts_sha256"] == texts_sha256(texts) and row["n_texts"] == len(texts)
         assert row["accepted"] == sorted(set(row["accepted"])) and all(0 <= i < len(texts) for i in row["accepted"])
         assert row["n_accepted"] == len(row["accepted"]) and row["accepted_share"] == len(row["accepted"]) / len(texts)
 
