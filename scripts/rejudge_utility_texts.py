@@ -98,10 +98,11 @@ def reader_labels(document: dict[str, Any], reader: dict[str, Any]) -> list[tupl
 def agreement(labels: list[tuple[int, list[str], np.ndarray]], scorers: dict[str, Scorer]) -> list[dict[str, Any]]:
     """Per judge: its agreement with the reader over all the texts read, and per seed."""
     out = []
+    every_ok = np.concatenate([ok for _, _, ok in labels])
     for name, score in scorers.items():
-        per_seed = {seed: judges.reader_agreement(score(texts), ok) for seed, texts, ok in labels}
-        every = judges.reader_agreement(np.concatenate([score(t) for _, t, _ in labels]),
-                                        np.concatenate([ok for _, _, ok in labels]))
+        scored = [score(texts) for _, texts, _ in labels]  # once per seed: a language model's pass is the cost
+        per_seed = {seed: judges.reader_agreement(s, ok) for (seed, _, ok), s in zip(labels, scored, strict=True)}
+        every = judges.reader_agreement(np.concatenate(scored), every_ok)
         out.append({"judge": name, "agreement": every, "per_seed": per_seed,
                     "per_seed_mean": statistics.mean(per_seed.values()),
                     "per_seed_sd": statistics.stdev(per_seed.values()) if len(per_seed) > 1 else float("nan")})
