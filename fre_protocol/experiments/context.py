@@ -3,8 +3,9 @@
 An experiment is a function of a :class:`Context`. The context loads the private texts and their
 embeddings once (cached on disk by the embedder), computes the neighbour counts that define the
 frequent set once per radius, runs a release once per (method, parameters, seed), and inverts a
-centroid once (inversions are memoised by the centroid's bytes), so that ``experiment all`` does
-no work twice. Everything here reads the private data: these are EVALUATIONS for the operator,
+centroid once (inversions are checkpointed in the output folder by the centroid's bytes, so a
+resumed run, or a later experiment on the same folder, reads them back), so that ``experiment all``
+does no work twice. Everything here reads the private data: these are EVALUATIONS for the operator,
 outside the DP guarantee, and every file that carries them says so.
 
 Runs are in seeded research mode (``SeedPlan.from_seed``), recorded in every row: the point of an
@@ -25,7 +26,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from fre_protocol.experiments.store import ROWS_SUFFIX, RowStore
+from fre_protocol.experiments.store import ROWS_SUFFIX, RowStore, canonical_key
 from fre_protocol.roles.base import check_dropout_policy
 from fre_protocol.roles.config import (
     COUNT_CALIBRATION,
@@ -60,6 +61,8 @@ RELEASE_METHODS = (FRE_E2T, CENTRAL_DP)
 #: What --quick changes (sizes for CI; flags given explicitly still win). At 2,000 healthtweets
 #: t = 100 releases nothing, and t < 50 is infeasible at δ = 1e-6, so quick runs use t = 50 and a
 #: coarser projection (k = 4: about a dozen buckets reach the threshold).
+#: the checkpoint of a folder's inverted texts (not an experiment: no page renders it)
+INVERSIONS = "inversions"
 QUICK_LIMIT = 2000
 QUICK_EPSILONS: tuple[float, ...] = (8.0, math.inf)
 QUICK_SEEDS: tuple[int, ...] = (1,)
@@ -251,7 +254,7 @@ class Context:
         self._inverter: Any = None
         self._counts: dict[float, npt.NDArray[np.int64]] = {}
         self._releases: dict[str, Outputs] = {}
-        self._inversions: dict[tuple[bytes, int], tuple[str, ...]] = {}
+        self._inversions: RowStore | None = None
         self._language_model: Any = None
         #: models this invocation loaded: (role, name) -> (location, weight files read or None for all)
         self.models: dict[tuple[str, str], tuple[str | None, tuple[str, ...] | None]] = {}
@@ -414,15 +417,26 @@ class Context:
         return texts, self.embed_texts(texts)
 
     def inversions(self, centroids: npt.NDArray[np.floating], num_texts: int = 1) -> list[tuple[str, ...]]:
-        """Up to ``num_texts`` texts per centroid, best first (memoised by the centroid's bytes and
-        the number asked for)."""
+        """Up to ``num_texts`` texts per centroid, best first.
+
+        Checkpointed in ``INVERSIONS.rows.jsonl`` by the centroid's bytes and the number asked for:
+        the guided search is the costliest step of a text run, and its sampling stream runs on from
+        one call to the next, so inverting a centroid again after a resume would cost as much and
+        could give another text than the one a row already reports."""
+        if self._inversions is None:
+            self._inversions = self.store(INVERSIONS, log=False)
+        store = self._inversions
         rows = np.asarray(centroids, dtype=np.float64)
-        todo = [c for c in rows if (_digest(c), num_texts) not in self._inversions]
+        keys = [{"centroid": _digest(c).hex(), "num_texts": num_texts} for c in rows]
+        todo = {canonical_key(k): i for i, k in enumerate(keys) if k not in store}  # each centroid once
         if todo:
-            inversions = self.inverter().invert(np.stack(todo), num_texts=num_texts, progress=self.config.progress)
-            for c, inv in zip(todo, inversions, strict=True):
-                self._inversions[(_digest(c), num_texts)] = tuple(inv.texts)
-        return [self._inversions[(_digest(c), num_texts)] for c in rows]
+            start = time.perf_counter()
+            found = self.inverter().invert(rows[list(todo.values())], num_texts=num_texts,
+                                           progress=self.config.progress)
+            share = (time.perf_counter() - start) / len(todo)
+            for i, inv in zip(todo.values(), found, strict=True):
+                store.put(keys[i], {"texts": list(inv.texts)}, seconds=share)
+        return [tuple(store.get(k)["texts"]) for k in keys]
 
     def embed_texts(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
         if not texts:
@@ -453,11 +467,12 @@ class Context:
         return order if cap is None else order[:cap]
 
     # -- bookkeeping ----------------------------------------------------------------------------
-    def store(self, name: str) -> RowStore:
+    def store(self, name: str, *, log: bool = True) -> RowStore:
+        """The checkpoint ``NAME.rows.jsonl`` of this output folder (``log``: a line per finished unit)."""
         from fre_protocol.experiments.provenance import row_stamp
 
-        return RowStore(self.config.out_dir / f"{name}{ROWS_SUFFIX}", self.config.fingerprint(), log=self.log,
-                        stamp=row_stamp())
+        return RowStore(self.config.out_dir / f"{name}{ROWS_SUFFIX}", self.config.fingerprint(),
+                        log=self.log if log else None, stamp=row_stamp())
 
 
 

@@ -81,18 +81,27 @@ class RowStore:
 
     def get_or_run(self, key: Mapping[str, Any], compute: Callable[[], Mapping[str, Any]]) -> dict[str, Any]:
         """The row stored under ``key``, or ``compute()``'s, stored first (with the key's fields)."""
-        k = canonical_key(key)
-        if k not in self._rows:
+        if key not in self:
             start = time.perf_counter()
-            row = json_safe({**dict(key), **dict(compute())})
-            row.update({name: value for name, value in self.stamp.items() if name not in row})
-            row[UNIT_SECONDS] = time.perf_counter() - start  # what the unit cost, kept across resumes
-            if self.log is not None:  # one line per finished unit: the progress of a long run
-                what = " ".join(f"{name}={value}" for name, value in json_safe(dict(key)).items())
-                self.log(f"  {self.path.name.removesuffix(ROWS_SUFFIX)}: {what} ({row[UNIT_SECONDS]:.1f} s)")
-            self._append({"key": json_safe(dict(key)), "row": row})
-            self._rows[k] = row
-        return dict(self._rows[k])
+            row = compute()
+            self.put(key, row, seconds=time.perf_counter() - start)
+        return self.get(key)
+
+    def put(self, key: Mapping[str, Any], row: Mapping[str, Any], *, seconds: float) -> None:
+        """Store ``row`` (with the key's fields) under ``key``, ``seconds`` being what computing it cost
+        (a unit computed in a batch is charged its share)."""
+        stored = json_safe({**dict(key), **dict(row)})
+        stored.update({name: value for name, value in self.stamp.items() if name not in stored})
+        stored[UNIT_SECONDS] = seconds  # what the unit cost, kept across resumes
+        if self.log is not None:  # one line per finished unit: the progress of a long run
+            what = " ".join(f"{name}={value}" for name, value in json_safe(dict(key)).items())
+            self.log(f"  {self.path.name.removesuffix(ROWS_SUFFIX)}: {what} ({seconds:.1f} s)")
+        self._append({"key": json_safe(dict(key)), "row": stored})
+        self._rows[canonical_key(key)] = stored
+
+    def get(self, key: Mapping[str, Any]) -> dict[str, Any]:
+        """A copy of the row stored under ``key`` (KeyError when there is none)."""
+        return dict(self._rows[canonical_key(key)])
 
     def rows(self) -> list[dict[str, Any]]:
         return [dict(r) for r in self._rows.values()]

@@ -56,6 +56,38 @@ def test_store_refuses_rows_of_another_configuration(tmp_path: Path) -> None:
         RowStore(tmp_path / "x.rows.jsonl", {"data": "a", "limit": 20})
 
 
+def test_inversions_are_checkpointed_so_a_resumed_run_does_not_invert_again(tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from fre_protocol.experiments.context import Context
+
+    class CountingInverter:  # each call names the rows it was asked for, so a new call shows up as new text
+        def __init__(self) -> None:
+            self.asked: list[int] = []
+
+        def invert(self, rows: np.ndarray, *, num_texts: int, progress: bool) -> list[SimpleNamespace]:
+            self.asked.append(len(rows))
+            return [SimpleNamespace(texts=[f"call {len(self.asked)} row {r[0]:g} #{j}" for j in range(num_texts)])
+                    for r in rows]
+
+    config = ExperimentConfig(out_dir=tmp_path, corpus=None, embeddings="x.npy")
+    centroids = np.array([[1.0, 0.0], [2.0, 0.0], [1.0, 0.0]])
+    first = Context(config, log=lambda _: None)
+    first._inverter = inverter = CountingInverter()
+    texts = first.inversions(centroids)
+    assert inverter.asked == [2]  # the repeated centroid is inverted once
+    assert texts == [("call 1 row 1 #0",), ("call 1 row 2 #0",), ("call 1 row 1 #0",)]
+    assert first.inversions(centroids[::-1]) == texts[::-1] and inverter.asked == [2]
+    resumed = Context(config, log=lambda _: None)
+    resumed._inverter = fresh = CountingInverter()
+    assert resumed.inversions(centroids) == texts and fresh.asked == []
+    assert resumed.inversions(centroids[:1], num_texts=2) == [("call 1 row 1 #0", "call 1 row 1 #1")]
+    assert fresh.asked == [1]  # another number of texts is another unit
+    assert (tmp_path / "inversions.rows.jsonl").exists()
+
+
 def test_mean_std_over_seeds_ignores_undefined_values() -> None:
     rows = [{"f1": 0.5}, {"f1": 0.7}, {"f1": "nan"}, {"f1": None}]
     mean, std, n = mean_std(rows, "f1")
