@@ -469,6 +469,16 @@ CHECKS: list[Check] = [
                                 (4.0, "first", "mean", "0.143"), (4.0, "second", "mean", "0.029"))
     ],
     Check(R, "Table 7: transferred radius", "0.878", lambda: one("embedders", embedder="transfer")["second_radius"], "embedders.json"),
+    # fluent-text.md: time per centroid at 7fabdad, the default seeds beside retrieval seeds (one run).
+    *[
+        Check("docs/results/fluent-text.md", f"time per centroid: {inverter} {key}", c,
+              lambda inverter=inverter, key=key: one("inversion-speed", inverter=inverter)[key], "inversion-speed.json")
+        for inverter, key, c in (("guided[default]", "seconds_per_target", "6.21"),
+                                 ("guided[default,seeds=retrieval]", "seconds_per_target", "4.28"),
+                                 ("guided[default]", "e5_gain", "0.389"), ("guided[default,seeds=retrieval]", "e5_gain", "0.378"),
+                                 ("guided[default]", "kn_share_above_news_p90", "0.38"),
+                                 ("guided[default,seeds=retrieval]", "kn_share_above_news_p90", "0.31"))
+    ],
     # prefix-generator.md: generator seeds against retrieval seeds, pooled over four held-out draws.
     *[
         Check("docs/results/prefix-generator.md", f"E5 gain difference pooled over four draws, {k}", c,
