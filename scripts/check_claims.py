@@ -152,6 +152,7 @@ AM = "docs/results/augpe-matched.md"
 UA, UAJ = "docs/results/utility-all-centroids.md", "utility-all-centroids.json"
 RJ = "utility-all-centroids-rejudged.json"
 UA4, UA4J = "docs/results/utility-all-centroids-e4.md", "utility-all-centroids-e4.json"
+UA16, UA16J = "docs/results/utility-all-centroids-e16.md", "utility-all-centroids-e16.json"
 
 
 CHECKS: list[Check] = [
@@ -686,6 +687,44 @@ CHECKS: list[Check] = [
             ("reader's rules pass now", "rules_pass_now", "fre-e2t", "mean", "1.00"))
     ],
     Check(UA4, "the rows' summed seconds, ε = 4", "6,381", lambda: load("utility-all-centroids-e4")["wall_seconds"], UA4J),
+    # utility-all-centroids-e16.md: every centroid inverted at ε = 16, three seeds.
+    *[
+        Check(UA16, f"α = 1 F1 {stat}, {m} {level}, ε = 16", c,
+              lambda m=m, level=level, stat=stat: over_seeds(stat, "utility-all-centroids-e16", "f1_strict", method=m,
+                                                             level=level), UA16J)
+        for m, level, stat, c in (("fre-e2t", "centroid", "mean", "0.977"), ("fre-e2t", "centroid", "sd", "0.003"),
+                                  ("central-dp", "centroid", "mean", "0.975"), ("central-dp", "centroid", "sd", "0.002"),
+                                  ("fre-e2t", "text", "mean", "0.686"), ("fre-e2t", "text", "sd", "0.106"),
+                                  ("central-dp", "text", "mean", "0.717"), ("central-dp", "text", "sd", "0.066"))
+    ],
+    *[
+        Check(UA16, f"text-level α = 1 F1, fre-e2t, seed {seed}, ε = 16", c,
+              lambda seed=seed: one("utility-all-centroids-e16", method="fre-e2t", level="text", seed=seed)["f1_strict"], UA16J)
+        for seed, c in ((1, "0.682"), (2, "0.794"), (3, "0.582"))
+    ],
+    *[
+        Check(UA16, f"inverted centroids, seed {seed}, ε = 16", c,
+              lambda seed=seed: one("utility-all-centroids-e16", method="fre-e2t", level="text", seed=seed)["n_inverted"], UA16J)
+        for seed, c in ((1, "61"), (2, "41"), (3, "49"))
+    ],
+    *[
+        Check(UA16, f"{key} {stat}, {m}, ε = 16", c,
+              lambda m=m, key=key, stat=stat: over_seeds(stat, "utility-all-centroids-e16", key, method=m, level="text"), UA16J)
+        for m, key, stat, c in (("fre-e2t", "e5_gain", "mean", "0.14"), ("fre-e2t", "e5_gain", "sd", "0.02"),
+                                ("central-dp", "e5_gain", "mean", "0.12"), ("central-dp", "e5_gain", "sd", "0.03"),
+                                ("fre-e2t", "guide_cosine", "mean", "0.67"), ("fre-e2t", "guide_cosine", "sd", "0.01"))
+    ],
+    *[
+        Check(R, f"every centroid at ε = 16: fre-e2t {level} α = 1 F1 {stat}", c,
+              lambda level=level, stat=stat: over_seeds(stat, "utility-all-centroids-e16", "f1_strict", method="fre-e2t",
+                                                        level=level), UA16J)
+        for level, stat, c in (("centroid", "mean", "0.977"), ("centroid", "sd", "0.003"), ("text", "mean", "0.686"),
+                               ("text", "sd", "0.106"))
+    ],
+    Check(UA16, "the rows' summed seconds, ε = 16", "5,889",
+          lambda: sum(r["unit_seconds"] for r in load("utility-all-centroids-e16")["rows"]), UA16J),
+    Check(UA16, "the wall time given, ε = 16 (the rows' sum less 638 s stopped)", "5,251",
+          lambda: load("utility-all-centroids-e16")["wall_seconds"], UA16J),
     Check(PRP, "the run's wall seconds", "2,859", lambda: load("paper-regime")["wall_seconds"], PRJ),
     Check(PRP, "protocol's released buckets at N = 10^5 (mean over ε and seeds)", "95",
           lambda: mean("paper-regime", "n_released", part="utility", method="fre-e2t"), PRJ),

@@ -31,7 +31,7 @@ from fre_protocol.experiments.tables import (
     markdown_table,
     sorted_values,
 )
-from fre_protocol.experiments.utility import METRICS, score, text_row
+from fre_protocol.experiments.utility import METRICS, score, stored_text_row
 
 FULL_SETTING = {"n_syn": 48, "variations": 3, "iterations": 3, "max_new_tokens": 32, "batch_size": 48}
 QUICK_SETTING = {"n_syn": 4, "variations": 2, "iterations": 1, "max_new_tokens": 16, "batch_size": 16}
@@ -113,12 +113,10 @@ def run(ctx: Context) -> list[dict[str, Any]]:
     utility = ctx.store("utility")  # Fre-E2T's text-level rows: shared with the utility experiment
     if ctx.dataset().has_texts:
         for epsilon in ctx.config.run_epsilons:
-            params = ctx.params(epsilon)
             for seed in ctx.config.run_seeds:
                 store.get_or_run({"method": "aug-pe", "epsilon": epsilon, "seed": seed},
                                  partial(augpe_row, ctx, epsilon, seed))
-                fre = utility.get_or_run({"method": FRE_E2T, "epsilon": epsilon, "seed": seed, "level": "text"},
-                                         partial(text_row, ctx, FRE_E2T, params, seed))
+                fre = stored_text_row(ctx, utility, FRE_E2T, epsilon, seed)
                 store.get_or_run({"method": FRE_E2T, "epsilon": epsilon, "seed": seed},
                                  lambda fre=fre: {k: v for k, v in fre.items() if k not in ("method", "epsilon", "seed")})
                 store.get_or_run({"method": MATCHED, "epsilon": epsilon, "seed": seed},

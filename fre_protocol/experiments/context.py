@@ -419,10 +419,11 @@ class Context:
     def inversions(self, centroids: npt.NDArray[np.floating], num_texts: int = 1) -> list[tuple[str, ...]]:
         """Up to ``num_texts`` texts per centroid, best first.
 
-        Checkpointed in ``INVERSIONS.rows.jsonl`` by the centroid's bytes and the number asked for:
-        the guided search is the costliest step of a text run, and its sampling stream runs on from
-        one call to the next, so inverting a centroid again after a resume would cost as much and
-        could give another text than the one a row already reports."""
+        Checkpointed in ``inversions.rows.jsonl`` by the centroid's bytes and the number asked for:
+        the guided search is the costliest step of a text run, and with more than one round its
+        rewrites are sampled from a stream that runs on from one call to the next, so inverting a
+        centroid again after a resume would cost as much and could give another text than the one
+        a row already reports."""
         if self._inversions is None:
             self._inversions = self.store(INVERSIONS, log=False)
         store = self._inversions
@@ -442,11 +443,6 @@ class Context:
         if not texts:
             return np.zeros((0, self.dataset().x.shape[1]), dtype=np.float32)
         return np.asarray(self.embedder().embed(list(texts)), dtype=np.float32)
-
-    def synthetic_texts(self, epsilon: float, seed: int, method: str = FRE_E2T) -> list[str]:
-        """The inverted texts of a release at ``epsilon`` (the capped, largest-count centroids)."""
-        release = self.release(method, self.params(epsilon), seed)
-        return self.invert(release.centroids[self.capped(release)])[0]
 
     def sample_frequent_texts(self, epsilon: float, count: int, seed: int) -> list[str]:
         """``count`` real frequent texts drawn without replacement (seeded): the reference set."""

@@ -2,7 +2,8 @@
 
 Each text's mean token NLL under SmolLM2-135M-Instruct (a deviation: the paper uses GPT-2, so only
 the ordering of text sets compares with the paper, not the values), for Fre-E2T's inverted texts
-at every ε and for a matched reference of real frequent texts (the paper: a random 1,000-text
+at every ε (the very texts utility's text rows report: read from its checkpoint in the same
+folder, or computed into it) and for a matched reference of real frequent texts (the paper: a random 1,000-text
 sample of the frequent texts). Reported: the mean per-text perplexity (Table 4), the median NLL
 and the fraction of texts with NLL ≤ 6 (Table 15).
 
@@ -19,7 +20,8 @@ from functools import partial
 from typing import Any
 
 from fre_protocol.experiments import Experiment
-from fre_protocol.experiments.context import Context
+from fre_protocol.experiments.context import FRE_E2T, Context
+from fre_protocol.experiments.store import RowStore
 from fre_protocol.experiments.tables import (
     cell,
     epsilon_label,
@@ -27,6 +29,7 @@ from fre_protocol.experiments.tables import (
     markdown_table,
     sorted_values,
 )
+from fre_protocol.experiments.utility import stored_text_row
 
 REFERENCE_TEXTS = 1000
 QUICK_REFERENCE_TEXTS = 20
@@ -47,19 +50,20 @@ def run(ctx: Context) -> list[dict[str, Any]]:
     if not ctx.dataset().has_texts:
         return [store.get_or_run({"source": "none"}, lambda: {"note": "--embeddings holds no text"})]
     size = QUICK_REFERENCE_TEXTS if ctx.config.quick else REFERENCE_TEXTS
+    utility = ctx.store("utility")  # the texts scored are those utility's text rows report
     # The frequent set does not depend on ε (r and t are the same at every ε).
     reference_epsilon = ctx.config.run_epsilons[0]
     for seed in ctx.config.run_seeds:
         for epsilon in ctx.config.run_epsilons:
             store.get_or_run({"source": "fre-e2t", "epsilon": epsilon, "seed": seed},
-                             partial(_synthetic, ctx, epsilon, seed))
+                             partial(_synthetic, ctx, utility, epsilon, seed))
         store.get_or_run({"source": "real", "epsilon": "reference", "seed": seed},
                          partial(_reference, ctx, reference_epsilon, size, seed))
     return store.rows()
 
 
-def _synthetic(ctx: Context, epsilon: float, seed: int) -> dict[str, Any]:
-    return summarise(ctx, ctx.synthetic_texts(epsilon, seed))
+def _synthetic(ctx: Context, utility: RowStore, epsilon: float, seed: int) -> dict[str, Any]:
+    return summarise(ctx, stored_text_row(ctx, utility, FRE_E2T, epsilon, seed)["texts"])
 
 
 def _reference(ctx: Context, epsilon: float, size: int, seed: int) -> dict[str, Any]:

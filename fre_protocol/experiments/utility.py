@@ -19,6 +19,7 @@ import numpy as np
 
 from fre_protocol.experiments import Experiment
 from fre_protocol.experiments.context import RELEASE_METHODS, Context
+from fre_protocol.experiments.store import RowStore
 from fre_protocol.experiments.tables import (
     cell,
     epsilon_label,
@@ -120,8 +121,16 @@ def run(ctx: Context) -> list[dict[str, Any]]:
                 # partial: the release runs only if a row is missing from the checkpoint
                 store.get_or_run({**base, "level": "centroid"}, partial(centroid_row, ctx, method, params, seed))
                 if has_texts:
-                    store.get_or_run({**base, "level": "text"}, partial(text_row, ctx, method, epsilon, seed))
+                    stored_text_row(ctx, store, method, epsilon, seed)
     return store.rows()
+
+
+def stored_text_row(ctx: Context, store: RowStore, method: str, epsilon: float, seed: int) -> dict[str, Any]:
+    """The text row of (method, ε, seed) in utility's checkpoint ``store``, computed into it if
+    missing: augpe and naturalness score Fre-E2T's texts through it, so every page of a folder
+    reports the same texts, inverted once."""
+    return store.get_or_run({"method": method, "epsilon": epsilon, "seed": seed, "level": "text"},
+                            partial(text_row, ctx, method, epsilon, seed))
 
 
 def _table(rows: Sequence[Mapping[str, Any]], level: str, suffix: str) -> str:

@@ -116,3 +116,39 @@ def test_a_second_call_resumes_without_recomputing(quick_run: Path, monkeypatch:
     before = _load(quick_run, "baselines")["rows"]
     assert main(["experiment", "baselines", "--quick", "--out", str(quick_run), "--no-progress"]) == 0
     assert _load(quick_run, "baselines")["rows"] == before
+
+
+def _drop_rows(checkpoint: Path, **match: Any) -> None:
+    """Remove the units whose key has the fields of ``match`` from a checkpoint (a crash before them)."""
+    lines = checkpoint.read_text(encoding="utf-8").splitlines()
+    kept = [line for line in lines[1:] if not match.items() <= json.loads(line)["key"].items()]
+    assert len(kept) < len(lines) - 1, f"no unit of {checkpoint.name} has {match}"
+    checkpoint.write_text("\n".join([lines[0], *kept]) + "\n", encoding="utf-8")
+
+
+def _without(rows: list[dict[str, Any]], fields: set[str]) -> list[str]:
+    """The rows less ``fields``, in a canonical order (a recomputed unit is appended last)."""
+    return sorted(json.dumps({k: v for k, v in r.items() if k not in fields}, sort_keys=True) for r in rows)
+
+
+def test_later_experiments_score_the_texts_utility_reported(quick_run: Path, text_cache_dir: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """naturalness and augpe read utility's text rows, whose centroids' texts are checkpointed:
+    with those rows gone (augpe) or its own (naturalness), a second call inverts nothing and
+    reports what the first did. (The same embedding cache: the checkpoint is keyed by the
+    centroids' bytes, and embeddings computed in other batches differ in the last bits.)"""
+    from fre_protocol.experiments.context import Context
+
+    def refuse(self: Context) -> Any:
+        raise AssertionError("a centroid was inverted again")
+
+    monkeypatch.setattr(Context, "inverter", refuse)
+    stamp = {"unit_seconds", "commit"}
+    natural, augpe = _load(quick_run, "naturalness")["rows"], _load(quick_run, "augpe")["rows"]
+    (quick_run / "naturalness.rows.jsonl").unlink()
+    _drop_rows(quick_run / "utility.rows.jsonl", method="fre-e2t", level="text")
+    _drop_rows(quick_run / "augpe.rows.jsonl", method="fre-e2t")
+    assert main(["experiment", "augpe,naturalness", "--quick", "--out", str(quick_run), "--cache-dir",
+                 str(text_cache_dir), "--no-progress"]) == 0
+    assert _without(_load(quick_run, "augpe")["rows"], stamp) == _without(augpe, stamp)
+    assert _without(_load(quick_run, "naturalness")["rows"], stamp) == _without(natural, stamp)
