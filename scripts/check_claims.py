@@ -721,6 +721,21 @@ CHECKS: list[Check] = [
         for level, stat, c in (("centroid", "mean", "0.977"), ("centroid", "sd", "0.003"), ("text", "mean", "0.686"),
                                ("text", "sd", "0.106"))
     ],
+    *[
+        Check(UA16, f"{what} {stat}, {m}, ε = 16, re-judged", c,
+              lambda m=m, key=key, stat=stat: over_seeds(stat, "utility-all-centroids-e16-rejudged", key, method=m),
+              "utility-all-centroids-e16-rejudged.json")
+        for what, key, m, stat, c in (
+            ("KN share above news p90", "kn_share_above_news_p90", "fre-e2t", "mean", "0.24"),
+            ("KN share above news p90", "kn_share_above_news_p90", "fre-e2t", "sd", "0.06"),
+            ("Gemma share above news p90", "lm_share_above_news_p90", "fre-e2t", "mean", "0.15"),
+            ("Gemma share above news p90", "lm_share_above_news_p90", "fre-e2t", "sd", "0.03"),
+            ("KN share above news p90", "kn_share_above_news_p90", "central-dp", "mean", "0.22"),
+            ("KN share above news p90", "kn_share_above_news_p90", "central-dp", "sd", "0.07"),
+            ("Gemma share above news p90", "lm_share_above_news_p90", "central-dp", "mean", "0.16"),
+            ("Gemma share above news p90", "lm_share_above_news_p90", "central-dp", "sd", "0.02"),
+            ("reader's rules pass now", "rules_pass_now", "fre-e2t", "mean", "1.00"))
+    ],
     Check(UA16, "the rows' summed seconds, ε = 16", "5,889",
           lambda: sum(r["unit_seconds"] for r in load("utility-all-centroids-e16")["rows"]), UA16J),
     Check(UA16, "the wall time given, ε = 16 (the rows' sum less 638 s stopped)", "5,251",
