@@ -742,7 +742,14 @@ CHECKS: list[Check] = [
             ("KN share above news p90", "kn_share_above_news_p90", "central-dp", "sd", "0.07"),
             ("Gemma share above news p90", "lm_share_above_news_p90", "central-dp", "mean", "0.16"),
             ("Gemma share above news p90", "lm_share_above_news_p90", "central-dp", "sd", "0.02"),
+            ("Gemma share above news p90, three digits", "lm_share_above_news_p90", "fre-e2t", "mean", "0.154"),
             ("reader's rules pass now", "rules_pass_now", "fre-e2t", "mean", "1.00"))
+    ],
+    *[
+        Check(UA16, f"Gemma share above news p90, fre-e2t, seed {seed}, ε = 16", c,
+              lambda seed=seed: one("utility-all-centroids-e16-rejudged", method="fre-e2t", seed=seed)["lm_share_above_news_p90"],
+              "utility-all-centroids-e16-rejudged.json")
+        for seed, c in ((1, "0.13"), (2, "0.15"), (3, "0.18"))
     ],
     Check(UA16, "the rows' summed seconds, ε = 16", "5,889",
           lambda: sum(r["unit_seconds"] for r in load("utility-all-centroids-e16")["rows"]), UA16J),
