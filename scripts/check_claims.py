@@ -153,6 +153,7 @@ UA, UAJ = "docs/results/utility-all-centroids.md", "utility-all-centroids.json"
 RJ = "utility-all-centroids-rejudged.json"
 UA4, UA4J = "docs/results/utility-all-centroids-e4.md", "utility-all-centroids-e4.json"
 UA16, UA16J = "docs/results/utility-all-centroids-e16.md", "utility-all-centroids-e16.json"
+UAI, UAIJ = "docs/results/utility-all-centroids-inf.md", "utility-all-centroids-inf.json"
 
 
 CHECKS: list[Check] = [
@@ -751,6 +752,33 @@ CHECKS: list[Check] = [
               "utility-all-centroids-e16-rejudged.json")
         for seed, c in ((1, "0.13"), (2, "0.15"), (3, "0.18"))
     ],
+    # utility-all-centroids-inf.md: every centroid inverted at ε = ∞, three seeds.
+    *[
+        Check(page, f"α = 1 F1 {stat}, fre-e2t {level}, ε = ∞", c,
+              lambda level=level, stat=stat: over_seeds(stat, "utility-all-centroids-inf", "f1_strict", method="fre-e2t",
+                                                        level=level), UAIJ)
+        for page in (UAI, R)
+        for level, stat, c in (("centroid", "mean", "0.982"), ("centroid", "sd", "0.002"), ("text", "mean", "0.695"),
+                               ("text", "sd", "0.027"))
+    ],
+    *[
+        Check(UAI, f"inverted centroids, seed {seed}, ε = ∞", c,
+              lambda seed=seed: one("utility-all-centroids-inf", method="fre-e2t", level="text", seed=seed)["n_inverted"], UAIJ)
+        for seed, c in ((1, "64"), (2, "40"), (3, "52"))
+    ],
+    *[
+        Check(UAI, f"{key} {stat}, fre-e2t, ε = ∞", c,
+              lambda key=key, stat=stat: over_seeds(stat, "utility-all-centroids-inf", key, method="fre-e2t", level="text"), UAIJ)
+        for key, stat, c in (("e5_gain", "mean", "0.14"), ("e5_gain", "sd", "0.01"), ("guide_cosine", "mean", "0.70"),
+                             ("guide_cosine", "sd", "0.01"))
+    ],
+    Check(UAI, "text-level α = 1 F1, ε = 4, across ε", "0.333",
+          lambda: over_seeds("mean", "utility-all-centroids-e4", "f1_strict", method="fre-e2t", level="text"), UA4J),
+    Check(UAI, "text-level α = 1 F1, ε = 8, across ε", "0.675",
+          lambda: over_seeds("mean", "utility-all-centroids", "f1_strict", method="fre-e2t", level="text"), UAJ),
+    Check(UAI, "text-level α = 1 F1, ε = 16, across ε", "0.686",
+          lambda: over_seeds("mean", "utility-all-centroids-e16", "f1_strict", method="fre-e2t", level="text"), UA16J),
+    Check(UAI, "the rows' summed seconds, ε = ∞", "5351", lambda: load("utility-all-centroids-inf")["wall_seconds"], UAIJ),
     Check(UA16, "the rows' summed seconds, ε = 16", "5,889",
           lambda: sum(r["unit_seconds"] for r in load("utility-all-centroids-e16")["rows"]), UA16J),
     Check(UA16, "the wall time given, ε = 16 (the rows' sum less 638 s stopped)", "5,251",
