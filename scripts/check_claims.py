@@ -775,6 +775,21 @@ CHECKS: list[Check] = [
         for key, stat, c in (("e5_gain", "mean", "0.14"), ("e5_gain", "sd", "0.01"), ("guide_cosine", "mean", "0.70"),
                              ("guide_cosine", "sd", "0.01"))
     ],
+    *[
+        Check(UAI, f"{what} {stat}, fre-e2t, ε = ∞, re-judged", c,
+              lambda key=key, stat=stat: over_seeds(stat, "utility-all-centroids-inf-rejudged", key, method="fre-e2t"),
+              "utility-all-centroids-inf-rejudged.json")
+        for what, key, stat, c in (("KN share above news p90", "kn_share_above_news_p90", "mean", "0.18"),
+                                   ("KN share above news p90", "kn_share_above_news_p90", "sd", "0.03"),
+                                   ("Gemma share above news p90", "lm_share_above_news_p90", "mean", "0.10"),
+                                   ("Gemma share above news p90", "lm_share_above_news_p90", "sd", "0.07"))
+    ],
+    *[
+        Check(UAI, f"Gemma share above news p90, seed {seed}, ε = ∞", c,
+              lambda seed=seed: one("utility-all-centroids-inf-rejudged", method="fre-e2t", seed=seed)["lm_share_above_news_p90"],
+              "utility-all-centroids-inf-rejudged.json")
+        for seed, c in ((1, "0.05"), (3, "0.17"))
+    ],
     Check(UAI, "text-level α = 1 F1, ε = 4, across ε", "0.333",
           lambda: over_seeds("mean", "utility-all-centroids-e4", "f1_strict", method="fre-e2t", level="text"), UA4J),
     Check(UAI, "text-level α = 1 F1, ε = 8, across ε", "0.675",
