@@ -57,12 +57,12 @@ EVALUATION_NOTE = (
 FRE_E2T = "fre-e2t"  # the two-server protocol
 CENTRAL_DP = "central-dp"  # Algorithm 1 run centrally: the protocol's oracle (the paper's curator: mechanism.curator)
 RELEASE_METHODS = (FRE_E2T, CENTRAL_DP)
+#: the checkpoint of a folder's inverted texts (not an experiment: no page renders it)
+INVERSIONS = "inversions"
 
 #: What --quick changes (sizes for CI; flags given explicitly still win). At 2,000 healthtweets
 #: t = 100 releases nothing, and t < 50 is infeasible at δ = 1e-6, so quick runs use t = 50 and a
 #: coarser projection (k = 4: about a dozen buckets reach the threshold).
-#: the checkpoint of a folder's inverted texts (not an experiment: no page renders it)
-INVERSIONS = "inversions"
 QUICK_LIMIT = 2000
 QUICK_EPSILONS: tuple[float, ...] = (8.0, math.inf)
 QUICK_SEEDS: tuple[int, ...] = (1,)
