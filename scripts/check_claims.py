@@ -18,7 +18,7 @@ import json
 import math
 import statistics
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import cache
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -74,6 +74,21 @@ def rules_now(stat: str, name: str, **match: Any) -> float:
     from fre_protocol.text import rules
 
     return of_seeds(stat, [rules.summary(r["texts"])["pass_share"] for r in rows(name, **match)])
+
+
+def stat_checks(page: str, name: str, label: str,
+                cases: Sequence[tuple[str, Mapping[str, Any], str, str]]) -> list[Check]:
+    """One check per (key, match, stat, cited): the mean or sd (``stat``) of ``key`` over the rows of
+    NAME.json whose fields equal ``match``."""
+    return [Check(page, f"{label}: {key} {stat} {dict(match)}", cited,
+                  lambda key=key, match=match, stat=stat: over_seeds(stat, name, key, **match), f"{name}.json")
+            for key, match, stat, cited in cases]
+
+
+def seed_checks(page: str, name: str, label: str, key: str, cited: Mapping[int, str], **match: Any) -> list[Check]:
+    """One check per seed: ``key`` of the one row of NAME.json with that seed and the fields of ``match``."""
+    return [Check(page, f"{label}: {key}, seed {seed}", c, lambda seed=seed: one(name, seed=seed, **match)[key], f"{name}.json")
+            for seed, c in cited.items()]
 
 
 def f1(p: float, r: float) -> float:
@@ -154,6 +169,10 @@ RJ = "utility-all-centroids-rejudged.json"
 UA4, UA4J = "docs/results/utility-all-centroids-e4.md", "utility-all-centroids-e4.json"
 UA16, UA16J = "docs/results/utility-all-centroids-e16.md", "utility-all-centroids-e16.json"
 UAI, UAIJ = "docs/results/utility-all-centroids-inf.md", "utility-all-centroids-inf.json"
+#: row selections of a utility run (its re-judged rows have no level)
+FRE, CDP = {"method": "fre-e2t"}, {"method": "central-dp"}
+FRE_CENTROIDS, CDP_CENTROIDS = FRE | {"level": "centroid"}, CDP | {"level": "centroid"}
+FRE_TEXTS, CDP_TEXTS = FRE | {"level": "text"}, CDP | {"level": "text"}
 
 
 CHECKS: list[Check] = [
@@ -712,97 +731,45 @@ CHECKS: list[Check] = [
             ("reader's rules pass now", "rules_pass_now", "fre-e2t", "mean", "1.00"))
     ],
     Check(UA4, "the rows' summed seconds, ε = 4", "6,381", lambda: load("utility-all-centroids-e4")["wall_seconds"], UA4J),
-    # utility-all-centroids-e16.md: every centroid inverted at ε = 16, three seeds.
+    # utility-all-centroids-e16.md and -inf.md: every centroid inverted at ε = 16 and ∞, three seeds.
+    *stat_checks(UA16, "utility-all-centroids-e16", "ε = 16", (
+        ("f1_strict", FRE_CENTROIDS, "mean", "0.977"), ("f1_strict", FRE_CENTROIDS, "sd", "0.003"),
+        ("f1_strict", CDP_CENTROIDS, "mean", "0.975"), ("f1_strict", CDP_CENTROIDS, "sd", "0.002"),
+        ("f1_strict", FRE_TEXTS, "mean", "0.686"), ("f1_strict", FRE_TEXTS, "sd", "0.106"),
+        ("f1_strict", CDP_TEXTS, "mean", "0.717"), ("f1_strict", CDP_TEXTS, "sd", "0.066"),
+        ("e5_gain", FRE_TEXTS, "mean", "0.14"), ("e5_gain", FRE_TEXTS, "sd", "0.02"),
+        ("e5_gain", CDP_TEXTS, "mean", "0.12"), ("e5_gain", CDP_TEXTS, "sd", "0.03"),
+        ("guide_cosine", FRE_TEXTS, "mean", "0.67"), ("guide_cosine", FRE_TEXTS, "sd", "0.01"))),
+    *seed_checks(UA16, "utility-all-centroids-e16", "ε = 16", "f1_strict", {1: "0.682", 2: "0.794", 3: "0.582"}, **FRE_TEXTS),
+    *seed_checks(UA16, "utility-all-centroids-e16", "ε = 16", "n_inverted", {1: "61", 2: "41", 3: "49"}, **FRE_TEXTS),
+    *stat_checks(R, "utility-all-centroids-e16", "every centroid at ε = 16", (
+        ("f1_strict", FRE_CENTROIDS, "mean", "0.977"), ("f1_strict", FRE_CENTROIDS, "sd", "0.003"),
+        ("f1_strict", FRE_TEXTS, "mean", "0.686"), ("f1_strict", FRE_TEXTS, "sd", "0.106"))),
+    *stat_checks(UA16, "utility-all-centroids-e16-rejudged", "ε = 16, re-judged", (
+        ("kn_share_above_news_p90", FRE, "mean", "0.24"), ("kn_share_above_news_p90", FRE, "sd", "0.06"),
+        ("lm_share_above_news_p90", FRE, "mean", "0.15"), ("lm_share_above_news_p90", FRE, "sd", "0.03"),
+        ("lm_share_above_news_p90", FRE, "mean", "0.154"),
+        ("kn_share_above_news_p90", CDP, "mean", "0.22"), ("kn_share_above_news_p90", CDP, "sd", "0.07"),
+        ("lm_share_above_news_p90", CDP, "mean", "0.16"), ("lm_share_above_news_p90", CDP, "sd", "0.02"),
+        ("rules_pass_now", FRE, "mean", "1.00"))),
+    *seed_checks(UA16, "utility-all-centroids-e16-rejudged", "ε = 16, re-judged", "lm_share_above_news_p90",
+                 {1: "0.13", 2: "0.15", 3: "0.18"}, **FRE),
     *[
-        Check(UA16, f"α = 1 F1 {stat}, {m} {level}, ε = 16", c,
-              lambda m=m, level=level, stat=stat: over_seeds(stat, "utility-all-centroids-e16", "f1_strict", method=m,
-                                                             level=level), UA16J)
-        for m, level, stat, c in (("fre-e2t", "centroid", "mean", "0.977"), ("fre-e2t", "centroid", "sd", "0.003"),
-                                  ("central-dp", "centroid", "mean", "0.975"), ("central-dp", "centroid", "sd", "0.002"),
-                                  ("fre-e2t", "text", "mean", "0.686"), ("fre-e2t", "text", "sd", "0.106"),
-                                  ("central-dp", "text", "mean", "0.717"), ("central-dp", "text", "sd", "0.066"))
-    ],
-    *[
-        Check(UA16, f"text-level α = 1 F1, fre-e2t, seed {seed}, ε = 16", c,
-              lambda seed=seed: one("utility-all-centroids-e16", method="fre-e2t", level="text", seed=seed)["f1_strict"], UA16J)
-        for seed, c in ((1, "0.682"), (2, "0.794"), (3, "0.582"))
-    ],
-    *[
-        Check(UA16, f"inverted centroids, seed {seed}, ε = 16", c,
-              lambda seed=seed: one("utility-all-centroids-e16", method="fre-e2t", level="text", seed=seed)["n_inverted"], UA16J)
-        for seed, c in ((1, "61"), (2, "41"), (3, "49"))
-    ],
-    *[
-        Check(UA16, f"{key} {stat}, {m}, ε = 16", c,
-              lambda m=m, key=key, stat=stat: over_seeds(stat, "utility-all-centroids-e16", key, method=m, level="text"), UA16J)
-        for m, key, stat, c in (("fre-e2t", "e5_gain", "mean", "0.14"), ("fre-e2t", "e5_gain", "sd", "0.02"),
-                                ("central-dp", "e5_gain", "mean", "0.12"), ("central-dp", "e5_gain", "sd", "0.03"),
-                                ("fre-e2t", "guide_cosine", "mean", "0.67"), ("fre-e2t", "guide_cosine", "sd", "0.01"))
-    ],
-    *[
-        Check(R, f"every centroid at ε = 16: fre-e2t {level} α = 1 F1 {stat}", c,
-              lambda level=level, stat=stat: over_seeds(stat, "utility-all-centroids-e16", "f1_strict", method="fre-e2t",
-                                                        level=level), UA16J)
-        for level, stat, c in (("centroid", "mean", "0.977"), ("centroid", "sd", "0.003"), ("text", "mean", "0.686"),
-                               ("text", "sd", "0.106"))
-    ],
-    *[
-        Check(UA16, f"{what} {stat}, {m}, ε = 16, re-judged", c,
-              lambda m=m, key=key, stat=stat: over_seeds(stat, "utility-all-centroids-e16-rejudged", key, method=m),
-              "utility-all-centroids-e16-rejudged.json")
-        for what, key, m, stat, c in (
-            ("KN share above news p90", "kn_share_above_news_p90", "fre-e2t", "mean", "0.24"),
-            ("KN share above news p90", "kn_share_above_news_p90", "fre-e2t", "sd", "0.06"),
-            ("Gemma share above news p90", "lm_share_above_news_p90", "fre-e2t", "mean", "0.15"),
-            ("Gemma share above news p90", "lm_share_above_news_p90", "fre-e2t", "sd", "0.03"),
-            ("KN share above news p90", "kn_share_above_news_p90", "central-dp", "mean", "0.22"),
-            ("KN share above news p90", "kn_share_above_news_p90", "central-dp", "sd", "0.07"),
-            ("Gemma share above news p90", "lm_share_above_news_p90", "central-dp", "mean", "0.16"),
-            ("Gemma share above news p90", "lm_share_above_news_p90", "central-dp", "sd", "0.02"),
-            ("Gemma share above news p90, three digits", "lm_share_above_news_p90", "fre-e2t", "mean", "0.154"),
-            ("reader's rules pass now", "rules_pass_now", "fre-e2t", "mean", "1.00"))
-    ],
-    *[
-        Check(UA16, f"Gemma share above news p90, fre-e2t, seed {seed}, ε = 16", c,
-              lambda seed=seed: one("utility-all-centroids-e16-rejudged", method="fre-e2t", seed=seed)["lm_share_above_news_p90"],
-              "utility-all-centroids-e16-rejudged.json")
-        for seed, c in ((1, "0.13"), (2, "0.15"), (3, "0.18"))
-    ],
-    # utility-all-centroids-inf.md: every centroid inverted at ε = ∞, three seeds.
-    *[
-        Check(page, f"α = 1 F1 {stat}, fre-e2t {level}, ε = ∞", c,
-              lambda level=level, stat=stat: over_seeds(stat, "utility-all-centroids-inf", "f1_strict", method="fre-e2t",
-                                                        level=level), UAIJ)
+        check
         for page in (UAI, R)
-        for level, stat, c in (("centroid", "mean", "0.982"), ("centroid", "sd", "0.002"), ("text", "mean", "0.695"),
-                               ("text", "sd", "0.027"))
+        for check in stat_checks(page, "utility-all-centroids-inf", "ε = ∞", (
+            ("f1_strict", FRE_CENTROIDS, "mean", "0.982"), ("f1_strict", FRE_CENTROIDS, "sd", "0.002"),
+            ("f1_strict", FRE_TEXTS, "mean", "0.695"), ("f1_strict", FRE_TEXTS, "sd", "0.027")))
     ],
-    *[
-        Check(UAI, f"inverted centroids, seed {seed}, ε = ∞", c,
-              lambda seed=seed: one("utility-all-centroids-inf", method="fre-e2t", level="text", seed=seed)["n_inverted"], UAIJ)
-        for seed, c in ((1, "64"), (2, "40"), (3, "52"))
-    ],
-    *[
-        Check(UAI, f"{key} {stat}, fre-e2t, ε = ∞", c,
-              lambda key=key, stat=stat: over_seeds(stat, "utility-all-centroids-inf", key, method="fre-e2t", level="text"), UAIJ)
-        for key, stat, c in (("e5_gain", "mean", "0.14"), ("e5_gain", "sd", "0.01"), ("guide_cosine", "mean", "0.70"),
-                             ("guide_cosine", "sd", "0.01"))
-    ],
-    *[
-        Check(UAI, f"{what} {stat}, fre-e2t, ε = ∞, re-judged", c,
-              lambda key=key, stat=stat: over_seeds(stat, "utility-all-centroids-inf-rejudged", key, method="fre-e2t"),
-              "utility-all-centroids-inf-rejudged.json")
-        for what, key, stat, c in (("KN share above news p90", "kn_share_above_news_p90", "mean", "0.18"),
-                                   ("KN share above news p90", "kn_share_above_news_p90", "sd", "0.03"),
-                                   ("Gemma share above news p90", "lm_share_above_news_p90", "mean", "0.10"),
-                                   ("Gemma share above news p90", "lm_share_above_news_p90", "sd", "0.07"))
-    ],
-    *[
-        Check(UAI, f"Gemma share above news p90, seed {seed}, ε = ∞", c,
-              lambda seed=seed: one("utility-all-centroids-inf-rejudged", method="fre-e2t", seed=seed)["lm_share_above_news_p90"],
-              "utility-all-centroids-inf-rejudged.json")
-        for seed, c in ((1, "0.05"), (3, "0.17"))
-    ],
+    *seed_checks(UAI, "utility-all-centroids-inf", "ε = ∞", "n_inverted", {1: "64", 2: "40", 3: "52"}, **FRE_TEXTS),
+    *stat_checks(UAI, "utility-all-centroids-inf", "ε = ∞", (
+        ("e5_gain", FRE_TEXTS, "mean", "0.14"), ("e5_gain", FRE_TEXTS, "sd", "0.01"),
+        ("guide_cosine", FRE_TEXTS, "mean", "0.70"), ("guide_cosine", FRE_TEXTS, "sd", "0.01"))),
+    *stat_checks(UAI, "utility-all-centroids-inf-rejudged", "ε = ∞, re-judged", (
+        ("kn_share_above_news_p90", FRE, "mean", "0.18"), ("kn_share_above_news_p90", FRE, "sd", "0.03"),
+        ("lm_share_above_news_p90", FRE, "mean", "0.10"), ("lm_share_above_news_p90", FRE, "sd", "0.07"))),
+    *seed_checks(UAI, "utility-all-centroids-inf-rejudged", "ε = ∞, re-judged", "lm_share_above_news_p90",
+                 {1: "0.05", 3: "0.17"}, **FRE),
     Check(UAI, "text-level α = 1 F1, ε = 4, across ε", "0.333",
           lambda: over_seeds("mean", "utility-all-centroids-e4", "f1_strict", method="fre-e2t", level="text"), UA4J),
     Check(UAI, "text-level α = 1 F1, ε = 8, across ε", "0.675",
