@@ -678,58 +678,30 @@ CHECKS: list[Check] = [
             ("reader's rules pass", "rules_pass", "real", None, "mean", "0.11"))
     ],
     # Every centroid inverted at ε = 4 (utility-all-centroids-e4.json).
-    *[
-        Check(page, f"α = 1 F1 {stat}, {m}, {level} level, every centroid inverted at ε = 4", c,
-              lambda m=m, level=level, stat=stat: over_seeds(stat, "utility-all-centroids-e4", "f1_strict", method=m, level=level), UA4J)
-        for page, m, level, stat, c in (
-            (UA4, "fre-e2t", "centroid", "mean", "0.205"), (UA4, "fre-e2t", "centroid", "sd", "0.043"),
-            (UA4, "central-dp", "centroid", "mean", "0.218"), (UA4, "central-dp", "centroid", "sd", "0.001"),
-            (UA4, "fre-e2t", "text", "mean", "0.333"), (UA4, "fre-e2t", "text", "sd", "0.250"),
-            (UA4, "central-dp", "text", "mean", "0.440"), (UA4, "central-dp", "text", "sd", "0.100"),
-            (R, "fre-e2t", "centroid", "mean", "0.205"), (R, "fre-e2t", "centroid", "sd", "0.043"),
-            (R, "fre-e2t", "text", "mean", "0.333"), (R, "fre-e2t", "text", "sd", "0.250"),
-            (R, "central-dp", "text", "mean", "0.440"), (R, "central-dp", "text", "sd", "0.100"))
-    ],
-    *[
-        Check(UA4, f"{what} {stat}, {m}, ε = 4", c,
-              lambda m=m, key=key, level=level, stat=stat: over_seeds(stat, "utility-all-centroids-e4", key, method=m, level=level), UA4J)
-        for what, key, level, m, stat, c in (
-            ("mean L2 to the nearest frequent text", "avg_l2", "centroid", "fre-e2t", "mean", "1.094"),
-            ("mean L2 to the nearest frequent text", "avg_l2", "centroid", "fre-e2t", "sd", "0.017"),
-            ("mean L2 to the nearest frequent text", "avg_l2", "text", "fre-e2t", "mean", "0.931"),
-            ("mean L2 to the nearest frequent text", "avg_l2", "text", "fre-e2t", "sd", "0.019"),
-            ("E5 normalised gain", "e5_gain", "text", "fre-e2t", "mean", "0.04"), ("E5 normalised gain", "e5_gain", "text", "fre-e2t", "sd", "0.03"),
-            ("E5 normalised gain", "e5_gain", "text", "central-dp", "mean", "0.08"),
-            ("E5 normalised gain", "e5_gain", "text", "central-dp", "sd", "0.03"),
-            ("guide cosine", "guide_cosine", "text", "fre-e2t", "mean", "0.41"), ("guide cosine", "guide_cosine", "text", "fre-e2t", "sd", "0.02"))
-    ],
-    *[
-        Check(UA4, f"text-level α = 1 {key}, fre-e2t, seed {seed}, ε = 4", c,
-              lambda seed=seed, key=key: one("utility-all-centroids-e4", method="fre-e2t", level="text", seed=seed)[key], UA4J)
-        for seed, key, c in ((3, "f1_strict", "0.046"), (3, "recall_strict", "0.025"), (1, "f1_strict", "0.447"), (2, "f1_strict", "0.506"))
-    ],
-    Check(UA4, "text-level α = 1 F1, central-dp, seed 3, ε = 4", "0.332",
-          lambda: one("utility-all-centroids-e4", method="central-dp", level="text", seed=3)["f1_strict"], UA4J),
-    *[
-        Check(UA4, f"inverted centroids, seed {seed}, ε = 4", c,
-              lambda seed=seed: one("utility-all-centroids-e4", method="fre-e2t", level="text", seed=seed)["n_inverted"], UA4J)
-        for seed, c in ((1, "62"), (2, "39"), (3, "50"))
-    ],
-    *[
-        Check(UA4, f"{what} {stat}, {m}, ε = 4, re-judged", c,
-              lambda m=m, key=key, stat=stat: over_seeds(stat, "utility-all-centroids-e4-rejudged", key, method=m),
-              "utility-all-centroids-e4-rejudged.json")
-        for what, key, m, stat, c in (
-            ("KN share above news p90", "kn_share_above_news_p90", "fre-e2t", "mean", "0.20"),
-            ("KN share above news p90", "kn_share_above_news_p90", "fre-e2t", "sd", "0.05"),
-            ("Gemma share above news p90", "lm_share_above_news_p90", "fre-e2t", "mean", "0.25"),
-            ("Gemma share above news p90", "lm_share_above_news_p90", "fre-e2t", "sd", "0.10"),
-            ("KN share above news p90", "kn_share_above_news_p90", "central-dp", "mean", "0.19"),
-            ("KN share above news p90", "kn_share_above_news_p90", "central-dp", "sd", "0.08"),
-            ("Gemma share above news p90", "lm_share_above_news_p90", "central-dp", "mean", "0.20"),
-            ("Gemma share above news p90", "lm_share_above_news_p90", "central-dp", "sd", "0.03"),
-            ("reader's rules pass now", "rules_pass_now", "fre-e2t", "mean", "1.00"))
-    ],
+    *stat_checks(UA4, "utility-all-centroids-e4", "ε = 4", (
+        ("f1_strict", FRE_CENTROIDS, "mean", "0.205"), ("f1_strict", FRE_CENTROIDS, "sd", "0.043"),
+        ("f1_strict", CDP_CENTROIDS, "mean", "0.218"), ("f1_strict", CDP_CENTROIDS, "sd", "0.001"),
+        ("f1_strict", FRE_TEXTS, "mean", "0.333"), ("f1_strict", FRE_TEXTS, "sd", "0.250"),
+        ("f1_strict", CDP_TEXTS, "mean", "0.440"), ("f1_strict", CDP_TEXTS, "sd", "0.100"),
+        ("avg_l2", FRE_CENTROIDS, "mean", "1.094"), ("avg_l2", FRE_CENTROIDS, "sd", "0.017"),
+        ("avg_l2", FRE_TEXTS, "mean", "0.931"), ("avg_l2", FRE_TEXTS, "sd", "0.019"),
+        ("e5_gain", FRE_TEXTS, "mean", "0.04"), ("e5_gain", FRE_TEXTS, "sd", "0.03"),
+        ("e5_gain", CDP_TEXTS, "mean", "0.08"), ("e5_gain", CDP_TEXTS, "sd", "0.03"),
+        ("guide_cosine", FRE_TEXTS, "mean", "0.41"), ("guide_cosine", FRE_TEXTS, "sd", "0.02"))),
+    *stat_checks(R, "utility-all-centroids-e4", "every centroid at ε = 4", (
+        ("f1_strict", FRE_CENTROIDS, "mean", "0.205"), ("f1_strict", FRE_CENTROIDS, "sd", "0.043"),
+        ("f1_strict", FRE_TEXTS, "mean", "0.333"), ("f1_strict", FRE_TEXTS, "sd", "0.250"),
+        ("f1_strict", CDP_TEXTS, "mean", "0.440"), ("f1_strict", CDP_TEXTS, "sd", "0.100"))),
+    *seed_checks(UA4, "utility-all-centroids-e4", "ε = 4", "f1_strict", {3: "0.046", 1: "0.447", 2: "0.506"}, **FRE_TEXTS),
+    *seed_checks(UA4, "utility-all-centroids-e4", "ε = 4", "recall_strict", {3: "0.025"}, **FRE_TEXTS),
+    *seed_checks(UA4, "utility-all-centroids-e4", "ε = 4, central-dp", "f1_strict", {3: "0.332"}, **CDP_TEXTS),
+    *seed_checks(UA4, "utility-all-centroids-e4", "ε = 4", "n_inverted", {1: "62", 2: "39", 3: "50"}, **FRE_TEXTS),
+    *stat_checks(UA4, "utility-all-centroids-e4-rejudged", "ε = 4, re-judged", (
+        ("kn_share_above_news_p90", FRE, "mean", "0.20"), ("kn_share_above_news_p90", FRE, "sd", "0.05"),
+        ("lm_share_above_news_p90", FRE, "mean", "0.25"), ("lm_share_above_news_p90", FRE, "sd", "0.10"),
+        ("kn_share_above_news_p90", CDP, "mean", "0.19"), ("kn_share_above_news_p90", CDP, "sd", "0.08"),
+        ("lm_share_above_news_p90", CDP, "mean", "0.20"), ("lm_share_above_news_p90", CDP, "sd", "0.03"),
+        ("rules_pass_now", FRE, "mean", "1.00"))),
     Check(UA4, "the rows' summed seconds, ε = 4", "6,381", lambda: load("utility-all-centroids-e4")["wall_seconds"], UA4J),
     # utility-all-centroids-e16.md and -inf.md: every centroid inverted at ε = 16 and ∞, three seeds.
     *stat_checks(UA16, "utility-all-centroids-e16", "ε = 16", (
