@@ -606,13 +606,17 @@ class GuidedInverter:
     ) -> None:
         """Beams still open at max_tokens are finished by the LM alone: its most likely token,
         for at most ``finish`` tokens, until a stop token or a sentence end; a beam that finishes
-        a sentence a reader accepts is a candidate, one that does not is dropped."""
+        a sentence a reader accepts is a candidate, one that does not is dropped.
+
+        Only the open rows are fed: each step's batch shrinks to the beams not yet finished
+        (``at`` maps a row to its place in the current batch)."""
         import torch
 
         assert self._lm is not None
         tokenizer = self._lm[0]
         beam = self.budget.beam
         open_rows = [r for r in range(len(ids)) if alive[r] and ids[r]]
+        at = {r: r for r in open_rows}
         done: dict[int, tuple[str, float]] = {}
         ids = [list(x) for x in ids]
         total = list(total)
@@ -621,11 +625,12 @@ class GuidedInverter:
                 break
             lp = torch.log_softmax(logits.float(), dim=-1)
             best_lp, best = lp.max(dim=-1)
-            tokens = [self._pad_id()] * len(ids)
             still: list[int] = []
+            parents: list[int] = []
+            tokens: list[int] = []
             for r in open_rows:
-                tok = int(best[r])
-                total[r] += float(best_lp[r])
+                tok = int(best[at[r]])
+                total[r] += float(best_lp[at[r]])
                 if tok in self._stop_ids:
                     done[r] = (tokenizer.decode(ids[r], skip_special_tokens=True).strip(), total[r] / (len(ids[r]) + 1))
                     continue
@@ -634,11 +639,13 @@ class GuidedInverter:
                 if _SENTENCE_END.search(text):
                     done[r] = (text, total[r] / len(ids[r]))
                     continue
-                tokens[r] = tok
                 still.append(r)
+                parents.append(at[r])
+                tokens.append(tok)
             open_rows = still
             if open_rows:
-                cache, logits, mask, position = self._step(cache, mask, position, list(range(len(ids))), tokens)
+                cache, logits, mask, position = self._step(cache, mask, position, parents, tokens)
+                at = {r: i for i, r in enumerate(open_rows)}
         last = [(r // beam, text, mean_lp) for r, (text, mean_lp) in sorted(done.items())
                 if text and acceptable_candidate(text, seeds[r // beam])]
         if last:

@@ -189,6 +189,17 @@ def test_guided_is_reproducible_under_a_seed(minilm, pool, targets) -> None:  # 
     assert [x.distances for x in a] == [x.distances for x in b]
 
 
+def test_a_targets_texts_do_not_depend_on_the_other_targets_searched_with_it(minilm, pool, targets) -> None:  # type: ignore[no-untyped-def]
+    """Targets share one LM batch, and beams still open at ``max_tokens`` are finished in a batch
+    that shrinks as they end: a target must get the texts it gets when searched alone. Three
+    search tokens leave most of each text to the finishing step."""
+    spec = "beam=2,top_k=3,max_tokens=3,finish=12"
+    together = _guided(minilm, pool, budget=spec).invert(targets, num_texts=2)
+    for row in (0, len(targets) - 1):  # a text and the shorter centroid
+        alone = _guided(minilm, pool, budget=spec).invert(targets[row : row + 1], num_texts=2)[0]
+        assert alone.texts == together[row].texts, row
+
+
 def test_no_private_text_reaches_a_prompt(minilm, pool, targets, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """Every message the LM reads is build_prompt(seed, words): the seed a pool text or a text the
     LM itself wrote in an earlier round, the words pool vocabulary. The targets are embeddings of
