@@ -523,18 +523,21 @@ class GuidedInverter:
     ) -> list[list[tuple[float, int]]]:
         """Per target, its acceptable extensions as (score, index in ``rows``) to choose beams from.
 
-        All extensions are decoded and embedded in one call. One that ends in a stop token is a
-        finished candidate (added to ``found``, not extended); one that ends a sentence is added
-        to ``found`` and still extended."""
+        All extensions are decoded, and the acceptable ones embedded in one call. One that ends
+        in a stop token is a finished candidate (added to ``found``, not extended); one that ends
+        a sentence is added to ``found`` and still extended."""
         assert self._lm is not None
         tokenizer = self._lm[0]
         fluency = self.budget.fluency
         texts = [tokenizer.decode(seq, skip_special_tokens=True).strip() for seq in (x[2] for x in rows)]
-        cos = (self._encode([t or "." for t in texts]) * targets[[x[0] for x in rows]]).sum(axis=1)
+        keep = [j for j, x in enumerate(rows) if acceptable_prefix(texts[j], seeds[x[0]])]
         ranked: list[list[tuple[float, int]]] = [[] for _ in range(len(found))]
-        for j, (target, _, seq, lp_sum) in enumerate(rows):
-            if not acceptable_prefix(texts[j], seeds[target]):
-                continue
+        if not keep:
+            return ranked
+        cos = np.zeros(len(rows))
+        cos[keep] = (self._encode([texts[j] or "." for j in keep]) * targets[[rows[j][0] for j in keep]]).sum(axis=1)
+        for j in keep:
+            target, _, seq, lp_sum = rows[j]
             mean_lp = lp_sum / len(seq)
             if seq[-1] in self._stop_ids:
                 if texts[j] and rules.passes(texts[j]):
