@@ -274,3 +274,18 @@ def test_rejudge_utility_texts_adds_another_family_and_the_readers_agreement(
     reader["rows"][0]["texts_sha256"] = "0" * 64
     with pytest.raises(FreError, match="other texts"):
         script.reader_labels({"rows": rows}, reader)
+
+
+
+def test_compare_guided_inverter_loads_the_baseline_commits_module_beside_the_trees() -> None:
+    compare = load("compare_guided_inverter")
+    from fre_protocol.text import inverter_guided
+
+    if subprocess.run(["git", "cat-file", "-e", f"HEAD:{compare.MODULE}"], cwd=compare.ROOT).returncode != 0:
+        pytest.skip("not a git checkout with the guided inverter committed")
+    baseline = compare.baseline_module("HEAD")
+    assert baseline.__name__ == "inverter_guided_baseline"
+    assert baseline.GuidedInverter is not inverter_guided.GuidedInverter  # its own copy, not the tree's
+    assert baseline.GuidedBudget.PRESETS == inverter_guided.GuidedBudget.PRESETS
+    with pytest.raises(SystemExit, match="--baseline: git has no .* at 'no-such-revision'"):
+        compare.baseline_module("no-such-revision")
