@@ -507,6 +507,14 @@ CHECKS: list[Check] = [
                                  ("guided[default]", "kn_share_above_news_p90", "0.38"),
                                  ("guided[default,seeds=retrieval]", "kn_share_above_news_p90", "0.31"))
     ],
+    # fluent-text.md: the search's two cuts (3eeccdc, 20a2281) against b5eb353, one ABBA run.
+    Check("docs/results/fluent-text.md", "speed-up: tree over baseline", "0.92",
+          lambda: load("inverter-speedup")["ratio_tree_over_baseline"], "inverter-speedup.json"),
+    *[
+        Check("docs/results/fluent-text.md", f"speed-up: {who} call {i + 1}", c,
+              lambda who=who, i=i: load("inverter-speedup")["seconds_per_target"][who][i], "inverter-speedup.json")
+        for who, i, c in (("baseline", 0, "33.7"), ("baseline", 1, "36.1"), ("tree", 0, "33.4"), ("tree", 1, "30.9"))
+    ],
     # prefix-generator.md: generator seeds against retrieval seeds, pooled over four held-out draws.
     *[
         Check("docs/results/prefix-generator.md", f"E5 gain difference pooled over four draws, {k}", c,
