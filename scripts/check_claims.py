@@ -162,7 +162,6 @@ BLP = "docs/results/baselines.md"
 FINITE = (4.0, 8.0, 16.0)
 PRP, PRJ, MILLION = "docs/results/paper-regime.md", "paper-regime.json", 1_000_000
 A3 = "docs/results/augpe-300.md"
-AM = "docs/results/augpe-matched.md"
 
 UA, UAJ = "docs/results/utility-all-centroids.md", "utility-all-centroids.json"
 RJ = "utility-all-centroids-rejudged.json"
@@ -333,42 +332,28 @@ CHECKS: list[Check] = [
         for name, label, n in (("noise-parity-drop10-topup-f0", "10 % offline, topup", "151"),
                                ("noise-parity-drop10-withhold-f01", "10 % offline, withhold, f = 0.1", "83"))
     ],
-    # augpe-matched.json (Aug-PE and Fre-E2T at 300 outputs each, ε = 4).
-    *row_checks(AM, "augpe-matched", (
-        ("Aug-PE iterations' seconds", "1,353", ("aug-pe", "seconds")),
-        ("the run's wall seconds", "2,339", lambda: load("augpe-matched")["wall_seconds"]),
-        ("Fre-E2T texts per centroid, matched", "5", ("fre-e2t-nsyn", "texts_per_centroid")),
-        ("Fre-E2T outputs, matched", "300", ("fre-e2t-nsyn", "n_outputs")),
-        ("Fre-E2T precision at α = 1, matched", "43 %", ("fre-e2t-nsyn", "precision_strict")),
-        ("Fre-E2T recall at α = 1, matched", "0.71", ("fre-e2t-nsyn", "recall_strict")),
-        ("Fre-E2T recall at α = 1, one text each", "0.65", ("fre-e2t", "recall_strict")),
-        ("Aug-PE precision at α = 1", "4 %", ("aug-pe", "precision_strict")),
-        ("Aug-PE recall at α = 1", "0.004", ("aug-pe", "recall_strict")),
-        ("Aug-PE text-level δ*(r)", "0.0094", ("aug-pe", "delta_star_at_r")),
-        ("Fre-E2T text-level δ*(r), 62 texts", "0.0107", ("fre-e2t", "delta_star_at_r")),
-        ("Fre-E2T text-level δ*(r), 300 texts", "0.0215", ("fre-e2t-nsyn", "delta_star_at_r")),
-    )),
-    # augpe-300.json (Aug-PE at 300 texts and 5 iterations, ε = 4, every centroid inverted).
+    # augpe-300.json (Aug-PE at 300 texts and 5 iterations beside Fre-E2T, ε = 4, three seeds).
     *row_checks(A3, "augpe-300", (
-        ("Aug-PE iterations' seconds", "1,155", ("aug-pe", "seconds")),
-        ("the run's wall seconds", "1,820", lambda: load("augpe-300")["wall_seconds"]),
-        ("Fre-E2T centroids inverted", "62", ("fre-e2t", "n_inverted")),
-        ("Fre-E2T released centroids", "62", ("fre-e2t", "n_outputs")),
-        ("Aug-PE texts", "300", ("aug-pe", "n_outputs")),
-        ("Aug-PE texts per Fre-E2T text", "4.8", lambda: 300 / one("augpe-300", method="fre-e2t")["n_outputs"]),
-        ("Aug-PE precision at α = 1", "4 %", ("aug-pe", "precision_strict")),
-        ("Aug-PE recall at α = 1", "0.004", ("aug-pe", "recall_strict")),
-        ("Fre-E2T precision at α = 1", "40 %", ("fre-e2t", "precision_strict")),
-        ("Fre-E2T recall at α = 1", "0.58", ("fre-e2t", "recall_strict")),
-        ("Aug-PE text-level δ*(r)", "0.0094", ("aug-pe", "delta_star_at_r")),
-        ("Fre-E2T text-level δ*(r)", "0.0057", ("fre-e2t", "delta_star_at_r")),
+        ("the run's wall seconds", "23,358", lambda: load("augpe-300")["wall_seconds"]),
+        ("Aug-PE iterations' seconds, seed 1", "4,853", lambda: one("augpe-300", method="aug-pe", seed=1)["seconds"]),
+        ("Aug-PE iterations' seconds, seed 2", "4,397", lambda: one("augpe-300", method="aug-pe", seed=2)["seconds"]),
+        ("Aug-PE iterations' seconds, seed 3", "4,411", lambda: one("augpe-300", method="aug-pe", seed=3)["seconds"]),
     )),
-    *[
-        Check(R, f"every centroid inverted at ε = 4: Fre-E2T {what}", cited,
-              lambda key=key: one("augpe-300", method="fre-e2t")[key], "augpe-300.json")
-        for what, cited, key in (("released centroids", "62", "n_outputs"), ("text precision at α = 1", "0.40", "precision_strict"),
-                                 ("text recall at α = 1", "0.58", "recall_strict"))
-    ],
+    *seed_checks(A3, "augpe-300", "Fre-E2T released buckets", "n_outputs", {1: "62", 2: "39", 3: "50"}, method="fre-e2t"),
+    *seed_checks(A3, "augpe-300", "Fre-E2T recall at α = 1", "recall_strict", {1: "0.66", 2: "0.66", 3: "0.025"}, method="fre-e2t"),
+    *seed_checks(A3, "augpe-300", "Fre-E2T recall at α = 1, 300 texts", "recall_strict", {3: "0.071"}, method="fre-e2t-nsyn"),
+    *stat_checks(A3, "augpe-300", "Aug-PE beside Fre-E2T", [
+        ("seconds", {"method": "aug-pe"}, "mean", "4,554"), ("seconds", {"method": "aug-pe"}, "sd", "260"),
+        ("precision_strict", {"method": "aug-pe"}, "mean", "3.4%"), ("precision_strict", {"method": "aug-pe"}, "sd", "1.3%"),
+        ("recall_strict", {"method": "aug-pe"}, "mean", "0.0035"), ("recall_strict", {"method": "aug-pe"}, "sd", "0.0035"),
+        ("precision_strict", {"method": "fre-e2t"}, "mean", "36 %"), ("precision_strict", {"method": "fre-e2t"}, "sd", "5 %"),
+        ("precision_strict", {"method": "fre-e2t-nsyn"}, "mean", "36 %"), ("precision_strict", {"method": "fre-e2t-nsyn"}, "sd", "3 %"),
+        ("recall_strict", {"method": "fre-e2t"}, "mean", "0.45"), ("recall_strict", {"method": "fre-e2t"}, "sd", "0.37"),
+        ("recall_strict", {"method": "fre-e2t-nsyn"}, "mean", "0.50"), ("recall_strict", {"method": "fre-e2t-nsyn"}, "sd", "0.37"),
+        ("delta_star_at_r", {"method": "aug-pe"}, "mean", "0.0070"), ("delta_star_at_r", {"method": "aug-pe"}, "sd", "0.0014"),
+        ("delta_star_at_r", {"method": "fre-e2t"}, "mean", "0.0048"), ("delta_star_at_r", {"method": "fre-e2t"}, "sd", "0.0015"),
+        ("delta_star_at_r", {"method": "fre-e2t-nsyn"}, "mean", "0.0150"), ("delta_star_at_r", {"method": "fre-e2t-nsyn"}, "sd", "0.0014"),
+    ]),
     # Text level.
     *[
         Check(R, f"α = 1 text F1 {stat} over seeds, fre-e2t, ε = {e}", c,
