@@ -485,13 +485,24 @@ CHECKS: list[Check] = [
     # fluent-text.md: time per centroid at 7fabdad, the default seeds beside retrieval seeds (one run).
     *[
         Check("docs/results/fluent-text.md", f"time per centroid: {inverter} {key}", c,
-              lambda inverter=inverter, key=key: one("inversion-speed", inverter=inverter)[key], "inversion-speed.json")
+              lambda inverter=inverter, key=key: one("inversion-speed-7fabdad", inverter=inverter)[key],
+              "inversion-speed-7fabdad.json")
         for inverter, key, c in (("guided[default]", "seconds_per_target", "6.21"),
                                  ("guided[default,seeds=retrieval]", "seconds_per_target", "4.28"),
                                  ("guided[default]", "e5_gain", "0.389"), ("guided[default,seeds=retrieval]", "e5_gain", "0.378"),
                                  ("guided[default]", "kn_share_above_news_p90", "0.38"),
                                  ("guided[default,seeds=retrieval]", "kn_share_above_news_p90", "0.31"))
     ],
+    # fluent-text.md: the same bench at 4df7607, after the search's two cuts, on an idle machine.
+    *[
+        Check("docs/results/fluent-text.md", f"time per centroid at 4df7607: {inverter} {key}", c,
+              lambda inverter=inverter, key=key: one("inversion-speed", inverter=inverter)[key], "inversion-speed.json")
+        for inverter, key, c in (("guided[default]", "seconds_per_target", "6.02"),
+                                 ("guided[default,seeds=retrieval]", "seconds_per_target", "4.14"),
+                                 ("guided[default]", "e5_gain", "0.389"), ("guided[default,seeds=retrieval]", "e5_gain", "0.378"))
+    ],
+    Check("docs/results/fluent-text.md", "bench at 4df7607: wall seconds", "246",
+          lambda: load("inversion-speed")["seconds_wall"], "inversion-speed.json"),
     # fluent-text.md: the search's two cuts (3eeccdc, 20a2281) against b5eb353, one ABBA run.
     Check("docs/results/fluent-text.md", "speed-up: tree over baseline", "0.92",
           lambda: load("inverter-speedup")["ratio_tree_over_baseline"], "inverter-speedup.json"),
