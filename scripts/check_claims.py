@@ -335,10 +335,8 @@ CHECKS: list[Check] = [
     # augpe-300.json (Aug-PE at 300 texts and 5 iterations beside Fre-E2T, ε = 4, three seeds).
     *row_checks(A3, "augpe-300", (
         ("the run's wall seconds", "23,358", lambda: load("augpe-300")["wall_seconds"]),
-        ("Aug-PE iterations' seconds, seed 1", "4,853", lambda: one("augpe-300", method="aug-pe", seed=1)["seconds"]),
-        ("Aug-PE iterations' seconds, seed 2", "4,397", lambda: one("augpe-300", method="aug-pe", seed=2)["seconds"]),
-        ("Aug-PE iterations' seconds, seed 3", "4,411", lambda: one("augpe-300", method="aug-pe", seed=3)["seconds"]),
     )),
+    *seed_checks(A3, "augpe-300", "Aug-PE iterations", "seconds", {1: "4,853", 2: "4,397", 3: "4,411"}, method="aug-pe"),
     *seed_checks(A3, "augpe-300", "Fre-E2T released buckets", "n_outputs", {1: "62", 2: "39", 3: "50"}, method="fre-e2t"),
     *seed_checks(A3, "augpe-300", "Fre-E2T recall at α = 1", "recall_strict", {1: "0.66", 2: "0.66", 3: "0.025"}, method="fre-e2t"),
     *seed_checks(A3, "augpe-300", "Fre-E2T recall at α = 1, 300 texts", "recall_strict", {3: "0.071"}, method="fre-e2t-nsyn"),
@@ -482,24 +480,22 @@ CHECKS: list[Check] = [
                                 (4.0, "first", "mean", "0.143"), (4.0, "second", "mean", "0.029"))
     ],
     Check(R, "Table 7: transferred radius", "0.878", lambda: one("embedders", embedder="transfer")["second_radius"], "embedders.json"),
-    # fluent-text.md: time per centroid at 7fabdad, the default seeds beside retrieval seeds (one run).
+    # fluent-text.md: time per centroid, the default seeds beside retrieval seeds, one bench run each:
+    # at 7fabdad, and at 4df7607 after the search's two cuts (both on an idle machine).
     *[
-        Check("docs/results/fluent-text.md", f"time per centroid: {inverter} {key}", c,
-              lambda inverter=inverter, key=key: one("inversion-speed-7fabdad", inverter=inverter)[key],
-              "inversion-speed-7fabdad.json")
-        for inverter, key, c in (("guided[default]", "seconds_per_target", "6.21"),
-                                 ("guided[default,seeds=retrieval]", "seconds_per_target", "4.28"),
-                                 ("guided[default]", "e5_gain", "0.389"), ("guided[default,seeds=retrieval]", "e5_gain", "0.378"),
-                                 ("guided[default]", "kn_share_above_news_p90", "0.38"),
-                                 ("guided[default,seeds=retrieval]", "kn_share_above_news_p90", "0.31"))
-    ],
-    # fluent-text.md: the same bench at 4df7607, after the search's two cuts, on an idle machine.
-    *[
-        Check("docs/results/fluent-text.md", f"time per centroid at 4df7607: {inverter} {key}", c,
-              lambda inverter=inverter, key=key: one("inversion-speed", inverter=inverter)[key], "inversion-speed.json")
-        for inverter, key, c in (("guided[default]", "seconds_per_target", "6.02"),
-                                 ("guided[default,seeds=retrieval]", "seconds_per_target", "4.14"),
-                                 ("guided[default]", "e5_gain", "0.389"), ("guided[default,seeds=retrieval]", "e5_gain", "0.378"))
+        Check("docs/results/fluent-text.md", f"time per centroid ({name}): {inverter} {key}", c,
+              lambda name=name, inverter=inverter, key=key: one(name, inverter=inverter)[key], f"{name}.json")
+        for name, inverter, key, c in (
+            ("inversion-speed-7fabdad", "guided[default]", "seconds_per_target", "6.21"),
+            ("inversion-speed-7fabdad", "guided[default,seeds=retrieval]", "seconds_per_target", "4.28"),
+            ("inversion-speed-7fabdad", "guided[default]", "e5_gain", "0.389"),
+            ("inversion-speed-7fabdad", "guided[default,seeds=retrieval]", "e5_gain", "0.378"),
+            ("inversion-speed-7fabdad", "guided[default]", "kn_share_above_news_p90", "0.38"),
+            ("inversion-speed-7fabdad", "guided[default,seeds=retrieval]", "kn_share_above_news_p90", "0.31"),
+            ("inversion-speed", "guided[default]", "seconds_per_target", "6.02"),
+            ("inversion-speed", "guided[default,seeds=retrieval]", "seconds_per_target", "4.14"),
+            ("inversion-speed", "guided[default]", "e5_gain", "0.389"),
+            ("inversion-speed", "guided[default,seeds=retrieval]", "e5_gain", "0.378"))
     ],
     Check("docs/results/fluent-text.md", "bench at 4df7607: wall seconds", "246",
           lambda: load("inversion-speed")["seconds_wall"], "inversion-speed.json"),
