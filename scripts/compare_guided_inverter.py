@@ -13,11 +13,9 @@ ratio tree / baseline of their sums, and the share of targets whose first text i
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from types import ModuleType
@@ -35,13 +33,9 @@ def baseline_module(rev: str) -> ModuleType:
                                 capture_output=True, text=True).stdout
     except subprocess.CalledProcessError as exc:
         sys.exit(f"--baseline: git has no {MODULE} at {rev!r} ({exc.stderr.strip()})")
-    path = Path(tempfile.mkdtemp()) / "inverter_guided_baseline.py"
-    path.write_text(source)
-    spec = importlib.util.spec_from_file_location("inverter_guided_baseline", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while it loads
-    spec.loader.exec_module(module)
+    module = ModuleType("inverter_guided_baseline")
+    sys.modules[module.__name__] = module  # dataclasses look their module up while it loads
+    exec(compile(source, f"{rev}:{MODULE}", "exec"), module.__dict__)  # noqa: S102 - the project's own source at rev
     return module
 
 
