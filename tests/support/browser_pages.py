@@ -15,6 +15,9 @@ ROOT = Path(__file__).resolve().parents[2]
 WEB = ROOT / "clients" / "web"
 WEB_ROOT = WEB / "dist"
 CHROMIUM = "/usr/bin/chromium"
+#: How long a page, and a test waiting on pages, may take: a bound against a page that hangs, never
+#: a speed check (65 pages can share one core with the other test worker and take minutes).
+PAGE_TIMEOUT_S = 600
 
 
 def needs_browser() -> None:
@@ -26,7 +29,7 @@ def needs_browser() -> None:
     subprocess.run(["npm", "run", "build:web", "--silent"], cwd=WEB, check=True, timeout=300)
 
 
-def start_pages(url: str, ca: Path, users: list[dict[str, Any]], *, timeout_ms: int = 120_000,
+def start_pages(url: str, ca: Path, users: list[dict[str, Any]], *, timeout_ms: int = PAGE_TIMEOUT_S * 1000,
                 stagger: bool = False) -> subprocess.Popen[str]:
     """The driver, started: each user's page opened at ``url`` and its join pressed (with
     ``stagger``, each once the one before has sent its tag)."""
@@ -40,7 +43,7 @@ def start_pages(url: str, ca: Path, users: list[dict[str, Any]], *, timeout_ms: 
     return proc
 
 
-def results(proc: subprocess.Popen[str], timeout_s: float = 180.0) -> list[dict[str, Any]]:
+def results(proc: subprocess.Popen[str], timeout_s: float = PAGE_TIMEOUT_S) -> list[dict[str, Any]]:
     """Each user's outcome on the page (see drive.mjs)."""
     try:
         out, err = proc.communicate(timeout=timeout_s)  # read as it comes: a full pipe would stall the driver

@@ -55,7 +55,7 @@ def test_the_pages_steps_are_reported_with_their_time_and_bytes(tmp_path: Path, 
         (token,) = credentials_for(dep, USERS + 1)[USERS:]
         users.append({"credential": token, "text": "I have had a fever and a cough for three days",
                       "screenshot": users[0].pop("screenshot")})
-    driver = start_pages(dep.url("proxy"), dep.pki / "ca.pem", users, timeout_ms=300_000, stagger=True)
+    driver = start_pages(dep.url("proxy"), dep.pki / "ca.pem", users, stagger=True)
     end = time.monotonic() + 240
     while proxy_items(dep).get("submit", 0) < len(users):
         assert driver.poll() is None and time.monotonic() < end

@@ -20,7 +20,7 @@ from types import ModuleType
 
 import numpy as np
 import pytest
-from browser_pages import WEB_ROOT, needs_browser, results, start_pages
+from browser_pages import PAGE_TIMEOUT_S, WEB_ROOT, needs_browser, results, start_pages
 from net_rounds import SEED, needs_net, round_settings
 
 needs_net()
@@ -57,7 +57,7 @@ pytestmark = pytest.mark.integration
 BROWSER_USERS = int(os.environ.get("FRE_BROWSER_USERS", "65"))
 
 
-def _wait(dep: Deployment, kind: str, n: int, pages: object, timeout_s: float = 180.0) -> None:
+def _wait(dep: Deployment, kind: str, n: int, pages: object, timeout_s: float = PAGE_TIMEOUT_S) -> None:
     end = time.monotonic() + timeout_s
     while proxy_items(dep).get(kind, 0) < n:
         assert pages.poll() is None, "the page driver ended early"  # type: ignore[attr-defined]
@@ -80,7 +80,7 @@ def test_users_on_the_page_in_chromium_and_simulated_users_release_the_same_roun
         if step == "started":
             tokens = credentials_for(dep, n)[m:]  # u{m}…: none of the simulated users'
             users = [{"credential": t, "embedding": x[i].tolist()} for t, i in zip(tokens, on_page, strict=True)]
-            pages["driver"] = start_pages(dep.url("proxy"), dep.pki / "ca.pem", users, timeout_ms=300_000)
+            pages["driver"] = start_pages(dep.url("proxy"), dep.pki / "ca.pem", users)
         elif step == "phase1_submitted":
             _wait(dep, "submit", n, pages["driver"])  # every tag in, the pages' too, before the close
         elif step == "phase2_sent":
@@ -150,7 +150,7 @@ def test_deploy_local_web_serves_the_page_and_holds_the_round_for_its_users(
         assert config["web_root"] == str(WEB_ROOT)
         url = json.loads((out / "config" / "users.json").read_text())["proxy"]
         pages = start_pages(url, out / "pki" / "ca.pem", [{"credential": tokens[0], "embedding": x[0].tolist()}])
-        (outcome,) = results(pages, timeout_s=240)
+        (outcome,) = results(pages)
         stdout, stderr = proc.communicate(timeout=240)
     finally:
         if proc.poll() is None:
@@ -183,7 +183,7 @@ def test_a_page_in_a_dp_round_with_noise_adds_its_own_contribution_only(
     def on_phase(dep: Deployment, step: str) -> None:
         if step == "started":
             user = {"credential": credentials_for(dep, n)[-1], "embedding": x[j].tolist()}
-            pages["driver"] = start_pages(dep.url("proxy"), dep.pki / "ca.pem", [user], timeout_ms=300_000)
+            pages["driver"] = start_pages(dep.url("proxy"), dep.pki / "ca.pem", [user])
         elif step == "phase1_submitted":
             _JOIN._wait_own_submission(dep, n, others, pages["driver"])
         elif step == "phase2_sent":
