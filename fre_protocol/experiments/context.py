@@ -97,7 +97,7 @@ class ExperimentConfig:
     augpe_setting: Mapping[str, int] | None = None  # the augpe experiment's N_syn, L, T (default: its own)
     pool_max: int | None = None
     embedder: str | None = None
-    second_embedder: str | None = None  # the embedders experiment's second model (a local folder)
+    second_embedder: str | None = None  # the embedders experiment's other models (comma-separated)
     cache_dir: str | None = None
     workers: int = 2
     noise_calibration: str = COUNT_CALIBRATION  # the protocol's (design §4.4); central-dp has none
@@ -295,9 +295,9 @@ class Context:
 
     def embedder(self) -> Any:
         if self._embedder is None:
-            from fre_protocol.text.embedder import SentenceTransformerEmbedder
+            from fre_protocol.text.embedder import load_embedder
 
-            self._embedder = SentenceTransformerEmbedder(self.config.embedder, cache_dir=self.config.cache_dir)
+            self._embedder = load_embedder(self.config.embedder, cache_dir=self.config.cache_dir)
             self.note_embedder()
         return self._embedder
 
@@ -306,8 +306,12 @@ class Context:
         self.models[(role, name)] = (location, tuple(files) if files is not None else None)
 
     def note_embedder(self) -> None:
-        from fre_protocol.text.embedder import resolve_model
+        from fre_protocol.text.embedder import E5_MODEL_ID, e5_location, is_e5, resolve_model
 
+        if is_e5(self.config.embedder):
+            folder, weights = e5_location()
+            self.note_model("embedder", E5_MODEL_ID, str(folder), [weights])
+            return
         source, model_id = resolve_model(self.config.embedder)
         # a cached embedding needs no weights, but it is this model's: recorded either way
         self.note_model("embedder", model_id, source if Path(source).exists() else None)

