@@ -28,6 +28,7 @@ from typing import Any
 
 from fre_protocol.text.carriers import SETUP_DATA_COMMAND
 from fre_protocol.text.embedder import quiet_loading
+from fre_protocol.text.gguf_copy import load_gguf_model
 from primitives.errors import FreError, InvalidInputError, InvalidParameterError
 from primitives.randomness import RandomSource
 
@@ -70,8 +71,9 @@ def smollm2_location() -> tuple[Path, str]:
 @functools.cache
 def load_causal_lm(name: str, gguf_file: str | None = None, device: str | None = None) -> tuple[Any, Any]:
     """(tokenizer, model) of a causal LM, loaded once per process: the paraphraser, the guided
-    inverter and the benchmark share it (loading SmolLM2 from its GGUF file takes tens of seconds).
-    Callers must not modify what they get (inference only)."""
+    inverter and the benchmark share it. A GGUF model is read from its converted copy in the cache
+    after the first load (:mod:`fre_protocol.text.gguf_copy`: reading the GGUF file takes tens of
+    seconds). Callers must not modify what they get (inference only)."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     try:
         from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -79,6 +81,8 @@ def load_causal_lm(name: str, gguf_file: str | None = None, device: str | None =
         raise FreError(f"paraphrasing needs transformers ({exc}); pip install 'fre-e2t[text]'") from None
     source: str
     kwargs: dict[str, Any] = {}
+    tokenizer: Any
+    model: Any
     if name in (DEFAULT_PARAPHRASER, "SmolLM2-135M-Instruct"):
         folder, gguf = smollm2_location()
         source, kwargs["gguf_file"] = str(folder), gguf_file or gguf
@@ -88,8 +92,11 @@ def load_causal_lm(name: str, gguf_file: str | None = None, device: str | None =
             kwargs["gguf_file"] = gguf_file
     try:
         with quiet_loading():
-            tokenizer: Any = AutoTokenizer.from_pretrained(source, **kwargs)
-            model: Any = AutoModelForCausalLM.from_pretrained(source, **kwargs)
+            if "gguf_file" in kwargs:  # converted once, then read from the cache (gguf_copy)
+                tokenizer, model = load_gguf_model(source, kwargs["gguf_file"])
+            else:
+                tokenizer = AutoTokenizer.from_pretrained(source)
+                model = AutoModelForCausalLM.from_pretrained(source)
     except Exception as exc:  # noqa: BLE001 - every loading failure becomes one clear message
         first = str(exc).splitlines()[0] if str(exc) else exc.__class__.__name__
         raise InvalidParameterError(
