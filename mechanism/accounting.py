@@ -539,10 +539,7 @@ def optimise_budget_factor(
             if best is None or score < best[0]:
                 best = (score, row, ledger)
     if best is None:
-        reasons = "; ".join(sorted({r.reason.split(";")[0] for r in rows}))
-        raise InfeasibleBudgetError(
-            f"no (p_sample, budget_factor) on the grid is feasible: {reasons}"
-        )
+        raise InfeasibleBudgetError(_none_feasible(params, rows))
     _, row, ledger = best
     return BudgetChoice(
         budget_factor=row.budget_factor,
@@ -552,6 +549,23 @@ def optimise_budget_factor(
         ledger=ledger,
         candidates=tuple(rows),
     )
+
+
+def _none_feasible(params: FreParams, rows: Sequence[BudgetCandidate]) -> str:
+    """Why no candidate is feasible, in a few lines: δ_sens alone when it exceeds δ (no p_s or v
+    can help), else each kind of failure once, with how many candidates it stopped and the one
+    that came closest (the first tried)."""
+    head = f"no (p_sample, budget_factor) on the grid is feasible ({len(rows)} tried)"
+    sens = sensitivity_term(params)
+    if sens.delta >= params.delta:
+        return (f"{head}: delta_sens = {sens.delta:.4g} (Lemma 2 at k = {params.k}, sensitivity_ratio = "
+                f"{params.sensitivity_ratio:g}) alone is >= delta = {params.delta:.4g}, whatever p_sample and "
+                f"budget_factor are; raise k or sensitivity_ratio (u*r >= 2C = {params.diameter:.6g} removes it)")
+    kinds: dict[str, list[BudgetCandidate]] = {}
+    for row in rows:
+        kinds.setdefault(row.reason.split(":")[0], []).append(row)
+    return f"{head}: " + "; ".join(
+        f"{len(stopped)} by {kind}, e.g. {stopped[0].reason}" for kind, stopped in kinds.items())
 
 
 # -- several texts per user (design §4.6) ------------------------------------------------------------------

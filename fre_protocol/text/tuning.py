@@ -104,7 +104,7 @@ def choose_sampling(
     """(p_s, v) minimising σ/τ at the target (ε, δ), other parameters fixed (public computation).
 
     ``fix_p_sample`` / ``fix_budget_factor`` keep that value of ``params`` and search the other.
-    Raises InfeasibleBudgetError (with every candidate's reason) when no setting is feasible.
+    Raises InfeasibleBudgetError (each kind of failure once, with an example) when no setting is feasible.
     ε = ∞ gives p_s = 1 (v is then unused).
     """
     if not params.is_dp:

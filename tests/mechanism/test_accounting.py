@@ -439,10 +439,22 @@ def test_optimise_over_p_sample_and_objective() -> None:
 
 
 def test_optimise_all_infeasible_raises() -> None:
-    with pytest.raises(InfeasibleBudgetError, match="no \\(p_sample, budget_factor\\)"):
+    with pytest.raises(InfeasibleBudgetError, match="no \\(p_sample, budget_factor\\)") as failed:
         optimise_budget_factor(FreParams(epsilon=1.0, p_sample=0.5), v_grid=(2, 3))
+    assert "(2 tried): 2 by epsilon budget exhausted, e.g. epsilon budget exhausted: eps_fre" in str(failed.value)
     with pytest.raises(InvalidParameterError, match="epsilon must be finite"):
         optimise_budget_factor(FreParams(epsilon=math.inf, p_sample=1.0))
+
+
+def test_when_delta_sens_alone_exceeds_delta_the_error_says_so_once() -> None:
+    # r = 0.456, u = 4: u·r < 2C, so Lemma 2 is paid; at k = 4 it is 1.5e-3, far above δ = 1e-6.
+    params = FreParams(epsilon=8.0, delta=1e-6, radius=0.456, k=4, sensitivity_ratio=4.0, p_sample=0.5)
+    with pytest.raises(InfeasibleBudgetError) as failed:
+        optimise_budget_factor(params, v_grid=(1, 2, 3), p_grid=(0.3, 0.5))
+    message = str(failed.value)
+    assert message.startswith("no (p_sample, budget_factor) on the grid is feasible (6 tried): delta_sens = 0.001458 "
+                              "(Lemma 2 at k = 4, sensitivity_ratio = 4) alone is >= delta = 1e-06")
+    assert "raise k or sensitivity_ratio" in message and message.count("delta_sens") == 1
 
 
 # -- several texts per user -------------------------------------------------------------------------------
