@@ -553,8 +553,8 @@ def optimise_budget_factor(
 
 def _none_feasible(params: FreParams, rows: Sequence[BudgetCandidate]) -> str:
     """Why no candidate is feasible, in a few lines: δ_sens alone when it exceeds δ (no p_s or v
-    can help), else each kind of failure once, with how many candidates it stopped and the one
-    that came closest (the first tried)."""
+    can help), else each kind of failure once, with how many candidates it stopped and the first
+    of them as the example."""
     head = f"no (p_sample, budget_factor) on the grid is feasible ({len(rows)} tried)"
     sens = sensitivity_term(params)
     if sens.delta >= params.delta:

@@ -29,6 +29,7 @@ cheap and works without the text extra installed.
 
 from __future__ import annotations
 
+import abc
 import contextlib
 import functools
 import hashlib
@@ -269,7 +270,7 @@ def pick_precision(precision: str, device: str) -> str:
     return "bf16" if has_amx is not None and has_amx() else "fp32"
 
 
-class CachedEmbedder:
+class CachedEmbedder(abc.ABC):
     """What every embedder here shares: :meth:`embed` through the disk cache, duplicates once,
     longest texts first, chunks stored as they finish. Subclasses give ``model_id``, ``device``,
     ``cache`` and ``_encode``."""
@@ -277,19 +278,19 @@ class CachedEmbedder:
     stats: dict[str, int]
 
     @property
-    def model_id(self) -> str:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def model_id(self) -> str: ...
 
     @property
-    def device(self) -> str:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def device(self) -> str: ...
 
     @property
-    def cache(self) -> EmbeddingCache | None:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def cache(self) -> EmbeddingCache | None: ...
 
-    def _encode(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def _encode(self, texts: Sequence[str]) -> npt.NDArray[np.float32]: ...
 
     def encode_uncached(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
         """Embed without the disk cache: for many throwaway texts (a search's candidates), which

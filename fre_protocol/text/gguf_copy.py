@@ -74,7 +74,7 @@ def _plain_model(model: Any) -> Any:
     config = copy.deepcopy(model.config)
     if hasattr(config, "quantization_config"):
         del config.quantization_config
-    plain = AutoModelForCausalLM.from_config(config, dtype=model.dtype)
+    plain = AutoModelForCausalLM.from_config(config, dtype=model.dtype)  # type: ignore[no-untyped-call]
     plain.load_state_dict(model.state_dict())
     return plain
 

@@ -79,21 +79,16 @@ def load_causal_lm(name: str, gguf_file: str | None = None, device: str | None =
         from transformers import AutoModelForCausalLM, AutoTokenizer
     except ImportError as exc:
         raise FreError(f"paraphrasing needs transformers ({exc}); pip install 'fre-e2t[text]'") from None
-    source: str
-    kwargs: dict[str, Any] = {}
+    source, gguf = name, gguf_file
     tokenizer: Any
     model: Any
     if name in (DEFAULT_PARAPHRASER, "SmolLM2-135M-Instruct"):
-        folder, gguf = smollm2_location()
-        source, kwargs["gguf_file"] = str(folder), gguf_file or gguf
-    else:
-        source = name
-        if gguf_file:
-            kwargs["gguf_file"] = gguf_file
+        folder, packaged = smollm2_location()
+        source, gguf = str(folder), gguf_file or packaged
     try:
         with quiet_loading():
-            if "gguf_file" in kwargs:  # converted once, then read from the cache (gguf_copy)
-                tokenizer, model = load_gguf_model(source, kwargs["gguf_file"])
+            if gguf:  # converted once, then read from the cache (gguf_copy)
+                tokenizer, model = load_gguf_model(source, gguf)
             else:
                 tokenizer = AutoTokenizer.from_pretrained(source)
                 model = AutoModelForCausalLM.from_pretrained(source)
