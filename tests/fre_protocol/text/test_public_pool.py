@@ -45,6 +45,21 @@ def test_wordnet_glosses_and_examples(tmp_path: Path) -> None:
     ]
 
 
+def test_a_source_is_parsed_once_per_file_version_and_callers_get_their_own_list(tmp_path: Path) -> None:
+    """The parsed files are kept per process (the pool, the judges and the benchmark each ask),
+    keyed by path, size and modification time: a changed file is read again, and a caller that
+    edits the list it got changes nothing for the next one."""
+    noun = tmp_path / "data.noun"
+    noun.write_text(WORDNET_NOUN, encoding="utf-8")
+    first = wordnet_texts(tmp_path)
+    first.clear()
+    assert len(wordnet_texts(tmp_path)) == 3
+    noun.write_text(WORDNET_NOUN.splitlines(keepends=True)[0] + WORDNET_NOUN.splitlines(keepends=True)[2],
+                    encoding="utf-8")
+    assert wordnet_texts(tmp_path) == ["lashing: rope that is used for fastening something to something else",
+                                       "the boats were held together by lashings"]
+
+
 def test_sentence_split_and_quote_repair() -> None:
     text = 'The vote was 51-50. "It is hard,"? Warren said. Was it? Yes! 3 more followed.'
     assert split_sentences(text) == [
