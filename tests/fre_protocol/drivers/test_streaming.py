@@ -43,7 +43,10 @@ from primitives.randomness import RandomSource
 from primitives.sharing.ring2k import AdditiveRing2k
 from transcripts import TranscriptStore
 
-CONFIG = ProtocolConfig(chunk_size=64)
+#: t = 16 with S_tag's dummies at ε0 = 0.3: hundreds of dummy tags rather than the paper setting's
+#: ~25,000 dummy submissions, which took most of each run (δ raised so Lemma 1's term fits).
+PARAMS = FreParams.paper(8.0, threshold=16, delta=0.3)
+CONFIG = ProtocolConfig(chunk_size=64, dummy_epsilon0=0.3, dummy_delta0=1e-6)
 WINDOW_CHUNKS = 3
 
 
@@ -76,7 +79,7 @@ def _messages(path: object) -> collections.Counter[tuple[object, ...]]:
 
 
 def test_same_release_without_noise(x: np.ndarray) -> None:
-    params, seeds = FreParams.paper(8.0), SeedPlan.from_seed(5)
+    params, seeds = PARAMS, SeedPlan.from_seed(5)
     ref = run_protocol(x, RoundSpec(params=params, seeds=seeds, noise=False, config=CONFIG)).release
     got = run_streaming(x, RoundSpec(params=params, seeds=seeds, noise=False, config=CONFIG), window_chunks=WINDOW_CHUNKS).release
     _same_release(ref, got)
@@ -92,7 +95,7 @@ def test_same_noisy_release_and_messages_from_shards(x: np.ndarray, tmp_path) ->
     assert isinstance(shards, EmbeddingShards) and shards.shape == x.shape
     assert np.array_equal(shards.rows(90, 340), x[90:340])  # across both shard boundaries
 
-    params, seeds = FreParams.paper(8.0), SeedPlan.from_seed(6)
+    params, seeds = PARAMS, SeedPlan.from_seed(6)
     ref = run_protocol(x, RoundSpec(params=params, seeds=seeds, config=CONFIG), RunOptions(out_dir=tmp_path / "ref"))
     got = run_streaming(shards, RoundSpec(params=params, seeds=seeds, config=CONFIG), RunOptions(out_dir=tmp_path / "stream"), window_chunks=WINDOW_CHUNKS)
     _same_release(ref.release, got.release)
@@ -111,7 +114,7 @@ def test_a_sizes_only_transcript_records_every_message_without_its_bytes(x: np.n
     the header says so and the audit runs the checks a sizes-only store allows, stating the rest."""
     from fre_protocol.audit import audit_run
 
-    params, seeds = FreParams.paper(8.0), SeedPlan.from_seed(6)
+    params, seeds = PARAMS, SeedPlan.from_seed(6)
     spec = RoundSpec(params=params, seeds=seeds, config=CONFIG)
     full = run_streaming(x, spec, RunOptions(out_dir=tmp_path / "full"), window_chunks=WINDOW_CHUNKS)
     sizes = run_streaming(
@@ -214,7 +217,7 @@ def test_peak_memory_grows_far_less_than_a_users_shares() -> None:
 
 # -- users in local worker processes (user_processes) ---------------------------------------------
 def _run_users_in(x: np.ndarray, out: Path, processes: int) -> Release:
-    return run_streaming(x, RoundSpec(params=FreParams.paper(8.0), seeds=SeedPlan.from_seed(6), noise=True, config=CONFIG), RunOptions(out_dir=out), window_chunks=WINDOW_CHUNKS, players=in_worker_processes(processes) if processes else None).release
+    return run_streaming(x, RoundSpec(params=PARAMS, seeds=SeedPlan.from_seed(6), noise=True, config=CONFIG), RunOptions(out_dir=out), window_chunks=WINDOW_CHUNKS, players=in_worker_processes(processes) if processes else None).release
 
 
 @pytest.mark.integration  # worker processes
