@@ -9,8 +9,10 @@ DDG's effective standard deviation γ·σ_int·√n / n per coordinate.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
+import few_dummies
 import numpy as np
 import pytest
 from chi_square import z_two_sided
@@ -138,15 +140,12 @@ def test_a_share_one_server_refuses_is_left_out_of_the_release(refused_by: str, 
     from share_faults import faulty_share
 
     # f = 0.1: a bucket one contribution short is still above its m_h, so it is released with noise
-    # off (at f = 0 S_tag would have no noise to top up, and would withhold it). Dummies at ε0 = 0.3
-    # and t = 16 (δ raised to fit Lemma 1's term): hundreds of dummy tags rather than tens of
-    # thousands, as in the conformance scenarios.
-    config = ProtocolConfig(chunk_size=64, dropout_allowance=0.1, dummy_epsilon0=0.3, dummy_delta0=1e-6)
+    # off (at f = 0 S_tag would have no noise to top up, and would withhold it).
+    config = dataclasses.replace(few_dummies.CONFIG, dropout_allowance=0.1)
     x = synthetic_population(
         2, 160, 20, 32, 0.5, RandomSource.seeded(11, "streaming/population"), spread=0.02
     ).embeddings
-    params = FreParams.paper(8.0, threshold=16, delta=0.3)
-    spec = RoundSpec(params=params, seeds=SeedPlan.from_seed(5), noise=False, config=config)
+    spec = RoundSpec(params=few_dummies.PARAMS, seeds=SeedPlan.from_seed(5), noise=False, config=config)
     clean = run_protocol(x, spec).release
     faulty_share(monkeypatch, refused_by)
     ref = run_protocol(x, spec).release

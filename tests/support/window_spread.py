@@ -9,6 +9,7 @@ dummy tags of the same count.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
@@ -16,25 +17,23 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+import few_dummies
 import numpy as np
 import pytest
 
 from fre_protocol.messages import TagSubmission, decode
 from fre_protocol.roles import base
 from fre_protocol.roles.base import ACCEPTED, PHASE1_SUBMIT
-from fre_protocol.roles.config import ProtocolConfig
-from mechanism.params import FreParams
 from mechanism.population import synthetic_population
 from primitives.dummies import tsdlap
 from primitives.randomness import RandomSource
 
 #: Windows of one chunk of 32 users; 50 clusters of 8 users one after the other, then 40 rare
 #: points: 440 users in 14 windows, each cluster inside one or two of them.
-CONFIG = ProtocolConfig(chunk_size=32, dummy_epsilon0=0.3, dummy_delta0=1e-6)
+CONFIG = dataclasses.replace(few_dummies.CONFIG, chunk_size=32)
 WINDOW_CHUNKS = 1
 #: τ = 8 (t = 16, p_s = 0.5): counts 1 … 7 are padded, about 40 dummy tags at each (ε0 = 0.3).
-#: δ is raised so that Lemma 1's term at so small a threshold fits the budget (a test setting).
-PARAMS = FreParams.paper(8.0, threshold=16, delta=0.3)
+PARAMS = few_dummies.PARAMS
 #: Significance level of the spread test.
 ALPHA = 0.01
 

@@ -54,9 +54,9 @@ import conformance
 import numpy as np
 import pytest
 from conformance import Driver, Faults, FixedDropout, Outcome, arm, view_counts
+from few_dummies import CONFIG, PARAMS
 
-from fre_protocol.roles.config import ProtocolConfig, RoundSpec, RunOptions
-from mechanism.params import FreParams
+from fre_protocol.roles.config import RoundSpec, RunOptions
 from mechanism.population import synthetic_population
 from mechanism.release import Release
 from mechanism.seeds import SeedPlan
@@ -73,11 +73,6 @@ DRIVERS = [
     pytest.param(Driver("net", conformance.net, idempotent_resends=True, syn_diagnostics=True), id="net", marks=integration),
 ]
 
-#: τ = 8 (t = 16, p_s = 0.5) with S_tag's dummies at ε0 = 0.3 (a few hundred dummy tags rather
-#: than tens of thousands); δ raised so that Lemma 1's term at so small a threshold fits the
-#: budget (a test setting, as in tests/support/window_spread.py).
-PARAMS = FreParams.paper(8.0, threshold=16, delta=0.3)
-CONFIG = ProtocolConfig(chunk_size=64, dummy_epsilon0=0.3, dummy_delta0=1e-6)
 #: S_tag withholds a tag short of its m_h, which a dropout allowance f = 0.1 sizes.
 WITHHOLD = dataclasses.replace(CONFIG, dropout_policy="withhold", dropout_allowance=0.1)
 FLOOR = dataclasses.replace(CONFIG, noise_calibration="floor")

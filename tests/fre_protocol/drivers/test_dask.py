@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from few_dummies import CONFIG, PARAMS
 
 distributed = pytest.importorskip("distributed")
 
@@ -30,7 +31,6 @@ from fre_protocol.drivers.inprocess import run_protocol  # noqa: E402
 from fre_protocol.drivers.streaming import run_streaming  # noqa: E402
 from fre_protocol.roles.base import Meter  # noqa: E402
 from fre_protocol.roles.config import ProtocolConfig, RoundSpec, RunOptions  # noqa: E402
-from mechanism.params import FreParams  # noqa: E402
 from mechanism.population import synthetic_population  # noqa: E402
 from mechanism.release import Release  # noqa: E402
 from mechanism.seeds import SeedPlan  # noqa: E402
@@ -38,10 +38,6 @@ from primitives.errors import ProtocolStateError  # noqa: E402
 from primitives.randomness import RandomSource  # noqa: E402
 from transcripts import TranscriptStore  # noqa: E402
 
-#: t = 16 with S_tag's dummies at ε0 = 0.3: hundreds of dummy tags rather than the paper setting's
-#: ~25,000 dummy submissions, which took most of each run (δ raised so Lemma 1's term fits).
-PARAMS = FreParams.paper(8.0, threshold=16, delta=0.3)
-CONFIG = ProtocolConfig(chunk_size=64, dummy_epsilon0=0.3, dummy_delta0=1e-6)
 WINDOW_CHUNKS = 3
 USER_TASKS = (dask_driver.users_blind, dask_driver.users_submit, dask_driver.users_encode, dask_driver.users_seal)
 

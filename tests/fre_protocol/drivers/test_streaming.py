@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from few_dummies import CONFIG, PARAMS
 
 from fre_protocol.drivers import dask as dask_driver
 from fre_protocol.drivers.inprocess import run_protocol
@@ -32,7 +33,7 @@ from fre_protocol.drivers.streaming import run_streaming
 from fre_protocol.drivers.user_processes import UserProcesses, in_worker_processes
 from fre_protocol.gc_policy import ROUND_THRESHOLDS
 from fre_protocol.inputs import EmbeddingShards, open_embeddings
-from fre_protocol.roles.config import ProtocolConfig, RoundSpec, RunOptions
+from fre_protocol.roles.config import RoundSpec, RunOptions
 from fre_protocol.roles.server_common import ShareBook
 from mechanism.params import FreParams
 from mechanism.population import Population, synthetic_population
@@ -43,10 +44,6 @@ from primitives.randomness import RandomSource
 from primitives.sharing.ring2k import AdditiveRing2k
 from transcripts import TranscriptStore
 
-#: t = 16 with S_tag's dummies at ε0 = 0.3: hundreds of dummy tags rather than the paper setting's
-#: ~25,000 dummy submissions, which took most of each run (δ raised so Lemma 1's term fits).
-PARAMS = FreParams.paper(8.0, threshold=16, delta=0.3)
-CONFIG = ProtocolConfig(chunk_size=64, dummy_epsilon0=0.3, dummy_delta0=1e-6)
 WINDOW_CHUNKS = 3
 
 

@@ -53,7 +53,8 @@ DP_PARAMS, DP_CONFIG, dp_round = _JOIN.DP_PARAMS, _JOIN.DP_CONFIG, _JOIN.dp_roun
 pytestmark = pytest.mark.integration
 
 #: How many of the 130 users play on a page (every ⌊130 / k⌋-th row): half the round, as a mixed
-#: round should be (about 95 s on 2 cores); FRE_BROWSER_USERS=8 keeps it short between edits.
+#: round should be (about 130 s alone on the 2-core AVX2 machine, 230 s beside the other test
+#: worker); FRE_BROWSER_USERS=8 keeps it short between edits.
 BROWSER_USERS = int(os.environ.get("FRE_BROWSER_USERS", "65"))
 
 
