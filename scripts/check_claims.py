@@ -162,6 +162,7 @@ BLP = "docs/results/baselines.md"
 FINITE = (4.0, 8.0, 16.0)
 PRP, PRJ, MILLION = "docs/results/paper-regime.md", "paper-regime.json", 1_000_000
 A3 = "docs/results/augpe-300.md"
+AG = "docs/results/augpe.md"
 
 UA, UAJ = "docs/results/utility-all-centroids.md", "utility-all-centroids.json"
 RJ = "utility-all-centroids-rejudged.json"
@@ -185,14 +186,6 @@ CHECKS: list[Check] = [
     ],
     Check(RD, "infrequent tweets |V \\ F|", "57,380",
           lambda: (lambda r: r["n_reference_all"] - r["n_frequent"])(utility_row("fre-e2t", 8.0)), U),
-    Check(R, "text-level δ*(r), fre-e2t, ε = 4", "0.0022",
-          lambda: one("augpe", method="fre-e2t", epsilon=4.0)["delta_star_at_r"], AP),
-    Check(R, "text-level δ*(r), fre-e2t, ε = ∞", "0.0032",
-          lambda: one("augpe", method="fre-e2t", epsilon=INF)["delta_star_at_r"], AP),
-    *[
-        Check(R, f"text-level δ*(r), aug-pe, ε = {e}", "0.0012", lambda e=e: one("augpe", method="aug-pe", epsilon=e)["delta_star_at_r"], AP)
-        for e in (4.0, INF)
-    ],
     # Heavy clusters (baselines.json, three seeds): README.md and baselines.md.
     *[
         Check(page, f"fre-e2t cluster {key.split('_')[1]} (mean of 3 seeds), {which} finite ε", c,
@@ -400,27 +393,72 @@ CHECKS: list[Check] = [
               lambda t=t: mean("ablation-t", "n_released", epsilon=8.0, threshold=t), "ablation-t.json")
         for t, c in ((100, "50"), (150, "21"), (200, "8"))
     ],
-    # Aug-PE.
+    # Aug-PE (augpe.json: three seeds at ε = 4 and ∞, N_syn 48): README here and augpe.md.
     *[
-        Check(R, f"α = 1.5 text {k}, {m}, ε = {e}", "1.0", lambda m=m, e=e, k=k: one("augpe", method=m, epsilon=e)[k], AP)
-        for m in ("aug-pe", "fre-e2t") for e in (4.0, INF) for k in ("precision", "recall")
+        Check(R, f"α = 1.5 text precision, {m}, ε = {e}, seed {seed}", "1.000",
+              lambda m=m, e=e, seed=seed: one("augpe", method=m, epsilon=e, seed=seed)["precision"], AP)
+        for m in ("aug-pe", "fre-e2t", "fre-e2t-nsyn") for e in (4.0, INF) for seed in (1, 2, 3)
     ],
-    Check(R, "aug-pe α = 1 precision (ε = 4 and ∞)", "0.04", lambda: one("augpe", method="aug-pe", epsilon=4.0)["precision_strict"], AP),
-    Check(R, "aug-pe α = 1 recall (ε = 4 and ∞)", "0.0005", lambda: one("augpe", method="aug-pe", epsilon=INF)["recall_strict"], AP),
-    Check(R, "aug-pe mean L2, ε = 4", "1.083", lambda: one("augpe", method="aug-pe", epsilon=4.0)["avg_l2"], AP),
-    Check(R, "aug-pe mean L2, ε = ∞", "1.081", lambda: one("augpe", method="aug-pe", epsilon=INF)["avg_l2"], AP),
-    Check(R, "fre-e2t text mean L2, ε = 4", "0.95", lambda: one("augpe", method="fre-e2t", epsilon=4.0)["avg_l2"], AP),
-    Check(R, "fre-e2t text mean L2, ε = ∞", "0.83", lambda: one("augpe", method="fre-e2t", epsilon=INF)["avg_l2"], AP),
-    Check(R, "fre-e2t text α = 1 recall, ε = 4", "0.04", lambda: one("augpe", method="fre-e2t", epsilon=4.0)["recall_strict"], AP),
-    Check(R, "fre-e2t text α = 1 recall, ε = ∞", "0.66", lambda: one("augpe", method="fre-e2t", epsilon=INF)["recall_strict"], AP),
-    Check(R, "Fre-E2T user download (20,000 users)", "930", lambda: augpe_costs()["fre"]["download_bytes"], AP),
+    *stat_checks(R, "augpe", "Aug-PE beside Fre-E2T", [
+        ("precision_strict", {"method": "aug-pe", "epsilon": 4.0}, "mean", "0.021"),
+        ("precision_strict", {"method": "aug-pe", "epsilon": 4.0}, "sd", "0.021"),
+        ("precision_strict", {"method": "aug-pe", "epsilon": INF}, "mean", "0.021"),
+        ("avg_l2", {"method": "aug-pe", "epsilon": 4.0}, "mean", "1.073"),
+        ("avg_l2", {"method": "aug-pe", "epsilon": 4.0}, "sd", "0.008"),
+        ("avg_l2", {"method": "aug-pe", "epsilon": INF}, "mean", "1.075"),
+        ("avg_l2", {"method": "aug-pe", "epsilon": INF}, "sd", "0.009"),
+        ("avg_l2", {"method": "fre-e2t", "epsilon": 4.0}, "mean", "0.931"),
+        ("avg_l2", {"method": "fre-e2t", "epsilon": 4.0}, "sd", "0.019"),
+        ("avg_l2", {"method": "fre-e2t", "epsilon": INF}, "mean", "0.828"),
+        ("avg_l2", {"method": "fre-e2t", "epsilon": INF}, "sd", "0.019"),
+        ("precision_strict", {"method": "fre-e2t", "epsilon": 4.0}, "mean", "0.356"),
+        ("precision_strict", {"method": "fre-e2t", "epsilon": 4.0}, "sd", "0.048"),
+        ("precision_strict", {"method": "fre-e2t", "epsilon": INF}, "mean", "0.655"),
+        ("precision_strict", {"method": "fre-e2t", "epsilon": INF}, "sd", "0.061"),
+        ("recall_strict", {"method": "fre-e2t", "epsilon": 4.0}, "mean", "0.447"),
+        ("recall_strict", {"method": "fre-e2t", "epsilon": 4.0}, "sd", "0.366"),
+        ("recall_strict", {"method": "fre-e2t", "epsilon": INF}, "mean", "0.742"),
+        ("recall_strict", {"method": "fre-e2t", "epsilon": INF}, "sd", "0.016"),
+        ("delta_star_at_r", {"method": "fre-e2t", "epsilon": 4.0}, "mean", "0.0048"),
+        ("delta_star_at_r", {"method": "fre-e2t", "epsilon": 4.0}, "sd", "0.0015"),
+        ("delta_star_at_r", {"method": "fre-e2t", "epsilon": INF}, "mean", "0.0163"),
+        ("delta_star_at_r", {"method": "fre-e2t", "epsilon": INF}, "sd", "0.0044"),
+        ("delta_star_at_r", {"method": "aug-pe", "epsilon": 4.0}, "mean", "0.0009"),
+        ("delta_star_at_r", {"method": "aug-pe", "epsilon": 4.0}, "sd", "0.0005"),
+        ("delta_star_at_r", {"method": "aug-pe", "epsilon": INF}, "mean", "0.0009"),
+    ]),
+    *[
+        Check(R, f"aug-pe α = 1 recall at most (ε = {e}, seed {seed})", "0.0005",
+              lambda e=e, seed=seed: one("augpe", method="aug-pe", epsilon=e, seed=seed)["recall_strict"], AP)
+        for e in (4.0, INF) for seed in (1, 2)
+    ],
+    *seed_checks(R, "augpe", "Fre-E2T recall at α = 1, ε = 4", "recall_strict", {3: "0.025"}, method="fre-e2t", epsilon=4.0),
+    *row_checks(AG, "augpe", (
+        ("the rows' summed seconds", "11,830", lambda: sum(float(r.get("unit_seconds") or 0) for r in rows("augpe"))),
+        ("the run's wall seconds (the rows' sum less about 3,330 s stopped)", "8500", lambda: load("augpe")["wall_seconds"]),
+    )),
+    *seed_checks(AG, "augpe", "Aug-PE iterations, ε = 4", "seconds", {1: "335", 2: "310", 3: "337"}, method="aug-pe", epsilon=4.0),
+    *seed_checks(AG, "augpe", "Aug-PE iterations, ε = ∞", "seconds", {1: "269", 2: "449", 3: "449"}, method="aug-pe", epsilon=INF),
+    *seed_checks(AG, "augpe", "Fre-E2T released buckets, ε = 4", "n_outputs", {1: "62", 2: "39", 3: "50"}, method="fre-e2t", epsilon=4.0),
+    *seed_checks(AG, "augpe", "Fre-E2T released buckets, ε = ∞", "n_outputs", {1: "64", 2: "40", 3: "52"}, method="fre-e2t", epsilon=INF),
+    *stat_checks(AG, "augpe", "Aug-PE beside Fre-E2T at Aug-PE's count", [
+        ("delta_star_at_r", {"method": "fre-e2t-nsyn", "epsilon": 4.0}, "mean", "0.0049"),
+        ("delta_star_at_r", {"method": "fre-e2t-nsyn", "epsilon": 4.0}, "sd", "0.0013"),
+        ("recall_strict", {"method": "fre-e2t", "epsilon": INF}, "mean", "0.74"),
+    ]),
+    Check(R, "votes per candidate (tweets over Aug-PE's 144 candidates)", "440",
+          lambda: one("augpe", method="aug-pe", epsilon=4.0, seed=1)["n_reference_all"]
+          / augpe_costs()["augpe"]["setting"]["n_candidates"], AP),
+    Check(R, "Aug-PE vote noise σ at ε = 4", "2.07", lambda: one("augpe", method="aug-pe", epsilon=4.0, seed=1)["sigma"], AP),
+    Check(R, "Fre-E2T user download (20,000 users)", "449", lambda: augpe_costs()["fre"]["download_bytes"], AP),
+    Check(R, "Fre-E2T user upload (20,000 users)", "2,052", lambda: augpe_costs()["fre"]["upload_bytes"], AP),
     Check(R, "Aug-PE download per iteration, paper setting, bytes", "64.5e6",
           lambda: paper_setting("user download (candidate embeddings)")["aug_pe_per_iteration"], AP),
-    Check(R, "ratio per iteration", "6.9e4", lambda: paper_setting("user download (candidate embeddings)")["ratio_per_iteration"], AP),
-    Check(R, "ratio per run", "1.4e6", lambda: paper_setting("user download (candidate embeddings)")["ratio_per_run"], AP),
-    Check(R, "Aug-PE scan per iteration, paper setting, ms", "11",
+    Check(R, "ratio per iteration", "1.44e5", lambda: paper_setting("user download (candidate embeddings)")["ratio_per_iteration"], AP),
+    Check(R, "ratio per run", "2.87e6", lambda: paper_setting("user download (candidate embeddings)")["ratio_per_run"], AP),
+    Check(R, "Aug-PE scan per iteration, paper setting, ms", "13",
           lambda: 1000 * paper_setting("user online compute")["aug_pe_per_iteration"], AP),
-    Check(R, "Fre-E2T user online time, ms", "0.75", lambda: augpe_costs()["fre"]["user_online_ms"], AP),
+    Check(R, "Fre-E2T user online time, ms", "1.34", lambda: augpe_costs()["fre"]["user_online_ms"], AP),
     Check(R, "user download at N = 100,000, d = 768 (in-process run of the deployment benchmark), kB", "5.3",
           lambda: load("deploy-benchmark")["cost_in_process"]["download_bytes"] / 1000, "deploy-benchmark.json"),
     Check(R, "... of it the broadcast, bytes", "5,225",
