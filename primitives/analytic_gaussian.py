@@ -9,6 +9,7 @@ rather than ``1 − Φ``, so deltas of 1e-12 and below keep full relative precis
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 
@@ -76,6 +77,9 @@ def _least_feasible(lo: float, hi: float, feasible: Callable[[float], bool], rel
     return hi
 
 
+# Pure functions of a few floats that accountants call many times with the same arguments (one
+# call per bucket count per noise plan): each bisection is kept.
+@functools.lru_cache(maxsize=4096)
 def agm_multiplier(epsilon: float, delta: float, *, rel_tol: float = 1e-13) -> float:
     """Smallest m with ``agm_delta(m·Δ, ε, Δ) ≤ δ`` (independent of Δ), by bisection.
 
@@ -94,6 +98,7 @@ def agm_multiplier(epsilon: float, delta: float, *, rel_tol: float = 1e-13) -> f
     return _least_feasible(lo, hi, lambda m: agm_delta(m, epsilon, 1.0) <= delta, rel_tol)
 
 
+@functools.lru_cache(maxsize=4096)
 def agm_epsilon(sigma: float, delta: float, sensitivity: float, *, rel_tol: float = 1e-13) -> float:
     """Smallest ε ≥ 0 with ``agm_delta(σ, ε, Δ) ≤ δ``, by bisection (``agm_delta`` decreases in ε);
     the upper end of the final bracket, hence always a valid ε. ``inf`` if no ε up to 1e6 reaches δ.
