@@ -54,6 +54,11 @@ def mean(name: str, key: str, **match: Any) -> float:
     return statistics.mean(float(r[key]) for r in rows(name, **match))
 
 
+def summed_seconds(name: str) -> float:
+    """The rows' own times (``unit_seconds``) of NAME.json, summed: what a page's wall time is built from."""
+    return sum(float(r.get("unit_seconds") or 0) for r in rows(name))
+
+
 def sd(name: str, key: str, **match: Any) -> float:
     return statistics.stdev(float(r[key]) for r in rows(name, **match))
 
@@ -434,7 +439,7 @@ CHECKS: list[Check] = [
     ],
     *seed_checks(R, "augpe", "Fre-E2T recall at α = 1, ε = 4", "recall_strict", {3: "0.025"}, method="fre-e2t", epsilon=4.0),
     *row_checks(AG, "augpe", (
-        ("the rows' summed seconds", "11,830", lambda: sum(float(r.get("unit_seconds") or 0) for r in rows("augpe"))),
+        ("the rows' summed seconds", "11,830", lambda: summed_seconds("augpe")),
         ("the run's wall seconds (the rows' sum less about 3,330 s stopped)", "8500", lambda: load("augpe")["wall_seconds"]),
     )),
     *seed_checks(AG, "augpe", "Aug-PE iterations, ε = 4", "seconds", {1: "335", 2: "310", 3: "337"}, method="aug-pe", epsilon=4.0),
@@ -788,7 +793,7 @@ CHECKS: list[Check] = [
           lambda: over_seeds("mean", "utility-all-centroids-e16", "f1_strict", method="fre-e2t", level="text"), UA16J),
     Check(UAI, "the rows' summed seconds, ε = ∞", "5351", lambda: load("utility-all-centroids-inf")["wall_seconds"], UAIJ),
     Check(UA16, "the rows' summed seconds, ε = 16", "5,889",
-          lambda: sum(r["unit_seconds"] for r in load("utility-all-centroids-e16")["rows"]), UA16J),
+          lambda: summed_seconds("utility-all-centroids-e16"), UA16J),
     Check(UA16, "the wall time given, ε = 16 (the rows' sum less 638 s stopped)", "5,251",
           lambda: load("utility-all-centroids-e16")["wall_seconds"], UA16J),
     Check(PRP, "the run's wall seconds", "2,859", lambda: load("paper-regime")["wall_seconds"], PRJ),
