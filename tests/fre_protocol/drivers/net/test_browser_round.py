@@ -52,10 +52,13 @@ DP_PARAMS, DP_CONFIG, dp_round = _JOIN.DP_PARAMS, _JOIN.DP_CONFIG, _JOIN.dp_roun
 
 pytestmark = pytest.mark.integration
 
-#: How many of the 130 users play on a page (every ⌊130 / k⌋-th row): half the round, as a mixed
-#: round should be (about 130 s alone on the 2-core AVX2 machine, 230 s beside the other test
-#: worker); FRE_BROWSER_USERS=8 keeps it short between edits.
-BROWSER_USERS = int(os.environ.get("FRE_BROWSER_USERS", "65"))
+#: How many of the 130 users play on a page (every ⌊130 / k⌋-th row): 16 in the suite, enough
+#: for pages from the released clusters and the rare points to play beside each other (the
+#: driver loads 8 at once, so two waves); half the round (65) is the ``heavy`` run, about 130 s
+#: alone on the 2-core AVX2 machine and 230 s beside the other test worker. FRE_BROWSER_USERS=N
+#: plays N in the suite's run instead.
+BROWSER_USERS = int(os.environ.get("FRE_BROWSER_USERS", "16"))
+HALF_THE_ROUND = 65
 
 
 def _wait(dep: Deployment, kind: str, n: int, pages: object, timeout_s: float = PAGE_TIMEOUT_S) -> None:
@@ -66,13 +69,15 @@ def _wait(dep: Deployment, kind: str, n: int, pages: object, timeout_s: float = 
         time.sleep(0.1)
 
 
+@pytest.mark.parametrize("browser_users", [BROWSER_USERS, pytest.param(HALF_THE_ROUND, marks=pytest.mark.heavy)],
+                         ids=["suite", "half-the-round"])
 def test_users_on_the_page_in_chromium_and_simulated_users_release_the_same_round(
-    tmp_path: Path, small_population, reference_release
+    tmp_path: Path, small_population, reference_release, browser_users: int
 ) -> None:
     needs_browser()
     x = np.asarray(small_population.embeddings, dtype=np.float64)
     n = int(x.shape[0])
-    on_page = np.linspace(0, n - 1, BROWSER_USERS).round().astype(int)
+    on_page = np.linspace(0, n - 1, browser_users).round().astype(int)
     simulated = np.delete(x, on_page, axis=0)
     m = int(simulated.shape[0])
     pages: dict[str, object] = {}
@@ -96,7 +101,7 @@ def test_users_on_the_page_in_chromium_and_simulated_users_release_the_same_roun
         outcomes = results(pages["driver"]) if "driver" in pages else []  # type: ignore[arg-type]
     wall = time.perf_counter() - t0
     assert summary["users"]["failures"] == {}
-    assert len(outcomes) == BROWSER_USERS
+    assert len(outcomes) == browser_users
     for outcome in outcomes:
         assert outcome["state"] == "done", outcome
         assert [row[0] for row in outcome["sent"]] == ["phase1", "submit", "phase2"]
@@ -115,7 +120,7 @@ def test_users_on_the_page_in_chromium_and_simulated_users_release_the_same_roun
     np.testing.assert_allclose(release.centroids, reference_release.centroids, atol=1e-3)
     report = audit_deployment(out, embeddings=simulated)
     assert report.passed, [(f.name, f.detail) for f in report.findings if not f.passed]
-    print(f"{BROWSER_USERS} users on the page, {m} simulated: {wall:.1f} s")
+    print(f"{browser_users} users on the page, {m} simulated: {wall:.1f} s")
 
 
 def test_deploy_local_web_serves_the_page_and_holds_the_round_for_its_users(
