@@ -577,6 +577,45 @@ CHECKS: list[Check] = [
         for label, key, c in (("guided[default,seeds=prefix]", "e5_gain", "0.405"), ("guided[default,seeds=prefix]", "guide_cosine", "0.738"),
                               ("guided[default,seeds=retrieval] seed", "e5_gain", "0.108"))
     ],
+    # prefix-generator.md: the generator trained 600 steps more, against the packaged one (sixth draw).
+    *[
+        Check("docs/results/prefix-generator.md", f"longer training: {label} {key}", c,
+              lambda label=label, key=key: load("prefix-generator")["longer_training"]["summary"][label][key],
+              "prefix-generator.json")
+        for label, key, c in (("prefix @baseline", "e5_gain", "0.230"), ("prefix", "e5_gain", "0.286"),
+                              ("prefix @baseline", "guide_cosine", "0.483"), ("prefix", "guide_cosine", "0.510"),
+                              ("guided[default,seeds=prefix] @baseline", "e5_gain", "0.321"),
+                              ("guided[default,seeds=prefix]", "e5_gain", "0.310"),
+                              ("guided[default,seeds=prefix] @baseline", "guide_cosine", "0.693"),
+                              ("guided[default,seeds=prefix]", "guide_cosine", "0.690"),
+                              ("prefix @baseline", "rules_pass", "0.64"), ("prefix", "rules_pass", "0.59"),
+                              ("guided[default,seeds=prefix] @baseline", "share_above_news_p90", "0.36"),
+                              ("guided[default,seeds=prefix]", "share_above_news_p90", "0.29"))
+    ],
+    *[
+        Check("docs/results/prefix-generator.md", f"longer training, new − packaged: {label} {key} {stat}", c,
+              lambda label=label, key=key, stat=stat: load("prefix-generator")["longer_training"]["new_minus_packaged"][label][key][stat],
+              "prefix-generator.json")
+        for label, key, stat, c in (("prefix", "e5_gain", "mean", "0.056"), ("prefix", "e5_gain", "se", "0.021"),
+                                    ("prefix", "guide_cosine", "mean", "0.027"), ("prefix", "guide_cosine", "se", "0.013"),
+                                    ("guided[default,seeds=prefix]", "e5_gain", "mean", "-0.011"),
+                                    ("guided[default,seeds=prefix]", "e5_gain", "se", "0.016"),
+                                    ("guided[default,seeds=prefix]", "guide_cosine", "mean", "-0.003"),
+                                    ("guided[default,seeds=prefix]", "guide_cosine", "se", "0.010"))
+    ],
+    Check("docs/results/prefix-generator.md", "longer training: validation loss at step 600", "3.161",
+          lambda: load("prefix-generator")["longer_training"]["training"]["validation_loss"][-1]["loss"], "prefix-generator.json"),
+    Check("docs/results/prefix-generator.md", "longer training: validation loss at step 0", "3.256",
+          lambda: load("prefix-generator")["longer_training"]["training"]["validation_loss"][0]["loss"], "prefix-generator.json"),
+    Check("docs/results/prefix-generator.md", "longer training: seconds a step", "4.2",
+          lambda: load("prefix-generator")["longer_training"]["training"]["seconds_per_step"], "prefix-generator.json"),
+    *[
+        Check("docs/results/prefix-generator.md", f"longer training, packaged, single tweets: {key}", c,
+              lambda key=key: next(r for r in load("prefix-generator")["longer_training"]["rows"]["packaged"]
+                                   if r["inverter"] == "guided[default,seeds=prefix]" and r["target"] == "single")[key],
+              "prefix-generator.json")
+        for key, c in (("e5_gain", "0.454"), ("cosine_mean", "0.731"), ("seconds_per_target", "4.4"))
+    ],
     # design.md §10: the clip comparison (three seeds, ε = 8).
     *[
         Check("docs/design.md", f"{label}: {key} {stat}, {method}", c,
