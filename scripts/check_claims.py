@@ -593,6 +593,14 @@ CHECKS: list[Check] = [
             (EMB, "sentence-transformers/all-MiniLM-L6-v2", "mean_vector_norm", "0.310"),
             (EMB, "local:all-mpnet-base-v2:8e2f6d3977ca5fb9", "mean_vector_norm", "0.315"))
     ],
+    *[
+        Check(page, "E5's embedding of the corpus, seconds", "1,861",
+              lambda: load("embedders-geometry")["e5_corpus_embedding"]["seconds"], "embedders-geometry.json")
+        for page in (R, EMB)
+    ],
+    Check(EMB, "E5's embedding of the corpus, texts a second", "32",
+          lambda: load("embedders-geometry")["e5_corpus_embedding"]["computed"] / load("embedders-geometry")["e5_corpus_embedding"]["seconds"],
+          "embedders-geometry.json"),
     # fluent-text.md: time per centroid, the default seeds beside retrieval seeds, one bench run each:
     # at 7fabdad, and at 4df7607 after the search's two cuts (both on an idle machine).
     *[
