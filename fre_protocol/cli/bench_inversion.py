@@ -56,7 +56,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"comma-separated, among {', '.join(INVERTERS)} (default guided,retrieval); "
                              "vec2text is listed as unavailable without --vec2text-dir")
     parser.add_argument("--budgets", type=_names, default=None, metavar="LIST",
-                        help="guided search budgets to measure, comma-separated presets among small, "
+                        help="guided search budgets to measure, comma-separated presets among small, fast, "
                              "default, large, or single key=value changes of the default such as "
                              "fluency=0.1 (default: default); with several, the report has a "
                              "cosine-vs-seconds budget curve")

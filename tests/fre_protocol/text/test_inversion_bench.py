@@ -427,7 +427,7 @@ def test_bench_refuses_budgets_without_guided(tmp_path: Path, capsys: pytest.Cap
     assert main(["bench-inversion", "--out", str(tmp_path), "--budgets", "default,fluency=11"]) == 2
     assert "budget fluency must be a number in [0, 10], got 11.0" in capsys.readouterr().err
     assert main(["bench-inversion", "--out", str(tmp_path), "--budgets", "tiny"]) == 2
-    assert "budget preset must be one of ['small', 'default', 'large'], got 'tiny'" in capsys.readouterr().err
+    assert "budget preset must be one of ['small', 'fast', 'default', 'large'], got 'tiny'" in capsys.readouterr().err
 
 
 @pytest.mark.heavy
