@@ -85,9 +85,10 @@ class GuidedBudget:
     most that many further tokens, the LM's most likely, to finish each beam still open at
     ``max_tokens`` (a cut-off beam is never a candidate: it is no sentence).
 
-    The default's 5 beams × 8 next tokens were chosen on held-out tweets for fidelity in an
-    embedder the search never calls (docs/results/fluent-text.md); ``fast`` is the earlier
-    default's 3 × 5, about 1.4 times faster, for slow machines."""
+    The default (5 beams × 8 next tokens, fluency 0.05) was chosen on held-out tweets for
+    fidelity in an embedder the search never calls at the fluency of the earlier default
+    (docs/results/fluent-text.md); ``fast`` is that earlier default (3 × 5, fluency 0.02), about
+    half the time, for slow machines."""
 
     rounds: int = 1
     beam: int = 5
@@ -95,7 +96,7 @@ class GuidedBudget:
     max_tokens: int = 24
     samples: int = 4
     keywords: int = 6
-    fluency: float = 0.02
+    fluency: float = 0.05
     finish: int = 12
 
     PRESETS = ("small", "fast", "default", "large")
@@ -112,10 +113,10 @@ class GuidedBudget:
     @classmethod
     def preset(cls, name: str) -> GuidedBudget:
         table = {
-            "small": cls(beam=2, top_k=4, max_tokens=20),
-            "fast": cls(beam=3, top_k=5),
+            "small": cls(beam=2, top_k=4, max_tokens=20, fluency=0.02),
+            "fast": cls(beam=3, top_k=5, fluency=0.02),
             "default": cls(),
-            "large": cls(rounds=2, beam=5, top_k=8, max_tokens=28, samples=8),
+            "large": cls(rounds=2, beam=5, top_k=8, max_tokens=28, samples=8, fluency=0.02),
         }
         if name not in table:
             raise InvalidParameterError(f"budget preset must be one of {list(table)}, got {name!r}")
@@ -239,7 +240,9 @@ def _extensions(
 
 
 @dataclass(slots=True)
-class _Candidate:
+class Candidate:
+    """A finished text the search wrote (or the seed), with the scores it was ranked by."""
+
     text: str
     cosine: float
     logprob: float  # mean per-token log-probability under the prompt (0 for pool texts)
@@ -320,6 +323,13 @@ class GuidedInverter:
     def invert(
         self, centroids: npt.NDArray[np.floating], *, num_texts: int = 1, progress: bool = False
     ) -> list[Inversion]:
+        return [inversion for inversion, _ in self.search(centroids, num_texts=num_texts, progress=progress)]
+
+    def search(
+        self, centroids: npt.NDArray[np.floating], *, num_texts: int = 1, progress: bool = False
+    ) -> list[tuple[Inversion, list[Candidate]]]:
+        """:meth:`invert`'s answer for each centroid beside every candidate its search wrote (the
+        seed first): what a study of the search's choices reads."""
         check_num_texts(num_texts)
         c = check_centroids(centroids)
         if c.shape[0] == 0:
@@ -336,13 +346,13 @@ class GuidedInverter:
             seeds = self._generated_seeds(c, targets, seeds)
         from tqdm.auto import tqdm
 
-        out: list[Inversion] = []
+        out: list[tuple[Inversion, list[Candidate]]] = []
         with tqdm(total=len(c), desc="guided inversion", unit="centroid", disable=not progress) as bar:
             for start in range(0, len(c), TARGETS_PER_BATCH):
                 stop = min(start + TARGETS_PER_BATCH, len(c))
                 pools = self._search(targets[start:stop], seeds[start:stop])
                 for row, candidates in zip(range(start, stop), pools, strict=True):
-                    out.append(self._choose(c[row], seeds[row], candidates, num_texts))
+                    out.append((self._choose(c[row], seeds[row], candidates, num_texts), candidates))
                 bar.update(stop - start)
         return out
 
@@ -369,14 +379,14 @@ class GuidedInverter:
                                  sources=("prefix", *seed.sources)))
         return out
 
-    def _search(self, targets: npt.NDArray[np.float32], seeds: Sequence[Inversion]) -> list[list[_Candidate]]:
+    def _search(self, targets: npt.NDArray[np.float32], seeds: Sequence[Inversion]) -> list[list[Candidate]]:
         """Every candidate written for each target, over all rounds."""
         words, vectors = self.vocabulary()
         keywords = [[words[i] for i in keyword_bag(t, vectors, size=self.budget.keywords)] for t in targets]
         seed_texts = [s.texts[0] for s in seeds]
         seed_cos = (self._encode(seed_texts) * targets).sum(axis=1)
-        found: list[list[_Candidate]] = [
-            [_Candidate(t, float(cs), 0.0, "seed")] for t, cs in zip(seed_texts, seed_cos, strict=True)
+        found: list[list[Candidate]] = [
+            [Candidate(t, float(cs), 0.0, "seed")] for t, cs in zip(seed_texts, seed_cos, strict=True)
         ]
         best = list(seed_texts)
         for round_no in range(self.budget.rounds):
@@ -386,24 +396,24 @@ class GuidedInverter:
                     texts = [t for t in texts if acceptable_candidate(t, seed_texts[i])]
                     if texts:
                         cos = self._encode(texts) @ targets[i]
-                        found[i].extend(_Candidate(t, float(s), 0.0, "rewrite") for t, s in zip(texts, cos, strict=True))
+                        found[i].extend(Candidate(t, float(s), 0.0, "rewrite") for t, s in zip(texts, cos, strict=True))
             for i, cands in enumerate(self._beam_search(prompts, targets, seed_texts)):
                 found[i].extend(cands)
             best = [max(f, key=self._score).text for f in found]
         return found
 
-    def _score(self, cand: _Candidate) -> float:
+    def _score(self, cand: Candidate) -> float:
         return cand.cosine + self.budget.fluency * cand.logprob
 
     def _choose(
-        self, centroid: npt.NDArray[np.float64], seed: Inversion, candidates: list[_Candidate], num_texts: int
+        self, centroid: npt.NDArray[np.float64], seed: Inversion, candidates: list[Candidate], num_texts: int
     ) -> Inversion:
         """Best-scored distinct texts; a written text replaces the seed only if it is closer."""
         assert seed.distances is not None and seed.sources is not None
         seed_cos = candidates[0].cosine
         written = [c for c in candidates[1:] if c.cosine > seed_cos]
         ranked = sorted(written, key=self._score, reverse=True) + [
-            _Candidate(t, -np.inf, 0.0, s) for t, s in zip(seed.texts, seed.sources, strict=True)
+            Candidate(t, -np.inf, 0.0, s) for t, s in zip(seed.texts, seed.sources, strict=True)
         ]
         texts: list[str] = []
         sources: list[str] = []
@@ -475,7 +485,7 @@ class GuidedInverter:
 
     def _beam_search(
         self, prompts: Sequence[str], targets: npt.NDArray[np.float32], seeds: Sequence[str]
-    ) -> list[list[_Candidate]]:
+    ) -> list[list[Candidate]]:
         """Token-level beam search ranked by cosine to the target + fluency × mean log-probability;
         prefixes that fail :func:`acceptable_prefix` (against the target's seed) are dropped, and
         only texts that pass every reader's rule become candidates.
@@ -486,7 +496,7 @@ class GuidedInverter:
 
         beam = self.budget.beam
         n = len(prompts)
-        found: list[list[_Candidate]] = [[] for _ in range(n)]
+        found: list[list[Candidate]] = [[] for _ in range(n)]
         with torch.no_grad():
             cache, logits, mask, position = self._prefill(prompts)
             ids: list[list[int]] = [[] for _ in range(n * beam)]
@@ -524,7 +534,7 @@ class GuidedInverter:
         rows: list[_Extension],
         targets: npt.NDArray[np.float32],
         seeds: Sequence[str],
-        found: list[list[_Candidate]],
+        found: list[list[Candidate]],
     ) -> list[list[tuple[float, int]]]:
         """Per target, its acceptable extensions as (score, index in ``rows``) to choose beams from.
 
@@ -546,10 +556,10 @@ class GuidedInverter:
             mean_lp = lp_sum / len(seq)
             if seq[-1] in self._stop_ids:
                 if texts[j] and rules.passes(texts[j]):
-                    found[target].append(_Candidate(texts[j], float(cos[j]), mean_lp, "guided"))
+                    found[target].append(Candidate(texts[j], float(cos[j]), mean_lp, "guided"))
                 continue
             if _SENTENCE_END.search(texts[j]) and rules.passes(texts[j]):
-                found[target].append(_Candidate(texts[j], float(cos[j]), mean_lp, "guided"))
+                found[target].append(Candidate(texts[j], float(cos[j]), mean_lp, "guided"))
             ranked[target].append((float(cos[j]) + fluency * mean_lp, j))
         return ranked
 
@@ -610,7 +620,7 @@ class GuidedInverter:
         alive: list[bool],
         targets: npt.NDArray[np.float32],
         seeds: Sequence[str],
-        found: list[list[_Candidate]],
+        found: list[list[Candidate]],
     ) -> None:
         """Beams still open at max_tokens are finished by the LM alone: its most likely token,
         for at most ``finish`` tokens, until a stop token or a sentence end; a beam that finishes
@@ -659,7 +669,7 @@ class GuidedInverter:
         if last:
             cos = (self._encode([t for _, t, _ in last]) * targets[[x[0] for x in last]]).sum(axis=1)
             for (target, text, mean_lp), cs in zip(last, cos, strict=True):
-                found[target].append(_Candidate(text, float(cs), mean_lp, "guided"))
+                found[target].append(Candidate(text, float(cs), mean_lp, "guided"))
 
     def describe(self) -> dict[str, Any]:
         return {
