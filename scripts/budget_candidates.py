@@ -9,7 +9,7 @@ text (an upper bound for a second guide: a released centroid has no text). Budge
 by ';' because a budget's keys are separated by ','.
 
     python scripts/budget_candidates.py --out DIR --seed 7 --singles 40 \\
-        --budgets 'fast;beam=4,top_k=8;rounds=2;default;large' --mpnet MODELS/all-mpnet-base-v2
+        --budgets 'default;beam=5,top_k=8;beam=5,top_k=8,fluency=0.05' --mpnet MODELS/all-mpnet-base-v2
 
 Each budget's candidates are kept in DIR/candidates-N.json (a rerun reuses those whose budget and
 targets match); DIR/budgets.json holds the summary, paired against the first budget.

@@ -38,6 +38,14 @@ def _names(text: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(s.strip() for s in text.split(",") if s.strip()))
 
 
+def _budgets(text: str) -> tuple[str, ...]:
+    """Budgets separated by ';' when one of them has several keys (``default;beam=5,top_k=8``),
+    else by ','."""
+    if ";" not in text:
+        return _names(text)
+    return tuple(dict.fromkeys(s.strip() for s in text.split(";") if s.strip()))
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True, metavar="DIR", help="output directory (bench.json, bench.md)")
     parser.add_argument("--singles", type=positive_int, default=20, metavar="N",
@@ -55,11 +63,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--inverters", type=_names, default=("guided", "retrieval"), metavar="LIST",
                         help=f"comma-separated, among {', '.join(INVERTERS)} (default guided,retrieval); "
                              "vec2text is listed as unavailable without --vec2text-dir")
-    parser.add_argument("--budgets", type=_names, default=None, metavar="LIST",
-                        help="guided search budgets to measure, comma-separated presets among small, fast, "
+    parser.add_argument("--budgets", type=_budgets, default=None, metavar="LIST",
+                        help="guided search budgets to measure, comma-separated presets among small, "
                              "default, large, or single key=value changes of the default such as "
-                             "fluency=0.1 (default: default); with several, the report has a "
-                             "cosine-vs-seconds budget curve")
+                             "fluency=0.1; separate them by ';' when one has several keys "
+                             "('default;beam=5,top_k=8') (default: default); with several, the "
+                             "report has a cosine-vs-seconds budget curve")
     parser.add_argument("--seeds-from", type=_names, default=("auto",), metavar="LIST",
                         help="guided only: where its search starts, comma-separated among auto (the "
                              "inverter's default: prefix with the packaged embedder, else retrieval), "
@@ -122,12 +131,19 @@ def environment() -> dict[str, Any]:
     }
 
 
+def budget_list(budgets: tuple[str, ...]) -> str:
+    """``--budgets`` as :func:`_budgets` reads it back, quoted for a shell when ';' separates it."""
+    if not any("," in b for b in budgets):
+        return ",".join(budgets)
+    return shlex.quote(";".join(budgets))
+
+
 def command_line(args: argparse.Namespace, config: Any) -> str:
     """The command rebuilt from the parsed flags (the same whether typed or called in-process)."""
     parts = ["fre-e2t", "bench-inversion", "--out", str(args.out),
              "--singles", str(config.singles), "--centroids", str(config.centroids),
              "--candidates", str(config.candidates), "--seed", str(config.seed),
-             "--inverters", ",".join(config.inverters), "--budgets", ",".join(config.budgets),
+             "--inverters", ",".join(config.inverters), "--budgets", budget_list(config.budgets),
              "--pool-max", "all" if config.pool_max is None else str(config.pool_max)]
     if config.targets_from != "news":
         parts += ["--targets-from", config.targets_from]

@@ -64,7 +64,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                           "must be the model that made the embeddings")
     inv.add_argument("--cache-dir", metavar="D", help="embedding cache (default: $FRE_E2T_CACHE or ~/.cache/fre-e2t)")
     inv.add_argument("--search-budget", metavar="SPEC",
-                     help="guided only: the inverter's search budget, a preset (small, fast, default, large) or "
+                     help="guided only: the inverter's search budget, a preset (small, default, large) or "
                           "key=value pairs (rounds, beam, top_k, max_tokens, samples, keywords, fluency, finish) "
                           "(default: the preset default)")
     add_deprecated_alias(inv, "--budget", "--search-budget")

@@ -96,7 +96,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                           "centroid, starting from the nearest public text; retrieval: the nearest "
                           "public texts themselves; vec2text: local weights, gtr-t5-base only")
     inv.add_argument("--search-budget", metavar="SPEC",
-                     help="guided only: the inverter's search budget, a preset small|fast|default|large or "
+                     help="guided only: the inverter's search budget, a preset small|default|large or "
                           "key=value pairs (rounds, beam, top_k, max_tokens, samples, keywords, fluency, finish) (default: default)")
     add_deprecated_alias(inv, "--budget", "--search-budget")
     add_seeds_from_flag(inv)

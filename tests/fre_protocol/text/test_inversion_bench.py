@@ -427,7 +427,18 @@ def test_bench_refuses_budgets_without_guided(tmp_path: Path, capsys: pytest.Cap
     assert main(["bench-inversion", "--out", str(tmp_path), "--budgets", "default,fluency=11"]) == 2
     assert "budget fluency must be a number in [0, 10], got 11.0" in capsys.readouterr().err
     assert main(["bench-inversion", "--out", str(tmp_path), "--budgets", "tiny"]) == 2
-    assert "budget preset must be one of ['small', 'fast', 'default', 'large'], got 'tiny'" in capsys.readouterr().err
+    assert "budget preset must be one of ['small', 'default', 'large'], got 'tiny'" in capsys.readouterr().err
+
+
+def test_budgets_with_several_keys_are_separated_by_semicolons() -> None:
+    from fre_protocol.cli.bench_inversion import _budgets, budget_list
+
+    assert _budgets("small,fluency=0.1") == ("small", "fluency=0.1")
+    several = _budgets(" default ; beam=5,top_k=8,fluency=0.05 ;")
+    assert several == ("default", "beam=5,top_k=8,fluency=0.05")
+    assert budget_list(several) == "'default;beam=5,top_k=8,fluency=0.05'"  # quoted: ';' ends a shell command
+    assert _budgets(budget_list(several).strip("'")) == several
+    assert budget_list(("small", "fluency=0.1")) == "small,fluency=0.1"
 
 
 @pytest.mark.heavy
