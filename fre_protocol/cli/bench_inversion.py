@@ -132,10 +132,8 @@ def environment() -> dict[str, Any]:
 
 
 def budget_list(budgets: tuple[str, ...]) -> str:
-    """``--budgets`` as :func:`_budgets` reads it back, quoted for a shell when ';' separates it."""
-    if not any("," in b for b in budgets):
-        return ",".join(budgets)
-    return shlex.quote(";".join(budgets))
+    """``--budgets`` as :func:`_budgets` reads it back: ';' between budgets when one has a ','."""
+    return (";" if any("," in b for b in budgets) else ",").join(budgets)
 
 
 def command_line(args: argparse.Namespace, config: Any) -> str:

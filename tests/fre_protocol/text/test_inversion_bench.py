@@ -436,9 +436,20 @@ def test_budgets_with_several_keys_are_separated_by_semicolons() -> None:
     assert _budgets("small,fluency=0.1") == ("small", "fluency=0.1")
     several = _budgets(" default ; beam=5,top_k=8,fluency=0.05 ;")
     assert several == ("default", "beam=5,top_k=8,fluency=0.05")
-    assert budget_list(several) == "'default;beam=5,top_k=8,fluency=0.05'"  # quoted: ';' ends a shell command
-    assert _budgets(budget_list(several).strip("'")) == several
+    assert budget_list(several) == "default;beam=5,top_k=8,fluency=0.05"
+    assert _budgets(budget_list(several)) == several
     assert budget_list(("small", "fluency=0.1")) == "small,fluency=0.1"
+    # the recorded command line is one a shell gives back unchanged
+    import argparse
+    import shlex
+
+    from fre_protocol.cli.bench_inversion import add_arguments, command_line, config_from_args
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    args = parser.parse_args(["--out", "DIR", "--budgets", "default;beam=5,top_k=8"])
+    line = command_line(args, config_from_args(args))
+    assert parser.parse_args(shlex.split(line)[2:]).budgets == ("default", "beam=5,top_k=8")
 
 
 @pytest.mark.heavy
