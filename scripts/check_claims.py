@@ -175,6 +175,32 @@ RJ = "utility-all-centroids-rejudged.json"
 UA4, UA4J = "docs/results/utility-all-centroids-e4.md", "utility-all-centroids-e4.json"
 UA16, UA16J = "docs/results/utility-all-centroids-e16.md", "utility-all-centroids-e16.json"
 UAI, UAIJ = "docs/results/utility-all-centroids-inf.md", "utility-all-centroids-inf.json"
+FTP = "docs/results/fluent-text.md"
+
+
+def tuned_budget(beam: int, top_k: int, fluency: float, rounds: int) -> dict[str, Any]:
+    """The tuning draw's entry of the budget with these resolved values (its name changed since)."""
+    found = [b for b in load("guided-budget-tuning")["budgets"]
+             if (b["resolved"]["beam"], b["resolved"]["top_k"], b["resolved"]["fluency"], b["resolved"]["rounds"])
+             == (beam, top_k, fluency, rounds)]
+    if len(found) != 1:
+        raise LookupError(f"guided-budget-tuning.json: {len(found)} budgets {beam} x {top_k}, fluency {fluency}")
+    return found[0]
+
+
+def held_out_mean(inverter: str, key: str) -> float:
+    """``key`` over all held-out targets of one inverter, each row weighted by its target count."""
+    found = rows("guided-budget-held-out", inverter=inverter)
+    return sum(r[key] * r["n"] for r in found) / sum(r["n"] for r in found)
+
+
+def held_out_pair(inverter: str, kind: str) -> dict[str, float]:
+    return load("guided-budget-held-out")["e5_gain_paired_against_default"]["pairs"][inverter][kind]
+
+
+UTILITY_ALL_CENTROIDS = tuple(f"utility-all-centroids{e}" for e in ("", "-e4", "-e16", "-inf"))
+ALL_DEFAULT_PARTS = ("baselines", "augpe", "ablation-ps", "ablation-edge", "ablation-k", "ablation-t", "diversity",
+                     "naturalness", "downstream", "paper-regime")
 #: row selections of a utility run (its re-judged rows have no level)
 FRE, CDP = {"method": "fre-e2t"}, {"method": "central-dp"}
 FRE_CENTROIDS, CDP_CENTROIDS = FRE | {"level": "centroid"}, CDP | {"level": "centroid"}
@@ -663,6 +689,62 @@ CHECKS: list[Check] = [
               lambda who=who, i=i: load("inverter-speedup")["seconds_per_target"][who][i], "inverter-speedup.json")
         for who, i, c in (("baseline", 0, "33.7"), ("baseline", 1, "36.1"), ("tree", 0, "33.4"), ("tree", 1, "30.9"))
     ],
+    # fluent-text.md, "A wider search": the tuning draw (guided-budget-tuning.json) ...
+    *[
+        Check(FTP, f"tuning {beam} × {top_k}, fluency {fluency}, rounds {rounds}: {key}", c,
+              lambda key=key, beam=beam, top_k=top_k, fluency=fluency, rounds=rounds: tuned_budget(
+                  beam, top_k, fluency, rounds)[key] if key == "seconds_per_target" else tuned_budget(
+                  beam, top_k, fluency, rounds)[key.split(".")[0]][key.split(".")[1]], "guided-budget-tuning.json")
+        for beam, top_k, fluency, rounds, figures in (
+            (3, 5, 0.02, 1, ("0.397", None, None, "0.456", "0.732", "0.23", "2.23")),
+            (4, 8, 0.02, 1, ("0.465", "0.068", "0.021", "0.526", "0.793", "0.45", "3.44")),
+            (5, 8, 0.02, 1, ("0.481", "0.084", "0.024", "0.544", "0.812", "0.38", "4.01")),
+            (5, 8, 0.05, 1, ("0.451", "0.054", "0.023", "0.524", "0.779", "0.23", "3.93")),
+            (5, 8, 0.1, 1, ("0.402", "0.006", "0.021", "0.486", "0.726", "0.10", "3.76")),
+            (5, 8, 0.02, 2, ("0.525", "0.128", "0.020", "0.612", "0.839", "0.42", "7.94")))
+        for key, c in zip(("gain.mean", "gain_minus_first.mean", "gain_minus_first.se", "best_gain.mean",
+                           "guide_cosine.mean", "above_news_p90.mean", "seconds_per_target"), figures, strict=True)
+        if c is not None
+    ],
+    Check(FTP, "tuning: re-ranked by mpnet (weight 2), the default's candidates", "0.413",
+          lambda: tuned_budget(3, 5, 0.02, 1)["gain_mpnet_rerank_2"]["mean"], "guided-budget-tuning.json"),
+    # ... and the held-out draw (guided-budget-held-out.json: rows, and the paired E5 differences).
+    *[
+        Check(FTP, f"held out, {inverter}: {what}", c, value, "guided-budget-held-out.json")
+        for inverter, figures in (
+            ("guided[default]", ("0.417", "0.250", "0.321", "0.721", "0.20", None, None, None, None, None, None)),
+            ("guided[beam=5,top_k=8]", ("0.496", "0.281", "0.373", "0.787", "0.36",
+                                        "0.079", "0.023", "0.031", "0.017", "0.052", "0.014")),
+            ("guided[beam=5,top_k=8,fluency=0.05]", ("0.458", "0.228", "0.326", "0.745", "0.20",
+                                                     "0.041", "0.021", "-0.022", "0.017", "0.005", "0.013")),
+            ("retrieval", ("0.208", "0.147", "0.173", "0.492", "0.43",
+                           "-0.208", "0.035", "-0.103", "0.031", "-0.148", "0.024")))
+        for what, c, value in zip(
+            ("singles' E5 gain", "centroid kinds' E5 gain", "all 70's E5 gain", "singles' guide cosine",
+             "all 70 above the news p90", "singles − default", "its s.e.", "centroid kinds − default", "its s.e.",
+             "all − default", "its s.e."),
+            figures,
+            (lambda inverter=inverter: one("guided-budget-held-out", inverter=inverter, target="single")["e5_gain"],
+             lambda inverter=inverter: statistics.mean(
+                 r["e5_gain"] for r in rows("guided-budget-held-out", inverter=inverter) if r["target"] != "single"),
+             lambda inverter=inverter: held_out_mean(inverter, "e5_gain"),
+             lambda inverter=inverter: one("guided-budget-held-out", inverter=inverter, target="single")["cosine_mean"],
+             lambda inverter=inverter: held_out_mean(inverter, "kn_share_above_news_p90"),
+             *[lambda inverter=inverter, kind=kind, stat=stat: held_out_pair(inverter, kind)[stat]
+               for kind in ("single", "centroid_kinds", "all") for stat in ("mean", "se")]),
+            strict=True)
+        if c is not None
+    ],
+    Check(FTP, "time: 5 × 8 over the default, the same run", "1.7",
+          lambda: one("inversion-speed-budget", inverter="guided[beam=5,top_k=8]")["seconds_per_target"]
+          / one("inversion-speed-budget", inverter="guided[default]")["seconds_per_target"], "inversion-speed-budget.json"),
+    *[
+        Check(FTP, f"time per target: {inverter}", c,
+              lambda inverter=inverter: one("inversion-speed-budget", inverter=inverter)["seconds_per_target"],
+              "inversion-speed-budget.json")
+        for inverter, c in (("guided[default]", "2.26"), ("guided[beam=5,top_k=8]", "3.86"),
+                            ("guided[beam=5,top_k=8,fluency=0.05]", "4.02"))
+    ],
     # prefix-generator.md: generator seeds against retrieval seeds, pooled over four held-out draws.
     *[
         Check("docs/results/prefix-generator.md", f"E5 gain difference pooled over four draws, {k}", c,
@@ -949,6 +1031,12 @@ CHECKS: list[Check] = [
     Check(UA16, "the wall time given, ε = 16 (the rows' sum less 638 s stopped)", "5,251",
           lambda: load("utility-all-centroids-e16")["wall_seconds"], UA16J),
     Check(PRP, "the run's wall seconds", "2,859", lambda: load("paper-regime")["wall_seconds"], PRJ),
+    # What one call of `experiment all --seeds 1,2,3` would take: the parts' wall seconds, summed.
+    Check(R, "utility with every centroid at four ε, summed", "21,203",
+          lambda: sum(load(n)["wall_seconds"] for n in UTILITY_ALL_CENTROIDS), "utility-all-centroids*.json"),
+    Check(R, "the defaults' parts of `experiment all`, summed", "43,652",
+          lambda: sum(load(n)["wall_seconds"] for n in (*UTILITY_ALL_CENTROIDS, *ALL_DEFAULT_PARTS)),
+          "the parts' JSON"),
     Check(PRP, "protocol's released buckets at N = 10^5 (mean over ε and seeds)", "95",
           lambda: mean("paper-regime", "n_released", part="utility", method="fre-e2t"), PRJ),
 ]
