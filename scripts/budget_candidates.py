@@ -30,8 +30,15 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from fre_protocol.text import judges  # noqa: E402
-from fre_protocol.text.embedder import load_embedder  # noqa: E402
-from fre_protocol.text.inversion_bench import BenchConfig, bench_targets, fixed_judge_texts, label  # noqa: E402
+from fre_protocol.text.bench_pairs import paired  # noqa: E402
+from fre_protocol.text.embedder import load_embedder, unit_rows  # noqa: E402
+from fre_protocol.text.inversion_bench import (  # noqa: E402
+    BenchConfig,
+    bench_targets,
+    fixed_judge_texts,
+    fluency_judge,
+    label,
+)
 from fre_protocol.text.inverter_guided import GuidedBudget  # noqa: E402
 from fre_protocol.text.inverters import build_inverter  # noqa: E402
 from primitives.randomness import RandomSource  # noqa: E402
@@ -55,15 +62,12 @@ def collect(config: BenchConfig, spec: str, embedder: Any, pool: Any, targets: A
                      for inversion, candidates in found]}
 
 
-def unit(x: np.ndarray) -> np.ndarray:
-    return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
-
-
 def judged(run: dict[str, Any], e5_targets: np.ndarray, unrelated: np.ndarray, mpnet: Any,
            mpnet_targets: np.ndarray | None) -> dict[str, list[float]]:
     """Per target: the chosen text's E5 gain and guide cosine, the best candidate's gain, the
     candidate count and, with mpnet, the gain of the re-ranked choice."""
     e5 = judges.SecondEmbedder()
+    fluency = run["resolved"]["fluency"]
     out: dict[str, list[float]] = {"gain": [], "guide_cosine": [], "best_gain": [], "candidates": []}
     for i, row in enumerate(run["rows"]):
         texts = [c["text"] for c in row["candidates"]]
@@ -76,8 +80,7 @@ def judged(run: dict[str, Any], e5_targets: np.ndarray, unrelated: np.ndarray, m
         if mpnet is not None and mpnet_targets is not None:
             cosine = np.array([c["cosine"] for c in row["candidates"]])
             logprob = np.array([c["logprob"] for c in row["candidates"]])
-            second = unit(np.asarray(mpnet.embed(texts), dtype=np.float64)) @ mpnet_targets[i]
-            fluency = GuidedBudget.parse(run["budget"]).fluency
+            second = unit_rows(mpnet.embed(texts)) @ mpnet_targets[i]
             # As the search's own choice: a written text must beat the seed (row 0) in the guide.
             allowed = np.arange(len(texts)) == 0
             allowed |= cosine > cosine[0]
@@ -85,15 +88,6 @@ def judged(run: dict[str, Any], e5_targets: np.ndarray, unrelated: np.ndarray, m
                 score = np.where(allowed, cosine + weight * second + fluency * logprob, -np.inf)
                 out.setdefault(f"gain_mpnet_rerank_{weight:g}", []).append(float(gains[int(np.argmax(score))]))
     return out
-
-
-def news_judge(evaluated: list[str], pool_texts: list[str]) -> tuple[Any, float]:
-    """The fixed Kneser–Ney judge and the NLL that 90% of its held-out news sentences stay under."""
-    skip = set(evaluated) | set(pool_texts)
-    reference, training = fixed_judge_texts()
-    judge = judges.public_fluency_judge([t for t in training if t not in skip])
-    cut = float(np.quantile(judge.nlls([t for t in reference if t not in skip]), judges.REFERENCE_QUANTILE))
-    return judge, cut
 
 
 def mean_se(values: list[float]) -> dict[str, float]:
@@ -132,9 +126,10 @@ def main(argv: list[str] | None = None) -> int:
     e5_targets = judges.SecondEmbedder().embed(list(targets.sources))
     unrelated = judges.unrelated_cosines(e5_targets, e5_targets)
     mpnet = load_embedder(args.mpnet) if args.mpnet else None
-    mpnet_targets = unit(np.asarray(mpnet.embed(list(targets.sources)), dtype=np.float64)) if mpnet else None
+    mpnet_targets = unit_rows(mpnet.embed(list(targets.sources))) if mpnet else None
     per_budget = [judged(run, e5_targets, unrelated, mpnet, mpnet_targets) for run in runs]
-    judge, cut = news_judge(list(targets.sources), list(pool.texts))
+    judge, about = fluency_judge([targets], pool.texts, fixed_judge_texts())  # as bench-inversion --fixed-judge
+    cut = about["news_nll_cut"]
     for run, scores in zip(runs, per_budget, strict=True):
         nll = judge.nlls([row["chosen"] for row in run["rows"]])
         scores["above_news_p90"] = [float(x > cut) for x in nll]
@@ -144,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
         entry: dict[str, Any] = {"budget": run["budget"], "resolved": run["resolved"],
                                  "seconds_per_target": run["seconds_per_target"]}
         entry |= {key: mean_se(values) for key, values in scores.items()}
-        entry["gain_minus_first"] = mean_se([a - b for a, b in zip(scores["gain"], first, strict=True)])
+        entry["gain_minus_first"] = paired(first, scores["gain"])
         summary.append(entry)
         print(f"{run['budget']:24s} gain {entry['gain']['mean']:.3f} ± {entry['gain']['se']:.3f}  "
               f"best {entry['best_gain']['mean']:.3f}  guide {entry['guide_cosine']['mean']:.3f}  "

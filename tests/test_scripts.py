@@ -185,7 +185,7 @@ def test_budget_candidates_judges_the_choice_the_best_candidate_and_a_rerank_tha
     def candidate(text: str, cosine: float) -> dict[str, object]:
         return {"text": text, "cosine": cosine, "logprob": -1.0, "source": "guided"}
 
-    run = {"budget": "fluency=0", "rows": [
+    run = {"budget": "fluency=0", "resolved": {"fluency": 0.0}, "rows": [
         {"chosen": "a", "candidates": [candidate("s0", 0.5), candidate("a", 0.7), candidate("b", 0.6)]},
         {"chosen": "s1", "candidates": [candidate("s1", 0.8), candidate("c", 0.7)]},
     ]}

@@ -739,9 +739,7 @@ def judge_outputs(
     from fre_protocol.text import judges
 
     by_kind = {t.kind: t for t in targets}
-    real = list(by_kind["single"].sources)
-    news, training = _judge_news(real, targets, pool_texts, judge_texts)
-    kn, about = _fluency_judge(real, news, training)
+    kn, about = fluency_judge(targets, pool_texts, judge_texts)
     second = _second_embedding(targets, [inv.texts[0] for m in measured for inv in m.inversions], log)
     if second.unavailable is not None:
         about["second_embedder_unavailable"] = second.unavailable
@@ -759,6 +757,17 @@ def judge_outputs(
         out[(m.inverter, m.kind)] = row
         at += n
     return out
+
+
+def fluency_judge(
+    targets: Sequence[Targets], pool_texts: Sequence[str],
+    judge_texts: tuple[Sequence[str], Sequence[str]] | None = None,
+) -> tuple[KneserNeyJudge, dict[str, Any]]:
+    """A run's Kneser–Ney judge and what it reports about itself (the NLL cuts of the single
+    targets' texts and of the held-out news sentences), as :func:`judge_outputs` uses it."""
+    real = list(next(t for t in targets if t.kind == "single").sources)
+    news, training = _judge_news(real, targets, pool_texts, judge_texts)
+    return _fluency_judge(real, news, training)
 
 
 def _judge_news(
