@@ -88,7 +88,7 @@ class GuidedBudget:
     A wider default was measured and not taken (docs/results/fluent-text.md, "A wider search"):
     5 beams × 8 tokens brings held-out texts closer in an embedder the search never calls, but
     at this fluency weight it writes less fluent text, and at a weight that keeps the fluency it
-    helps single texts and not centroids, for about 1.6 times the time. ``large`` is the budget
+    helps single texts and not centroids, for about 1.7 times the time. ``large`` is the budget
     for closeness first."""
 
     rounds: int = 1
