@@ -4,7 +4,8 @@ A speed change is shown by a ratio against a baseline measured in the same run: 
 load side by side, share the embedder, the public pool and the held-out targets
 (``bench-inversion``'s, a pure function of ``--targets`` and ``--seed``), are warmed up on one
 target each, then invert every target in the order baseline, tree, tree, baseline, so that both
-see the same load. Printed (and written with ``--json``): seconds per target of each call, the
+see the same load. The baseline drafts its seeds with the learned generator as it was at its
+commit too. Printed (and written with ``--json``): seconds per target of each call, the
 ratio tree / baseline of their sums, and the share of targets whose first text is the same.
 
     OMP_NUM_THREADS=2 python scripts/compare_guided_inverter.py --baseline b5eb353 --targets 12
@@ -24,18 +25,32 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 MODULE = "fre_protocol/text/inverter_guided.py"
+GENERATOR = "fre_protocol/text/prefix_generator.py"  # the drafts the search starts from
+GENERATOR_NAMES = ("PrefixInverter", "trained_for")  # what MODULE imports from GENERATOR
+
+
+def module_at(rev: str, path: str) -> ModuleType:
+    """The module at ``path`` as it was at ``rev``, imported under another name."""
+    try:
+        source = subprocess.run(["git", "show", f"{rev}:{path}"], cwd=ROOT, check=True,
+                                capture_output=True, text=True).stdout
+    except subprocess.CalledProcessError as exc:
+        sys.exit(f"--baseline: git has no {path} at {rev!r} ({exc.stderr.strip()})")
+    module = ModuleType(f"{Path(path).stem}_baseline")
+    sys.modules[module.__name__] = module  # dataclasses look their module up while it loads
+    module.__file__ = str(ROOT / path)  # package data (the generator's weights) is read beside it
+    exec(compile(source, f"{rev}:{path}", "exec"), module.__dict__)  # noqa: S102 - the project's own source at rev
+    return module
 
 
 def baseline_module(rev: str) -> ModuleType:
-    """``inverter_guided`` as it was at ``rev``, imported under another name."""
-    try:
-        source = subprocess.run(["git", "show", f"{rev}:{MODULE}"], cwd=ROOT, check=True,
-                                capture_output=True, text=True).stdout
-    except subprocess.CalledProcessError as exc:
-        sys.exit(f"--baseline: git has no {MODULE} at {rev!r} ({exc.stderr.strip()})")
-    module = ModuleType("inverter_guided_baseline")
-    sys.modules[module.__name__] = module  # dataclasses look their module up while it loads
-    exec(compile(source, f"{rev}:{MODULE}", "exec"), module.__dict__)  # noqa: S102 - the project's own source at rev
+    """``inverter_guided`` as it was at ``rev``, drafting with the generator as it was at ``rev``
+    (its functions read these names from the module's globals when called)."""
+    module = module_at(rev, MODULE)
+    if all(hasattr(module, name) for name in GENERATOR_NAMES):  # revisions before the generator lack them
+        generator = module_at(rev, GENERATOR)
+        for name in GENERATOR_NAMES:
+            setattr(module, name, getattr(generator, name))
     return module
 
 

@@ -336,5 +336,8 @@ def test_compare_guided_inverter_loads_the_baseline_commits_module_beside_the_tr
     assert baseline.__name__ == "inverter_guided_baseline"
     assert baseline.GuidedInverter is not inverter_guided.GuidedInverter  # its own copy, not the tree's
     assert baseline.GuidedBudget.PRESETS == inverter_guided.GuidedBudget.PRESETS
+    # The baseline drafts with the generator as it was at its commit, not the tree's.
+    assert baseline.PrefixInverter is not inverter_guided.PrefixInverter
+    assert baseline.PrefixInverter.__module__ == "prefix_generator_baseline"
     with pytest.raises(SystemExit, match="--baseline: git has no .* at 'no-such-revision'"):
         compare.baseline_module("no-such-revision")

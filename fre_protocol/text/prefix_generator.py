@@ -240,7 +240,7 @@ class PrefixGenerator:
         config: PrefixConfig = self._adapter.config
         return config
 
-    def generate(self, vectors: npt.NDArray[np.floating], batch: int = 8) -> list[list[str]]:
+    def generate(self, vectors: npt.NDArray[np.floating], batch: int = 32) -> list[list[str]]:
         """Up to ``beams`` distinct drafts per row of ``vectors`` (normalised here), best beam first."""
         import torch
 
