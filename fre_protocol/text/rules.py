@@ -16,7 +16,8 @@ passes when it breaks none of these rules (:data:`RULES`, in the order they are 
   boundaries;
 * ``no_word_list`` — it is not a comma-separated word list: it fails when it holds a run of at
   least :data:`LIST_ITEMS` comma-separated items of at most :data:`LIST_ITEM_WORDS` words each
-  (none holding a word of :data:`VERBISH`) and the text as a whole has no verb-ish token, or a run of more than
+  (none holding a word of :data:`VERBISH`) and the text has no verb-ish token or is nothing but
+  that run ("Fda, exerting prevention, malnutrition."), or a run of more than
   :data:`LIST_ITEMS` such items whatever follows ("Public, permission, seated, recorded: The
   problem is …"), or a bracketed list of at least :data:`LIST_ITEMS` such items ("The accent in
   question (france, crash, australian) is …") (:func:`has_verbish`: a common auxiliary or
@@ -108,8 +109,8 @@ def _word_list(text: str) -> bool:
     for p, n in zip(pieces, sizes, strict=True):
         run = run + 1 if 0 < n <= LIST_ITEM_WORDS and not set(words(p)) & VERBISH else 0
         best = max(best, run)
-    if best > LIST_ITEMS or (best >= LIST_ITEMS and not has_verbish(text)):
-        return True
+    if best > LIST_ITEMS or (best >= LIST_ITEMS and (best == len(pieces) or not has_verbish(text))):
+        return True  # nothing but the run: a -ing/-ed item does not make it a clause
     # Mostly one- or two-word fragments: "Pessimistic, billion, statistics. Nepotistical."
     return len(sizes) >= 2 and sum(1 for n in sizes if n <= LIST_ITEM_WORDS) * 2 > len(sizes) and not has_verbish(text)
 

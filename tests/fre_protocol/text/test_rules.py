@@ -33,6 +33,9 @@ BAD = {
     "The government's policy-makers have taken an extra step, and it's about time they did it.\"": "finished",
     "This is where rescuers, the ones who don’m’re not taking care of themselves, are.": "no_broken_word",
     "The most vital action you can take for your health, it’s the NHS’Risque’s.": "no_broken_word",
+    # read in the healthtweets demo at ε = 8: a word run whose -ing word made it look like a clause
+    "Fda, exerting prevention, malnutrition.": "no_word_list",
+    "Vaccines, growing concerns, children.": "no_word_list",
 }
 
 GOOD = [
@@ -45,6 +48,8 @@ GOOD = [
     "The clinic uses new vaccines above the legal minimum.",
     "A new version of the flu vaccine is out. The old one was less effective.",
     "Don't say the O'Briens' dog wasn't there; it's the children's.",
+    "Nurses, doctors and cleaners are striking for better pay.",
+    "Waiting times, already long, are rising again.",
 ]
 
 
