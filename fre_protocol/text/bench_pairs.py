@@ -6,13 +6,15 @@ difference is best read target by target: :func:`per_target_scores` recomputes e
 E5 gain as the bench's own judge did (asserting it matches the stored mean), and :func:`paired`
 gives the mean difference and its standard error. :func:`with_baseline` joins a second run of
 the same targets (the same command before a model file changed, say), so its rows pair too.
-``scripts/bench_pairs.py`` prints them.
+:func:`language_model_scores` judges every stored output with a language model after the run
+(Gemma-3 270M, of another family than the writer, agrees with a reader where the bench's
+Kneser–Ney judge does not). ``scripts/bench_pairs.py`` prints them.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -47,6 +49,27 @@ def per_target_scores(bench: Mapping[str, Any], cache_dir: str | None = None) ->
     return out
 
 
+def language_model_scores(
+    bench: Mapping[str, Any], nlls: Callable[[Sequence[str]], Any], reference: Sequence[str],
+    quantile: float | None = None,
+) -> tuple[dict[str, list[float]], float]:
+    """Per inverter label the NLL of every output under a language model (``nlls``: texts → mean
+    NLL per token), in the bench's row order as :func:`per_target_scores`, and the cut: the
+    ``quantile`` (default the judges' 90th percentile) of the NLLs of ``reference``, real texts
+    the model judges against. Outputs and reference are scored in one call."""
+    from fre_protocol.text import judges
+
+    if not reference:
+        raise InvalidParameterError("reference: the language model's cut needs real texts, got none")
+    outputs: dict[str, list[str]] = {}
+    for r in bench["rows"]:
+        outputs.setdefault(r["inverter"], []).extend(r["outputs"])
+    texts = list(dict.fromkeys([*reference, *(t for o in outputs.values() for t in o)]))
+    scored = dict(zip(texts, (float(x) for x in nlls(texts)), strict=True))
+    cut = float(np.quantile([scored[t] for t in reference], judges.REFERENCE_QUANTILE if quantile is None else quantile))
+    return {label: [scored[t] for t in o] for label, o in outputs.items()}, cut
+
+
 BASELINE = " @baseline"
 # What decides a bench's targets: two runs agreeing on these saw the same targets in the same order.
 TARGET_KEYS = ("seed", "singles", "centroids", "candidates", "targets_from", "fixed_judge")
@@ -69,4 +92,4 @@ def paired(a: Sequence[float], b: Sequence[float]) -> dict[str, float]:
     return {"mean": float(d.mean()), "se": float(d.std(ddof=1) / np.sqrt(len(d))), "n": len(d)}
 
 
-__all__ = ["BASELINE", "paired", "per_target_scores", "with_baseline"]
+__all__ = ["BASELINE", "language_model_scores", "paired", "per_target_scores", "with_baseline"]

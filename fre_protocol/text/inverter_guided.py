@@ -43,7 +43,7 @@ import inspect
 import re
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 import numpy as np
@@ -67,6 +67,7 @@ _TASK_TALK = re.compile(r"\b(?:sentences?|rewrit\w*|paraphras\w*|here(?:'s| is))
 MAX_WORD_REPEATS = 2
 MIN_WORD_COUNT = 2  # pool words seen fewer times are names and typos, not vocabulary
 TARGETS_PER_BATCH = 16  # targets searched together (one LM batch of targets × beam rows)
+WEIGHTS = ("fluency", "plain_fluency")  # the budget's real-valued keys; the others count
 def resolve_seeds_from(seeds_from: str, embedder: Embedder) -> str:
     """``auto`` (:data:`~fre_protocol.text.seed_sources.SEEDS_FROM`) made concrete for ``embedder``:
     ``prefix`` when the packaged generator was trained on its vectors, else ``retrieval``; every
@@ -83,7 +84,10 @@ class GuidedBudget:
     plus ``samples`` sampled rewrites in every round after the first; ``keywords`` words in the
     prompt; ``fluency`` weighs the LM's mean log-probability against the cosine; ``finish``: at
     most that many further tokens, the LM's most likely, to finish each beam still open at
-    ``max_tokens`` (a cut-off beam is never a candidate: it is no sentence).
+    ``max_tokens`` (a cut-off beam is never a candidate: it is no sentence). ``plain_fluency``
+    weighs, in the final choice only, the LM's mean log-probability of each finished text read
+    on its own, without the prompt: the prompted one rewards echoing the prompt's seed and
+    keywords, the plain one text that reads well by itself (0: not computed).
 
     A wider default was measured and not taken (docs/results/fluent-text.md, "A wider search"):
     5 beams × 8 tokens brings held-out texts closer in an embedder the search never calls, but
@@ -99,15 +103,16 @@ class GuidedBudget:
     keywords: int = 6
     fluency: float = 0.02
     finish: int = 12
+    plain_fluency: float = 0.0
 
     PRESETS = ("small", "default", "large")
 
     def __post_init__(self) -> None:
         for f in fields(self):
             value = getattr(self, f.name)
-            if f.name == "fluency":
+            if f.name in WEIGHTS:
                 if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 10:
-                    raise InvalidParameterError(f"budget fluency must be a number in [0, 10], got {value!r}")
+                    raise InvalidParameterError(f"budget {f.name} must be a number in [0, 10], got {value!r}")
             elif isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise InvalidParameterError(f"budget {f.name} must be an integer >= 1, got {value!r}")
 
@@ -139,7 +144,7 @@ class GuidedBudget:
                     f"{sorted(known)}, got {text!r}"
                 )
             try:
-                values[key] = float(raw) if key == "fluency" else int(raw)
+                values[key] = float(raw) if key in WEIGHTS else int(raw)
             except ValueError:
                 raise InvalidParameterError(f"budget {key} must be a number, got {raw.strip()!r}") from None
         return cls(**values)
@@ -247,6 +252,7 @@ class Candidate:
     cosine: float
     logprob: float  # mean per-token log-probability under the prompt (0 for pool texts)
     source: str
+    plain_logprob: float = 0.0  # the same without the prompt (computed only for a plain_fluency budget)
 
 
 class GuidedInverter:
@@ -351,6 +357,8 @@ class GuidedInverter:
             for start in range(0, len(c), TARGETS_PER_BATCH):
                 stop = min(start + TARGETS_PER_BATCH, len(c))
                 pools = self._search(targets[start:stop], seeds[start:stop])
+                if self.budget.plain_fluency:
+                    pools = self._read_plainly(pools)
                 for row, candidates in zip(range(start, stop), pools, strict=True):
                     out.append((self._choose(c[row], seeds[row], candidates, num_texts), candidates))
                 bar.update(stop - start)
@@ -403,7 +411,21 @@ class GuidedInverter:
         return found
 
     def _score(self, cand: Candidate) -> float:
-        return cand.cosine + self.budget.fluency * cand.logprob
+        return cand.cosine + self.budget.fluency * cand.logprob + self.budget.plain_fluency * cand.plain_logprob
+
+    def _read_plainly(self, pools: list[list[Candidate]]) -> list[list[Candidate]]:
+        """The written candidates that could be chosen (closer than their seed, as :meth:`_choose`
+        requires) with their plain log-probability: every target's in one batched LM pass."""
+        from fre_protocol.text.quality import token_nlls
+
+        assert self._lm is not None
+        eligible = [[c for c in pool[1:] if c.cosine > pool[0].cosine] for pool in pools]
+        texts = list(dict.fromkeys(c.text for e in eligible for c in e))
+        if not texts:
+            return pools
+        nll = dict(zip(texts, (float(x) for x in token_nlls(texts, *self._lm)), strict=True))
+        return [[pool[0], *(replace(c, plain_logprob=-nll[c.text]) if c.text in nll else c for c in pool[1:])]
+                for pool in pools]
 
     def _choose(
         self, centroid: npt.NDArray[np.float64], seed: Inversion, candidates: list[Candidate], num_texts: int

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -417,6 +418,27 @@ def test_a_baseline_run_joins_under_its_own_labels_only_with_the_same_targets() 
     assert joined["baseline_command"] == "old" and new["rows"] == [{"inverter": "prefix", "target": "single"}]
     with pytest.raises(InvalidParameterError, match=r"drew different targets \(they differ in seed, candidates\)"):
         with_baseline(new, {**old, "config": {**config, "seed": 6, "candidates": 1000}})
+
+
+def test_language_model_scores_follow_the_rows_and_cut_at_the_references_quantile() -> None:
+    from fre_protocol.text.bench_pairs import language_model_scores
+
+    bench = {"rows": [{"inverter": "guided", "target": "single", "outputs": ["aa", "bbbb"]},
+                      {"inverter": "retrieval", "target": "single", "outputs": ["c", "aa"]},
+                      {"inverter": "guided", "target": "centroid", "outputs": ["dddddd"]}]}
+    calls: list[list[str]] = []
+
+    def length(texts: Sequence[str]) -> np.ndarray:  # a stand-in language model: NLL = length
+        calls.append(list(texts))
+        return np.array([float(len(t)) for t in texts])
+
+    reference = ["x" * n for n in range(1, 11)]
+    scores, cut = language_model_scores(bench, length, reference)
+    assert scores == {"guided": [2.0, 4.0, 6.0], "retrieval": [1.0, 2.0]}  # row order, kinds joined
+    assert cut == pytest.approx(float(np.quantile(np.arange(1, 11), 0.9)))
+    assert len(calls) == 1 and len(calls[0]) == len(set(calls[0])) == 10 + 4  # one pass, each text once
+    with pytest.raises(InvalidParameterError, match="needs real texts"):
+        language_model_scores(bench, length, [])
 
 
 def test_bench_refuses_budgets_without_guided(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -65,6 +65,8 @@ def test_budget_presets_and_key_value_specs() -> None:
     cost = lambda b: b.rounds * b.beam * b.top_k * b.max_tokens  # noqa: E731
     assert cost(small) < cost(GuidedBudget()) < cost(large)
     assert GuidedBudget.parse("rounds=3, beam=2,fluency=0.5") == GuidedBudget(rounds=3, beam=2, fluency=0.5)
+    assert GuidedBudget.parse("plain_fluency=0.1").to_dict()["plain_fluency"] == 0.1
+    assert GuidedBudget().plain_fluency == 0  # the default computes no plain log-probability
 
 
 @pytest.mark.parametrize(
@@ -75,6 +77,7 @@ def test_budget_presets_and_key_value_specs() -> None:
         ("beam=two", "beam must be a number"),
         ("beam=0", "beam must be an integer >= 1"),
         ("fluency=-1", "fluency must be a number in"),
+        ("plain_fluency=11", "budget plain_fluency must be a number in"),
     ],
 )
 def test_budget_refuses_bad_specs_by_name(spec: str, message: str) -> None:
@@ -179,6 +182,30 @@ def test_guided_is_never_farther_than_its_retrieval_seed(minilm, pool, targets) 
         # the reported distance is the text's own, to the centroid as given (not normalised)
         e = minilm.embed([o.texts[0]]).astype(np.float64)[0]
         assert o.distances[0] == pytest.approx(float(np.linalg.norm(e - targets[row])), abs=1e-4)
+
+
+def test_plain_fluency_chooses_by_the_texts_own_likelihood_among_texts_closer_than_the_seed(minilm, pool, targets) -> None:  # type: ignore[no-untyped-def]
+    from fre_protocol.text.quality import token_nlls
+
+    weight = 0.5
+    inv = _guided(minilm, pool, budget=TINY + f",plain_fluency={weight}")
+    written_answers = 0
+    for answer, candidates in inv.search(targets):
+        seed, written = candidates[0], candidates[1:]
+        eligible = [c for c in written if c.cosine > seed.cosine]
+        never_chosen = {c.text for c in written} - {c.text for c in eligible}
+        assert all(c.plain_logprob == 0.0 for c in written if c.text in never_chosen)  # not computed
+        if not eligible:
+            assert answer.texts[0] == answer.seed
+            continue
+        # the plain log-probability is the LM's own reading of the text, without the prompt
+        nll = token_nlls([c.text for c in eligible], *inv._lm)
+        assert [c.plain_logprob for c in eligible] == pytest.approx([-x for x in nll], abs=1e-4)
+        best = max(eligible, key=lambda c: c.cosine + inv.budget.fluency * c.logprob + weight * c.plain_logprob)
+        assert answer.texts[0] == best.text
+        assert answer.distances[0] <= answer.seed_distance + 1e-5  # still never farther than the seed
+        written_answers += 1
+    assert written_answers  # the property was tested on at least one written answer
 
 
 def test_guided_is_reproducible_under_a_seed(minilm, pool, targets) -> None:  # type: ignore[no-untyped-def]
