@@ -188,14 +188,25 @@ def tuned_budget(beam: int, top_k: int, fluency: float, rounds: int) -> dict[str
     return found[0]
 
 
-def held_out_mean(inverter: str, key: str) -> float:
+def held_out_mean(inverter: str, key: str, name: str = "guided-budget-held-out") -> float:
     """``key`` over all held-out targets of one inverter, each row weighted by its target count."""
-    found = rows("guided-budget-held-out", inverter=inverter)
+    found = rows(name, inverter=inverter)
     return sum(r[key] * r["n"] for r in found) / sum(r["n"] for r in found)
 
 
 def held_out_pair(inverter: str, kind: str) -> dict[str, float]:
     return load("guided-budget-held-out")["e5_gain_paired_against_default"]["pairs"][inverter][kind]
+
+
+def plain_tuned(budget: str) -> dict[str, Any]:
+    """The plain_fluency tuning draw's entry of one budget (as its spec is written)."""
+    (found,) = [b for b in load("plain-fluency-tuning")["budgets"] if b["budget"] == budget]
+    return found
+
+
+def plain_held_out(inverter: str, kind: str) -> dict[str, Any]:
+    """The plain_fluency held-out draw's scores of one inverter over one kind of targets."""
+    return load("plain-fluency-held-out")["paired_against_default"]["inverters"][inverter][kind]
 
 
 UTILITY_ALL_CENTROIDS = tuple(f"utility-all-centroids{e}" for e in ("", "-e4", "-e16", "-inf"))
@@ -745,6 +756,94 @@ CHECKS: list[Check] = [
         for inverter, c in (("guided[default]", "2.26"), ("guided[beam=5,top_k=8]", "3.86"),
                             ("guided[beam=5,top_k=8,fluency=0.05]", "4.02"))
     ],
+    # fluent-text.md, "The text read without its prompt": the tuning draw ...
+    Check(FTP, "Gemma's cut: the news sentences' 90th-percentile NLL", "5.11",
+          lambda: load("plain-fluency-tuning")["config"]["lm_news_nll_cut"], "plain-fluency-tuning.json"),
+    *[
+        Check(FTP, f"plain tuning, {budget}: {key}", c,
+              lambda budget=budget, key=key: (
+                  plain_tuned(budget)[key.partition(".")[0]][key.partition(".")[2]] if "." in key
+                  else plain_tuned(budget)[key]),
+              "plain-fluency-tuning.json")
+        for budget, figures in (
+            ("default", ("0.400", None, None, None, None, "0.15", "0.23", "2.15")),
+            ("plain_fluency=0.02", ("0.391", "-0.009", "0.005", "-0.157", "0.050", "0.10", "0.23", "2.55")),
+            ("plain_fluency=0.05", ("0.381", "-0.019", "0.007", "-0.232", "0.056", "0.10", "0.23", "2.46")),
+            ("beam=5,top_k=8", ("0.481", "0.081", "0.024", "0.474", "0.144", "0.33", "0.38", "3.59")),
+            ("beam=5,top_k=8,plain_fluency=0.1", ("0.444", "0.044", "0.024", "-0.052", "0.155", "0.15", "0.28", "4.62")))
+        for key, c in zip(("gain.mean", "gain_minus_first.mean", "gain_minus_first.se", "lm_nll_minus_first.mean",
+                           "lm_nll_minus_first.se", "lm_above_news_p90.mean", "above_news_p90.mean", "seconds_per_target"),
+                          figures, strict=True)
+        if c is not None
+    ],
+    # ... and the held-out draw (plain-fluency-held-out.json: the bench rows and the pairs split by kind).
+    *[
+        Check(FTP, f"plain held out, {inverter}, {kind}: {key}", c,
+              lambda inverter=inverter, kind=kind, key=key: (
+                  plain_held_out(inverter, kind)[key.partition(".")[0]][key.partition(".")[2]] if "." in key
+                  else plain_held_out(inverter, kind)[key]),
+              "plain-fluency-held-out.json")
+        for inverter, kind, figures in (
+            ("guided[default]", "single", ("0.417", None, None, None, None, "0.07")),
+            ("guided[default]", "centroid_kinds", ("0.250", None, None, None, None, "0.07")),
+            ("guided[default]", "all", (None, None, None, None, None, "0.07")),
+            ("guided[plain_fluency=0.02]", "single", (None, "-0.008", "0.004", None, None, "0.03")),
+            ("guided[plain_fluency=0.02]", "centroid_kinds", (None, "-0.018", "0.007", "-0.202", "0.066", "0.05")),
+            ("guided[plain_fluency=0.05]", "single", (None, "-0.012", "0.007", None, None, "0.03")),
+            ("guided[plain_fluency=0.05]", "centroid_kinds", (None, "-0.036", "0.009", "-0.323", "0.075", "0.05")),
+            ("guided[beam=5,top_k=8]", "single", (None, "0.079", "0.023", None, None, "0.43")),
+            ("guided[beam=5,top_k=8]", "centroid_kinds", (None, "0.031", "0.017", "0.394", "0.168", "0.17")),
+            ("guided[beam=5,top_k=8,plain_fluency=0.1]", "single", (None, "0.047", "0.025", None, None, "0.20")),
+            ("guided[beam=5,top_k=8,plain_fluency=0.1]", "centroid_kinds", (None, "-0.021", "0.018", "-0.169", "0.139", "0.00")),
+            ("retrieval", "single", (None, "-0.208", "0.035", None, None, "0.33")),
+            ("retrieval", "centroid_kinds", (None, "-0.103", "0.031", "0.533", "0.237", "0.33")))
+        for key, c in zip(("e5_gain", "e5_gain_minus_default.mean", "e5_gain_minus_default.se", "lm_nll_minus_default.mean",
+                           "lm_nll_minus_default.se", "lm_share_above_news_p90"), figures, strict=True)
+        if c is not None
+    ],
+    *[
+        Check(FTP, f"plain held out, time per target: {inverter}", c,
+              lambda inverter=inverter: held_out_mean(inverter, "seconds_per_target", "plain-fluency-held-out"),
+              "plain-fluency-held-out.json")
+        for inverter, c in (("guided[default]", "2.19"), ("guided[plain_fluency=0.02]", "2.69"),
+                            ("guided[plain_fluency=0.05]", "2.65"), ("guided[beam=5,top_k=8]", "3.96"),
+                            ("guided[beam=5,top_k=8,plain_fluency=0.1]", "4.87"), ("retrieval", "0.00"))
+    ],
+    Check(FTP, "plain held out: the default's 70 above the news p90 under Kneser-Ney", "0.20",
+          lambda: held_out_mean("guided[default]", "kn_share_above_news_p90", "plain-fluency-held-out"),
+          "plain-fluency-held-out.json"),
+    *[
+        Check(FTP, f"agreement with the reader, {judge}", c,
+              lambda judge=judge: next(a for a in load("utility-all-centroids-rejudged")["agreement"]
+                                       if a["judge"] == judge)["agreement"], RJ)
+        for judge, c in (("Gemma-3 270M NLL", "0.81"), ("Kneser-Ney NLL", "0.58"))
+    ],
+    *[
+        Check(FTP, f"a whole release: Gemma's share above the news p90 {stat}", c,
+              lambda stat=stat: over_seeds(stat, "utility-all-centroids-rejudged", "lm_share_above_news_p90",
+                                           method="fre-e2t"), RJ)
+        for stat, c in (("mean", "0.15"), ("sd", "0.02"))
+    ],
+    # fluent-text.md, "Time per centroid": the drafts batched, and 32 targets per LM batch (not taken).
+    *[
+        Check(FTP, f"draft batching: {what}", c, value, "inverter-draft-batch.json")
+        for what, c, value in (
+            ("ratio", "0.92", lambda: load("inverter-draft-batch")["ratio_tree_over_baseline"]),
+            ("baseline, first call", "2.36", lambda: load("inverter-draft-batch")["seconds_per_target"]["baseline"][0]),
+            ("baseline, second call", "2.31", lambda: load("inverter-draft-batch")["seconds_per_target"]["baseline"][1]),
+            ("tree, first call", "2.17", lambda: load("inverter-draft-batch")["seconds_per_target"]["tree"][0]),
+            ("tree, second call", "2.14", lambda: load("inverter-draft-batch")["seconds_per_target"]["tree"][1]),
+            ("same first text", "16", lambda: load("inverter-draft-batch")["same_first_text"] * load("inverter-draft-batch")["targets"]))
+    ],
+    *[
+        Check(FTP, f"32 targets per LM batch: {what}", c, value, "inverter-targets-per-batch.json")
+        for what, c, value in (
+            ("ratio", "0.98", lambda: load("inverter-targets-per-batch")["ratio_tree_over_baseline"]),
+            ("baseline, first call", "1.80", lambda: load("inverter-targets-per-batch")["seconds_per_target"]["baseline"][0]),
+            ("baseline, second call", "2.01", lambda: load("inverter-targets-per-batch")["seconds_per_target"]["baseline"][1]),
+            ("tree, first call", "1.85", lambda: load("inverter-targets-per-batch")["seconds_per_target"]["tree"][0]),
+            ("tree, second call", "1.88", lambda: load("inverter-targets-per-batch")["seconds_per_target"]["tree"][1]))
+    ],
     # prefix-generator.md: generator seeds against retrieval seeds, pooled over four held-out draws.
     *[
         Check("docs/results/prefix-generator.md", f"E5 gain difference pooled over four draws, {k}", c,
@@ -882,10 +981,10 @@ CHECKS: list[Check] = [
         for seed, c in ((1, "61"), (2, "40"), (3, "50"))
     ],
     *[
-        Check(page, f"reader's rules pass under today's rules (fd777d8) {stat}, {m}", c,
+        Check(page, f"reader's rules pass under today's rules (74119ec) {stat}, {m}", c,
               lambda m=m, stat=stat: rules_now(stat, "utility-all-centroids", method=m, level="text"), UAJ)
         for page, m, stat, c in ((UA, "fre-e2t", "mean", "0.89"), (UA, "fre-e2t", "sd", "0.07"), (R, "fre-e2t", "mean", "0.89"),
-                                 (R, "fre-e2t", "sd", "0.07"), (UA, "central-dp", "mean", "0.93"), (UA, "central-dp", "sd", "0.05"))
+                                 (R, "fre-e2t", "sd", "0.07"), (UA, "central-dp", "mean", "0.92"), (UA, "central-dp", "sd", "0.05"))
     ],
     *[
         Check(page, f"one reader's accepted share {stat} over seeds", c,
