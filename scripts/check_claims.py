@@ -209,6 +209,20 @@ def plain_held_out(inverter: str, kind: str) -> dict[str, Any]:
     return load("plain-fluency-held-out")["paired_against_default"]["inverters"][inverter][kind]
 
 
+def comparison_checks(page: str, label: str, name: str, figures: Sequence[str | None]) -> list[Check]:
+    """The figures of one ``compare_guided_inverter.py`` run (NAME.json) as the page cites them: the
+    ratio, the baseline's and the tree's two calls, and how many targets got the same first text."""
+    def call(side: str, n: int) -> Callable[[], float]:
+        return lambda: load(name)["seconds_per_target"][side][n]
+
+    values = (lambda: load(name)["ratio_tree_over_baseline"], call("baseline", 0), call("baseline", 1),
+              call("tree", 0), call("tree", 1), lambda: load(name)["same_first_text"] * load(name)["targets"])
+    whats = ("ratio", "baseline, first call", "baseline, second call", "tree, first call", "tree, second call",
+             "same first text")
+    return [Check(page, f"{label}: {what}", c, value, f"{name}.json")
+            for what, c, value in zip(whats, figures, values, strict=True) if c is not None]
+
+
 UTILITY_ALL_CENTROIDS = tuple(f"utility-all-centroids{e}" for e in ("", "-e4", "-e16", "-inf"))
 ALL_DEFAULT_PARTS = ("baselines", "augpe", "ablation-ps", "ablation-edge", "ablation-k", "ablation-t", "diversity",
                      "naturalness", "downstream", "paper-regime")
@@ -825,25 +839,9 @@ CHECKS: list[Check] = [
         for stat, c in (("mean", "0.15"), ("sd", "0.02"))
     ],
     # fluent-text.md, "Time per centroid": the drafts batched, and 32 targets per LM batch (not taken).
-    *[
-        Check(FTP, f"draft batching: {what}", c, value, "inverter-draft-batch.json")
-        for what, c, value in (
-            ("ratio", "0.92", lambda: load("inverter-draft-batch")["ratio_tree_over_baseline"]),
-            ("baseline, first call", "2.36", lambda: load("inverter-draft-batch")["seconds_per_target"]["baseline"][0]),
-            ("baseline, second call", "2.31", lambda: load("inverter-draft-batch")["seconds_per_target"]["baseline"][1]),
-            ("tree, first call", "2.17", lambda: load("inverter-draft-batch")["seconds_per_target"]["tree"][0]),
-            ("tree, second call", "2.14", lambda: load("inverter-draft-batch")["seconds_per_target"]["tree"][1]),
-            ("same first text", "16", lambda: load("inverter-draft-batch")["same_first_text"] * load("inverter-draft-batch")["targets"]))
-    ],
-    *[
-        Check(FTP, f"32 targets per LM batch: {what}", c, value, "inverter-targets-per-batch.json")
-        for what, c, value in (
-            ("ratio", "0.98", lambda: load("inverter-targets-per-batch")["ratio_tree_over_baseline"]),
-            ("baseline, first call", "1.80", lambda: load("inverter-targets-per-batch")["seconds_per_target"]["baseline"][0]),
-            ("baseline, second call", "2.01", lambda: load("inverter-targets-per-batch")["seconds_per_target"]["baseline"][1]),
-            ("tree, first call", "1.85", lambda: load("inverter-targets-per-batch")["seconds_per_target"]["tree"][0]),
-            ("tree, second call", "1.88", lambda: load("inverter-targets-per-batch")["seconds_per_target"]["tree"][1]))
-    ],
+    *comparison_checks(FTP, "draft batching", "inverter-draft-batch", ("0.92", "2.36", "2.31", "2.17", "2.14", "16")),
+    *comparison_checks(FTP, "32 targets per LM batch", "inverter-targets-per-batch",
+                       ("0.98", "1.80", "2.01", "1.85", "1.88", None)),
     # prefix-generator.md: generator seeds against retrieval seeds, pooled over four held-out draws.
     *[
         Check("docs/results/prefix-generator.md", f"E5 gain difference pooled over four draws, {k}", c,
