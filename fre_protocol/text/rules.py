@@ -27,7 +27,9 @@ passes when it breaks none of these rules (:data:`RULES`, in the order they are 
   fails too: more than half its sentence pieces hold at most :data:`LIST_ITEM_WORDS` words;
 * ``no_dangling_letter`` — it does not end in a lone letter other than "I"/"a" ("… and b.");
 * ``no_broken_word`` — no word is cut in three by apostrophes ("don’m’re", "NHS’Risque’s"): two
-  contractions in one word are the sampler's garble, not English.
+  contractions in one word are the sampler's garble, not English; and no two lower-case words
+  are glued by a full stop ("her/his/etc.typing"), which also keeps out web and e-mail addresses
+  ("cnn.com"), while abbreviations ("e.g.", "U.S.") pass.
 
 :func:`check` returns the names of the broken rules (empty: it passes); :func:`passes` is the
 yes/no; :func:`summary` is the metric over a set of texts (share passing, count per broken rule).
@@ -67,7 +69,9 @@ _END = re.compile(r"[.!?][\"'”’)\]]*$")
 _TRAILS_OFF = re.compile(r"\.\.[\"'”’)\]]*$")  # "...": a sentence left unfinished
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9'’-]*")
 _DANGLING = re.compile(r"(?:^|\s)([B-HJ-Zb-z])[.!?\"'”’)\]]*$")
-_BROKEN_WORD = re.compile(r"[A-Za-z]['’][A-Za-z]+['’][A-Za-z]")
+# A word cut in three by apostrophes, or two lower-case words glued by a full stop ("etc.typing";
+# it catches web and e-mail addresses too, which no synthetic sentence should carry).
+_BROKEN_WORD = re.compile(r"[A-Za-z]['’][A-Za-z]+['’][A-Za-z]|\b[a-z]{2,}\.[a-z]{3,}\b")
 _PIECES = re.compile(r"[,;.!?:]+")
 _BRACKETED = re.compile(r"[(\[]([^()\[\]]*)[)\]]")
 #: Auxiliaries, common verbs and subject pronouns: one of them makes a comma run a sentence.

@@ -36,6 +36,9 @@ BAD = {
     # read in the healthtweets demo at ε = 8: a word run whose -ing word made it look like a clause
     "Fda, exerting prevention, malnutrition.": "no_word_list",
     "Vaccines, growing concerns, children.": "no_word_list",
+    # read in the healthtweets demo at ε = 8 (4382a58): two words glued by a full stop
+    "The vaccine against hepatitis, also know by her/his/etc.typing.": "no_broken_word",
+    "Visit cnn.com for more news and video.": "no_broken_word",
 }
 
 GOOD = [
@@ -50,6 +53,7 @@ GOOD = [
     "Don't say the O'Briens' dog wasn't there; it's the children's.",
     "Nurses, doctors and cleaners are striking for better pay.",
     "Waiting times, already long, are rising again.",
+    "Prices rose 3.5 percent in the U.S. last year.",
 ]
 
 
