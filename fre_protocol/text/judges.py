@@ -244,6 +244,14 @@ def public_fluency_judge(texts: Sequence[str] | None = None) -> KneserNeyJudge:
     return _JUDGE[key]
 
 
+def news_reference() -> list[str]:
+    """The default judge's real news sentences, never trained on: the strict reference (a model
+    of news finds tweets unlikely, so a cut at real tweets' 90th percentile is lenient)."""
+    from fre_protocol.text.public_pool import build_pool
+
+    return judge_training_texts(build_pool().texts)[0]
+
+
 def judge_training_texts(
     pool_texts: Sequence[str], exclude: Sequence[str] = (), *, reference: int = REFERENCE_NEWS,
     train: int = TRAIN_SENTENCES, seed: int = 0,
@@ -325,6 +333,6 @@ def fluency_judgement(
 
 __all__ = [
     "FLUENCY_JUDGE", "OTHER_FAMILY_LM", "REFERENCE_QUANTILE", "SECOND_EMBEDDER", "KneserNeyJudge", "SecondEmbedder", "fidelity",
-    "fluency_judgement", "judge_training_texts", "neighbourhood_fidelity", "normalised_gain", "other_family_lm", "other_family_lm_file",
+    "fluency_judgement", "judge_training_texts", "neighbourhood_fidelity", "news_reference", "normalised_gain", "other_family_lm", "other_family_lm_file",
     "public_fluency_judge", "reader_agreement", "texts_sha256", "tokens", "unit_rows", "unrelated_cosines",
 ]

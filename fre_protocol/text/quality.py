@@ -266,8 +266,10 @@ def readability(texts: Sequence[str], real_texts: Sequence[str] | None = None) -
     """Reader's rules (:mod:`fre_protocol.text.rules`) over ``texts``, and their fluency under
     the Kneser–Ney judge trained on the public pool (:func:`fre_protocol.text.judges.public_fluency_judge`):
     median NLL and, with ``real_texts``, the share of ``texts`` above the real texts' 90th-percentile
-    NLL. Neither judge is SmolLM2 (the writer) nor the embedder (the guide). A judge that cannot be
-    built (no public pool installed) is reported as unavailable, with the reason."""
+    NLL; ``fluency_news`` is the same against the judge's held-out news sentences
+    (:func:`fre_protocol.text.judges.news_reference`), the strict reference. Neither judge is
+    SmolLM2 (the writer) nor the embedder (the guide). A judge that cannot be built (no public
+    pool installed) is reported as unavailable, with the reason."""
     from fre_protocol.text import judges, rules
 
     items = _check_texts(texts)
@@ -278,6 +280,7 @@ def readability(texts: Sequence[str], real_texts: Sequence[str] | None = None) -
         return out
     try:
         judge = judges.public_fluency_judge()
+        news = judges.news_reference()
     except Exception as exc:  # noqa: BLE001 — a missing pool must not sink the evaluation
         out["fluency_unavailable"] = str(exc)
         return out
@@ -286,13 +289,14 @@ def readability(texts: Sequence[str], real_texts: Sequence[str] | None = None) -
     if real_texts:
         fluency |= judges.fluency_judgement(nll, judge.nlls(list(real_texts)))
     out["fluency"] = fluency
+    out["fluency_news"] = judges.fluency_judgement(nll, judge.nlls(news))
     return out
 
 
 def readability_fields(texts: Sequence[str], real_texts: Sequence[str] | None = None) -> dict[str, Any]:
-    """:func:`readability` as flat result-row fields: ``rules_pass``; ``kn_median_nll`` and, with
-    ``real_texts``, ``kn_share_above_real_p90`` (no text: neither); or ``kn_unavailable`` with the
-    reason when the Kneser–Ney judge cannot be built."""
+    """:func:`readability` as flat result-row fields: ``rules_pass``; ``kn_median_nll``,
+    ``kn_share_above_news_p90`` and, with ``real_texts``, ``kn_share_above_real_p90`` (no text:
+    none); or ``kn_unavailable`` with the reason when the Kneser–Ney judge cannot be built."""
     read = readability(texts, real_texts)
     row: dict[str, Any] = {"rules_pass": read["rules"]["pass_share"]}
     if "fluency_unavailable" in read:
@@ -301,6 +305,7 @@ def readability_fields(texts: Sequence[str], real_texts: Sequence[str] | None = 
         row["kn_median_nll"] = read["fluency"]["nll_median"]
         if "share_above_cut" in read["fluency"]:
             row["kn_share_above_real_p90"] = read["fluency"]["share_above_cut"]
+        row["kn_share_above_news_p90"] = read["fluency_news"]["share_above_cut"]
     return row
 
 

@@ -337,6 +337,10 @@ def _readability_part(readable: Mapping[str, Any] | None) -> str:
         line += (f"Fluency under {_e(flu.get('judge', ''))}: median NLL {_fmt(flu.get('nll_median'), 2)} "
                  f"(private texts {_fmt(flu.get('reference_nll_median'), 2)}); share above the private "
                  f"texts' 90th-percentile NLL: {_fmt(flu.get('share_above_cut'), 2)}.")
+        news = readable.get("fluency_news")
+        if news:  # the strict reference: a model of news finds tweets unlikely
+            line += (f" Against public news sentences (median NLL {_fmt(news.get('reference_nll_median'), 2)}): "
+                     f"share above their 90th-percentile NLL {_fmt(news.get('share_above_cut'), 2)}.")
     elif "fluency_unavailable" in readable:
         line += f"Fluency judge unavailable: {_e(readable['fluency_unavailable'])}."
     return line + "</p>"

@@ -228,13 +228,18 @@ def test_readability_reports_rules_and_the_public_judge(monkeypatch: pytest.Monk
 
     public = ["The council approved the budget on Monday.", "The bank kept rates unchanged on Monday."] * 3
     monkeypatch.setattr(judges, "public_fluency_judge", lambda texts=None: judges.KneserNeyJudge().fit(public))
-    out = readability(
-        ["The council kept the budget on Monday.", "Budget, Monday, council."],
-        ["The bank approved the budget.", "Rates unchanged on Monday.", "The council met."],
-    )
+    news = ["The council approved the budget on Monday.", "Zebras quietly vanish."] * 5
+    monkeypatch.setattr(judges, "news_reference", lambda: news)
+    texts = ["The council kept the budget on Monday.", "Budget, Monday, council."]
+    out = readability(texts, ["The bank approved the budget.", "Rates unchanged on Monday.", "The council met."])
     assert out["rules"]["pass_share"] == 0.5 and out["rules"]["broken"]["no_word_list"] == 1
     assert out["rules_real"] == pytest.approx(2 / 3)
     assert 0 <= out["fluency"]["share_above_cut"] <= 1 and out["fluency"]["judge"] == judges.FLUENCY_JUDGE
+    # the strict reference: the same judge's NLLs of the news sentences set the cut
+    judge = judges.public_fluency_judge()
+    cut = float(np.quantile(judge.nlls(news), 0.9))
+    assert out["fluency_news"]["reference_nll_cut"] == pytest.approx(cut)
+    assert out["fluency_news"]["share_above_cut"] == pytest.approx(float(np.mean(judge.nlls(texts) > cut)))
 
 
 def test_readability_fields_flatten_both_judges_and_name_a_missing_pool(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -243,9 +248,11 @@ def test_readability_fields_flatten_both_judges_and_name_a_missing_pool(monkeypa
 
     public = ["The council approved the budget on Monday.", "The bank kept rates unchanged on Monday."] * 3
     monkeypatch.setattr(judges, "public_fluency_judge", lambda texts=None: judges.KneserNeyJudge().fit(public))
+    monkeypatch.setattr(judges, "news_reference", lambda: ["The bank kept rates unchanged on Monday."] * 10)
     texts = ["The council kept the budget on Monday.", "Budget, Monday, council."]
     row = readability_fields(texts, ["The bank approved the budget.", "The council met."])
-    assert row["rules_pass"] == 0.5 and set(row) == {"rules_pass", "kn_median_nll", "kn_share_above_real_p90"}
+    assert row["rules_pass"] == 0.5
+    assert set(row) == {"rules_pass", "kn_median_nll", "kn_share_above_real_p90", "kn_share_above_news_p90"}
     assert row["kn_median_nll"] > 0 and 0 <= row["kn_share_above_real_p90"] <= 1
     assert "kn_share_above_real_p90" not in readability_fields(texts)  # no real texts, no cut
     assert set(readability_fields([])) == {"rules_pass"}  # no text: nothing for the judge to score

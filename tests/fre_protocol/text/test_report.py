@@ -134,3 +134,17 @@ def test_summary_table_lists_the_key_figures(scene: dict) -> None:
     assert " u=4 C=1 σ=" in table  # the clip C of Δ = min(u·r, 2C)
     old = scene["summary"] | {"params": {k: v for k, v in scene["summary"]["params"].items() if k != "clip"}}
     assert " u=4 σ=" in summary_table(old)  # summaries written before C was a parameter
+
+
+def test_the_readability_paragraph_gives_both_fluency_references() -> None:
+    from fre_protocol.text.report import _readability_part
+
+    readable = {
+        "rules": {"n": 4, "pass_share": 0.75}, "rules_real": 0.1,
+        "fluency": {"judge": "KN", "nll_median": 5.4, "reference_nll_median": 7.2, "share_above_cut": 0.0},
+        "fluency_news": {"reference_nll_median": 5.21, "share_above_cut": 0.25},
+    }
+    text = _readability_part(readable)
+    assert "share above the private texts' 90th-percentile NLL: 0." in text
+    assert re.search(r"Against public news sentences \(median NLL 5\.2\d?\): share above their 90th-percentile NLL 0\.25", text)
+    assert "news sentences" not in _readability_part({**readable, "fluency_news": None})  # a run made before it
