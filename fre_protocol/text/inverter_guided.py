@@ -67,7 +67,9 @@ _TASK_TALK = re.compile(r"\b(?:sentences?|rewrit\w*|paraphras\w*|here(?:'s| is))
 MAX_WORD_REPEATS = 2
 MIN_WORD_COUNT = 2  # pool words seen fewer times are names and typos, not vocabulary
 TARGETS_PER_BATCH = 16  # targets searched together (one LM batch of targets × beam rows)
-WEIGHTS = ("fluency", "plain_fluency")  # the budget's real-valued keys; the others count
+WEIGHTS = ("fluency", "plain_fluency")  # the budget's real-valued keys; the others are counts
+
+
 def resolve_seeds_from(seeds_from: str, embedder: Embedder) -> str:
     """``auto`` (:data:`~fre_protocol.text.seed_sources.SEEDS_FROM`) made concrete for ``embedder``:
     ``prefix`` when the packaged generator was trained on its vectors, else ``retrieval``; every
