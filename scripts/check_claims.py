@@ -204,9 +204,9 @@ def plain_tuned(budget: str) -> dict[str, Any]:
     return found
 
 
-def plain_held_out(inverter: str, kind: str) -> dict[str, Any]:
-    """The plain_fluency held-out draw's scores of one inverter over one kind of targets."""
-    return load("plain-fluency-held-out")["paired_against_default"]["inverters"][inverter][kind]
+def plain_held_out(inverter: str, kind: str, name: str = "plain-fluency-held-out") -> dict[str, Any]:
+    """A plain_fluency held-out draw's scores of one inverter over one kind of targets."""
+    return load(name)["paired_against_default"]["inverters"][inverter][kind]
 
 
 def comparison_checks(page: str, label: str, name: str, figures: Sequence[str | None]) -> list[Check]:
@@ -822,6 +822,22 @@ CHECKS: list[Check] = [
         for inverter, c in (("guided[default]", "2.19"), ("guided[plain_fluency=0.02]", "2.69"),
                             ("guided[plain_fluency=0.05]", "2.65"), ("guided[beam=5,top_k=8]", "3.96"),
                             ("guided[beam=5,top_k=8,plain_fluency=0.1]", "4.87"), ("retrieval", "0.00"))
+    ],
+    *[
+        Check(FTP, f"plain held out, draw 9, {inverter}, {kind}: {key}", c,
+              lambda inverter=inverter, kind=kind, key=key: (
+                  plain_held_out(inverter, kind, "plain-fluency-held-out-9")[key.partition(".")[0]][key.partition(".")[2]]
+                  if "." in key else plain_held_out(inverter, kind, "plain-fluency-held-out-9")[key]),
+              "plain-fluency-held-out-9.json")
+        for inverter, kind, figures in (
+            ("guided[default]", "single", (None, None, None, None, None, "0.23")),
+            ("guided[default]", "centroid_kinds", (None, None, None, None, None, "0.075")),
+            ("guided[default]", "all", (None, None, None, None, None, "0.14")),
+            ("guided[plain_fluency=0.02]", "single", (None, "-0.023", "0.010", "-0.193", "0.084", None)),
+            ("guided[plain_fluency=0.02]", "centroid_kinds", (None, "-0.016", "0.009", "-0.105", "0.037", None)))
+        for key, c in zip(("e5_gain", "e5_gain_minus_default.mean", "e5_gain_minus_default.se", "lm_nll_minus_default.mean",
+                           "lm_nll_minus_default.se", "lm_share_above_news_p90"), figures, strict=True)
+        if c is not None
     ],
     Check(FTP, "plain held out: the default's 70 above the news p90 under Kneser-Ney", "0.20",
           lambda: held_out_mean("guided[default]", "kn_share_above_news_p90", "plain-fluency-held-out"),
