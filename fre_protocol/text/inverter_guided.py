@@ -257,6 +257,12 @@ class Candidate:
     plain_logprob: float = 0.0  # the same without the prompt (computed only for a plain_fluency budget)
 
 
+def closer_than_seed(candidates: Sequence[Candidate]) -> list[Candidate]:
+    """The written candidates (after the seed, which comes first) closer to the target in the
+    guide than the seed: the only ones the choice may take."""
+    return [c for c in candidates[1:] if c.cosine > candidates[0].cosine]
+
+
 class GuidedInverter:
     """Retrieval seed, then embedding-guided beam search with SmolLM2 (module docstring)."""
 
@@ -416,13 +422,12 @@ class GuidedInverter:
         return cand.cosine + self.budget.fluency * cand.logprob + self.budget.plain_fluency * cand.plain_logprob
 
     def _read_plainly(self, pools: list[list[Candidate]]) -> list[list[Candidate]]:
-        """The written candidates that could be chosen (closer than their seed, as :meth:`_choose`
-        requires) with their plain log-probability: every target's in one batched LM pass."""
+        """The candidates that could be chosen (:func:`closer_than_seed`) with their plain
+        log-probability: every target's in one batched LM pass."""
         from fre_protocol.text.quality import token_nlls
 
         assert self._lm is not None
-        eligible = [[c for c in pool[1:] if c.cosine > pool[0].cosine] for pool in pools]
-        texts = list(dict.fromkeys(c.text for e in eligible for c in e))
+        texts = list(dict.fromkeys(c.text for pool in pools for c in closer_than_seed(pool)))
         if not texts:
             return pools
         nll = dict(zip(texts, (float(x) for x in token_nlls(texts, *self._lm)), strict=True))
@@ -434,9 +439,7 @@ class GuidedInverter:
     ) -> Inversion:
         """Best-scored distinct texts; a written text replaces the seed only if it is closer."""
         assert seed.distances is not None and seed.sources is not None
-        seed_cos = candidates[0].cosine
-        written = [c for c in candidates[1:] if c.cosine > seed_cos]
-        ranked = sorted(written, key=self._score, reverse=True) + [
+        ranked = sorted(closer_than_seed(candidates), key=self._score, reverse=True) + [
             Candidate(t, -np.inf, 0.0, s) for t, s in zip(seed.texts, seed.sources, strict=True)
         ]
         texts: list[str] = []
