@@ -25,28 +25,23 @@ from typing import Any
 import numpy as np
 
 from fre_protocol.text.bench_pairs import (
-    language_model_scores,
+    other_family_scores,
     paired,
     per_target_scores,
     with_baseline,
 )
 from fre_protocol.text.inversion_bench import weighted_mean
+from primitives.errors import FreError
 
 OTHER_FAMILY_LABEL = "Gemma-3 270M"
 
 
 def other_family(bench: dict[str, Any]) -> tuple[dict[str, list[float]], float]:
     """Every output's NLL under Gemma-3 270M and its cut on the fixed judge's news sentences."""
-    from fre_protocol.text import judges
-    from fre_protocol.text.inversion_bench import fixed_judge_texts
-    from fre_protocol.text.quality import other_family_nlls
-    from primitives.errors import FreError
-
     try:
-        judges.other_family_lm_file()
+        return other_family_scores(bench)
     except FreError as exc:
         raise SystemExit(f"--other-family: {exc}") from None
-    return language_model_scores(bench, other_family_nlls, fixed_judge_texts()[0])
 
 
 def summary(bench: dict[str, Any], against: str, cache_dir: str | None = None,

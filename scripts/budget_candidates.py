@@ -33,7 +33,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from fre_protocol.text import judges  # noqa: E402
-from fre_protocol.text.bench_pairs import language_model_scores, paired  # noqa: E402
+from fre_protocol.text.bench_pairs import other_family_scores, paired  # noqa: E402
 from fre_protocol.text.embedder import load_embedder, unit_rows  # noqa: E402
 from fre_protocol.text.inversion_bench import (  # noqa: E402
     BenchConfig,
@@ -97,16 +97,14 @@ def judged(run: dict[str, Any], e5_targets: np.ndarray, unrelated: np.ndarray, m
 def other_family(runs: list[dict[str, Any]], per_budget: list[dict[str, list[float]]]) -> float:
     """Each budget's chosen texts' NLL under Gemma-3 270M and whether it is above the 90th
     percentile of the fixed judge's news sentences (added to ``per_budget``); returns that cut."""
-    from fre_protocol.text.quality import other_family_nlls
     from primitives.errors import FreError
 
-    try:
-        judges.other_family_lm_file()
-    except FreError as exc:
-        raise SystemExit(f"--other-family: {exc}") from None
     chosen = {"rows": [{"inverter": str(n), "outputs": [row["chosen"] for row in run["rows"]]}
                        for n, run in enumerate(runs)]}
-    nlls, cut = language_model_scores(chosen, other_family_nlls, fixed_judge_texts()[0])
+    try:
+        nlls, cut = other_family_scores(chosen)
+    except FreError as exc:
+        raise SystemExit(f"--other-family: {exc}") from None
     for n, scores in enumerate(per_budget):
         scores["lm_nll"] = nlls[str(n)]
         scores["lm_above_news_p90"] = [float(x > cut) for x in nlls[str(n)]]

@@ -39,7 +39,6 @@ from fre_protocol.experiments.tables import (
     sorted_values,
 )
 from fre_protocol.text import judges, rules
-from fre_protocol.text.public_pool import build_pool
 from fre_protocol.text.quality import other_family_nlls, text_nlls
 from primitives.errors import FreError
 from primitives.jsonsafe import json_safe
@@ -61,7 +60,7 @@ def rejudge(document: dict[str, Any], other_family: Scorer | None = None) -> lis
     """One row per text row that kept its texts: the current rules and the news-referenced tails of
     the KN judge and, given ``other_family`` (texts → NLLs), of that language model."""
     judge = judges.public_fluency_judge()
-    news = judges.judge_training_texts(build_pool().texts)[0]
+    news = judges.news_reference()
     news_nlls = judge.nlls(news)
     news_lm = other_family(news) if other_family else None
     out = []

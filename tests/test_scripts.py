@@ -207,7 +207,7 @@ def test_budget_candidates_other_family_judges_each_budgets_chosen_texts_against
     monkeypatch.setattr(module.judges, "other_family_lm_file", lambda: Path("gemma.gguf"))
     monkeypatch.setattr(quality, "other_family_nlls", lambda texts: np.array([float(len(t)) for t in texts]))
     news = ["n" * k for k in range(1, 11)]
-    monkeypatch.setattr(module, "fixed_judge_texts", lambda: (news, []))
+    monkeypatch.setattr(module.judges, "news_reference", lambda: news)
     runs = [{"rows": [{"chosen": "aaaaaaaaaaaa"}, {"chosen": "bb"}]}, {"rows": [{"chosen": "cc"}, {"chosen": "dddd"}]}]
     per_budget: list[dict[str, list[float]]] = [{}, {}]
     cut = module.other_family(runs, per_budget)
@@ -283,8 +283,7 @@ def test_rejudge_utility_texts_scores_the_kept_texts_with_todays_rules(
     script = load("rejudge_utility_texts")
     news = ["one two three.", "one two three four.", "a b.", "a b c d e."]  # NLLs 3, 4, 2, 5: p90 4.7
     monkeypatch.setattr(script.judges, "public_fluency_judge", LengthJudge)
-    monkeypatch.setattr(script.judges, "judge_training_texts", lambda pool: (news, []))
-    monkeypatch.setattr(script, "build_pool", lambda: type("Pool", (), {"texts": ()})())
+    monkeypatch.setattr(script.judges, "news_reference", lambda: news)
     monkeypatch.setattr(script, "other_family_scorer", lambda: None)  # Gemma-3 270M not installed
     texts = ["The flu season started early this year.", "Ebola: the agency says more...", "Clinics are open today."]
     rows = [
@@ -312,8 +311,7 @@ def test_rejudge_utility_texts_adds_another_family_and_the_readers_agreement(
     script = load("rejudge_utility_texts")
     news = ["one two three.", "one two three four.", "a b.", "a b c d e."]
     monkeypatch.setattr(script.judges, "public_fluency_judge", LengthJudge)
-    monkeypatch.setattr(script.judges, "judge_training_texts", lambda pool: (news, []))
-    monkeypatch.setattr(script, "build_pool", lambda: type("Pool", (), {"texts": ()})())
+    monkeypatch.setattr(script.judges, "news_reference", lambda: news)
     other = lambda texts: -LengthJudge().nlls(list(texts))  # noqa: E731 — shorter is worse here
     monkeypatch.setattr(script, "other_family_scorer", lambda: other)
     monkeypatch.setattr(script, "writer_nlls", lambda texts: np.zeros(len(texts)))  # ties everywhere: 0.5

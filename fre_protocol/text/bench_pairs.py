@@ -8,7 +8,8 @@ gives the mean difference and its standard error. :func:`with_baseline` joins a 
 the same targets (the same command before a model file changed, say), so its rows pair too.
 :func:`language_model_scores` judges every stored output with a language model after the run
 (Gemma-3 270M, of another family than the writer, agrees with a reader where the bench's
-Kneser–Ney judge does not). ``scripts/bench_pairs.py`` prints them.
+Kneser–Ney judge does not); :func:`other_family_scores` is it with Gemma against news.
+``scripts/bench_pairs.py`` prints them.
 """
 
 from __future__ import annotations
@@ -70,6 +71,17 @@ def language_model_scores(
     return {label: [scored[t] for t in o] for label, o in outputs.items()}, cut
 
 
+def other_family_scores(bench: Mapping[str, Any]) -> tuple[dict[str, list[float]], float]:
+    """:func:`language_model_scores` under Gemma-3 270M (optional, ``fre-e2t[judge]``: a
+    :class:`~primitives.errors.FreError` naming the install when absent), cut on the fluency
+    judge's held-out news sentences (:func:`fre_protocol.text.judges.news_reference`)."""
+    from fre_protocol.text import judges
+    from fre_protocol.text.quality import other_family_nlls
+
+    judges.other_family_lm_file()  # fails here, before any scoring, when the judge is not installed
+    return language_model_scores(bench, other_family_nlls, judges.news_reference())
+
+
 BASELINE = " @baseline"
 # What decides a bench's targets: two runs agreeing on these saw the same targets in the same order.
 TARGET_KEYS = ("seed", "singles", "centroids", "candidates", "targets_from", "fixed_judge")
@@ -92,4 +104,4 @@ def paired(a: Sequence[float], b: Sequence[float]) -> dict[str, float]:
     return {"mean": float(d.mean()), "se": float(d.std(ddof=1) / np.sqrt(len(d))), "n": len(d)}
 
 
-__all__ = ["BASELINE", "language_model_scores", "paired", "per_target_scores", "with_baseline"]
+__all__ = ["BASELINE", "language_model_scores", "other_family_scores", "paired", "per_target_scores", "with_baseline"]
