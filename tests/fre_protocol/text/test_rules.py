@@ -39,6 +39,12 @@ BAD = {
     # read in the healthtweets demo at ε = 8 (4382a58): two words glued by a full stop
     "The vaccine against hepatitis, also know by her/his/etc.typing.": "no_broken_word",
     "Visit cnn.com for more news and video.": "no_broken_word",
+    # read in the healthtweets demo at ε = 8 (4382a58) and held-out bench draws: an assistant
+    # commenting on what it wrote, and a list standing as a sentence before a real one
+    "This suggests that health should take the spotlight, and I will ensure to provide it.": "no_task_talk",
+    "This healthcare-related sentiment highlights a common challenge faced by those in need.": "no_task_talk",
+    "A mother fears for her daughter. This story highlights the challenges of her journey.": "no_task_talk",
+    "Ebola, Flu, Health Issues. This is not only an effective health emergency.": "no_word_list",
 }
 
 GOOD = [
@@ -54,6 +60,10 @@ GOOD = [
     "Nurses, doctors and cleaners are striking for better pay.",
     "Waiting times, already long, are rising again.",
     "Prices rose 3.5 percent in the U.S. last year.",
+    # a speaker's comment inside a quote, and a promise that is no assistant's
+    '"This highlights that extremism is not limited to our cities," he said.',
+    "I will get my flu shot tomorrow, and I will ensure my kids get theirs.",
+    "Red, white and blue flags lined the street. The parade began at noon.",
 ]
 
 
