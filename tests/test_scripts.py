@@ -359,3 +359,19 @@ def test_compare_guided_inverter_loads_the_baseline_commits_module_beside_the_tr
     assert baseline.PrefixInverter.__module__ == "prefix_generator_baseline"
     with pytest.raises(SystemExit, match="--baseline: git has no .* at 'no-such-revision'"):
         compare.baseline_module("no-such-revision")
+
+
+def test_rules_diff_finds_the_texts_a_rule_change_judges_differently(tmp_path: Path) -> None:
+    diff = load("rules_diff")
+    before = "510cb6d"  # the rules before a sentence-long word list failed (4d71748)
+    if subprocess.run(["git", "cat-file", "-e", f"{before}:{diff.RULES}"], cwd=diff.ROOT).returncode != 0:
+        pytest.skip(f"not a git checkout holding {before}")
+    listed = "Ebola, Flu, Health Issues. This is not only an effective health emergency."
+    fine = "Flu vaccines are now available for children over six months."
+    (tmp_path / "a.json").write_text(json.dumps({"rows": [{"text": listed}, {"text": fine}], "name": "two words",
+                                                 "command": "python scripts/x.py --out DIR and more"}))
+    (tmp_path / "b.json").write_text(json.dumps([fine, 3, None]))
+    assert diff.published_texts(tmp_path) == [listed, fine]  # distinct, sorted, no labels or commands
+    old = diff.module_at(before, diff.RULES)
+    assert old.passes(listed) and not diff.rules.passes(listed)
+    assert old.passes(fine) and diff.rules.passes(fine)
