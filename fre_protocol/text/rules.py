@@ -29,7 +29,7 @@ passes when it breaks none of these rules (:data:`RULES`, in the order they are 
 * ``no_dangling_letter`` — it does not end in a lone letter other than "I"/"a" ("… and b.");
 * ``no_broken_word`` — no word is cut in three by apostrophes ("don’m’re", "NHS’Risque’s"): two
   contractions in one word are the sampler's garble, not English; and no two lower-case words
-  are glued by a full stop ("her/his/etc.typing"), which also keeps out web and e-mail addresses
+  are glued by a full stop ("her/his/etc.typing", "etc.ty"), which also keeps out web and e-mail addresses
   ("cnn.com"), while abbreviations ("e.g.", "U.S.") pass.
 
 :func:`check` returns the names of the broken rules (empty: it passes); :func:`passes` is the
@@ -67,7 +67,7 @@ TASK_TALK: tuple[str, ...] = (
     # a comment on what was just written, opening a sentence ("This story highlights …"; inside
     # a quote it is a speaker's: 0 of 86,604 news sentences open a sentence with it)
     r"(?:^|(?<=[.!?] ))this (?:[\w-]+ ){0,2}(?:highlights|underscores|captures|conveys|emphasi[sz]es|illustrates|showcases)",
-    r"I(?:'ll| will) (?:ensure to|keep adding|provide it|avoid that)",  # an assistant's promise
+    r"I(?:'ll| will| can) (?:ensure to|keep adding|provide (?:it|that|this)|avoid that)",  # an assistant's offer
 )
 _TASK_TALK = re.compile(r"\b(?:" + "|".join(TASK_TALK) + r")", re.IGNORECASE)
 _END = re.compile(r"[.!?][\"'”’)\]]*$")
@@ -76,7 +76,7 @@ _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9'’-]*")
 _DANGLING = re.compile(r"(?:^|\s)([B-HJ-Zb-z])[.!?\"'”’)\]]*$")
 # A word cut in three by apostrophes, or two lower-case words glued by a full stop ("etc.typing";
 # it catches web and e-mail addresses too, which no synthetic sentence should carry).
-_BROKEN_WORD = re.compile(r"[A-Za-z]['’][A-Za-z]+['’][A-Za-z]|\b[a-z]{2,}\.[a-z]{3,}\b")
+_BROKEN_WORD = re.compile(r"[A-Za-z]['’][A-Za-z]+['’][A-Za-z]|\b[a-z]{2,}\.[a-z]{2,}\b")
 _PIECES = re.compile(r"[,;.!?:]+")
 _SENTENCES = re.compile(r"(?<=[.!?])\s+")
 _BRACKETED = re.compile(r"[(\[]([^()\[\]]*)[)\]]")

@@ -45,6 +45,9 @@ BAD = {
     "This healthcare-related sentiment highlights a common challenge faced by those in need.": "no_task_talk",
     "A mother fears for her daughter. This story highlights the challenges of her journey.": "no_task_talk",
     "Ebola, Flu, Health Issues. This is not only an effective health emergency.": "no_word_list",
+    # the same demo after those rules (4d71748): the offer and the glued word in other words
+    "This suggests that health should take the spotlight, and I can provide it.": "no_task_talk",
+    "The vaccine against hepatitis, also know by her/his/etc.ty, may have been tested.": "no_broken_word",
 }
 
 GOOD = [
