@@ -198,9 +198,9 @@ def held_out_pair(inverter: str, kind: str) -> dict[str, float]:
     return load("guided-budget-held-out")["e5_gain_paired_against_default"]["pairs"][inverter][kind]
 
 
-def plain_tuned(budget: str) -> dict[str, Any]:
-    """The plain_fluency tuning draw's entry of one budget (as its spec is written)."""
-    (found,) = [b for b in load("plain-fluency-tuning")["budgets"] if b["budget"] == budget]
+def plain_tuned(budget: str, name: str = "plain-fluency-tuning") -> dict[str, Any]:
+    """A budget_candidates tuning draw's entry of one budget (as its spec is written)."""
+    (found,) = [b for b in load(name)["budgets"] if b["budget"] == budget]
     return found
 
 
@@ -790,7 +790,23 @@ CHECKS: list[Check] = [
                           figures, strict=True)
         if c is not None
     ],
-    # ... and the held-out draw (plain-fluency-held-out.json: the bench rows and the pairs split by kind).
+    # fluent-text.md, "The prompt's keywords": the tuning draw of the keyword count.
+    *[
+        Check(FTP, f"keywords tuning, {budget}: {key}", c,
+              lambda budget=budget, key=key: (
+                  plain_tuned(budget, "guided-keywords-tuning")[key.partition(".")[0]][key.partition(".")[2]]),
+              "guided-keywords-tuning.json")
+        for budget, figures in (
+            ("default", ("0.400", None, None, None, None, "0.15")),
+            ("keywords=3", ("0.418", "0.018", "0.018", "-0.109", "0.161", "0.20")),
+            ("keywords=10", ("0.430", "0.030", "0.018", "0.074", "0.125", "0.25")),
+            ("keywords=14", ("0.408", "0.009", "0.018", "0.032", "0.085", "0.23")))
+        for key, c in zip(("gain.mean", "gain_minus_first.mean", "gain_minus_first.se", "lm_nll_minus_first.mean",
+                           "lm_nll_minus_first.se", "lm_above_news_p90.mean"), figures, strict=True)
+        if c is not None
+    ],
+    # "The text read without its prompt", the held-out draw (plain-fluency-held-out.json: the bench rows and
+    # the pairs split by kind).
     *[
         Check(FTP, f"plain held out, {inverter}, {kind}: {key}", c,
               lambda inverter=inverter, kind=kind, key=key: (
