@@ -790,6 +790,16 @@ CHECKS: list[Check] = [
                           figures, strict=True)
         if c is not None
     ],
+    # fluent-text.md, the reader's rules of 5f80157 on the held-out draw of "A wider search".
+    *[
+        Check(FTP, f"rules of 5f80157 held out: E5 gain, {target}, {which}", c,
+              lambda target=target, name=name: one(name, inverter="guided[default]", target=target)["e5_gain"],
+              f"{name}.json")
+        for target, which, name, c in (
+            ("centroid", "before", "guided-budget-held-out", "0.292"), ("centroid", "after", "rules-held-out", "0.267"),
+            ("noisy-eps4", "before", "guided-budget-held-out", "0.205"), ("noisy-eps4", "after", "rules-held-out", "0.191"),
+            ("single", "before", "guided-budget-held-out", "0.417"), ("single", "after", "rules-held-out", "0.417"))
+    ],
     # fluent-text.md, "The prompt's keywords": the tuning draw of the keyword count.
     *[
         Check(FTP, f"keywords tuning, {budget}: {key}", c,
