@@ -51,10 +51,6 @@ def published_texts(folder: Path) -> list[str]:
     return sorted(found)
 
 
-def flat(texts: Any) -> list[str]:
-    return [t for v in texts.values() for t in v] if isinstance(texts, dict) else list(texts)
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--baseline", required=True, help="git revision whose rules are compared with the tree's")
@@ -62,7 +58,7 @@ def main() -> None:
     args = ap.parse_args()
     old = module_at(args.baseline, RULES)
     sets = {"published": published_texts(ROOT / "docs" / "results"),
-            "news": flat(news_texts()), "wordnet": flat(wordnet_texts())}
+            "news": [t for part in news_texts().values() for t in part], "wordnet": wordnet_texts()}
     result: dict[str, Any] = {"command": f"python scripts/rules_diff.py --baseline {args.baseline}", "sets": {}}
     for name, texts in sets.items():
         changed = [{"text": t, "before": old.check(t), "after": rules.check(t)}

@@ -29,8 +29,8 @@ passes when it breaks none of these rules (:data:`RULES`, in the order they are 
 * ``no_dangling_letter`` — it does not end in a lone letter other than "I"/"a" ("… and b.");
 * ``no_broken_word`` — no word is cut in three by apostrophes ("don’m’re", "NHS’Risque’s"): two
   contractions in one word are the sampler's garble, not English; and no two lower-case words
-  are glued by a full stop ("her/his/etc.typing", "etc.ty"), which also keeps out web and e-mail addresses
-  ("cnn.com"), while abbreviations ("e.g.", "U.S.") pass.
+  are glued by a full stop ("her/his/etc.typing", "etc.ty"), which also keeps out web and
+  e-mail addresses ("cnn.com"), while abbreviations ("e.g.", "U.S.") pass.
 
 :func:`check` returns the names of the broken rules (empty: it passes); :func:`passes` is the
 yes/no; :func:`summary` is the metric over a set of texts (share passing, count per broken rule).
@@ -108,10 +108,14 @@ def _repeats(text: str) -> bool:
     return any(a == b for a, b in zip(ws, ws[1:], strict=False))
 
 
+def _short_items(items: Sequence[str]) -> bool:
+    """At least :data:`LIST_ITEMS` items, each of one to :data:`LIST_ITEM_WORDS` words."""
+    return len(items) >= LIST_ITEMS and all(0 < len(words(p)) <= LIST_ITEM_WORDS for p in items)
+
+
 def _word_list(text: str) -> bool:
     for inside in _BRACKETED.findall(text):  # keywords dropped in brackets: "(france, crash, australian)"
-        items = [p.strip() for p in inside.split(",")]
-        if len(items) >= LIST_ITEMS and all(0 < len(words(p)) <= LIST_ITEM_WORDS for p in items):
+        if _short_items([p.strip() for p in inside.split(",")]):
             return True
     pieces = [p.strip() for p in _PIECES.split(text) if p.strip()]
     sizes = [len(words(p)) for p in pieces]
@@ -129,9 +133,7 @@ def _word_list(text: str) -> bool:
 
 def _list_sentence(sentence: str) -> bool:
     """One sentence that is nothing but :data:`LIST_ITEMS` or more short items and no verb."""
-    items = [p.strip() for p in re.split(r"[,;]", sentence) if p.strip()]
-    return (len(items) >= LIST_ITEMS and not has_verbish(sentence)
-            and all(0 < len(words(p)) <= LIST_ITEM_WORDS for p in items))
+    return _short_items([p.strip() for p in re.split(r"[,;]", sentence) if p.strip()]) and not has_verbish(sentence)
 
 
 def _unpaired(text: str) -> bool:
