@@ -5,7 +5,8 @@
 
 Each check names the page that cites the figure, the figure as written there (to the digits written)
 and the JSON it comes from; it passes when the JSON value, rounded to the digits written, is the
-figure. ``docs/results/claims-check.md`` lists the claims read against these figures, what failed and
+figure, and the page still writes it (a figure the page no longer cites is a check gone stale:
+``NOT CITED``). ``docs/results/claims-check.md`` lists the claims read against these figures, what failed and
 how the text was changed. Reads only docs/results/*.json: nothing is run, except the reader's rules
 (a pure function of a text) over the inverted texts that rows keep, for figures cited "under
 today's rules": a stricter rule then fails the check until the page says what it does to them.
@@ -16,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import statistics
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -126,15 +128,59 @@ def paper_setting(quantity: str) -> dict[str, Any]:
     return next(c for c in augpe_costs()["comparison_paper_setting"] if c["quantity"].startswith(quantity))
 
 
+#: how a page writes ten to a power (1.44·10⁵) and the byte units that stand for one (64.5 MB)
+_SUPERSCRIPT = str.maketrans("0123456789-", "⁰¹²³⁴⁵⁶⁷⁸⁹⁻")
+_BYTE_UNITS = {3: "kB", 6: "MB", 9: "GB"}
+
+
+@cache
+def page_text(page: str) -> str:
+    """The page as the checks read it: the minus sign as ``-``, no thin spaces."""
+    text = (RESULTS.parents[1] / page).read_text(encoding="utf-8")
+    return text.replace("−", "-").replace("\u2009", " ").replace("\u202f", " ")
+
+
+def written_forms(cited: str) -> str:
+    """A pattern for the ways a page writes the figure ``cited``: with or without the thousands
+    commas; a share as ``36%``, ``36 %``, ``36 ± 5 %`` or the start of a range ``91–97 %``; a
+    power of ten as ``1.44e5``, ``1.44·10⁵`` or, for bytes, ``64.5 MB``."""
+    figure = cited.replace("−", "-")
+    percent = figure.endswith("%")
+    figure = figure.rstrip("% ")
+    mantissa, _, exponent = figure.partition("e")
+    plain = mantissa.replace(",", "")
+    forms = {mantissa, plain} | ({f"{int(plain):,}"} if plain.lstrip("-").isdigit() else set())
+    digits = r"(?:" + "|".join(re.escape(f) for f in sorted(forms, key=len, reverse=True)) + r")"
+    if exponent:
+        powers = [re.escape(f"e{exponent}"), re.escape("·10" + exponent.translate(_SUPERSCRIPT)),
+                  r"\s?×\s?10" + re.escape(exponent.translate(_SUPERSCRIPT))]
+        if int(exponent) in _BYTE_UNITS:
+            powers.append(r"\s" + _BYTE_UNITS[int(exponent)])
+        digits += "(?:" + "|".join(powers) + ")"
+    elif percent:
+        digits += r"(?:\s?[–±]\s?[\d.]+)?\s?%"
+    # not inside a longer number, nor a positive figure read off a negative one ("-0.008"; "2-3" is a range)
+    return r"(?<![\d.])(?<![^\d]-)" + digits + r"(?![\d]|\.\d)"
+
+
 class Check(NamedTuple):
     page: str
     what: str
     cited: str  # the figure as the page writes it
     value: Callable[[], float]
     source: str
+    quote: str | None = None  # where the page says the figure in words ("releases nothing"): those words
 
     def computed(self) -> float:
         return float(self.value())
+
+    def on_page(self) -> bool:
+        """Whether the page still cites the figure (or, with ``quote``, says those words): a page
+        rewritten since its check was written fails here, not silently."""
+        text = page_text(self.page)
+        if self.quote is not None:
+            return " ".join(self.quote.split()) in " ".join(text.split())
+        return re.search(written_forms(self.cited), text) is not None
 
     def passes(self) -> bool:
         written = self.cited.replace(",", "").replace("−", "-")
@@ -161,6 +207,7 @@ def row_checks(page: str, name: str, entries: Sequence[tuple[str, str, Any]]) ->
 
 
 R = "docs/results/README.md"
+NP = "docs/results/noise-parity.md"
 EMB = "docs/results/embedders.md"
 RD = "README.md"
 U, BL, AP = "utility.json", "baselines.json", "augpe.json"
@@ -253,7 +300,8 @@ CHECKS: list[Check] = [
     ],
     Check(R, "central-dp's cluster P and R differ from fre-e2t's (largest difference over seeds and ε)", "0",
           lambda: max(abs(one("baselines", method="fre-e2t", epsilon=e, seed=s)[k] - one("baselines", method="central-dp", epsilon=e, seed=s)[k])
-                      for e in (*FINITE, INF) for s in (1, 2, 3) for k in ("cluster_precision", "cluster_recall")), BL),
+                      for e in (*FINITE, INF) for s in (1, 2, 3) for k in ("cluster_precision", "cluster_recall")), BL,
+          quote="`central-dp` equals it in every cell"),
     *[
         Check(page, f"heavy buckets, seed {seed}", c, lambda seed=seed: one("baselines", method="fre-e2t", epsilon=8.0, seed=seed)["n_heavy"], BL)
         for page in (R, BLP) for seed, c in ((1, "64"), (2, "40"), (3, "52"))
@@ -290,7 +338,8 @@ CHECKS: list[Check] = [
         for page in (R, BLP) for e, c in ((4.0, "2.39"), (8.0, "1.31"), (16.0, "0.74"))
     ],
     Check(R, "ldp-embedding buckets released at ε ≤ 16, any seed", "0",
-          lambda: max(r["n_released"] for r in rows("baselines", method="ldp-embedding") if r["epsilon"] != INF), BL),
+          lambda: max(r["n_released"] for r in rows("baselines", method="ldp-embedding") if r["epsilon"] != INF), BL,
+          quote="LDP embedding releases nothing at ε ≤ 16"),
     *[
         Check(page, f"ldp-oue {what} {stat}, ε = {e}", c,
               lambda e=e, key=key, stat=stat: over_seeds(stat, "baselines", key, method="ldp-oue", epsilon=e), BL)
@@ -344,14 +393,14 @@ CHECKS: list[Check] = [
               lambda e=e: mean("utility", "f1_all_strict", method="fre-e2t", epsilon=e, level="centroid"), U)
         for e, c in ((4.0, "0.087"), (8.0, "0.371"), (16.0, "0.543"), (INF, "0.613"))
     ],
-    # noise-parity-count.json (three seeds, count calibration): cited, not edited here.
+    # noise-parity-count.json (three seeds, count calibration), cited by noise-parity.md: not written by it.
     *[
-        Check(R, f"α = 1 centroid F1, {m}, ε = {e}, count calibration, mean of 3 seeds", c,
+        Check(NP, f"α = 1 centroid F1, {m}, ε = {e}, count calibration, mean of 3 seeds", c,
               lambda m=m, e=e: mean("noise-parity-count", "f1_strict", method=m, epsilon=e, level="centroid"), "noise-parity-count.json")
         for m, e, c in (("fre-e2t", 8.0, "0.805"), ("central-dp", 8.0, "0.884"), ("fre-e2t", 16.0, "0.976"), ("central-dp", 16.0, "0.976"))
     ],
     *[
-        Check(R, f"its sd, {m}, ε = 8", "0.021",
+        Check(NP, f"its sd, {m}, ε = 8", "0.021",
               lambda m=m: sd("noise-parity-count", "f1_strict", method=m, epsilon=8.0, level="centroid"), "noise-parity-count.json")
         for m in ("fre-e2t", "central-dp")
     ],
@@ -361,22 +410,22 @@ CHECKS: list[Check] = [
         for name, label, m, c in (("noise-parity-analytic-f0", "f = 0", "0.876", "0.012"),
                                   ("noise-parity-analytic", "f = 0.1 (the defaults)", "0.847", "0.021"))
         for check in (
-            Check(R, f"α = 1 centroid F1, fre-e2t, ε = 8, count, {label}, analytic, mean of 3 seeds", m,
+            Check(NP, f"α = 1 centroid F1, fre-e2t, ε = 8, count, {label}, analytic, mean of 3 seeds", m,
                   lambda name=name: mean(name, "f1_strict", method="fre-e2t", epsilon=8.0, level="centroid"),
                   f"{name}.json"),
-            Check(R, "its sd", c,
+            Check(NP, "its sd", c,
                   lambda name=name: sd(name, "f1_strict", method="fre-e2t", epsilon=8.0, level="centroid"),
                   f"{name}.json"),
         )
     ],
     # noise-parity-drop*.json (three seeds, ε = 8, users offline between the phases).
     *[
-        Check(R, f"α = 1 centroid F1, fre-e2t, ε = 8, {label}, mean of 3 seeds", m,
+        Check(NP, f"α = 1 centroid F1, fre-e2t, ε = 8, {label}, mean of 3 seeds", m,
               lambda name=name: mean(name, "f1_strict", method="fre-e2t", epsilon=8.0, level="centroid"), f"{name}.json")
         for name, label, m in (("noise-parity-drop10-topup-f0", "10 % offline, topup, f = 0", "0.800"),)
     ],
     *[
-        Check(R, f"buckets sent over the 3 seeds, ε = 8, {label}", n,
+        Check(NP, f"buckets sent over the 3 seeds, ε = 8, {label}", n,
               lambda name=name: sum(r["n_outputs"] for r in load(name)["rows"]
                                     if r["method"] == "fre-e2t" and r["epsilon"] == 8.0), f"{name}.json")
         for name, label, n in (("noise-parity-drop10-topup-f0", "10 % offline, topup", "151"),
@@ -518,8 +567,6 @@ CHECKS: list[Check] = [
     Check(R, "Fre-E2T user online time, ms", "1.34", lambda: augpe_costs()["fre"]["user_online_ms"], AP),
     Check(R, "user download at N = 100,000, d = 768 (in-process run of the deployment benchmark), kB", "5.3",
           lambda: load("deploy-benchmark")["cost_in_process"]["download_bytes"] / 1000, "deploy-benchmark.json"),
-    Check(R, "... of it the broadcast, bytes", "5,225",
-          lambda: load("deploy-benchmark")["cost_in_process"]["download_bytes_broadcast"], "deploy-benchmark.json"),
     Check(R, "released buckets in that run", "145", lambda: load("deploy-benchmark")["cost_in_process"]["n_released_buckets"], "deploy-benchmark.json"),
     Check(R, "Aug-PE iteration over that download", "1.2e4",
           lambda: paper_setting("user download (candidate embeddings)")["aug_pe_per_iteration"]
@@ -543,7 +590,8 @@ CHECKS: list[Check] = [
     Check(R, "uniform guessing", "0.0625", lambda: mean("downstream", "random_accuracy", source="reference"), "downstream.json"),
     Check(R, "majority class", "0.124", lambda: mean("downstream", "majority_accuracy", source="reference"), "downstream.json"),
     Check(R, "classes releasing anything at k = 10 (ε = 8 and ∞)", "0",
-          lambda: max(r["classes_released"] for r in rows("downstream", source="fre-e2t")), "downstream.json"),
+          lambda: max(r["classes_released"] for r in rows("downstream", source="fre-e2t")), "downstream.json",
+          quote="no bucket of any class reaches t = 100 at k = 10"),
     *[
         Check(R, f"k = 3: buckets released in all, seed {seed}", c,
               lambda seed=seed: one("downstream-k3", source="fre-e2t", seed=seed)["n_centroids"], "downstream-k3.json")
@@ -1194,8 +1242,9 @@ def main(argv: list[str] | None = None) -> int:
         except (LookupError, KeyError, StopIteration, ValueError) as error:
             value, ok = math.nan, False
             print(f"error: {check.what}: {error}", file=sys.stderr)
-        failed += not ok
-        verdict = "ok" if ok else "DIFFERS"
+        cited = check.on_page()
+        failed += not (ok and cited)
+        verdict = "DIFFERS" if not ok else "ok" if cited else "NOT CITED"
         if args.markdown:
             print(f"| {check.page} | {check.what} | {check.cited} | {value:.6g} | {check.source} | {verdict} |")
         else:

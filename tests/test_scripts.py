@@ -116,6 +116,24 @@ def test_every_figure_the_readmes_quote_rounds_from_its_json_row(capsys: pytest.
     assert claims.Check("README.md", "planted", "6.9e4", lambda: 69367.7, "augpe.json").passes()
 
 
+def test_a_figure_the_page_no_longer_writes_is_not_cited(tmp_path: Path) -> None:
+    claims = load("check_claims")
+    page = tmp_path / "page.md"
+    page.write_text("It downloads 64.5 MB, 1.44·10⁵× less; 91–97 % of them against 33 % of the tweets,\n"
+                    "36 ± 5 % precision, 4,220 s in all, F1 0.225 and −0.008. LDP embedding releases\nnothing here.\n")
+
+    def cited(figure: str, quote: str | None = None) -> bool:
+        return claims.Check(str(page), "planted", figure, lambda: 0.0, "x.json", quote=quote).on_page()
+
+    for figure in ("64.5e6", "1.44e5", "91%", "97%", "33%", "36 %", "5%", "4,220", "4220", "0.225", "−0.008"):
+        assert cited(figure), figure
+    # A figure inside a longer number, another power or another digit is not cited.
+    for figure in ("64.5e3", "1.44e4", "0.22", "22", "225", "4,22", "0.008", "37", "3.3%"):
+        assert not cited(figure), figure
+    assert cited("0", quote="LDP embedding releases nothing here")  # across a line break
+    assert not cited("0", quote="LDP embedding releases nothing at all")
+
+
 def test_demo_texts_lists_the_largest_clusters_with_their_seeds() -> None:
     demo = load("demo_texts")
     records = [
