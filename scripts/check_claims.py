@@ -98,6 +98,17 @@ def seed_checks(page: str, name: str, label: str, key: str, cited: Mapping[int, 
             for seed, c in cited.items()]
 
 
+def widest_quiet_psi(found: Sequence[Mapping[str, Any]], bound: float) -> float:
+    """The largest ψ of the rows' ``delta_star@ψ`` grid up to which every row's δ*(ψ·r) ≤ ``bound``."""
+    grid = sorted(float(k.partition("@")[2]) for k in found[0] if k.startswith("delta_star@"))
+    quiet = 0.0
+    for psi in grid:
+        if any(r[f"delta_star@{psi:g}"] > bound for r in found):
+            break
+        quiet = psi
+    return quiet
+
+
 def f1(p: float, r: float) -> float:
     return 2 * p * r / (p + r) if p + r else 0.0
 
@@ -290,6 +301,16 @@ CHECKS: list[Check] = [
     ],
     Check(RD, "infrequent tweets |V \\ F|", "57,380",
           lambda: (lambda r: r["n_reference_all"] - r["n_frequent"])(utility_row("fre-e2t", 8.0)), U),
+    # ... and the older three seeds of ssp.json (ε = 8, t = 100) it sets beside them.
+    *[
+        Check(RD, f"ssp.json: centroid-level δ*(r) {stat} over seeds, fre-e2t, ε = 8, t = 100", c,
+              lambda stat=stat: over_seeds(stat, "ssp", "delta_star@1", method="fre-e2t", epsilon=8.0, threshold=100),
+              "ssp.json")
+        for stat, c in (("mean", "0.135"), ("sd", "0.022"))
+    ],
+    Check(RD, "ssp.json: the widest ψ·r within which every seed's δ* ≤ 10^-3 (ε = 8, t = 100)", "0.8",
+          lambda: widest_quiet_psi(rows("ssp", method="fre-e2t", epsilon=8.0, threshold=100), 1e-3),
+          "ssp.json", quote="δ* ≤ 10^-3 only within 0.8·r"),
     # Heavy clusters (baselines.json, three seeds): README.md and baselines.md.
     *[
         Check(page, f"fre-e2t cluster {key.split('_')[1]} (mean of 3 seeds), {which} finite ε", c,
