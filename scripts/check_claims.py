@@ -291,13 +291,26 @@ FRE_TEXTS, CDP_TEXTS = FRE | {"level": "text"}, CDP | {"level": "text"}
 
 
 CHECKS: list[Check] = [
+    # The settings line at the top of docs/results/README.md: each ε's p_s, v and the mechanism's σ
+    # (ablation-edge.json at the default edge, every seed the same), and the protocol's σ (utility.json).
+    *[
+        Check(R, f"default {key} at ε = {e} (mechanism, edge multiplier 1)", c,
+              lambda e=e, key=key: one("ablation-edge", epsilon=e, edge_multiplier=1.0, seed=1)[key], "ablation-edge.json")
+        for e, values in ((4.0, ("0.6", "1.5", "3.539")), (8.0, ("0.7", "1.5", "1.651")), (16.0, ("0.8", "2.0", "0.892")))
+        for key, c in zip(("p_sample", "budget_factor", "sigma"), values, strict=True)
+    ],
+    *[
+        Check(R, f"the protocol's σ at ε = {e}, seed 1", c, lambda e=e: utility("fre-e2t", e, "sigma"), U)
+        for e, c in ((4.0, "3.586"), (8.0, "1.678"), (16.0, "0.901"))
+    ],
     # The privacy paragraph of README.md and the SSP figures (utility.json, augpe.json).
     *[
-        Check(RD if m == "fre-e2t" else R, f"centroid-level δ*(r) {stat} over seeds, {m}, ε = 8", c,
+        Check(page, f"centroid-level δ*(r) {stat} over seeds, {m}, ε = 8", c,
               lambda m=m, stat=stat: over_seeds(stat, "utility", "delta_star_at_r", method=m, epsilon=8.0,
                                                                       level="centroid"), U)
         for m, stat, c in (("fre-e2t", "mean", "0.163"), ("fre-e2t", "sd", "0.029"), ("central-dp", "mean", "0.168"),
                            ("central-dp", "sd", "0.036"))
+        for page in ((RD, R) if m == "fre-e2t" else (R,))
     ],
     Check(RD, "infrequent tweets |V \\ F|", "57,380",
           lambda: (lambda r: r["n_reference_all"] - r["n_frequent"])(utility_row("fre-e2t", 8.0)), U),
@@ -581,6 +594,8 @@ CHECKS: list[Check] = [
     Check(R, "Fre-E2T user upload (20,000 users)", "2,052", lambda: augpe_costs()["fre"]["upload_bytes"], AP),
     Check(R, "Aug-PE download per iteration, paper setting, bytes", "64.5e6",
           lambda: paper_setting("user download (candidate embeddings)")["aug_pe_per_iteration"], AP),
+    Check(R, "Aug-PE download per run, paper setting, bytes", "1.29e9",
+          lambda: paper_setting("user download (candidate embeddings)")["aug_pe_per_run"], AP),
     Check(R, "ratio per iteration", "1.44e5", lambda: paper_setting("user download (candidate embeddings)")["ratio_per_iteration"], AP),
     Check(R, "ratio per run", "2.87e6", lambda: paper_setting("user download (candidate embeddings)")["ratio_per_run"], AP),
     Check(R, "Aug-PE scan per iteration, paper setting, ms", "13",
@@ -647,6 +662,10 @@ CHECKS: list[Check] = [
         ("f1_strict", {"embedder": "third", "epsilon": 8.0}, "mean", "0.748"),
         ("f1_strict", {"embedder": "third", "epsilon": 16.0}, "mean", "0.989"),
     ])],
+    *stat_checks(R, "embedders", "E5's δ*(r') beside MiniLM's", [
+        ("delta_star_at_r", {"embedder": "third", "epsilon": 8.0}, "mean", "0.690"),
+        ("delta_star_at_r", {"embedder": "third", "epsilon": 8.0}, "sd", "0.047"),
+    ]),
     *stat_checks(EMB, "embedders", "Table 7", [
         ("f1_strict", {"embedder": "first", "epsilon": 4.0}, "sd", "0.043"),
         ("f1_strict", {"embedder": "first", "epsilon": 8.0}, "sd", "0.002"),
@@ -942,6 +961,12 @@ CHECKS: list[Check] = [
               lambda judge=judge: next(a for a in load("utility-all-centroids-rejudged")["agreement"]
                                        if a["judge"] == judge)["agreement"], RJ)
         for judge, c in (("Gemma-3 270M NLL", "0.81"), ("Kneser-Ney NLL", "0.58"))
+    ],
+    *[
+        Check(R, f"a whole release: Kneser-Ney's share above the news p90 {stat}", c,
+              lambda stat=stat: over_seeds(stat, "utility-all-centroids-rejudged", "kn_share_above_news_p90",
+                                           method="fre-e2t"), RJ)
+        for stat, c in (("mean", "0.14"), ("sd", "0.04"))
     ],
     *[
         Check(FTP, f"a whole release: Gemma's share above the news p90 {stat}", c,
