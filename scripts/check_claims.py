@@ -281,6 +281,47 @@ def comparison_checks(page: str, label: str, name: str, figures: Sequence[str | 
             for what, c, value in zip(whats, figures, values, strict=True) if c is not None]
 
 
+BENCH_KINDS = ("single", "centroid", "noisy-eps4", "noisy-eps8", "noisy-eps16", "all")
+BENCH_COLUMNS = ("n", "cosine_mean", "rules_pass", "guide_gain", "e5_gain", "kn_share_above_real_p90",
+                 "kn_share_above_news_p90", "seconds_per_target")
+
+
+def section_lines(page: str, heading: str) -> list[str]:
+    """The lines of ``page`` under the first heading that starts with ``heading``, to the next ``## ``."""
+    lines = page_text(page).splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(heading))
+    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
+    return lines[start + 1:end]
+
+
+def bench_table_checks(page: str, heading: str, source: str, label: str,
+                       aggregate: Callable[[], Mapping[str, Any]]) -> list[Check]:
+    """Every cell of the rows a page copied, under ``heading``, from a bench's summary table (``| LABEL
+    | kind | n | guide cos | rules pass | guide gain | e5 gain | KN > tweets p90 | KN > news p90 |
+    s/target |``, the ``all`` row in bold) against ``aggregate()``, the run's aggregate of that
+    inverter (its own figures for ``all``, ``by_kind`` for the others). A row the page lacks fails."""
+    lines = section_lines(page, heading)
+    checks: list[Check] = []
+    for kind in BENCH_KINDS:
+        start = f"| **{label}** | **all** |" if kind == "all" else f"| {label} | {kind} |"
+        row = next((line for line in lines if line.startswith(start)), None)
+
+        def figures(kind: str = kind) -> Mapping[str, Any]:
+            whole = aggregate()
+            return whole if kind == "all" else whole["by_kind"][kind]
+
+        cells = [c.strip() for c in row.strip("|").split("|")][2:] if row is not None else []
+        if len(cells) != len(BENCH_COLUMNS):  # the row is missing, or not the bench's
+            checks.append(Check(page, f"{label}, {kind}: the row", "0", lambda: [][0], source))
+            continue
+        for key, cell in zip(BENCH_COLUMNS, cells, strict=True):
+            if key == "n" and kind != "all":
+                continue  # the per-kind aggregates keep no count
+            checks.append(Check(page, f"{label}, {kind}: {key}", cell,
+                                lambda key=key, figures=figures: figures()[key], source))
+    return checks
+
+
 UTILITY_ALL_CENTROIDS = tuple(f"utility-all-centroids{e}" for e in ("", "-e4", "-e16", "-inf"))
 ALL_DEFAULT_PARTS = ("baselines", "augpe", "ablation-ps", "ablation-edge", "ablation-k", "ablation-t", "diversity",
                      "naturalness", "downstream", "paper-regime")
@@ -818,6 +859,20 @@ CHECKS: list[Check] = [
         for key, c in zip(("gain.mean", "gain_minus_first.mean", "gain_minus_first.se", "best_gain.mean",
                            "guide_cosine.mean", "above_news_p90.mean", "seconds_per_target"), figures, strict=True)
         if c is not None
+    ],
+    # fluent-text.md's two bench tables, copied by hand from their runs (fluent-text.json).
+    *[
+        check
+        for heading, label, part, inverter in (
+            ("## How it was measured", "guided[default]", "held_out", "guided[default]"),
+            ("## How it was measured", "retrieval", "held_out", "retrieval"),
+            ("## Before and after", "guided[default] (main)", "before_after_seed0", "main"),
+            ("## Before and after", "retrieval", "before_after_seed0", "retrieval"),
+            ("## Before and after", "guided[default] (branch)", "before_after_seed0", "branch"))
+        for check in bench_table_checks(
+            FTP, heading, "fluent-text.json", label,
+            (lambda part=part, inverter=inverter: dict(load("fluent-text")["held_out"]["aggregate"])[inverter])
+            if part == "held_out" else (lambda part=part, inverter=inverter: load("fluent-text")[part][inverter]))
     ],
     Check(FTP, "tuning: re-ranked by mpnet (weight 2), the default's candidates", "0.413",
           lambda: tuned_budget(3, 5, 0.02, 1)["gain_mpnet_rerank_2"]["mean"], "guided-budget-tuning.json"),

@@ -134,6 +134,31 @@ def test_a_figure_the_page_no_longer_writes_is_not_cited(tmp_path: Path) -> None
     assert not cited("0", quote="LDP embedding releases nothing at all")
 
 
+def test_a_copied_bench_table_is_read_cell_by_cell_under_its_heading(tmp_path: Path) -> None:
+    claims = load("check_claims")
+    page = tmp_path / "page.md"
+    kinds = [k for k in claims.BENCH_KINDS if k != "all"]
+    row = "| 0.500 | 1.00 | 0.400 | 0.300 | 0.00 | 0.25 | 2.10 |"
+    page.write_text("## Other\n\n| x | single | 8 | 0.9 |\n\n## Held out\n\n"
+                    + "".join(f"| x | {k} | 8 {row}\n" for k in kinds) + f"| **x** | **all** | 40 {row}\n")
+    figures = {"cosine_mean": 0.5, "rules_pass": 1.0, "guide_gain": 0.4, "e5_gain": 0.3,
+               "kn_share_above_real_p90": 0.0, "kn_share_above_news_p90": 0.25, "seconds_per_target": 2.1}
+    aggregate = {"n": 40, **figures, "by_kind": {k: dict(figures) for k in kinds}}
+    checks = claims.bench_table_checks(str(page), "## Held out", "x.json", "x", lambda: aggregate)
+    assert len(checks) == 5 * 7 + 8 and all(c.passes() and c.on_page() for c in checks)
+    aggregate["by_kind"]["centroid"]["e5_gain"] = 0.31  # the run says otherwise than the page
+    assert [c.what for c in checks if not c.passes()] == ["x, centroid: e5_gain"]
+    missing = claims.bench_table_checks(str(page), "## Other", "x.json", "x", lambda: aggregate)
+    assert len(missing) == 6 and not any(_passes(c) for c in missing)  # no such rows under that heading
+
+
+def _passes(check: object) -> bool:
+    try:
+        return bool(check.passes())  # type: ignore[attr-defined]
+    except (LookupError, ValueError):
+        return False
+
+
 def test_demo_texts_lists_the_largest_clusters_with_their_seeds() -> None:
     demo = load("demo_texts")
     records = [
