@@ -286,6 +286,14 @@ BENCH_COLUMNS = ("n", "cosine_mean", "rules_pass", "guide_gain", "e5_gain", "kn_
                  "kn_share_above_news_p90", "seconds_per_target")
 
 
+def fluency_weight(part: str, inverter: str, key: str) -> float:
+    """A figure of fluency-weight.json's ``part`` for ``inverter``; ``key`` may name a nested field (``a.b``)."""
+    value: Any = load("fluency-weight")[part]["inverters"][inverter]
+    for name in key.split("."):
+        value = value[name]
+    return float(value)
+
+
 def section_lines(page: str, heading: str) -> list[str]:
     """The lines of ``page`` under the first heading that starts with ``heading``, to the next ``## ``."""
     lines = page_text(page).splitlines()
@@ -858,6 +866,35 @@ CHECKS: list[Check] = [
             (5, 8, 0.02, 2, ("0.525", "0.128", "0.020", "0.612", "0.839", "0.42", "7.94")))
         for key, c in zip(("gain.mean", "gain_minus_first.mean", "gain_minus_first.se", "best_gain.mean",
                            "guide_cosine.mean", "above_news_p90.mean", "seconds_per_target"), figures, strict=True)
+        if c is not None
+    ],
+    # fluent-text.md, "The fluency weight" (fluency-weight.json): the tuning table, and the held-out
+    # one, whose differences against the default are differences of its rows' means.
+    *[
+        Check(FTP, f"fluency weight, tuning, {inverter}: {key}", c,
+              lambda inverter=inverter, key=key: fluency_weight("tuning_news", inverter, key), "fluency-weight.json")
+        for inverter, figures in (
+            ("guided[default]", ("0.433", None, None, "0.651", None, None, "5.26", "0.03")),
+            ("guided[fluency=0.1]", ("0.401", "-0.032", "0.017", "0.590", "-0.060", "0.014", "4.85", "0.05")),
+            ("guided[fluency=0.3]", ("0.385", "-0.048", "0.021", "0.545", "-0.106", "0.015", "3.94", "0.03")))
+        for key, c in zip(("e5_gain", "e5_gain_minus_against.mean", "e5_gain_minus_against.se", "guide_cosine",
+                           "guide_cosine_minus_against.mean", "guide_cosine_minus_against.se",
+                           "kn_nll_median_weighted", "share_above_news_p90"), figures, strict=True)
+        if c is not None
+    ],
+    *[
+        Check(FTP, f"fluency weight, held out (seed 3), {inverter}: {what}", c, value, "fluency-weight.json")
+        for inverter, figures in (("guided[default]", ("0.370", None, "0.724", "0.25")),
+                                  ("guided[fluency=0.3]", ("0.261", "-0.109", "0.573", "0.05")),
+                                  ("guided[fluency=0.3,seeds=retrieval]", ("0.210", "-0.160", "0.575", "0.10")))
+        for what, c, value in zip(
+            ("E5 gain", "E5 gain − the default's", "guide cosine", "share above the news p90"), figures,
+            (lambda inverter=inverter: fluency_weight("held_out_healthtweets_seed3", inverter, "e5_gain"),
+             lambda inverter=inverter: fluency_weight("held_out_healthtweets_seed3", inverter, "e5_gain")
+             - fluency_weight("held_out_healthtweets_seed3", "guided[default]", "e5_gain"),
+             lambda inverter=inverter: fluency_weight("held_out_healthtweets_seed3", inverter, "guide_cosine"),
+             lambda inverter=inverter: fluency_weight("held_out_healthtweets_seed3", inverter, "share_above_news_p90")),
+            strict=True)
         if c is not None
     ],
     # fluent-text.md's two bench tables, copied by hand from their runs (fluent-text.json).
