@@ -418,3 +418,28 @@ def test_rules_diff_finds_the_texts_a_rule_change_judges_differently(tmp_path: P
     old = diff.module_at(before, diff.RULES)
     assert old.passes(listed) and not diff.rules.passes(listed)
     assert old.passes(fine) and diff.rules.passes(fine)
+
+
+def test_results_diff_pairs_rows_by_their_names_and_compares_their_figures(tmp_path: Path) -> None:
+    diff = load("results_diff")
+    run, published = tmp_path / "run", tmp_path / "published"
+    run.mkdir(), published.mkdir()
+    centroid = {"method": "fre-e2t", "epsilon": 8.0, "seed": 1, "level": "centroid", "f1": 0.8, "n_outputs": 61,
+                "unit_seconds": 150.0, "commit": "a" * 40}
+    text = {**centroid, "level": "text", "f1": 0.6, "texts_sha256": "1" * 64, "examples": ["A text."]}
+    (published / "utility.json").write_text(json.dumps({"experiment": "utility", "rows": [
+        centroid, text, {**centroid, "seed": 2}]}))
+    (published / "utility-all-centroids.json").write_text(json.dumps({"experiment": "utility", "rows": [
+        {**text, "f1": 0.7}]}))
+    (run / "utility.json").write_text(json.dumps({"experiment": "utility", "rows": [
+        {**centroid, "unit_seconds": 99.0, "commit": "b" * 40},  # another time and commit: the same figures
+        {**text, "f1": 0.6 + 1e-12, "examples": ["Another text."]},  # texts are not figures; sha256 is
+        {**centroid, "seed": 3}]}))
+    (run / "manifest.json").write_text("{}")
+    first, also = diff.diff_folders(run, published)
+    assert (first["published"], also["published"]) == ("utility.json", "utility-all-centroids.json")
+    assert (first["paired"], first["only_run"], first["only_published"]) == (2, 1, 1)
+    assert (first["figures_equal"], first["figures_differ"], first["figures_one_sided"]) == (5, 0, 0)
+    assert also["paired"] == 1 and also["figures_differ"] == 1
+    assert also["largest_differences"][0]["field"] == "f1" and also["largest_differences"][0]["published"] == 0.7
+    assert "| utility.json | utility-all-centroids.json | 1 |" in diff.markdown([first, also])
