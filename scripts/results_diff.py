@@ -2,7 +2,8 @@
 
     python scripts/results_diff.py RUN_DIR [--against docs/results] [--json OUT]
 
-For each ``NAME.json`` an experiment wrote in RUN_DIR, the published files that hold the same
+For each experiment in RUN_DIR (its ``NAME.json``, or while it runs its checkpoint
+``NAME.rows.jsonl``), the published files that hold the same
 experiment's rows (``NAME.json``; for ``utility`` also the every-centroid runs
 ``utility-all-centroids*.json``), their rows paired by what names them (method, ε, seed, level
 and the experiment's own axes: :data:`IDENTITY`). For each pair of files: the rows paired, those
@@ -32,7 +33,10 @@ IDENTITY = ("method", "part", "level", "embedder", "to", "model", "source", "eps
 ALSO = {"utility": ("utility-all-centroids", "utility-all-centroids-e4", "utility-all-centroids-e16",
                     "utility-all-centroids-inf")}
 NOT_FIGURES = ("commit", "dirty")
-RELATIVE = 1e-9
+#: figures this close are the same: the embeddings are float32, and another CPU's kernels round
+#: their last bits differently (a published row made on an AVX2 machine and a run on an AVX-512
+#: one differ by about 1e-8 relative in their mean distances)
+RELATIVE = 1e-6
 MAX_LABEL = 80  # a longer string is a text or a note, not a figure
 SHOWN = 5  # largest differences listed per pair of files
 
@@ -96,20 +100,38 @@ def published_files(name: str, against: Path) -> list[Path]:
     return [p for p in (against / f"{n}.json" for n in (name, *ALSO.get(name, ()))) if p.exists()]
 
 
-def diff_folders(run_dir: Path, against: Path) -> list[dict[str, Any]]:
-    """One entry per (experiment file of the run, published file of the same experiment)."""
-    out: list[dict[str, Any]] = []
+def checkpoint_rows(path: Path) -> list[dict[str, Any]]:
+    """The finished rows of an experiment still running (``NAME.rows.jsonl``: a header, then one
+    ``{"key", "row"}`` a line; a line torn by a crash is skipped)."""
+    rows: list[dict[str, Any]] = []
+    for line in path.read_text(encoding="utf-8").splitlines()[1:]:
+        try:
+            entry = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(entry.get("row"), dict):
+            rows.append(entry["row"])
+    return rows
+
+
+def run_experiments(run_dir: Path) -> dict[str, tuple[str, list[dict[str, Any]]]]:
+    """NAME -> (the file read, its rows): ``NAME.json`` where the experiment has finished, else
+    its checkpoint ``NAME.rows.jsonl``."""
+    found: dict[str, tuple[str, list[dict[str, Any]]]] = {}
+    for path in sorted(run_dir.glob("*.rows.jsonl")):
+        found[path.name.removesuffix(".rows.jsonl")] = (path.name, checkpoint_rows(path))
     for path in sorted(run_dir.glob("*.json")):
-        if path.name == "manifest.json":
-            continue
         document = json.loads(path.read_text(encoding="utf-8"))
-        if not isinstance(document, dict) or "experiment" not in document:
-            continue
-        run_rows = rows_of(path)
-        for published in published_files(path.stem, against):
-            out.append({"run": path.name, "published": published.name,
-                        **compare(run_rows, rows_of(published))})
-    return out
+        if isinstance(document, dict) and "experiment" in document:
+            found[path.stem] = (path.name, rows_of(path))
+    return found
+
+
+def diff_folders(run_dir: Path, against: Path) -> list[dict[str, Any]]:
+    """One entry per (experiment of the run, published file of the same experiment)."""
+    return [{"run": name, "published": published.name, **compare(rows, rows_of(published))}
+            for stem, (name, rows) in sorted(run_experiments(run_dir).items())
+            for published in published_files(stem, against)]
 
 
 def _short(value: Any) -> str:

@@ -443,3 +443,9 @@ def test_results_diff_pairs_rows_by_their_names_and_compares_their_figures(tmp_p
     assert also["paired"] == 1 and also["figures_differ"] == 1
     assert also["largest_differences"][0]["field"] == "f1" and also["largest_differences"][0]["published"] == 0.7
     assert "| utility.json | utility-all-centroids.json | 1 |" in diff.markdown([first, also])
+    # An experiment still running is read from its checkpoint (a torn last line skipped).
+    (run / "baselines.rows.jsonl").write_text(json.dumps({"fingerprint": {}}) + "\n"
+                                              + json.dumps({"key": {}, "row": centroid}) + "\n" + '{"key": {"meth')
+    (published / "baselines.json").write_text(json.dumps({"experiment": "baselines", "rows": [centroid]}))
+    running = next(e for e in diff.diff_folders(run, published) if e["run"] == "baselines.rows.jsonl")
+    assert (running["paired"], running["figures_equal"]) == (1, 2)
