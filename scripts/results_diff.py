@@ -8,7 +8,8 @@ experiment's rows (``NAME.json``; for ``utility`` also the every-centroid runs
 ``utility-all-centroids*.json``), their rows paired by what names them (method, ε, seed, level
 and the experiment's own axes: :data:`IDENTITY`). For each pair of files: the rows paired, those
 only in the run and those only published, and the figures of the paired rows that are the same
-(to :data:`RELATIVE` relative), that differ (the largest listed) or are in one row only. Times and
+(to :data:`RELATIVE` relative), that differ (counted by the rows' level, centroid or text; the
+largest listed) or are in one row only. Times and
 commits are not compared; ``texts_sha256`` is, so a text-level row says whether the texts are the
 same. The protocol and the mechanism are seeded in research mode, so a run reproduces every
 figure of code that has not changed since the published rows were made, and differs where it has
@@ -91,9 +92,13 @@ def compare(run: Sequence[Mapping[str, Any]], published: Sequence[Mapping[str, A
         return 0.0
 
     differ.sort(key=size, reverse=True)
+    by_level: dict[str, int] = {}
+    for d in differ:
+        level = str(d["row"].get("level", "rows"))
+        by_level[level] = by_level.get(level, 0) + 1
     return {"paired": len(paired), "only_run": len(ours) - len(paired), "only_published": len(theirs) - len(paired),
-            "figures_equal": equal, "figures_differ": len(differ), "figures_one_sided": one_sided,
-            "largest_differences": differ[:SHOWN]}
+            "figures_equal": equal, "figures_differ": len(differ), "figures_differ_by_level": by_level,
+            "figures_one_sided": one_sided, "largest_differences": differ[:SHOWN]}
 
 
 def published_files(name: str, against: Path) -> list[Path]:
@@ -144,8 +149,11 @@ def markdown(entries: Iterable[Mapping[str, Any]]) -> str:
     for e in entries:
         shown = "; ".join(f"{d['field']} {dict(d['row'])}: {_short(d['published'])} → {_short(d['run'])}"
                           for d in e["largest_differences"][:2])
+        levels = e["figures_differ_by_level"]
+        differ = f"{e['figures_differ']}" + (f" ({', '.join(f'{k} {n}' for k, n in sorted(levels.items()))})"
+                                             if set(levels) - {"rows"} else "")
         lines.append(f"| {e['run']} | {e['published']} | {e['paired']} | {e['only_run']} | {e['only_published']} "
-                     f"| {e['figures_equal']} | {e['figures_differ']} | {e['figures_one_sided']} | {shown} |")
+                     f"| {e['figures_equal']} | {differ} | {e['figures_one_sided']} | {shown} |")
     return "\n".join(lines)
 
 

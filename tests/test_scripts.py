@@ -440,9 +440,9 @@ def test_results_diff_pairs_rows_by_their_names_and_compares_their_figures(tmp_p
     assert (first["published"], also["published"]) == ("utility.json", "utility-all-centroids.json")
     assert (first["paired"], first["only_run"], first["only_published"]) == (2, 1, 1)
     assert (first["figures_equal"], first["figures_differ"], first["figures_one_sided"]) == (5, 0, 0)
-    assert also["paired"] == 1 and also["figures_differ"] == 1
+    assert also["paired"] == 1 and also["figures_differ_by_level"] == {"text": 1}
     assert also["largest_differences"][0]["field"] == "f1" and also["largest_differences"][0]["published"] == 0.7
-    assert "| utility.json | utility-all-centroids.json | 1 |" in diff.markdown([first, also])
+    assert "| utility.json | utility-all-centroids.json | 1 | 2 | 0 | 2 | 1 (text 1) |" in diff.markdown([first, also])
     # An experiment still running is read from its checkpoint (a torn last line skipped).
     (run / "baselines.rows.jsonl").write_text(json.dumps({"fingerprint": {}}) + "\n"
                                               + json.dumps({"key": {}, "row": centroid}) + "\n" + '{"key": {"meth')
