@@ -286,18 +286,23 @@ BENCH_COLUMNS = ("n", "cosine_mean", "rules_pass", "guide_gain", "e5_gain", "kn_
                  "kn_share_above_news_p90", "seconds_per_target")
 
 
-def fluency_weight(part: str, inverter: str, key: str) -> float:
-    """A figure of fluency-weight.json's ``part`` for ``inverter``; ``key`` may name a nested field (``a.b``)."""
-    value: Any = load("fluency-weight")[part]["inverters"][inverter]
+def dotted(value: Any, key: str) -> Any:
+    """``value[a][b]`` for ``key`` ``a.b`` (a field nested in a JSON row)."""
     for name in key.split("."):
         value = value[name]
-    return float(value)
+    return value
+
+
+def fluency_weight(part: str, inverter: str, key: str) -> float:
+    """A figure of fluency-weight.json's ``part`` for ``inverter``; ``key`` may name a nested field (``a.b``)."""
+    return float(dotted(load("fluency-weight")[part]["inverters"][inverter], key))
 
 
 def section_lines(page: str, heading: str) -> list[str]:
-    """The lines of ``page`` under the first heading that starts with ``heading``, to the next ``## ``."""
+    """The lines of ``page`` under the first heading that starts with ``heading``, to the next ``## ``
+    (none when the page has no such heading: the checks of its rows then fail, not the script)."""
     lines = page_text(page).splitlines()
-    start = next(i for i, line in enumerate(lines) if line.startswith(heading))
+    start = next((i for i, line in enumerate(lines) if line.startswith(heading)), len(lines))
     end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
     return lines[start + 1:end]
 
@@ -854,9 +859,8 @@ CHECKS: list[Check] = [
     # fluent-text.md, "A wider search": the tuning draw (guided-budget-tuning.json) ...
     *[
         Check(FTP, f"tuning {beam} × {top_k}, fluency {fluency}, rounds {rounds}: {key}", c,
-              lambda key=key, beam=beam, top_k=top_k, fluency=fluency, rounds=rounds: tuned_budget(
-                  beam, top_k, fluency, rounds)[key] if key == "seconds_per_target" else tuned_budget(
-                  beam, top_k, fluency, rounds)[key.split(".")[0]][key.split(".")[1]], "guided-budget-tuning.json")
+              lambda key=key, beam=beam, top_k=top_k, fluency=fluency, rounds=rounds: dotted(
+                  tuned_budget(beam, top_k, fluency, rounds), key), "guided-budget-tuning.json")
         for beam, top_k, fluency, rounds, figures in (
             (3, 5, 0.02, 1, ("0.397", None, None, "0.456", "0.732", "0.23", "2.23")),
             (4, 8, 0.02, 1, ("0.465", "0.068", "0.021", "0.526", "0.793", "0.45", "3.44")),

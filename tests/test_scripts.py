@@ -150,6 +150,8 @@ def test_a_copied_bench_table_is_read_cell_by_cell_under_its_heading(tmp_path: P
     assert [c.what for c in checks if not c.passes()] == ["x, centroid: e5_gain"]
     missing = claims.bench_table_checks(str(page), "## Other", "x.json", "x", lambda: aggregate)
     assert len(missing) == 6 and not any(_passes(c) for c in missing)  # no such rows under that heading
+    nowhere = claims.bench_table_checks(str(page), "## Renamed", "x.json", "x", lambda: aggregate)
+    assert len(nowhere) == 6 and not any(_passes(c) for c in nowhere)  # a heading gone: its rows fail
 
 
 def _passes(check: object) -> bool:
