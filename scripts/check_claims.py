@@ -234,6 +234,8 @@ UA4, UA4J = "docs/results/utility-all-centroids-e4.md", "utility-all-centroids-e
 UA16, UA16J = "docs/results/utility-all-centroids-e16.md", "utility-all-centroids-e16.json"
 UAI, UAIJ = "docs/results/utility-all-centroids-inf.md", "utility-all-centroids-inf.json"
 FTP = "docs/results/fluent-text.md"
+ARP = "all-run-progress.json"
+ABLATIONS = ("ablation-ps", "ablation-edge", "ablation-k", "ablation-t")
 
 
 def tuned_budget(beam: int, top_k: int, fluency: float, rounds: int) -> dict[str, Any]:
@@ -291,6 +293,19 @@ def dotted(value: Any, key: str) -> Any:
     for name in key.split("."):
         value = value[name]
     return value
+
+
+def all_run(key: str) -> Any:
+    """A field of all-run-progress.json (``experiment all`` from a fresh clone, as far as it went)."""
+    return dotted(load("all-run-progress"), key)
+
+
+def all_run_finished(name: str, key: str) -> float:
+    return float(next(f[key] for f in all_run("finished") if f["experiment"] == name))
+
+
+def all_run_diff(run: str, published: str) -> dict[str, Any]:
+    return next(e for e in all_run("diff") if e["run"] == run and e["published"] == published)
 
 
 def fluency_weight(part: str, inverter: str, key: str) -> float:
@@ -1366,6 +1381,50 @@ CHECKS: list[Check] = [
     Check(R, "the defaults' parts of `experiment all`, summed", "43,652",
           lambda: sum(load(n)["wall_seconds"] for n in (*UTILITY_ALL_CENTROIDS, *ALL_DEFAULT_PARTS)),
           "the parts' JSON"),
+    # "All of it in one call" (all-run-progress.json): what finished, and results_diff against the published rows.
+    *[
+        Check(R, f"all-run: {name} {key}", c, lambda name=name, key=key: all_run_finished(name, key), ARP)
+        for name, key, c in (("utility", "rows", "48"), ("utility", "wall_seconds", "5,188"),
+                             ("baselines", "rows", "60"), ("baselines", "wall_seconds", "46"),
+                             ("augpe", "rows", "37"), ("augpe", "wall_seconds", "2,164"),
+                             ("diversity", "rows", "15"), ("diversity", "wall_seconds", "664"),
+                             ("naturalness", "rows", "15"), ("naturalness", "wall_seconds", "135"))
+    ],
+    Check(R, "all-run: the corpus embedded, seconds", "268", lambda: all_run("corpus_embedding_seconds"), ARP),
+    *[
+        Check(R, f"all-run: the four ablations' {what}", c,
+              lambda key=key: sum(all_run_finished(n, key) for n in ABLATIONS), ARP)
+        for what, key, c in (("rows", "rows", "147"), ("seconds", "wall_seconds", "184"))
+    ],
+    Check(R, "all-run: baselines' figures the same", "660",
+          lambda: all_run_diff("baselines.json", "baselines.json")["figures_equal"], ARP),
+    Check(R, "all-run: baselines' figures that differ", "0",
+          lambda: all_run_diff("baselines.json", "baselines.json")["figures_differ"], ARP,
+          quote="every figure of baselines (660 of 660)"),
+    *[
+        Check(R, f"all-run: {name}'s figures that differ", "0",
+              lambda name=name: all_run_diff(f"{name}.json", f"{name}.json")["figures_differ"], ARP,
+              quote="of ablation-ps, ablation-k and ablation-t")
+        for name in ("ablation-ps", "ablation-k", "ablation-t")
+    ],
+    *[
+        Check(R, f"all-run: utility's centroid-level figures that differ, against {page}", "0",
+              lambda page=page: all_run_diff("utility.json", f"{page}.json")["figures_differ_by_level"].get("centroid", 0),
+              ARP, quote="every centroid-level figure of utility")
+        for page in ("utility", *UTILITY_ALL_CENTROIDS)
+    ],
+    Check(R, "all-run: ablation-edge's figures the same", "659",
+          lambda: all_run_diff("ablation-edge.json", "ablation-edge.json")["figures_equal"], ARP),
+    Check(R, "all-run: ablation-edge's one difference, relative", "2.7e-6",
+          lambda: (lambda d: abs(d["run"] - d["published"]) / d["published"])(
+              all_run_diff("ablation-edge.json", "ablation-edge.json")["largest_differences"][0]), ARP),
+    *[
+        Check(R, f"all-run: Aug-PE's α = 1 precision over all tweets, ε = ∞, seed 1, {side}", c,
+              lambda side=side: next(d[side] for d in all_run_diff("augpe.json", "augpe.json")["largest_differences"]
+                                     if d["row"] == {"method": "aug-pe", "epsilon": "inf", "seed": 1}
+                                     and d["field"] == "precision_all_strict"), ARP)
+        for side, c in (("published", "0.1875"), ("run", "0.146"))
+    ],
     Check(PRP, "protocol's released buckets at N = 10^5 (mean over ε and seeds)", "95",
           lambda: mean("paper-regime", "n_released", part="utility", method="fre-e2t"), PRJ),
 ]
