@@ -3,7 +3,7 @@
     python scripts/results_diff.py RUN_DIR [--against docs/results] [--json OUT]
 
 For each experiment in RUN_DIR (its ``NAME.json``, or while it runs its checkpoint
-``NAME.rows.jsonl``), the published files that hold the same
+``NAME.rows.jsonl``, read as the store reads it), the published files that hold the same
 experiment's rows (``NAME.json``; for ``utility`` also the every-centroid runs
 ``utility-all-centroids*.json``), their rows paired by what names them (method, ε, seed, level
 and the experiment's own axes: :data:`IDENTITY`). For each pair of files: the rows paired, those
@@ -21,11 +21,16 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from fre_protocol.experiments.store import ROWS_SUFFIX, read_checkpoint  # noqa: E402
+
 #: the fields that name a row rather than measure it
 IDENTITY = ("method", "part", "level", "embedder", "to", "model", "source", "epsilon", "seed", "threshold",
             "edge_multiplier", "k", "p_sample", "budget_factor", "n_points", "temperature", "histogram_epsilon",
@@ -54,12 +59,20 @@ def figures(row: Mapping[str, Any]) -> dict[str, Any]:
             and not isinstance(v, dict | list) and not (isinstance(v, str) and len(v) > MAX_LABEL)}
 
 
+def numbers(a: Any, b: Any) -> bool:
+    return all(isinstance(x, int | float) and not isinstance(x, bool) for x in (a, b))
+
+
+def relative(a: float, b: float) -> float:
+    return abs(a - b) / max(abs(a), abs(b), 1e-300)
+
+
 def same(a: Any, b: Any) -> bool:
-    if isinstance(a, bool) or isinstance(b, bool) or not all(isinstance(x, int | float) for x in (a, b)):
+    if not numbers(a, b):
         return bool(a == b)
     if math.isnan(a) and math.isnan(b):
         return True
-    return abs(a - b) <= RELATIVE * max(abs(a), abs(b), 1e-300)
+    return relative(a, b) <= RELATIVE
 
 
 def rows_of(path: Path) -> list[dict[str, Any]]:
@@ -85,13 +98,9 @@ def compare(run: Sequence[Mapping[str, Any]], published: Sequence[Mapping[str, A
             else:
                 differ.append({"row": dict(key), "field": field, "published": a[field], "run": b[field]})
 
-    def size(d: Mapping[str, Any]) -> float:  # relative difference; a string that differs counts as 0
-        x, y = d["published"], d["run"]
-        if isinstance(x, int | float) and isinstance(y, int | float) and not isinstance(x, bool):
-            return abs(x - y) / max(abs(x), abs(y), 1e-300)
-        return 0.0
-
-    differ.sort(key=size, reverse=True)
+    # the largest relative difference first; a string that differs counts as 0
+    differ.sort(key=lambda d: relative(d["published"], d["run"]) if numbers(d["published"], d["run"]) else 0.0,
+                reverse=True)
     by_level: dict[str, int] = {}
     for d in differ:
         level = str(d["row"].get("level", "rows"))
@@ -105,26 +114,12 @@ def published_files(name: str, against: Path) -> list[Path]:
     return [p for p in (against / f"{n}.json" for n in (name, *ALSO.get(name, ()))) if p.exists()]
 
 
-def checkpoint_rows(path: Path) -> list[dict[str, Any]]:
-    """The finished rows of an experiment still running (``NAME.rows.jsonl``: a header, then one
-    ``{"key", "row"}`` a line; a line torn by a crash is skipped)."""
-    rows: list[dict[str, Any]] = []
-    for line in path.read_text(encoding="utf-8").splitlines()[1:]:
-        try:
-            entry = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(entry.get("row"), dict):
-            rows.append(entry["row"])
-    return rows
-
-
 def run_experiments(run_dir: Path) -> dict[str, tuple[str, list[dict[str, Any]]]]:
     """NAME -> (the file read, its rows): ``NAME.json`` where the experiment has finished, else
     its checkpoint ``NAME.rows.jsonl``."""
     found: dict[str, tuple[str, list[dict[str, Any]]]] = {}
-    for path in sorted(run_dir.glob("*.rows.jsonl")):
-        found[path.name.removesuffix(".rows.jsonl")] = (path.name, checkpoint_rows(path))
+    for path in sorted(run_dir.glob(f"*{ROWS_SUFFIX}")):
+        found[path.name.removesuffix(ROWS_SUFFIX)] = (path.name, list(read_checkpoint(path)[1].values()))
     for path in sorted(run_dir.glob("*.json")):
         document = json.loads(path.read_text(encoding="utf-8"))
         if isinstance(document, dict) and "experiment" in document:

@@ -27,6 +27,26 @@ def canonical_key(key: Mapping[str, Any]) -> str:
     return json.dumps(json_safe(dict(key)), sort_keys=True, allow_nan=False)
 
 
+def read_checkpoint(path: Path) -> tuple[Any, dict[str, dict[str, Any]]]:
+    """A checkpoint's fingerprint and its finished rows by :func:`canonical_key`, read only (a run
+    may still be appending to it); a line torn by a crash is left out: that unit simply runs again."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    try:
+        header = json.loads(lines[0]) if lines else None
+    except json.JSONDecodeError:
+        header = None
+    if not isinstance(header, dict) or "fingerprint" not in header:
+        raise InvalidInputError(f"{path.name} is not an experiment checkpoint (no header line)")
+    rows: dict[str, dict[str, Any]] = {}
+    for line in lines[1:]:
+        try:
+            entry = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        rows[canonical_key(entry["key"])] = entry["row"]
+    return header["fingerprint"], rows
+
+
 class RowStore:
     """The finished rows of one experiment in one output folder."""
 
@@ -46,24 +66,12 @@ class RowStore:
             self._append({"fingerprint": self.fingerprint})
 
     def _load(self) -> None:
-        lines = self.path.read_text(encoding="utf-8").splitlines()
-        try:
-            header = json.loads(lines[0]) if lines else None
-        except json.JSONDecodeError:
-            header = None
-        if not isinstance(header, dict) or "fingerprint" not in header:
-            raise InvalidInputError(f"{self.path.name} is not an experiment checkpoint (no header line)")
-        if header["fingerprint"] != self.fingerprint:
+        fingerprint, self._rows = read_checkpoint(self.path)
+        if fingerprint != self.fingerprint:
             raise InvalidInputError(
-                f"{self.path.name} holds rows of another configuration ({_difference(header['fingerprint'], self.fingerprint)}); "
+                f"{self.path.name} holds rows of another configuration ({_difference(fingerprint, self.fingerprint)}); "
                 "use another --out folder or --restart"
             )
-        for line in lines[1:]:
-            try:
-                entry = json.loads(line)
-            except json.JSONDecodeError:
-                continue  # a line torn by a crash: that unit simply runs again
-            self._rows[canonical_key(entry["key"])] = entry["row"]
         self.resumed = len(self._rows)
         with self.path.open("w", encoding="utf-8") as fh:  # rewrite without torn lines
             fh.write(json.dumps({"fingerprint": self.fingerprint}) + "\n")
