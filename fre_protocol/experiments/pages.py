@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from fre_protocol.experiments import EXPERIMENTS, get_experiment, reference
+from fre_protocol.experiments.store import UNIT_SECONDS
 from fre_protocol.experiments.tables import (
     cell,
     epsilon_label,
@@ -111,8 +112,18 @@ def data_line(document: Mapping[str, Any]) -> str:
     limit = settings.get("limit")
     seeds = ", ".join(map(str, settings.get("seeds", [])))
     return (f"Data: {data}" + (f" ({limit} texts)" if limit else "")
-            + f"; seeds {seeds}; mean ± std over seeds; wall time {float(document.get('wall_seconds', 0.0)):.0f} s"
+            + f"; seeds {seeds}; mean ± std over seeds; {time_phrase(document)}"
             + (" (--quick)" if settings.get("quick") else "") + ".")
+
+
+def time_phrase(document: Mapping[str, Any]) -> str:
+    """The call's wall time; for a resumed run, also its rows' own times summed across the calls, since
+    the last call's wall time then leaves out every row an earlier call computed."""
+    wall = float(document.get("wall_seconds", 0.0))
+    rows_seconds = sum(float(row.get(UNIT_SECONDS) or 0.0) for row in document.get("rows") or [])
+    if rows_seconds <= wall + 1.0:
+        return f"wall time {wall:.0f} s"
+    return f"rows' own time {rows_seconds:.0f} s over more than one call (wall time of the last call {wall:.0f} s)"
 
 
 def tables(document: Mapping[str, Any]) -> str:

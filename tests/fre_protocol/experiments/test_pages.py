@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from fre_protocol.cli import main
-from fre_protocol.experiments.pages import block, markers_only, render_part, rerender
+from fre_protocol.experiments.pages import block, markers_only, render_part, rerender, time_phrase
 from fre_protocol.experiments.report import rewrite_index
 from primitives.errors import InvalidInputError
 
@@ -169,6 +169,16 @@ def test_a_comparison_sets_runs_side_by_side(tmp_path: Path) -> None:
     (tmp_path / "spec.json").write_text(json.dumps(spec))
     with pytest.raises(InvalidInputError, match="each column needs a label, rows and method"):
         rerender(tmp_path)
+
+
+def test_a_resumed_run_states_its_rows_own_time_not_only_the_last_call() -> None:
+    # Resuming runs only the missing rows, so the last call's wall time leaves out what earlier calls
+    # computed: the page must not say "wall time 0 s" for rows that took minutes.
+    rows = [{"unit_seconds": 400.0}, {"unit_seconds": 366.0}]
+    assert time_phrase({"wall_seconds": 0.1, "rows": rows}) == (
+        "rows' own time 766 s over more than one call (wall time of the last call 0 s)")
+    assert time_phrase({"wall_seconds": 770.4, "rows": rows}) == "wall time 770 s"
+    assert time_phrase({"wall_seconds": 12.0, "rows": [{"epsilon": 4.0}]}) == "wall time 12 s"  # older rows
 
 
 def test_the_provenance_line_says_what_is_known(tmp_path: Path) -> None:
