@@ -230,9 +230,6 @@ AG = "docs/results/augpe.md"
 
 UA, UAJ = "docs/results/utility-all-centroids.md", "utility-all-centroids.json"
 RJ = "utility-all-centroids-rejudged.json"
-UA4, UA4J = "docs/results/utility-all-centroids-e4.md", "utility-all-centroids-e4.json"
-UA16, UA16J = "docs/results/utility-all-centroids-e16.md", "utility-all-centroids-e16.json"
-UAI, UAIJ = "docs/results/utility-all-centroids-inf.md", "utility-all-centroids-inf.json"
 FTP = "docs/results/fluent-text.md"
 ARP = "all-run-progress.json"
 ABLATIONS = ("ablation-ps", "ablation-edge", "ablation-k", "ablation-t")
@@ -350,9 +347,8 @@ def bench_table_checks(page: str, heading: str, source: str, label: str,
     return checks
 
 
+#: the every-centroid pages whose rows `experiment all`'s utility rows replaced (all-run-progress.json's diff)
 UTILITY_ALL_CENTROIDS = tuple(f"utility-all-centroids{e}" for e in ("", "-e4", "-e16", "-inf"))
-ALL_DEFAULT_PARTS = ("baselines", "augpe", "ablation-ps", "ablation-edge", "ablation-k", "ablation-t", "diversity",
-                     "naturalness", "downstream", "paper-regime")
 #: row selections of a utility run (its re-judged rows have no level)
 FRE, CDP = {"method": "fre-e2t"}, {"method": "central-dp"}
 FRE_CENTROIDS, CDP_CENTROIDS = FRE | {"level": "centroid"}, CDP | {"level": "centroid"}
@@ -467,7 +463,6 @@ CHECKS: list[Check] = [
               lambda e=e: one("baselines", method="ldp-oue", epsilon=e, seed=1)["histogram_fraction"], BL)
         for page in (R, BLP) for e in FINITE
     ],
-    Check(R, "baselines' run wall seconds", "3,714", lambda: load("baselines")["wall_seconds"], BL),
     # Utility (utility.json): α = 1 centroid level.
     *[
         Check(R, f"α = 1 centroid F1 (mean of 3 seeds), {m}, ε = {e}", c,
@@ -559,18 +554,38 @@ CHECKS: list[Check] = [
         Check(R, f"α = 1 text F1 {stat} over seeds, fre-e2t, ε = {e}", c,
               lambda e=e, stat=stat: over_seeds(stat, "utility", "f1_strict", method="fre-e2t", epsilon=e,
                                                                       level="text"), U)
-        for e, stat, c in ((4.0, "mean", "0.32"), (4.0, "sd", "0.30"), (8.0, "mean", "0.39"), (8.0, "sd", "0.29"),
-                           (16.0, "mean", "0.41"), (16.0, "sd", "0.31"), (INF, "mean", "0.58"), (INF, "sd", "0.08"))
+        for e, stat, c in ((4.0, "mean", "0.333"), (4.0, "sd", "0.250"), (8.0, "mean", "0.642"), (8.0, "sd", "0.036"),
+                           (16.0, "mean", "0.686"), (16.0, "sd", "0.106"), (INF, "mean", "0.685"), (INF, "sd", "0.022"))
     ],
-    Check(R, "α = 1 text F1, fre-e2t, seed 3, lowest finite ε", "0.02",
-          lambda: min(utility("fre-e2t", e, "f1_strict", level="text", seed=3) for e in (4.0, 8.0, 16.0)), U),
-    Check(R, "α = 1 text F1, fre-e2t, seed 3, highest finite ε", "0.06",
-          lambda: max(utility("fre-e2t", e, "f1_strict", level="text", seed=3) for e in (4.0, 8.0, 16.0)), U),
-    Check(R, "centroids inverted per release", "12",
-          lambda: max(r["n_inverted"] for r in rows("utility", level="text")), U),
-    Check(R, "released centroids, fewest", "39",
-          lambda: min(r["n_outputs"] for r in rows("utility", level="centroid")), U),
-    Check(R, "released centroids, most", "64", lambda: max(r["n_outputs"] for r in rows("utility", level="centroid")), U),
+    *[
+        Check(R, f"α = 1 text F1 {stat} over seeds, central-dp, ε = {e}", c,
+              lambda e=e, stat=stat: over_seeds(stat, "utility", "f1_strict", method="central-dp", epsilon=e,
+                                                level="text"), U)
+        for e, stat, c in ((4.0, "mean", "0.435"), (4.0, "sd", "0.099"), (8.0, "mean", "0.615"), (8.0, "sd", "0.028"),
+                           (16.0, "mean", "0.717"), (16.0, "sd", "0.066"), (INF, "mean", "0.685"), (INF, "sd", "0.022"))
+    ],
+    *seed_checks(R, "utility", "α = 1 text F1, fre-e2t, ε = 4", "f1_strict", {3: "0.046", 1: "0.447", 2: "0.506"},
+                 method="fre-e2t", epsilon=4.0, level="text"),
+    Check(R, "centroid F1 at ε = 4, the texts' comparison", "0.205",
+          lambda: mean("utility", "f1_strict", method="fre-e2t", epsilon=4.0, level="centroid"), U),
+    Check(R, "text rows where fewer centroids were inverted than released", "0",
+          lambda: sum(r["n_inverted"] < r["n_released"] for r in rows("utility", level="text")), U,
+          quote="every released centroid inverted, mean ± std"),
+    *[
+        Check(R, f"text judges: {key} {stat}, fre-e2t, ε = {e}", c,
+              lambda key=key, e=e, stat=stat: over_seeds(stat, "utility", key, method="fre-e2t", epsilon=e, level="text"), U)
+        for key, e, stat, c in (
+            ("kn_share_above_news_p90", 8.0, "mean", "0.14"), ("kn_share_above_news_p90", 8.0, "sd", "0.04"),
+            ("kn_share_above_news_p90", 16.0, "mean", "0.24"), ("kn_share_above_news_p90", 16.0, "sd", "0.06"),
+            ("e5_gain", 4.0, "mean", "0.03"), ("e5_gain", 4.0, "sd", "0.03"),
+            ("e5_gain", INF, "mean", "0.14"), ("e5_gain", INF, "sd", "0.01"))
+    ],
+    Check(R, "text rows with a text above the tweets' KN p90", "0",
+          lambda: sum(r["kn_share_above_real_p90"] > 0 for r in rows("utility", level="text")), U,
+          quote="none lies above the real tweets' 90th-percentile NLL"),
+    Check(R, "text rows where a text fails the reader's rules", "0",
+          lambda: sum(r["rules_pass"] < 1 for r in rows("utility", level="text")), U,
+          quote="the reader's rules pass all of them at every ε"),
     Check(R, "frequent texts", "5,942", lambda: utility("fre-e2t", 8.0, "n_frequent"), U),
     Check(R, "texts", "63,322", lambda: utility("fre-e2t", 8.0, "n_reference_all"), U),
     Check(R, "frequent share", "9.4%", lambda: utility("fre-e2t", 8.0, "n_frequent") / utility("fre-e2t", 8.0, "n_reference_all"), U),
@@ -611,50 +626,76 @@ CHECKS: list[Check] = [
     *stat_checks(R, "augpe", "Aug-PE beside Fre-E2T", [
         ("precision_strict", {"method": "aug-pe", "epsilon": 4.0}, "mean", "0.021"),
         ("precision_strict", {"method": "aug-pe", "epsilon": 4.0}, "sd", "0.021"),
+        ("precision_strict", {"method": "aug-pe", "epsilon": 8.0}, "mean", "0.021"),
+        ("precision_strict", {"method": "aug-pe", "epsilon": 16.0}, "mean", "0.021"),
         ("precision_strict", {"method": "aug-pe", "epsilon": INF}, "mean", "0.021"),
-        ("avg_l2", {"method": "aug-pe", "epsilon": 4.0}, "mean", "1.073"),
-        ("avg_l2", {"method": "aug-pe", "epsilon": 4.0}, "sd", "0.008"),
-        ("avg_l2", {"method": "aug-pe", "epsilon": INF}, "mean", "1.075"),
+        ("avg_l2", {"method": "aug-pe", "epsilon": 4.0}, "mean", "1.071"),
+        ("avg_l2", {"method": "aug-pe", "epsilon": 4.0}, "sd", "0.005"),
+        ("avg_l2", {"method": "aug-pe", "epsilon": INF}, "mean", "1.073"),
         ("avg_l2", {"method": "aug-pe", "epsilon": INF}, "sd", "0.009"),
         ("avg_l2", {"method": "fre-e2t", "epsilon": 4.0}, "mean", "0.931"),
-        ("avg_l2", {"method": "fre-e2t", "epsilon": 4.0}, "sd", "0.019"),
-        ("avg_l2", {"method": "fre-e2t", "epsilon": INF}, "mean", "0.828"),
-        ("avg_l2", {"method": "fre-e2t", "epsilon": INF}, "sd", "0.019"),
+        ("avg_l2", {"method": "fre-e2t", "epsilon": 4.0}, "sd", "0.015"),
+        ("avg_l2", {"method": "fre-e2t", "epsilon": INF}, "mean", "0.832"),
+        ("avg_l2", {"method": "fre-e2t", "epsilon": INF}, "sd", "0.016"),
         ("precision_strict", {"method": "fre-e2t", "epsilon": 4.0}, "mean", "0.356"),
         ("precision_strict", {"method": "fre-e2t", "epsilon": 4.0}, "sd", "0.048"),
-        ("precision_strict", {"method": "fre-e2t", "epsilon": INF}, "mean", "0.655"),
-        ("precision_strict", {"method": "fre-e2t", "epsilon": INF}, "sd", "0.061"),
+        ("precision_strict", {"method": "fre-e2t", "epsilon": INF}, "mean", "0.640"),
+        ("precision_strict", {"method": "fre-e2t", "epsilon": INF}, "sd", "0.054"),
         ("recall_strict", {"method": "fre-e2t", "epsilon": 4.0}, "mean", "0.447"),
         ("recall_strict", {"method": "fre-e2t", "epsilon": 4.0}, "sd", "0.366"),
-        ("recall_strict", {"method": "fre-e2t", "epsilon": INF}, "mean", "0.742"),
-        ("recall_strict", {"method": "fre-e2t", "epsilon": INF}, "sd", "0.016"),
+        ("recall_strict", {"method": "fre-e2t", "epsilon": INF}, "mean", "0.738"),
+        ("recall_strict", {"method": "fre-e2t", "epsilon": INF}, "sd", "0.019"),
         ("delta_star_at_r", {"method": "fre-e2t", "epsilon": 4.0}, "mean", "0.0048"),
-        ("delta_star_at_r", {"method": "fre-e2t", "epsilon": 4.0}, "sd", "0.0015"),
-        ("delta_star_at_r", {"method": "fre-e2t", "epsilon": INF}, "mean", "0.0163"),
-        ("delta_star_at_r", {"method": "fre-e2t", "epsilon": INF}, "sd", "0.0044"),
+        ("delta_star_at_r", {"method": "fre-e2t", "epsilon": 4.0}, "sd", "0.0016"),
+        ("delta_star_at_r", {"method": "fre-e2t", "epsilon": INF}, "mean", "0.0159"),
+        ("delta_star_at_r", {"method": "fre-e2t", "epsilon": INF}, "sd", "0.0047"),
         ("delta_star_at_r", {"method": "aug-pe", "epsilon": 4.0}, "mean", "0.0009"),
-        ("delta_star_at_r", {"method": "aug-pe", "epsilon": 4.0}, "sd", "0.0005"),
-        ("delta_star_at_r", {"method": "aug-pe", "epsilon": INF}, "mean", "0.0009"),
+        ("delta_star_at_r", {"method": "aug-pe", "epsilon": 4.0}, "sd", "0.0006"),
+        ("delta_star_at_r", {"method": "aug-pe", "epsilon": INF}, "mean", "0.0008"),
+        ("delta_star_at_r", {"method": "aug-pe", "epsilon": INF}, "sd", "0.0006"),
     ]),
     *[
         Check(R, f"aug-pe α = 1 recall at most (ε = {e}, seed {seed})", "0.0005",
               lambda e=e, seed=seed: one("augpe", method="aug-pe", epsilon=e, seed=seed)["recall_strict"], AP)
-        for e in (4.0, INF) for seed in (1, 2)
+        for e in (4.0, 8.0, 16.0, INF) for seed in (1, 2)
     ],
     *seed_checks(R, "augpe", "Fre-E2T recall at α = 1, ε = 4", "recall_strict", {3: "0.025"}, method="fre-e2t", epsilon=4.0),
-    *row_checks(AG, "augpe", (
-        ("the rows' summed seconds", "11,830", lambda: summed_seconds("augpe")),
-        ("the run's wall seconds (the rows' sum less about 3,330 s stopped)", "8500", lambda: load("augpe")["wall_seconds"]),
-    )),
-    *seed_checks(AG, "augpe", "Aug-PE iterations, ε = 4", "seconds", {1: "335", 2: "310", 3: "337"}, method="aug-pe", epsilon=4.0),
-    *seed_checks(AG, "augpe", "Aug-PE iterations, ε = ∞", "seconds", {1: "269", 2: "449", 3: "449"}, method="aug-pe", epsilon=INF),
+    *[
+        Check(AG, f"all-run: Aug-PE's α = 1 precision over all tweets, ε = ∞, seed 1, {side}", c,
+              lambda side=side: next(d[side] for d in all_run_diff("augpe.json", "augpe.json")["largest_differences"]
+                                     if d["row"] == {"method": "aug-pe", "epsilon": "inf", "seed": 1}
+                                     and d["field"] == "precision_all_strict"), ARP)
+        for side, c in (("published", "0.1875"), ("run", "0.146"))
+    ],
+    Check(AG, "the rows' summed seconds", "2164", lambda: summed_seconds("augpe"), AP),
+    Check(AG, "Aug-PE's iterations, fastest run, s", "74", lambda: min(r["seconds"] for r in rows("augpe", method="aug-pe")), AP),
+    Check(AG, "Aug-PE's iterations, slowest run, s", "96", lambda: max(r["seconds"] for r in rows("augpe", method="aug-pe")), AP),
     *seed_checks(AG, "augpe", "Fre-E2T released buckets, ε = 4", "n_outputs", {1: "62", 2: "39", 3: "50"}, method="fre-e2t", epsilon=4.0),
     *seed_checks(AG, "augpe", "Fre-E2T released buckets, ε = ∞", "n_outputs", {1: "64", 2: "40", 3: "52"}, method="fre-e2t", epsilon=INF),
     *stat_checks(AG, "augpe", "Aug-PE beside Fre-E2T at Aug-PE's count", [
         ("delta_star_at_r", {"method": "fre-e2t-nsyn", "epsilon": 4.0}, "mean", "0.0049"),
         ("delta_star_at_r", {"method": "fre-e2t-nsyn", "epsilon": 4.0}, "sd", "0.0013"),
         ("recall_strict", {"method": "fre-e2t", "epsilon": INF}, "mean", "0.74"),
+        ("precision_strict", {"method": "fre-e2t", "epsilon": 4.0}, "mean", "0.36"),
+        ("precision_strict", {"method": "fre-e2t", "epsilon": 8.0}, "mean", "0.60"),
+        ("precision_strict", {"method": "fre-e2t", "epsilon": 8.0}, "sd", "0.04"),
+        ("precision_strict", {"method": "fre-e2t", "epsilon": INF}, "mean", "0.64"),
+        ("precision_strict", {"method": "fre-e2t", "epsilon": INF}, "sd", "0.05"),
+        ("recall_strict", {"method": "fre-e2t", "epsilon": 8.0}, "mean", "0.69"),
+        ("recall_strict", {"method": "fre-e2t", "epsilon": 8.0}, "sd", "0.05"),
+        ("avg_l2", {"method": "aug-pe", "epsilon": 4.0}, "mean", "1.071"),
+        ("avg_l2", {"method": "aug-pe", "epsilon": INF}, "mean", "1.073"),
+        ("delta_star_at_r", {"method": "fre-e2t", "epsilon": 4.0}, "mean", "0.0048"),
+        ("delta_star_at_r", {"method": "fre-e2t", "epsilon": 4.0}, "sd", "0.0016"),
+        ("delta_star_at_r", {"method": "fre-e2t", "epsilon": 8.0}, "mean", "0.0147"),
+        ("delta_star_at_r", {"method": "fre-e2t", "epsilon": 8.0}, "sd", "0.0093"),
+        ("delta_star_at_r", {"method": "fre-e2t", "epsilon": INF}, "mean", "0.0159"),
+        ("delta_star_at_r", {"method": "fre-e2t", "epsilon": INF}, "sd", "0.0047"),
     ]),
+    Check(AG, "Fre-E2T recall at α = 1 from ε = 8 on, lowest seed", "0.63",
+          lambda: min(r["recall_strict"] for r in rows("augpe", method="fre-e2t") if r["epsilon"] != 4.0), AP),
+    Check(AG, "Fre-E2T recall at α = 1 from ε = 8 on, highest seed", "0.76",
+          lambda: max(r["recall_strict"] for r in rows("augpe", method="fre-e2t") if r["epsilon"] != 4.0), AP),
     Check(R, "votes per candidate (tweets over Aug-PE's 144 candidates)", "440",
           lambda: one("augpe", method="aug-pe", epsilon=4.0, seed=1)["n_reference_all"]
           / augpe_costs()["augpe"]["setting"]["n_candidates"], AP),
@@ -667,9 +708,9 @@ CHECKS: list[Check] = [
           lambda: paper_setting("user download (candidate embeddings)")["aug_pe_per_run"], AP),
     Check(R, "ratio per iteration", "1.44e5", lambda: paper_setting("user download (candidate embeddings)")["ratio_per_iteration"], AP),
     Check(R, "ratio per run", "2.87e6", lambda: paper_setting("user download (candidate embeddings)")["ratio_per_run"], AP),
-    Check(R, "Aug-PE scan per iteration, paper setting, ms", "13",
+    Check(R, "Aug-PE scan per iteration, paper setting, ms", "5.2",
           lambda: 1000 * paper_setting("user online compute")["aug_pe_per_iteration"], AP),
-    Check(R, "Fre-E2T user online time, ms", "1.34", lambda: augpe_costs()["fre"]["user_online_ms"], AP),
+    Check(R, "Fre-E2T user online time, ms", "0.43", lambda: augpe_costs()["fre"]["user_online_ms"], AP),
     Check(R, "user download at N = 100,000, d = 768 (in-process run of the deployment benchmark), kB", "5.3",
           lambda: load("deploy-benchmark")["cost_in_process"]["download_bytes"] / 1000, "deploy-benchmark.json"),
     Check(R, "released buckets in that run", "145", lambda: load("deploy-benchmark")["cost_in_process"]["n_released_buckets"], "deploy-benchmark.json"),
@@ -681,8 +722,8 @@ CHECKS: list[Check] = [
         Check(R, f"Self-BLEU {stat} over seeds at T = {t}", c,
               lambda t=t, stat=stat: over_seeds(stat, "diversity", "self_bleu", source="fre-e2t", temperature=t),
               "diversity.json")
-        for t, stat, c in ((0.6, "mean", "74.5"), (0.6, "sd", "5.0"), (0.8, "mean", "63.1"), (0.8, "sd", "11.5"),
-                           (1.0, "mean", "50.4"), (1.0, "sd", "10.4"), (1.2, "mean", "33.1"), (1.2, "sd", "4.3"))
+        for t, stat, c in ((0.6, "mean", "79.0"), (0.6, "sd", "2.5"), (0.8, "mean", "70.6"), (0.8, "sd", "10.8"),
+                           (1.0, "mean", "51.6"), (1.0, "sd", "5.3"), (1.2, "mean", "36.3"), (1.2, "sd", "3.8"))
     ],
     *[
         Check(R, f"Self-BLEU of the real texts, {stat} over seeds", c,
@@ -690,7 +731,7 @@ CHECKS: list[Check] = [
         for stat, c in (("mean", "17.5"), ("sd", "3.2"))
     ],
     # Downstream.
-    Check(R, "logistic regression on real texts, mean over seeds", "0.453", lambda: mean("downstream", "real_accuracy", source="reference"), "downstream.json"),
+    Check(R, "logistic regression on real texts, mean over seeds", "0.454", lambda: mean("downstream", "real_accuracy", source="reference"), "downstream.json"),
     Check(R, "logistic regression on real texts, sd over seeds", "0.002", lambda: sd("downstream", "real_accuracy", source="reference"), "downstream.json"),
     Check(R, "uniform guessing", "0.0625", lambda: mean("downstream", "random_accuracy", source="reference"), "downstream.json"),
     Check(R, "majority class", "0.124", lambda: mean("downstream", "majority_accuracy", source="reference"), "downstream.json"),
@@ -1206,7 +1247,7 @@ CHECKS: list[Check] = [
     *[
         Check(page, f"text-level α = 1 F1 {stat}, {m}, every centroid inverted", c,
               lambda m=m, stat=stat: over_seeds(stat, "utility-all-centroids", "f1_strict", method=m, level="text"), UAJ)
-        for page in (UA, R)
+        for page in (UA,)
         for m, stat, c in (("fre-e2t", "mean", "0.675"), ("fre-e2t", "sd", "0.017"), ("central-dp", "mean", "0.628"),
                            ("central-dp", "sd", "0.023"))
     ],
@@ -1267,6 +1308,11 @@ CHECKS: list[Check] = [
             ("median NLL", "lm_median_nll", "fre-e2t", "mean", "4.19"), ("median NLL", "lm_median_nll", "fre-e2t", "sd", "0.12"),
             ("news median NLL", "news_lm_nll_median", "fre-e2t", "mean", "3.88"))
     ],
+    *[
+        Check(UA, f"utility.md's text-level α = 1 F1 {stat} at ε = 8 (every centroid, a later inverter)", c,
+              lambda stat=stat: over_seeds(stat, "utility", "f1_strict", method="fre-e2t", epsilon=8.0, level="text"), U)
+        for stat, c in (("mean", "0.642"), ("sd", "0.036"))
+    ],
     Check(UA, "texts the reader read", "151",
           lambda: sum(r["n_texts"] for r in rows("utility-all-centroids-reader", method="fre-e2t")), "utility-all-centroids-reader.json"),
     Check(UA, "the run's wall seconds", "4,220", lambda: load("utility-all-centroids")["wall_seconds"], UAJ),
@@ -1278,118 +1324,52 @@ CHECKS: list[Check] = [
               "naturalness.json")
         for page in (R, "docs/results/naturalness.md")
         for what, key, source, eps, stat, c in (
-            ("SmolLM2 median NLL", "median_nll", "fre-e2t", 4.0, "mean", "4.43"),
-            ("SmolLM2 median NLL", "median_nll", "fre-e2t", 4.0, "sd", "0.11"),
-            ("SmolLM2 median NLL", "median_nll", "fre-e2t", 8.0, "mean", "4.24"),
-            ("SmolLM2 median NLL", "median_nll", "fre-e2t", 8.0, "sd", "0.18"),
-            ("SmolLM2 median NLL", "median_nll", "fre-e2t", 16.0, "mean", "4.21"),
-            ("SmolLM2 median NLL", "median_nll", "fre-e2t", 16.0, "sd", "0.12"),
-            ("SmolLM2 median NLL", "median_nll", "fre-e2t", INF, "mean", "4.18"),
-            ("SmolLM2 median NLL", "median_nll", "fre-e2t", INF, "sd", "0.05"),
-            ("Kneser-Ney median NLL", "kn_median_nll", "fre-e2t", INF, "mean", "5.46"),
+            ("SmolLM2 median NLL", "median_nll", "fre-e2t", 4.0, "mean", "4.41"),
+            ("SmolLM2 median NLL", "median_nll", "fre-e2t", 4.0, "sd", "0.09"),
+            ("SmolLM2 median NLL", "median_nll", "fre-e2t", 8.0, "mean", "4.18"),
+            ("SmolLM2 median NLL", "median_nll", "fre-e2t", 8.0, "sd", "0.10"),
+            ("SmolLM2 median NLL", "median_nll", "fre-e2t", 16.0, "mean", "4.19"),
+            ("SmolLM2 median NLL", "median_nll", "fre-e2t", 16.0, "sd", "0.09"),
+            ("SmolLM2 median NLL", "median_nll", "fre-e2t", INF, "mean", "4.13"),
+            ("SmolLM2 median NLL", "median_nll", "fre-e2t", INF, "sd", "0.12"),
+            ("Kneser-Ney median NLL", "kn_median_nll", "fre-e2t", INF, "mean", "5.43"),
             ("SmolLM2 median NLL", "median_nll", "real", None, "mean", "6.63"),
             ("SmolLM2 median NLL", "median_nll", "real", None, "sd", "0.04"),
-            ("share NLL ≤ 6", "frac_nll_le_6", "fre-e2t", 4.0, "mean", "91%"),
+            ("share NLL ≤ 6", "frac_nll_le_6", "fre-e2t", 4.0, "mean", "92%"),
             ("share NLL ≤ 6", "frac_nll_le_6", "fre-e2t", 8.0, "mean", "97%"),
             ("share NLL ≤ 6", "frac_nll_le_6", "real", None, "mean", "33%"),
             ("Kneser-Ney median NLL", "kn_median_nll", "fre-e2t", 4.0, "mean", "5.65"),
-            ("Kneser-Ney median NLL", "kn_median_nll", "fre-e2t", 8.0, "mean", "5.44"),
+            ("Kneser-Ney median NLL", "kn_median_nll", "fre-e2t", 8.0, "mean", "5.36"),
             ("Kneser-Ney median NLL", "kn_median_nll", "fre-e2t", 16.0, "mean", "5.48"),
             ("Kneser-Ney median NLL", "kn_median_nll", "real", None, "mean", "6.99"),
             ("reader's rules pass", "rules_pass", "real", None, "mean", "0.11"))
     ],
-    # Every centroid inverted at ε = 4 (utility-all-centroids-e4.json).
-    *stat_checks(UA4, "utility-all-centroids-e4", "ε = 4", (
-        ("f1_strict", FRE_CENTROIDS, "mean", "0.205"), ("f1_strict", FRE_CENTROIDS, "sd", "0.043"),
-        ("f1_strict", CDP_CENTROIDS, "mean", "0.218"), ("f1_strict", CDP_CENTROIDS, "sd", "0.001"),
-        ("f1_strict", FRE_TEXTS, "mean", "0.333"), ("f1_strict", FRE_TEXTS, "sd", "0.250"),
-        ("f1_strict", CDP_TEXTS, "mean", "0.440"), ("f1_strict", CDP_TEXTS, "sd", "0.100"),
-        ("avg_l2", FRE_CENTROIDS, "mean", "1.094"), ("avg_l2", FRE_CENTROIDS, "sd", "0.017"),
-        ("avg_l2", FRE_TEXTS, "mean", "0.931"), ("avg_l2", FRE_TEXTS, "sd", "0.019"),
-        ("e5_gain", FRE_TEXTS, "mean", "0.04"), ("e5_gain", FRE_TEXTS, "sd", "0.03"),
-        ("e5_gain", CDP_TEXTS, "mean", "0.08"), ("e5_gain", CDP_TEXTS, "sd", "0.03"),
-        ("guide_cosine", FRE_TEXTS, "mean", "0.41"), ("guide_cosine", FRE_TEXTS, "sd", "0.02"))),
-    *stat_checks(R, "utility-all-centroids-e4", "every centroid at ε = 4", (
-        ("f1_strict", FRE_CENTROIDS, "mean", "0.205"), ("f1_strict", FRE_CENTROIDS, "sd", "0.043"),
-        ("f1_strict", FRE_TEXTS, "mean", "0.333"), ("f1_strict", FRE_TEXTS, "sd", "0.250"),
-        ("f1_strict", CDP_TEXTS, "mean", "0.440"), ("f1_strict", CDP_TEXTS, "sd", "0.100"))),
-    *seed_checks(UA4, "utility-all-centroids-e4", "ε = 4", "f1_strict", {3: "0.046", 1: "0.447", 2: "0.506"}, **FRE_TEXTS),
-    *seed_checks(UA4, "utility-all-centroids-e4", "ε = 4", "recall_strict", {3: "0.025"}, **FRE_TEXTS),
-    *seed_checks(UA4, "utility-all-centroids-e4", "ε = 4, central-dp", "f1_strict", {3: "0.332"}, **CDP_TEXTS),
-    *seed_checks(UA4, "utility-all-centroids-e4", "ε = 4", "n_inverted", {1: "62", 2: "39", 3: "50"}, **FRE_TEXTS),
-    *stat_checks(UA4, "utility-all-centroids-e4-rejudged", "ε = 4, re-judged", (
-        ("kn_share_above_news_p90", FRE, "mean", "0.20"), ("kn_share_above_news_p90", FRE, "sd", "0.05"),
-        ("lm_share_above_news_p90", FRE, "mean", "0.25"), ("lm_share_above_news_p90", FRE, "sd", "0.10"),
-        ("kn_share_above_news_p90", CDP, "mean", "0.19"), ("kn_share_above_news_p90", CDP, "sd", "0.08"),
-        ("lm_share_above_news_p90", CDP, "mean", "0.20"), ("lm_share_above_news_p90", CDP, "sd", "0.03"),
-        ("rules_pass_now", FRE, "mean", "1.00"))),
-    Check(UA4, "the rows' summed seconds, ε = 4", "6,381", lambda: load("utility-all-centroids-e4")["wall_seconds"], UA4J),
-    # utility-all-centroids-e16.md and -inf.md: every centroid inverted at ε = 16 and ∞, three seeds.
-    *stat_checks(UA16, "utility-all-centroids-e16", "ε = 16", (
-        ("f1_strict", FRE_CENTROIDS, "mean", "0.977"), ("f1_strict", FRE_CENTROIDS, "sd", "0.003"),
-        ("f1_strict", CDP_CENTROIDS, "mean", "0.975"), ("f1_strict", CDP_CENTROIDS, "sd", "0.002"),
-        ("f1_strict", FRE_TEXTS, "mean", "0.686"), ("f1_strict", FRE_TEXTS, "sd", "0.106"),
-        ("f1_strict", CDP_TEXTS, "mean", "0.717"), ("f1_strict", CDP_TEXTS, "sd", "0.066"),
-        ("e5_gain", FRE_TEXTS, "mean", "0.14"), ("e5_gain", FRE_TEXTS, "sd", "0.02"),
-        ("e5_gain", CDP_TEXTS, "mean", "0.12"), ("e5_gain", CDP_TEXTS, "sd", "0.03"),
-        ("guide_cosine", FRE_TEXTS, "mean", "0.67"), ("guide_cosine", FRE_TEXTS, "sd", "0.01"))),
-    *seed_checks(UA16, "utility-all-centroids-e16", "ε = 16", "f1_strict", {1: "0.682", 2: "0.794", 3: "0.582"}, **FRE_TEXTS),
-    *seed_checks(UA16, "utility-all-centroids-e16", "ε = 16", "n_inverted", {1: "61", 2: "41", 3: "49"}, **FRE_TEXTS),
-    *stat_checks(R, "utility-all-centroids-e16", "every centroid at ε = 16", (
-        ("f1_strict", FRE_CENTROIDS, "mean", "0.977"), ("f1_strict", FRE_CENTROIDS, "sd", "0.003"),
-        ("f1_strict", FRE_TEXTS, "mean", "0.686"), ("f1_strict", FRE_TEXTS, "sd", "0.106"))),
-    *stat_checks(UA16, "utility-all-centroids-e16-rejudged", "ε = 16, re-judged", (
-        ("kn_share_above_news_p90", FRE, "mean", "0.24"), ("kn_share_above_news_p90", FRE, "sd", "0.06"),
-        ("lm_share_above_news_p90", FRE, "mean", "0.15"), ("lm_share_above_news_p90", FRE, "sd", "0.03"),
-        ("lm_share_above_news_p90", FRE, "mean", "0.154"),
-        ("kn_share_above_news_p90", CDP, "mean", "0.22"), ("kn_share_above_news_p90", CDP, "sd", "0.07"),
-        ("lm_share_above_news_p90", CDP, "mean", "0.16"), ("lm_share_above_news_p90", CDP, "sd", "0.02"),
-        ("rules_pass_now", FRE, "mean", "1.00"))),
-    *seed_checks(UA16, "utility-all-centroids-e16-rejudged", "ε = 16, re-judged", "lm_share_above_news_p90",
-                 {1: "0.13", 2: "0.15", 3: "0.18"}, **FRE),
-    *[
-        check
-        for page in (UAI, R)
-        for check in stat_checks(page, "utility-all-centroids-inf", "ε = ∞", (
-            ("f1_strict", FRE_CENTROIDS, "mean", "0.982"), ("f1_strict", FRE_CENTROIDS, "sd", "0.002"),
-            ("f1_strict", FRE_TEXTS, "mean", "0.695"), ("f1_strict", FRE_TEXTS, "sd", "0.027")))
-    ],
-    *seed_checks(UAI, "utility-all-centroids-inf", "ε = ∞", "n_inverted", {1: "64", 2: "40", 3: "52"}, **FRE_TEXTS),
-    *stat_checks(UAI, "utility-all-centroids-inf", "ε = ∞", (
-        ("e5_gain", FRE_TEXTS, "mean", "0.14"), ("e5_gain", FRE_TEXTS, "sd", "0.01"),
-        ("guide_cosine", FRE_TEXTS, "mean", "0.70"), ("guide_cosine", FRE_TEXTS, "sd", "0.01"))),
-    *stat_checks(UAI, "utility-all-centroids-inf-rejudged", "ε = ∞, re-judged", (
-        ("kn_share_above_news_p90", FRE, "mean", "0.18"), ("kn_share_above_news_p90", FRE, "sd", "0.03"),
-        ("lm_share_above_news_p90", FRE, "mean", "0.10"), ("lm_share_above_news_p90", FRE, "sd", "0.07"))),
-    *seed_checks(UAI, "utility-all-centroids-inf-rejudged", "ε = ∞, re-judged", "lm_share_above_news_p90",
-                 {1: "0.05", 3: "0.17"}, **FRE),
-    Check(UAI, "text-level α = 1 F1, ε = 4, across ε", "0.333",
-          lambda: over_seeds("mean", "utility-all-centroids-e4", "f1_strict", method="fre-e2t", level="text"), UA4J),
-    Check(UAI, "text-level α = 1 F1, ε = 8, across ε", "0.675",
-          lambda: over_seeds("mean", "utility-all-centroids", "f1_strict", method="fre-e2t", level="text"), UAJ),
-    Check(UAI, "text-level α = 1 F1, ε = 16, across ε", "0.686",
-          lambda: over_seeds("mean", "utility-all-centroids-e16", "f1_strict", method="fre-e2t", level="text"), UA16J),
-    Check(UAI, "the rows' summed seconds, ε = ∞", "5351", lambda: load("utility-all-centroids-inf")["wall_seconds"], UAIJ),
-    Check(UA16, "the rows' summed seconds, ε = 16", "5,889",
-          lambda: summed_seconds("utility-all-centroids-e16"), UA16J),
-    Check(UA16, "the wall time given, ε = 16 (the rows' sum less 638 s stopped)", "5,251",
-          lambda: load("utility-all-centroids-e16")["wall_seconds"], UA16J),
     Check(PRP, "the run's wall seconds", "2,859", lambda: load("paper-regime")["wall_seconds"], PRJ),
-    # What one call of `experiment all --seeds 1,2,3` would take: the parts' wall seconds, summed.
-    Check(R, "utility with every centroid at four ε, summed", "21,203",
-          lambda: sum(load(n)["wall_seconds"] for n in UTILITY_ALL_CENTROIDS), "utility-all-centroids*.json"),
-    Check(R, "the defaults' parts of `experiment all`, summed", "43,652",
-          lambda: sum(load(n)["wall_seconds"] for n in (*UTILITY_ALL_CENTROIDS, *ALL_DEFAULT_PARTS)),
-          "the parts' JSON"),
     # "All of it in one call" (all-run-progress.json): what finished, and results_diff against the published rows.
     *[
         Check(R, f"all-run: {name} {key}", c, lambda name=name, key=key: all_run_finished(name, key), ARP)
-        for name, key, c in (("utility", "rows", "48"), ("utility", "wall_seconds", "5,188"),
+        for name, key, c in (("utility", "rows", "48"), ("utility", "wall_seconds", "5,194"),
                              ("baselines", "rows", "60"), ("baselines", "wall_seconds", "46"),
                              ("augpe", "rows", "37"), ("augpe", "wall_seconds", "2,164"),
                              ("diversity", "rows", "15"), ("diversity", "wall_seconds", "664"),
-                             ("naturalness", "rows", "15"), ("naturalness", "wall_seconds", "135"))
+                             ("naturalness", "rows", "15"), ("naturalness", "wall_seconds", "135"),
+                             ("downstream", "rows", "15"), ("downstream", "rows_seconds", "1,009"))
     ],
+    *[
+        Check(R, f"all-run: utility's text rows, {what} seconds", c, lambda f=f: f(r["unit_seconds"] for r in rows("utility", level="text")), U)
+        for what, f, c in (("fastest", min, "93"), ("slowest", max, "937"))
+    ],
+    Check(R, "all-run: utility's first text row, seconds", "309",
+          lambda: one("utility", method="fre-e2t", epsilon=4.0, seed=1, level="text")["unit_seconds"], U),
+    Check(R, "all-run: the time so far, seconds", "9,397", lambda: all_run("elapsed_so_far_seconds"), ARP),
+    Check(R, "all-run: set-up, seconds", "136", lambda: all_run("setup_seconds"), ARP),
+    Check(R, "all-run: downstream's real-data accuracy, largest move in test tweets", "13",
+          lambda: max(abs(d["run"] - d["published"]) for d in all_run_diff("downstream.json", "downstream.json")[
+              "largest_differences"] if d["field"] == "real_accuracy") * one("downstream", source="reference", seed=1)["n_test"],
+          ARP),
+    Check(R, "all-run: downstream's real-data accuracy before, mean over seeds", "0.453",
+          lambda: statistics.mean(d["published"] for d in all_run_diff("downstream.json", "downstream.json")["largest_differences"]
+                                  if d["field"] == "real_accuracy"), ARP),
     Check(R, "all-run: the corpus embedded, seconds", "268", lambda: all_run("corpus_embedding_seconds"), ARP),
     *[
         Check(R, f"all-run: the four ablations' {what}", c,
@@ -1400,17 +1380,17 @@ CHECKS: list[Check] = [
           lambda: all_run_diff("baselines.json", "baselines.json")["figures_equal"], ARP),
     Check(R, "all-run: baselines' figures that differ", "0",
           lambda: all_run_diff("baselines.json", "baselines.json")["figures_differ"], ARP,
-          quote="every figure of baselines (660 of 660)"),
+          quote="every figure of `baselines` (660 of 660)"),
     *[
         Check(R, f"all-run: {name}'s figures that differ", "0",
               lambda name=name: all_run_diff(f"{name}.json", f"{name}.json")["figures_differ"], ARP,
-              quote="of ablation-ps, ablation-k and ablation-t")
+              quote="of `ablation-ps`, `ablation-k` and `ablation-t`")
         for name in ("ablation-ps", "ablation-k", "ablation-t")
     ],
     *[
         Check(R, f"all-run: utility's centroid-level figures that differ, against {page}", "0",
               lambda page=page: all_run_diff("utility.json", f"{page}.json")["figures_differ_by_level"].get("centroid", 0),
-              ARP, quote="every centroid-level figure of utility")
+              ARP, quote="every centroid-level figure of `utility`")
         for page in ("utility", *UTILITY_ALL_CENTROIDS)
     ],
     Check(R, "all-run: ablation-edge's figures the same", "659",

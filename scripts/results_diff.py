@@ -35,9 +35,8 @@ from fre_protocol.experiments.store import ROWS_SUFFIX, read_checkpoint  # noqa:
 IDENTITY = ("method", "part", "level", "embedder", "to", "model", "source", "epsilon", "seed", "threshold",
             "edge_multiplier", "k", "p_sample", "budget_factor", "n_points", "temperature", "histogram_epsilon",
             "histogram_fraction")
-#: published files beside NAME.json that hold rows of the same experiment
-ALSO = {"utility": ("utility-all-centroids", "utility-all-centroids-e4", "utility-all-centroids-e16",
-                    "utility-all-centroids-inf")}
+#: published files beside NAME.json that hold rows of the same experiment (glob patterns)
+ALSO = {"utility": ("utility-all-centroids*",)}
 NOT_FIGURES = ("commit", "dirty")
 #: figures this close are the same: the embeddings are float32, and another CPU's kernels round
 #: their last bits differently (a published row made on an AVX2 machine and a run on an AVX-512
@@ -111,7 +110,10 @@ def compare(run: Sequence[Mapping[str, Any]], published: Sequence[Mapping[str, A
 
 
 def published_files(name: str, against: Path) -> list[Path]:
-    return [p for p in (against / f"{n}.json" for n in (name, *ALSO.get(name, ()))) if p.exists()]
+    # a re-judging or a reader's count beside a run matches the pattern too: only a run's document names it
+    also = sorted(p for pattern in ALSO.get(name, ()) for p in against.glob(f"{pattern}.json")
+                  if json.loads(p.read_text(encoding="utf-8")).get("experiment") == name)
+    return [p for p in (against / f"{name}.json", *also) if p.exists()]
 
 
 def run_experiments(run_dir: Path) -> dict[str, tuple[str, list[dict[str, Any]]]]:

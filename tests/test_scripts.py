@@ -433,6 +433,8 @@ def test_results_diff_pairs_rows_by_their_names_and_compares_their_figures(tmp_p
         centroid, text, {**centroid, "seed": 2}]}))
     (published / "utility-all-centroids.json").write_text(json.dumps({"experiment": "utility", "rows": [
         {**text, "f1": 0.7}]}))
+    # a re-judging beside the run matches the file pattern, but its document names no experiment
+    (published / "utility-all-centroids-rejudged.json").write_text(json.dumps({"rows": [{**text, "f1": 0.1}]}))
     (run / "utility.json").write_text(json.dumps({"experiment": "utility", "rows": [
         {**centroid, "unit_seconds": 99.0, "commit": "b" * 40},  # another time and commit: the same figures
         {**text, "f1": 0.6 + 1e-12, "examples": ["Another text."]},  # texts are not figures; sha256 is

@@ -80,14 +80,16 @@ def test_an_edited_number_is_rendered_back_and_prose_is_kept(results: Path) -> N
     row = "| 8 | 0.835 ± 0.022 | 0.900 ± 0.023 | 0.866 ± 0.002 |"  # α = 1, centroid level
     assert committed.count(row) == 1
     tampered = committed.replace(row, "| 8 | 0.835 ± 0.022 | 0.900 ± 0.023 | 0.12345 |")
-    tampered = tampered.replace("*Three seeds (n = 3) in one run", "*A reader's note. Three seeds (n = 3) in one run")
+    prose = "*Three seeds (n = 3) from one call"
+    assert committed.count(prose) == 1  # the hand-written caveat the edit below must keep
+    tampered = tampered.replace(prose, "*A reader's note. " + prose[1:])
     page.write_text(tampered, encoding="utf-8")
     assert rerender(results, write=False).changed == ["utility.md"]
     assert page.read_text(encoding="utf-8") == tampered  # --check writes nothing
     rerender(results)
     again = page.read_text(encoding="utf-8")
     assert row in again and "0.12345" not in again
-    assert "*A reader's note. Three seeds (n = 3) in one run" in again
+    assert "*A reader's note. Three seeds (n = 3) from one call" in again
 
 
 def test_a_part_whose_json_is_missing_is_refused_by_name(tmp_path: Path) -> None:
