@@ -222,6 +222,7 @@ NP = "docs/results/noise-parity.md"
 EMB = "docs/results/embedders.md"
 RD = "README.md"
 U, BL, AP = "utility.json", "baselines.json", "augpe.json"
+U_PAGE = "docs/results/utility.md"
 BLP = "docs/results/baselines.md"
 FINITE = (4.0, 8.0, 16.0)
 PRP, PRJ, MILLION = "docs/results/paper-regime.md", "paper-regime.json", 1_000_000
@@ -1313,6 +1314,18 @@ CHECKS: list[Check] = [
               lambda stat=stat: over_seeds(stat, "utility", "f1_strict", method="fre-e2t", epsilon=8.0, level="text"), U)
         for stat, c in (("mean", "0.642"), ("sd", "0.036"))
     ],
+    *[
+        Check(page, f"reader's accepted share of the call's ε = 8 texts, {stat}", c,
+              lambda stat=stat: over_seeds(stat, "utility-reader", "accepted_share", method="fre-e2t"), "utility-reader.json")
+        for page in (R, "docs/results/naturalness.md", U_PAGE) for stat, c in (("mean", "0.34"), ("sd", "0.09"))
+    ],
+    *[
+        Check(page, "reader's accepted texts of the call's ε = 8 texts, summed", "53",
+              lambda: sum(r["n_accepted"] for r in rows("utility-reader")), "utility-reader.json")
+        for page in (R, "docs/results/naturalness.md", U_PAGE)
+    ],
+    *seed_checks(R, "utility-reader", "reader's accepted texts at ε = 8", "n_accepted", {1: "27", 2: "11", 3: "15"}),
+    *seed_checks(R, "utility-reader", "texts read at ε = 8", "n_texts", {1: "61", 2: "40", 3: "50"}),
     Check(UA, "texts the reader read", "151",
           lambda: sum(r["n_texts"] for r in rows("utility-all-centroids-reader", method="fre-e2t")), "utility-all-centroids-reader.json"),
     Check(UA, "the run's wall seconds", "4,220", lambda: load("utility-all-centroids")["wall_seconds"], UAJ),

@@ -52,13 +52,15 @@ def test_every_experiment_page_states_its_json_and_command() -> None:
             assert "*Rows: `" in text and "fre-e2t experiment report --from DIR" in text, name
 
 
-def test_the_readers_count_indexes_the_texts_it_names() -> None:
+@pytest.mark.parametrize(("count", "run"), [("utility-all-centroids-reader", "utility-all-centroids"),
+                                            ("utility-reader", "utility")])
+def test_the_readers_count_indexes_the_texts_it_names(count: str, run: str) -> None:
     """A reader's accepted indices mean something only for the texts read: each row names them by
     hash, and the hash must be that of the utility row's texts today."""
     from fre_protocol.text.judges import texts_sha256
 
-    reader = json.loads((RESULTS / "utility-all-centroids-reader.json").read_text(encoding="utf-8"))
-    utility = json.loads((RESULTS / "utility-all-centroids.json").read_text(encoding="utf-8"))
+    reader = json.loads((RESULTS / f"{count}.json").read_text(encoding="utf-8"))
+    utility = json.loads((RESULTS / f"{run}.json").read_text(encoding="utf-8"))
     for row in reader["rows"]:
         (texts,) = [r["texts"] for r in utility["rows"] if r.get("level") == "text"
                     and (r["method"], r["epsilon"], r["seed"]) == (row["method"], row["epsilon"], row["seed"])]
