@@ -306,6 +306,24 @@ def all_run_diff(run: str, published: str) -> dict[str, Any]:
     return next(e for e in all_run("diff") if e["run"] == run and e["published"] == published)
 
 
+def reader_retest() -> dict[str, float]:
+    """The reader's two counts set side by side (utility-all-centroids-reader.json, read 2026-12-06;
+    utility-reader.json, 2026-12-07) on the ε = 8 texts the two runs share word for word: how many
+    are shared, on how many the verdicts agree, Cohen's κ; and the texts only the later run has."""
+    def verdicts(count: str, run: str) -> dict[str, bool]:
+        texts = {(r["method"], r["epsilon"], r["seed"]): r["texts"] for r in rows(run, level="text")}
+        return {t: i in set(r["accepted"]) for r in rows(count)
+                for i, t in enumerate(texts[(r["method"], r["epsilon"], r["seed"])])}
+    then, now = verdicts("utility-all-centroids-reader", "utility-all-centroids"), verdicts("utility-reader", "utility")
+    pairs = [(now[t], then[t]) for t in now if t in then]
+    agree = sum(a == b for a, b in pairs) / len(pairs)
+    p_now, p_then = (sum(x[i] for x in pairs) / len(pairs) for i in (0, 1))
+    chance = p_now * p_then + (1 - p_now) * (1 - p_then)
+    changed = [t for t in now if t not in then]
+    return {"shared": len(pairs), "agree": sum(a == b for a, b in pairs), "kappa": (agree - chance) / (1 - chance),
+            "changed": len(changed), "changed_accepted": sum(now[t] for t in changed)}
+
+
 def fluency_weight(part: str, inverter: str, key: str) -> float:
     """A figure of fluency-weight.json's ``part`` for ``inverter``; ``key`` may name a nested field (``a.b``)."""
     return float(dotted(load("fluency-weight")[part]["inverters"][inverter], key))
@@ -1323,6 +1341,10 @@ CHECKS: list[Check] = [
         Check(page, "reader's accepted texts of the call's ε = 8 texts, summed", "53",
               lambda: sum(r["n_accepted"] for r in rows("utility-reader")), "utility-reader.json")
         for page in (R, "docs/results/naturalness.md", U_PAGE)
+    ],
+    *[
+        Check(R, f"reader retest: {key}", c, lambda key=key: reader_retest()[key], "utility-reader.json, utility-all-centroids-reader.json")
+        for key, c in (("shared", "123"), ("changed", "28"), ("changed_accepted", "10"), ("agree", "109"), ("kappa", "0.76"))
     ],
     *seed_checks(R, "utility-reader", "reader's accepted texts at ε = 8", "n_accepted", {1: "27", 2: "11", 3: "15"}),
     *seed_checks(R, "utility-reader", "texts read at ε = 8", "n_texts", {1: "61", 2: "40", 3: "50"}),
