@@ -1348,6 +1348,20 @@ CHECKS: list[Check] = [
     ],
     *seed_checks(R, "utility-reader", "reader's accepted texts at ε = 8", "n_accepted", {1: "27", 2: "11", 3: "15"}),
     *seed_checks(R, "utility-reader", "texts read at ε = 8", "n_texts", {1: "61", 2: "40", 3: "50"}),
+    *[
+        Check(FTP, f"reader's refusals of the call's ε = 8 texts: {why}", c,
+              lambda why=why: sum(len(r["refused_as"][why]) for r in rows("utility-reader")), "utility-reader.json")
+        for why, c in (("garbled", "53"), ("fragment", "24"), ("broken_word", "14"), ("assistant", "6"), ("repeat", "1"))
+    ],
+    Check(FTP, "reader's refusals other than garbled", "45",
+          lambda: sum(len(v) for r in rows("utility-reader") for k, v in r["refused_as"].items() if k != "garbled"),
+          "utility-reader.json"),
+    Check(FTP, "reader's accepted texts at ε = 8", "53", lambda: sum(r["n_accepted"] for r in rows("utility-reader")),
+          "utility-reader.json"),
+    *[
+        Check(FTP, f"reader retest: {key}", c, lambda key=key: reader_retest()[key], "utility-reader.json, utility-all-centroids-reader.json")
+        for key, c in (("shared", "123"), ("agree", "109"), ("kappa", "0.76"))
+    ],
     Check(UA, "texts the reader read", "151",
           lambda: sum(r["n_texts"] for r in rows("utility-all-centroids-reader", method="fre-e2t")), "utility-all-centroids-reader.json"),
     Check(UA, "the run's wall seconds", "4,220", lambda: load("utility-all-centroids")["wall_seconds"], UAJ),

@@ -67,6 +67,9 @@ def test_the_readers_count_indexes_the_texts_it_names(count: str, run: str) -> N
         assert row["texts_sha256"] == texts_sha256(texts) and row["n_texts"] == len(texts)
         assert row["accepted"] == sorted(set(row["accepted"])) and all(0 <= i < len(texts) for i in row["accepted"])
         assert row["n_accepted"] == len(row["accepted"]) and row["accepted_share"] == len(row["accepted"]) / len(texts)
+        if "refused_as" in row:  # one main reason for each refused text, and only for those
+            reasons = sorted(i for indices in row["refused_as"].values() for i in indices)
+            assert reasons == sorted(set(range(len(texts))) - set(row["accepted"]))
 
 
 def test_readme_lists_the_hand_written_pages() -> None:
