@@ -116,14 +116,28 @@ def data_line(document: Mapping[str, Any]) -> str:
             + (" (--quick)" if settings.get("quick") else "") + ".")
 
 
+def rows_seconds(document: Mapping[str, Any]) -> float:
+    """The rows' own times (what computing each cost, kept across resumes), summed."""
+    return sum(float(row.get(UNIT_SECONDS) or 0.0) for row in document.get("rows") or [])
+
+
+def resumed(document: Mapping[str, Any]) -> bool:
+    """Whether the rows took longer than the call that wrote the document: it resumed an earlier one."""
+    return rows_seconds(document) > float(document.get("wall_seconds", 0.0)) + 1.0
+
+
+def seconds_spent(document: Mapping[str, Any]) -> float:
+    """The call's wall time, or for a resumed run the rows' own time (the last call's leaves out
+    every row an earlier call computed)."""
+    return rows_seconds(document) if resumed(document) else float(document.get("wall_seconds", 0.0))
+
+
 def time_phrase(document: Mapping[str, Any]) -> str:
-    """The call's wall time; for a resumed run, also its rows' own times summed across the calls, since
-    the last call's wall time then leaves out every row an earlier call computed."""
+    """The call's wall time; for a resumed run, also its rows' own times summed across the calls."""
     wall = float(document.get("wall_seconds", 0.0))
-    rows_seconds = sum(float(row.get(UNIT_SECONDS) or 0.0) for row in document.get("rows") or [])
-    if rows_seconds <= wall + 1.0:
+    if not resumed(document):
         return f"wall time {wall:.0f} s"
-    return f"rows' own time {rows_seconds:.0f} s over more than one call (wall time of the last call {wall:.0f} s)"
+    return f"rows' own time {rows_seconds(document):.0f} s over more than one call (wall time of the last call {wall:.0f} s)"
 
 
 def tables(document: Mapping[str, Any]) -> str:

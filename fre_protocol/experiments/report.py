@@ -18,7 +18,7 @@ from typing import Any
 
 from fre_protocol.experiments import EXPERIMENTS, Experiment, get_experiment, paper_reference
 from fre_protocol.experiments.context import EVALUATION_NOTE, Context
-from fre_protocol.experiments.pages import MANIFEST_FILE, experiment_page
+from fre_protocol.experiments.pages import MANIFEST_FILE, experiment_page, seconds_spent
 from fre_protocol.experiments.provenance import current_code_state, describe_model, distributions
 from fre_protocol.experiments.store import ROWS_SUFFIX
 from fre_protocol.outputs import write_atomically_text, write_json_atomic
@@ -245,6 +245,16 @@ def rewrite_index(folder: Path, *, write: bool = True) -> bool | None:
     return changed
 
 
+def contents(folder: Path, entry: Mapping[str, Any]) -> str:
+    """Rows and time of one experiment as its JSON beside the index has them: a page rerun or resumed
+    since the manifest was written is counted as it stands, not as the manifest remembers it."""
+    path = folder / f"{entry['experiment']}.json"
+    if not path.is_file():
+        return f"{entry['rows']} rows, {float(entry['wall_seconds']):.0f} s"
+    document = json.loads(path.read_text(encoding="utf-8"))
+    return f"{len(document.get('rows') or [])} rows, {seconds_spent(document):.0f} s"
+
+
 def index_html(folder: Path, manifest: Mapping[str, Any]) -> str:
     sections = []
     for entry in manifest["experiments"]:
@@ -253,7 +263,7 @@ def index_html(folder: Path, manifest: Mapping[str, Any]) -> str:
             sections.append(f'<section id="{html.escape(entry["experiment"])}">'
                             + markdown_to_html(md.read_text(encoding="utf-8"), folder) + "</section>")
     toc = "".join(f'<li><a href="#{html.escape(e["experiment"])}">{html.escape(e["experiment"])}</a> '
-                  f'({e["rows"]} rows, {e["wall_seconds"]:.0f} s)</li>' for e in manifest["experiments"])
+                  f"({contents(folder, e)})</li>" for e in manifest["experiments"])
     commands = "".join(f"<pre>{html.escape(c)}</pre>" for c in manifest.get("commands", []))
     if "commit" in manifest:  # manifests before provenance was recorded have none
         dirty = " (with uncommitted changes)" if manifest.get("dirty") else ""

@@ -188,6 +188,16 @@ def test_a_resumed_run_states_its_rows_own_time_not_only_the_last_call() -> None
     assert time_phrase({"wall_seconds": 12.0, "rows": [{"epsilon": 4.0}]}) == "wall time 12 s"  # older rows
 
 
+def test_the_index_counts_each_experiment_as_its_json_stands(tmp_path: Path) -> None:
+    # The manifest remembers the call that wrote it; a page rerun or resumed since is counted from its JSON.
+    from fre_protocol.experiments.report import contents
+
+    (tmp_path / "utility.json").write_text(json.dumps({"wall_seconds": 6.0, "rows": [
+        {"unit_seconds": 300.0}, {"unit_seconds": 200.0}, {"unit_seconds": 100.0}]}), encoding="utf-8")
+    assert contents(tmp_path, {"experiment": "utility", "rows": 17, "wall_seconds": 1026.0}) == "3 rows, 600 s"
+    assert contents(tmp_path, {"experiment": "ssp", "rows": 36, "wall_seconds": 766.4}) == "36 rows, 766 s"
+
+
 def test_the_provenance_line_says_what_is_known(tmp_path: Path) -> None:
     from fre_protocol.experiments.pages import provenance_line
 
