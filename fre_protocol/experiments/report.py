@@ -255,6 +255,23 @@ def contents(folder: Path, entry: Mapping[str, Any]) -> str:
     return f"{len(document.get('rows') or [])} rows, {seconds_spent(document):.0f} s"
 
 
+def page_commands(folder: Path, manifest: Mapping[str, Any]) -> list[str]:
+    """The commands that made the listed pages' rows, each once, with its commit, as each page's JSON
+    records them; the manifest's own commands for pages whose JSON records none (older runs)."""
+    made_by: dict[tuple[str, str], list[str]] = {}  # (command, commit) -> the experiments it made
+    older: list[str] = []
+    for entry in manifest["experiments"]:
+        path = folder / f"{entry['experiment']}.json"
+        provenance = json.loads(path.read_text(encoding="utf-8")).get("provenance") if path.is_file() else None
+        if provenance and provenance.get("command"):
+            key = (str(provenance["command"]), str(provenance.get("commit") or "not recorded")[:10])
+            made_by.setdefault(key, []).append(entry["experiment"])
+        else:
+            older.extend(manifest.get("commands", []))
+    return [f"{command}  # commit {commit}: {', '.join(names)}" for (command, commit), names in made_by.items()] \
+        + list(dict.fromkeys(older))
+
+
 def index_html(folder: Path, manifest: Mapping[str, Any]) -> str:
     sections = []
     for entry in manifest["experiments"]:
@@ -264,7 +281,7 @@ def index_html(folder: Path, manifest: Mapping[str, Any]) -> str:
                             + markdown_to_html(md.read_text(encoding="utf-8"), folder) + "</section>")
     toc = "".join(f'<li><a href="#{html.escape(e["experiment"])}">{html.escape(e["experiment"])}</a> '
                   f"({contents(folder, e)})</li>" for e in manifest["experiments"])
-    commands = "".join(f"<pre>{html.escape(c)}</pre>" for c in manifest.get("commands", []))
+    commands = "".join(f"<pre>{html.escape(c)}</pre>" for c in page_commands(folder, manifest))
     if "commit" in manifest:  # manifests before provenance was recorded have none
         dirty = " (with uncommitted changes)" if manifest.get("dirty") else ""
         commands += f"<p>Code: commit {html.escape(str(manifest['commit']))}{dirty}</p>"

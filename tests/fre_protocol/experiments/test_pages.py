@@ -198,6 +198,19 @@ def test_the_index_counts_each_experiment_as_its_json_stands(tmp_path: Path) -> 
     assert contents(tmp_path, {"experiment": "ssp", "rows": 36, "wall_seconds": 766.4}) == "36 rows, 766 s"
 
 
+def test_the_index_names_the_command_that_made_each_page(tmp_path: Path) -> None:
+    from fre_protocol.experiments.report import page_commands
+
+    made = {"command": "fre-e2t experiment all --seeds 1,2,3", "commit": "f6b986246a6bc4"}
+    for name in ("utility", "baselines"):
+        (tmp_path / f"{name}.json").write_text(json.dumps({"rows": [], "provenance": made}), encoding="utf-8")
+    manifest = {"commands": ["fre-e2t experiment utility,ssp --seeds 1"],
+                "experiments": [{"experiment": n} for n in ("utility", "baselines", "ssp")]}
+    assert page_commands(tmp_path, manifest) == [
+        "fre-e2t experiment all --seeds 1,2,3  # commit f6b986246a: utility, baselines",
+        "fre-e2t experiment utility,ssp --seeds 1"]  # ssp's JSON is not here: the manifest's commands
+
+
 def test_the_provenance_line_says_what_is_known(tmp_path: Path) -> None:
     from fre_protocol.experiments.pages import provenance_line
 
