@@ -324,6 +324,12 @@ def reader_retest() -> dict[str, float]:
             "changed": len(changed), "changed_accepted": sum(now[t] for t in changed)}
 
 
+def demo_rows_at_5f80157() -> list[str]:
+    """The synthetic texts of demo-texts.md's table at 5f80157, in row order."""
+    section = page_text("docs/results/demo-texts.md").split("## At 5f80157")[1].split("## Before")[0]
+    return [line.split(" | ")[2] for line in section.splitlines() if re.match(r"^\| \d+ \|", line)]
+
+
 def fluency_weight(part: str, inverter: str, key: str) -> float:
     """A figure of fluency-weight.json's ``part`` for ``inverter``; ``key`` may name a nested field (``a.b``)."""
     return float(dotted(load("fluency-weight")[part]["inverters"][inverter], key))
@@ -1362,6 +1368,17 @@ CHECKS: list[Check] = [
         Check(FTP, f"reader retest: {key}", c, lambda key=key: reader_retest()[key], "utility-reader.json, utility-all-centroids-reader.json")
         for key, c in (("shared", "123"), ("agree", "109"), ("kappa", "0.76"))
     ],
+    Check("docs/results/demo-texts.md", "demo texts that are utility's seed-1 ε = 8 texts, in order", "20",
+          lambda: sum(a == b for a, b in zip(demo_rows_at_5f80157(),
+                                             one("utility", method="fre-e2t", epsilon=8.0, seed=1, level="text")["texts"],
+                                             strict=False)),  # the demo shows the first 20 of 61
+          "utility.json", quote="writes these 20\n  texts word for word"),
+    Check("docs/results/demo-texts.md", "demo rows accepted then and now that differ", "0",
+          lambda: len({1, 2, 5, 6, 9, 10, 11, 12, 13, 16, 18, 19} ^ {i + 1 for i in one("utility-reader", seed=1)["accepted"] if i < 20}),
+          "utility-reader.json", quote="accepted the same 12 of these 20"),
+    Check("docs/results/demo-texts.md", "demo texts read again: accepted among the 20 largest", "12",
+          lambda: sum(i < 20 for i in one("utility-reader", seed=1)["accepted"]), "utility-reader.json",
+          quote="accepted the same 12 of these 20"),
     Check(UA, "texts the reader read", "151",
           lambda: sum(r["n_texts"] for r in rows("utility-all-centroids-reader", method="fre-e2t")), "utility-all-centroids-reader.json"),
     Check(UA, "the run's wall seconds", "4,220", lambda: load("utility-all-centroids")["wall_seconds"], UAJ),
