@@ -1379,6 +1379,26 @@ CHECKS: list[Check] = [
     Check("docs/results/demo-texts.md", "demo texts read again: accepted among the 20 largest", "12",
           lambda: sum(i < 20 for i in one("utility-reader", seed=1)["accepted"]), "utility-reader.json",
           quote="accepted the same 12 of these 20"),
+    *[
+        Check(page, f"the call's texts re-judged: {judge} agreement with the reader", c,
+              lambda judge=judge: next(a["agreement"] for a in load("utility-rejudged")["agreement"] if a["judge"].startswith(judge)),
+              "utility-rejudged.json")
+        for page, judge, c in ((R, "Gemma", "0.77"), (R, "Kneser", "0.51"), (R, "SmolLM2", "0.69"), (R, "reader's rules", "0.50"),
+                               (FTP, "Gemma", "0.77"), (FTP, "Kneser", "0.51"))
+    ],
+    *[
+        Check(R, f"the call's texts re-judged: Gemma share above news p90 {stat}, fre-e2t, ε = {e}", c,
+              lambda e=e, stat=stat: over_seeds(stat, "utility-rejudged", "lm_share_above_news_p90", method="fre-e2t", epsilon=e),
+              "utility-rejudged.json")
+        for e, stat, c in ((4.0, "mean", "0.22"), (4.0, "sd", "0.08"), (8.0, "mean", "0.12"), (8.0, "sd", "0.03"),
+                           (16.0, "mean", "0.15"), (16.0, "sd", "0.03"), (INF, "mean", "0.09"), (INF, "sd", "0.06"))
+    ],
+    *[
+        Check(FTP, f"the older texts re-judged: {judge} agreement with the reader", c,
+              lambda judge=judge: next(a["agreement"] for a in load("utility-all-centroids-rejudged")["agreement"]
+                                       if a["judge"].startswith(judge)), "utility-all-centroids-rejudged.json")
+        for judge, c in (("Gemma", "0.81"), ("Kneser", "0.58"))
+    ],
     Check(UA, "texts the reader read", "151",
           lambda: sum(r["n_texts"] for r in rows("utility-all-centroids-reader", method="fre-e2t")), "utility-all-centroids-reader.json"),
     Check(UA, "the run's wall seconds", "4,220", lambda: load("utility-all-centroids")["wall_seconds"], UAJ),
