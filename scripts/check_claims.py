@@ -857,18 +857,32 @@ CHECKS: list[Check] = [
     Check(EMB, "Table 7: public texts of the transfer", "3,994",
           lambda: one("embedders", embedder="transfer", to=None)["public_texts"], "embedders.json"),
     *[
-        Check(page, "Table 7: the call's wall time less its stop", "6,428", lambda: load("embedders")["wall_seconds"], "embedders.json")
-        for page in (R, EMB)
+        Check(page, "Table 7: the call's wall time", "5,302", lambda: load("embedders")["wall_seconds"], "embedders.json")
+        for page in (R,)
     ],
     *[
         Check(EMB, f"Table 7: {what}", c, value, "embedders.json")
         for what, c, value in (
-            ("release time, least", "67", lambda: min(r["unit_seconds"] for r in rows("embedders") if r["embedder"] != "transfer")),
-            ("release time, most of the ordinary ones", "98",
-             lambda: sorted(r["unit_seconds"] for r in rows("embedders") if r["embedder"] != "transfer")[-3]),
-            ("the first release", "151", lambda: one("embedders", embedder="first", epsilon=4.0, seed=1)["unit_seconds"]),
-            ("mpnet's first release, with its embedding", "3,404",
-             lambda: one("embedders", embedder="second", epsilon=4.0, seed=1)["unit_seconds"]))
+            ("release time, least", "43", lambda: min(r["unit_seconds"] for r in rows("embedders") if r["embedder"] != "transfer")),
+            ("release time, most of mpnet's and E5's but their first", "58",
+             lambda: max(r["unit_seconds"] for r in rows("embedders") if r["embedder"] in ("second", "third")
+                         and (r["epsilon"], r["seed"]) != (4.0, 1))),
+            ("MiniLM's releases beside the test run, least", "68",
+             lambda: min(r["unit_seconds"] for r in rows("embedders", embedder="first") if (float(r["epsilon"]), r["seed"]) >= (8.0, 3))),
+            ("MiniLM's releases beside the test run, most", "97",
+             lambda: max(r["unit_seconds"] for r in rows("embedders", embedder="first") if (float(r["epsilon"]), r["seed"]) >= (8.0, 3))),
+            ("the first release", "76", lambda: one("embedders", embedder="first", epsilon=4.0, seed=1)["unit_seconds"]),
+            ("mpnet's first release, with its embedding", "2,262",
+             lambda: one("embedders", embedder="second", epsilon=4.0, seed=1)["unit_seconds"]),
+            ("E5's first release, with its embedding", "822",
+             lambda: one("embedders", embedder="third", epsilon=4.0, seed=1)["unit_seconds"]),
+            ("the transfer to mpnet", "171", lambda: one("embedders", embedder="transfer", to=None)["unit_seconds"]),
+            ("the transfer to E5", "91", lambda: one("embedders", embedder="transfer", to="third")["unit_seconds"]),
+            ("rows at ε = ∞", "9", lambda: len(rows("embedders", epsilon=INF))),
+            ("rows of the call at 87481a5 reproduced", "29",
+             lambda: all_run_diff("embedders.json", "embedders.json")["paired"]),
+            ("their figures, all the same", "735",
+             lambda: all_run_diff("embedders.json", "embedders.json")["figures_equal"]))
     ],
     *[
         Check(page, f"embedder geometry: {key}, {model}", c,
@@ -883,14 +897,6 @@ CHECKS: list[Check] = [
             (EMB, "sentence-transformers/all-MiniLM-L6-v2", "mean_vector_norm", "0.310"),
             (EMB, "local:all-mpnet-base-v2:8e2f6d3977ca5fb9", "mean_vector_norm", "0.315"))
     ],
-    *[
-        Check(page, "E5's embedding of the corpus, seconds", "1,861",
-              lambda: load("embedders-geometry")["e5_corpus_embedding"]["seconds"], "embedders-geometry.json")
-        for page in (R, EMB)
-    ],
-    Check(EMB, "E5's embedding of the corpus, texts a second", "32",
-          lambda: load("embedders-geometry")["e5_corpus_embedding"]["computed"] / load("embedders-geometry")["e5_corpus_embedding"]["seconds"],
-          "embedders-geometry.json"),
     # fluent-text.md: time per centroid, the default seeds beside retrieval seeds, one bench run each:
     # at 7fabdad, and at 4df7607 after the search's two cuts (both on an idle machine).
     *[
@@ -1447,7 +1453,7 @@ CHECKS: list[Check] = [
     ],
     Check(R, "all-run: utility's first text row, seconds", "309",
           lambda: one("utility", method="fre-e2t", epsilon=4.0, seed=1, level="text")["unit_seconds"], U),
-    Check(R, "all-run: the time so far, seconds", "9,397", lambda: all_run("elapsed_so_far_seconds"), ARP),
+    Check(R, "all-run: the time so far, seconds", "14,723", lambda: all_run("elapsed_so_far_seconds"), ARP),
     Check(R, "all-run: set-up, seconds", "136", lambda: all_run("setup_seconds"), ARP),
     Check(R, "all-run: downstream's real-data accuracy, largest move in test tweets", "13",
           lambda: max(abs(d["run"] - d["published"]) for d in all_run_diff("downstream.json", "downstream.json")[
@@ -1490,6 +1496,20 @@ CHECKS: list[Check] = [
                                      if d["row"] == {"method": "aug-pe", "epsilon": "inf", "seed": 1}
                                      and d["field"] == "precision_all_strict"), ARP)
         for side, c in (("published", "0.1875"), ("run", "0.146"))
+    ],
+    Check(R, "user-level: buckets released over every row", "0",
+          lambda: sum(r["n_released"] for r in rows("user-level")), "user-level.json",
+          quote="nothing is released at any ε or contribution cap"),
+    Check(R, "user-level: authors (contributions at c = 1)", "793",
+          lambda: max(r.get("n_contributions") or 0 for r in rows("user-level", cap=1)), "user-level.json"),
+    Check(R, "user-level: contributions at c = 8, most", "2,693",
+          lambda: max(r.get("n_contributions") or 0 for r in rows("user-level", cap=8)), "user-level.json"),
+    Check(R, "user-level: its rows", "48", lambda: len(rows("user-level")), "user-level.json"),
+    Check(R, "user-level: seconds", "24", lambda: load("user-level")["wall_seconds"], "user-level.json"),
+    *[
+        Check(R, f"all-run: {name} {key}", c, lambda name=name, key=key: all_run_finished(name, key), ARP)
+        for name, key, c in (("embedders", "rows", "38"), ("embedders", "wall_seconds", "5,302"),
+                             ("user-level", "rows", "48"))
     ],
     Check(PRP, "protocol's released buckets at N = 10^5 (mean over ε and seeds)", "95",
           lambda: mean("paper-regime", "n_released", part="utility", method="fre-e2t"), PRJ),
