@@ -223,6 +223,7 @@ EMB = "docs/results/embedders.md"
 RD = "README.md"
 U, BL, AP = "utility.json", "baselines.json", "augpe.json"
 U_PAGE = "docs/results/utility.md"
+SSP = "docs/results/ssp.md"
 BLP = "docs/results/baselines.md"
 FINITE = (4.0, 8.0, 16.0)
 PRP, PRJ, MILLION = "docs/results/paper-regime.md", "paper-regime.json", 1_000_000
@@ -330,6 +331,17 @@ def demo_rows_at_5f80157() -> list[str]:
     return [line.split(" | ")[2] for line in section.splitlines() if re.match(r"^\| \d+ \|", line)]
 
 
+def mean_quiet_psi(found: Sequence[Mapping[str, Any]], bound: float) -> float:
+    """The largest ψ of the rows' ``delta_star@ψ`` grid up to which the seeds' mean δ*(ψ·r) ≤ ``bound``."""
+    grid = sorted(float(k.partition("@")[2]) for k in found[0] if k.startswith("delta_star@"))
+    quiet = 0.0
+    for psi in grid:
+        if statistics.mean(r[f"delta_star@{psi:g}"] for r in found) > bound:
+            break
+        quiet = psi
+    return quiet
+
+
 def fluency_weight(part: str, inverter: str, key: str) -> float:
     """A figure of fluency-weight.json's ``part`` for ``inverter``; ``key`` may name a nested field (``a.b``)."""
     return float(dotted(load("fluency-weight")[part]["inverters"][inverter], key))
@@ -404,16 +416,40 @@ CHECKS: list[Check] = [
     ],
     Check(RD, "infrequent tweets |V \\ F|", "57,380",
           lambda: (lambda r: r["n_reference_all"] - r["n_frequent"])(utility_row("fre-e2t", 8.0)), U),
-    # ... and the older three seeds of ssp.json (ε = 8, t = 100) it sets beside them.
+    # ... and Figure 4 of ssp.json (ε = 4, t = 100) beside it.
+    Check(RD, "ssp.json: the widest ψ·r within which every seed's δ* ≤ 10^-3 (ε = 4, t = 100, the protocol's centroids)", "0.9",
+          lambda: widest_quiet_psi(rows("ssp", method="fre-e2t", epsilon=4.0, threshold=100, level="centroid"), 1e-3),
+          "ssp.json", quote="finds δ* ≤ 10^-3 only within 0.9·r"),
+    # ssp.md: Figure 4 at ε = 4 from experiment all.
     *[
-        Check(RD, f"ssp.json: centroid-level δ*(r) {stat} over seeds, fre-e2t, ε = 8, t = 100", c,
-              lambda stat=stat: over_seeds(stat, "ssp", "delta_star@1", method="fre-e2t", epsilon=8.0, threshold=100),
-              "ssp.json")
-        for stat, c in (("mean", "0.135"), ("sd", "0.022"))
+        Check(SSP, f"Figure 4: δ*({psi}·r) {stat}, {m} {level}, t = {t}", c,
+              lambda psi=psi, m=m, level=level, t=t, stat=stat: over_seeds(
+                  stat, "ssp", f"delta_star@{psi}", method=m, level=level, epsilon=4.0, threshold=t), "ssp.json")
+        for psi, m, level, t, stat, c in (
+            (1, "fre-e2t", "centroid", 100, "mean", "0.0093"), (1, "fre-e2t", "centroid", 100, "sd", "0.0093"),
+            (1, "fre-e2t", "text", 100, "mean", "0.0048"), (1, "fre-e2t", "text", 100, "sd", "0.0016"),
+            (1, "central-dp", "centroid", 100, "mean", "0.0111"), (1, "central-dp", "centroid", 100, "sd", "0.0138"),
+            (1, "aug-pe", "text", 100, "mean", "0.0009"), (1, "aug-pe", "text", 100, "sd", "0.0006"),
+            (1.2, "fre-e2t", "centroid", 100, "mean", "0.87"), (1.2, "fre-e2t", "centroid", 100, "sd", "0.13"),
+            (1.1, "fre-e2t", "text", 100, "mean", "0.0500"), (1.1, "fre-e2t", "text", 100, "sd", "0.0169"),
+            (1.1, "fre-e2t", "centroid", 100, "mean", "0.2525"), (1.1, "fre-e2t", "centroid", 100, "sd", "0.1494"),
+            (1.1, "aug-pe", "text", 100, "mean", "0.0087"), (1.1, "aug-pe", "text", 100, "sd", "0.0035"),
+            (1, "central-dp", "centroid", 50, "mean", "0"))
     ],
-    Check(RD, "ssp.json: the widest ψ·r within which every seed's δ* ≤ 10^-3 (ε = 8, t = 100)", "0.8",
-          lambda: widest_quiet_psi(rows("ssp", method="fre-e2t", epsilon=8.0, threshold=100), 1e-3),
-          "ssp.json", quote="δ* ≤ 10^-3 only within 0.8·r"),
+    *[
+        Check(SSP, f"Figure 4: the largest ψ with the seeds' mean δ* ≤ 10^-3, {m} {level}, t = {t}", c,
+              lambda m=m, level=level, t=t: mean_quiet_psi(rows("ssp", method=m, level=level, epsilon=4.0, threshold=t), 1e-3),
+              "ssp.json")
+        for m, level, t, c in (("fre-e2t", "centroid", 100, "0.9"), ("fre-e2t", "text", 100, "0.9"),
+                               ("aug-pe", "text", 100, "1"), ("central-dp", "centroid", 50, "1.1"))
+    ],
+    Check(SSP, "Figure 4: buckets the mechanism releases at t = 50 (mean over seeds)", "171",
+          lambda: mean("ssp", "n_released", method="central-dp", epsilon=4.0, threshold=50), "ssp.json"),
+    Check(SSP, "Figure 4: Lemma 1's δ_fre at t = 10, ε = 4", "0.93",
+          lambda: float(re.search(r"delta_fre = ([\d.]+)", one("ssp", method="fre-e2t", level="centroid", threshold=10, seed=1)["reason"])[1]),
+          "ssp.json"),
+    Check(SSP, "Figure 4: the call's wall seconds", "613", lambda: load("ssp")["wall_seconds"], "ssp.json"),
+    Check(SSP, "Figure 4: the rows' seconds, Aug-PE counted twice", "1,015", lambda: summed_seconds("ssp"), "ssp.json"),
     # Heavy clusters (baselines.json, three seeds): README.md and baselines.md.
     *[
         Check(page, f"fre-e2t cluster {key.split('_')[1]} (mean of 3 seeds), {which} finite ε", c,
@@ -1453,7 +1489,9 @@ CHECKS: list[Check] = [
     ],
     Check(R, "all-run: utility's first text row, seconds", "309",
           lambda: one("utility", method="fre-e2t", epsilon=4.0, seed=1, level="text")["unit_seconds"], U),
-    Check(R, "all-run: the time so far, seconds", "14,723", lambda: all_run("elapsed_so_far_seconds"), ARP),
+    Check(R, "all-run: ssp's figures that differ from the page it replaced", "53",
+          lambda: all_run_diff("ssp.json", "ssp.json")["figures_differ"], ARP),
+    Check(R, "all-run: the time so far, seconds", "15,336", lambda: all_run("elapsed_so_far_seconds"), ARP),
     Check(R, "all-run: set-up, seconds", "136", lambda: all_run("setup_seconds"), ARP),
     Check(R, "all-run: downstream's real-data accuracy, largest move in test tweets", "13",
           lambda: max(abs(d["run"] - d["published"]) for d in all_run_diff("downstream.json", "downstream.json")[
@@ -1509,7 +1547,7 @@ CHECKS: list[Check] = [
     *[
         Check(R, f"all-run: {name} {key}", c, lambda name=name, key=key: all_run_finished(name, key), ARP)
         for name, key, c in (("embedders", "rows", "38"), ("embedders", "wall_seconds", "5,302"),
-                             ("user-level", "rows", "48"))
+                             ("user-level", "rows", "48"), ("ssp", "rows", "33"), ("ssp", "wall_seconds", "613"))
     ],
     Check(PRP, "protocol's released buckets at N = 10^5 (mean over ε and seeds)", "95",
           lambda: mean("paper-regime", "n_released", part="utility", method="fre-e2t"), PRJ),

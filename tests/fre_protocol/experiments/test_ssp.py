@@ -70,3 +70,15 @@ def test_an_infeasible_threshold_is_a_row_not_a_failure() -> None:
     rows = [{"method": "fre-e2t", "epsilon": 4.0, "threshold": 10, "seed": 1, "level": "centroid",
              "feasible": False, "reason": "delta budget exhausted"}]
     assert "Infeasible at ε = 4, t = 10 for fre-e2t: delta budget exhausted" in render(rows)
+
+
+def test_an_aug_pe_run_scored_at_each_threshold_counts_its_cost_once() -> None:
+    # One Aug-PE run per seed is scored against every t; its rows must not sum its time twice.
+    from fre_protocol.experiments.ssp import flatten
+
+    run = {"method": "aug-pe", "epsilon": 4.0, "seed": 1, "level": "text", "unit_seconds": 125.0,
+           "by_threshold": {"50": {"delta_star_at_r": 0.001}, "100": {"delta_star_at_r": 0.002}}}
+    rows = flatten([run, {"method": "fre-e2t", "threshold": 100, "unit_seconds": 0.5}])
+    assert [(r["method"], r.get("threshold"), r["unit_seconds"]) for r in rows] == [
+        ("aug-pe", 50, 125.0), ("aug-pe", 100, 0.0), ("fre-e2t", 100, 0.5)]
+    assert rows[1]["delta_star_at_r"] == 0.002 and "by_threshold" not in rows[1]
