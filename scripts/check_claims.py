@@ -98,12 +98,14 @@ def seed_checks(page: str, name: str, label: str, key: str, cited: Mapping[int, 
             for seed, c in cited.items()]
 
 
-def widest_quiet_psi(found: Sequence[Mapping[str, Any]], bound: float) -> float:
-    """The largest ψ of the rows' ``delta_star@ψ`` grid up to which every row's δ*(ψ·r) ≤ ``bound``."""
+def widest_quiet_psi(found: Sequence[Mapping[str, Any]], bound: float,
+                     over: Callable[[Sequence[float]], float] = max) -> float:
+    """The largest ψ of the rows' ``delta_star@ψ`` grid up to which ``over`` the rows' δ*(ψ·r) stays
+    ≤ ``bound``: every row's (``max``, the default) or the seeds' mean (``statistics.mean``)."""
     grid = sorted(float(k.partition("@")[2]) for k in found[0] if k.startswith("delta_star@"))
     quiet = 0.0
     for psi in grid:
-        if any(r[f"delta_star@{psi:g}"] > bound for r in found):
+        if over([r[f"delta_star@{psi:g}"] for r in found]) > bound:
             break
         quiet = psi
     return quiet
@@ -331,17 +333,6 @@ def demo_rows_at_5f80157() -> list[str]:
     return [line.split(" | ")[2] for line in section.splitlines() if re.match(r"^\| \d+ \|", line)]
 
 
-def mean_quiet_psi(found: Sequence[Mapping[str, Any]], bound: float) -> float:
-    """The largest ψ of the rows' ``delta_star@ψ`` grid up to which the seeds' mean δ*(ψ·r) ≤ ``bound``."""
-    grid = sorted(float(k.partition("@")[2]) for k in found[0] if k.startswith("delta_star@"))
-    quiet = 0.0
-    for psi in grid:
-        if statistics.mean(r[f"delta_star@{psi:g}"] for r in found) > bound:
-            break
-        quiet = psi
-    return quiet
-
-
 def fluency_weight(part: str, inverter: str, key: str) -> float:
     """A figure of fluency-weight.json's ``part`` for ``inverter``; ``key`` may name a nested field (``a.b``)."""
     return float(dotted(load("fluency-weight")[part]["inverters"][inverter], key))
@@ -438,7 +429,8 @@ CHECKS: list[Check] = [
     ],
     *[
         Check(SSP, f"Figure 4: the largest ψ with the seeds' mean δ* ≤ 10^-3, {m} {level}, t = {t}", c,
-              lambda m=m, level=level, t=t: mean_quiet_psi(rows("ssp", method=m, level=level, epsilon=4.0, threshold=t), 1e-3),
+              lambda m=m, level=level, t=t: widest_quiet_psi(
+                  rows("ssp", method=m, level=level, epsilon=4.0, threshold=t), 1e-3, over=statistics.mean),
               "ssp.json")
         for m, level, t, c in (("fre-e2t", "centroid", 100, "0.9"), ("fre-e2t", "text", 100, "0.9"),
                                ("aug-pe", "text", 100, "1"), ("central-dp", "centroid", 50, "1.1"))
