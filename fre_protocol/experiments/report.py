@@ -245,24 +245,27 @@ def rewrite_index(folder: Path, *, write: bool = True) -> bool | None:
     return changed
 
 
-def contents(folder: Path, entry: Mapping[str, Any]) -> str:
+def page_documents(folder: Path, manifest: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """The JSON beside the index of each experiment the manifest lists, read once (absent: not there)."""
+    paths = {e["experiment"]: folder / f"{e['experiment']}.json" for e in manifest["experiments"]}
+    return {name: json.loads(path.read_text(encoding="utf-8")) for name, path in paths.items() if path.is_file()}
+
+
+def contents(entry: Mapping[str, Any], document: Mapping[str, Any] | None) -> str:
     """Rows and time of one experiment as its JSON beside the index has them: a page rerun or resumed
     since the manifest was written is counted as it stands, not as the manifest remembers it."""
-    path = folder / f"{entry['experiment']}.json"
-    if not path.is_file():
+    if document is None:
         return f"{entry['rows']} rows, {float(entry['wall_seconds']):.0f} s"
-    document = json.loads(path.read_text(encoding="utf-8"))
     return f"{len(document.get('rows') or [])} rows, {seconds_spent(document):.0f} s"
 
 
-def page_commands(folder: Path, manifest: Mapping[str, Any]) -> list[str]:
+def page_commands(manifest: Mapping[str, Any], documents: Mapping[str, Mapping[str, Any]]) -> list[str]:
     """The commands that made the listed pages' rows, each once, with its commit, as each page's JSON
     records them; the manifest's own commands for pages whose JSON records none (older runs)."""
     made_by: dict[tuple[str, str], list[str]] = {}  # (command, commit) -> the experiments it made
     older: list[str] = []
     for entry in manifest["experiments"]:
-        path = folder / f"{entry['experiment']}.json"
-        provenance = json.loads(path.read_text(encoding="utf-8")).get("provenance") if path.is_file() else None
+        provenance = documents.get(entry["experiment"], {}).get("provenance")
         if provenance and provenance.get("command"):
             key = (str(provenance["command"]), str(provenance.get("commit") or "not recorded")[:10])
             made_by.setdefault(key, []).append(entry["experiment"])
@@ -279,9 +282,10 @@ def index_html(folder: Path, manifest: Mapping[str, Any]) -> str:
         if md.is_file():
             sections.append(f'<section id="{html.escape(entry["experiment"])}">'
                             + markdown_to_html(md.read_text(encoding="utf-8"), folder) + "</section>")
+    documents = page_documents(folder, manifest)
     toc = "".join(f'<li><a href="#{html.escape(e["experiment"])}">{html.escape(e["experiment"])}</a> '
-                  f"({contents(folder, e)})</li>" for e in manifest["experiments"])
-    commands = "".join(f"<pre>{html.escape(c)}</pre>" for c in page_commands(folder, manifest))
+                  f"({contents(e, documents.get(e['experiment']))})</li>" for e in manifest["experiments"])
+    commands = "".join(f"<pre>{html.escape(c)}</pre>" for c in page_commands(manifest, documents))
     if "commit" in manifest:  # manifests before provenance was recorded have none
         dirty = " (with uncommitted changes)" if manifest.get("dirty") else ""
         commands += f"<p>Code: commit {html.escape(str(manifest['commit']))}{dirty}</p>"

@@ -190,23 +190,27 @@ def test_a_resumed_run_states_its_rows_own_time_not_only_the_last_call() -> None
 
 def test_the_index_counts_each_experiment_as_its_json_stands(tmp_path: Path) -> None:
     # The manifest remembers the call that wrote it; a page rerun or resumed since is counted from its JSON.
-    from fre_protocol.experiments.report import contents
+    from fre_protocol.experiments.report import contents, page_documents
 
     (tmp_path / "utility.json").write_text(json.dumps({"wall_seconds": 6.0, "rows": [
         {"unit_seconds": 300.0}, {"unit_seconds": 200.0}, {"unit_seconds": 100.0}]}), encoding="utf-8")
-    assert contents(tmp_path, {"experiment": "utility", "rows": 17, "wall_seconds": 1026.0}) == "3 rows, 600 s"
-    assert contents(tmp_path, {"experiment": "ssp", "rows": 36, "wall_seconds": 766.4}) == "36 rows, 766 s"
+    manifest = {"experiments": [{"experiment": "utility", "rows": 17, "wall_seconds": 1026.0},
+                                {"experiment": "ssp", "rows": 36, "wall_seconds": 766.4}]}
+    documents = page_documents(tmp_path, manifest)
+    assert list(documents) == ["utility"]  # ssp's JSON is not in the folder
+    assert [contents(e, documents.get(e["experiment"])) for e in manifest["experiments"]] == [
+        "3 rows, 600 s", "36 rows, 766 s"]
 
 
 def test_the_index_names_the_command_that_made_each_page(tmp_path: Path) -> None:
-    from fre_protocol.experiments.report import page_commands
+    from fre_protocol.experiments.report import page_commands, page_documents
 
     made = {"command": "fre-e2t experiment all --seeds 1,2,3", "commit": "f6b986246a6bc4"}
     for name in ("utility", "baselines"):
         (tmp_path / f"{name}.json").write_text(json.dumps({"rows": [], "provenance": made}), encoding="utf-8")
     manifest = {"commands": ["fre-e2t experiment utility,ssp --seeds 1"],
                 "experiments": [{"experiment": n} for n in ("utility", "baselines", "ssp")]}
-    assert page_commands(tmp_path, manifest) == [
+    assert page_commands(manifest, page_documents(tmp_path, manifest)) == [
         "fre-e2t experiment all --seeds 1,2,3  # commit f6b986246a: utility, baselines",
         "fre-e2t experiment utility,ssp --seeds 1"]  # ssp's JSON is not here: the manifest's commands
 
