@@ -122,7 +122,11 @@ def rows_seconds(document: Mapping[str, Any]) -> float:
 
 
 def resumed(document: Mapping[str, Any]) -> bool:
-    """Whether the rows took longer than the call that wrote the document: it resumed an earlier one."""
+    """Whether the call that wrote the document took rows from an earlier call's checkpoint, as it
+    recorded (``rows_resumed``); for documents written before that was recorded, whether the rows
+    took longer than the call (a guess: a row's time can also count work shared with others)."""
+    if "rows_resumed" in document:
+        return int(document["rows_resumed"]) > 0
     return rows_seconds(document) > float(document.get("wall_seconds", 0.0)) + 1.0
 
 

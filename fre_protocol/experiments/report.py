@@ -20,7 +20,7 @@ from fre_protocol.experiments import EXPERIMENTS, Experiment, get_experiment, pa
 from fre_protocol.experiments.context import EVALUATION_NOTE, Context
 from fre_protocol.experiments.pages import MANIFEST_FILE, experiment_page, seconds_spent
 from fre_protocol.experiments.provenance import current_code_state, describe_model, distributions
-from fre_protocol.experiments.store import ROWS_SUFFIX
+from fre_protocol.experiments.store import ROWS_SUFFIX, read_checkpoint
 from fre_protocol.outputs import write_atomically_text, write_json_atomic
 
 INDEX_FILE = "index.html"
@@ -91,6 +91,9 @@ def run_one(ctx: Context, experiment: Experiment) -> dict[str, Any]:
     """Run (or resume) one experiment and write its three files; returns its manifest entry."""
     out = ctx.config.out_dir
     ctx.log(f"experiment {experiment.name} ({paper_reference(experiment)})")
+    checkpoint = out / f"{experiment.name}{ROWS_SUFFIX}"
+    # rows an earlier call finished: the page then gives the rows' own time, not this call's
+    rows_resumed = len(read_checkpoint(checkpoint)[1]) if checkpoint.is_file() else 0
     start = time.perf_counter()
     rows = experiment.run(ctx)
     wall = time.perf_counter() - start
@@ -105,6 +108,7 @@ def run_one(ctx: Context, experiment: Experiment) -> dict[str, Any]:
         "data": experiment.data or _data(ctx),
         "settings": settings(ctx) if experiment.settings is None else experiment.settings(ctx),
         "wall_seconds": wall,
+        "rows_resumed": rows_resumed,
         "rows": rows,
         **extra,  # an experiment may publish a selection of its rows (e.g. the best budget split)
     }
@@ -122,7 +126,6 @@ def run_one(ctx: Context, experiment: Experiment) -> dict[str, Any]:
             figure_name = figure_path.name
     write_atomically_text(out / f"{experiment.name}.md", experiment_page(document, f"{experiment.name}.json", out))
     ctx.log(f"experiment {experiment.name}: {len(rows)} rows in {wall:.1f} s")
-    checkpoint = ctx.config.out_dir / f"{experiment.name}{ROWS_SUFFIX}"
     compute = ctx.store(experiment.name).compute_seconds() if checkpoint.exists() else 0.0
     return {"experiment": experiment.name, "wall_seconds": wall, "compute_seconds": compute, "rows": len(rows),
             "seeds": list(ctx.config.run_seeds), "commit": document["provenance"]["commit"],
@@ -134,24 +137,39 @@ def run_experiments(ctx: Context, names: Sequence[str]) -> dict[str, Any]:
     """Run ``names`` in order ('all' = every experiment), then write the manifest and index."""
     chosen = list(EXPERIMENTS) if list(names) == ["all"] else list(names)
     experiments = [get_experiment(n) for n in chosen]  # unknown names fail before any work
-    entries = [run_one(ctx, e) for e in experiments]
-    manifest = write_manifest(ctx, entries)
+    started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    previous = read_manifest(ctx.config.out_dir)
+    # the manifest is rewritten after each experiment, so a call stopped part-way (a session's
+    # end, a crash) still records its command, code and what it finished
+    entries: list[dict[str, Any]] = []
+    manifest = write_manifest(ctx, entries, previous=previous, started=started)
+    for experiment in experiments:
+        entries.append(run_one(ctx, experiment))
+        manifest = write_manifest(ctx, entries, previous=previous, started=started,
+                                  finished=len(entries) == len(experiments))
     if len(chosen) > 1 or list(names) == ["all"]:
         write_index(ctx.config.out_dir, manifest)
     return manifest
 
 
-def write_manifest(ctx: Context, entries: list[dict[str, Any]]) -> dict[str, Any]:
+def read_manifest(folder: Path) -> dict[str, Any]:
+    """The folder's manifest.json as it stands ({} when there is none or it cannot be read)."""
+    path = folder / MANIFEST_FILE
+    try:
+        return dict(json.loads(path.read_text(encoding="utf-8"))) if path.is_file() else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def write_manifest(ctx: Context, entries: list[dict[str, Any]], *, previous: Mapping[str, Any] | None = None,
+                   started: str | None = None, finished: bool = True) -> dict[str, Any]:
     """manifest.json: what every experiment in the folder last ran with, and one record per
-    invocation (command, code, distributions, models), appended so that a folder filled by several
-    calls keeps each call's provenance."""
+    invocation (command, code, distributions, models), appended to ``previous`` (the manifest
+    before this call; by default the one on disk) so that a folder filled by several calls keeps
+    each call's provenance. ``finished`` False: the call is still running (or was stopped) after
+    the experiments in ``entries``."""
     path = ctx.config.out_dir / MANIFEST_FILE
-    previous: dict[str, Any] = {}
-    if path.exists():
-        try:
-            previous = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            previous = {}
+    previous = read_manifest(ctx.config.out_dir) if previous is None else previous
     experiments = {e["experiment"]: e for e in previous.get("experiments", [])}
     experiments.update({e["experiment"]: e for e in entries})
     commands = list(previous.get("commands", []))
@@ -161,7 +179,8 @@ def write_manifest(ctx: Context, entries: list[dict[str, Any]]) -> dict[str, Any
     invocation = {
         "command": ctx.config.command,
         "argv": list(ctx.config.argv) if ctx.config.argv is not None else None,
-        "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "started": started,
+        "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()) if finished else None,
         "code": code,
         "experiments": [e["experiment"] for e in entries],
         "seeds": list(ctx.config.run_seeds),

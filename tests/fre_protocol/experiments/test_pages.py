@@ -186,6 +186,10 @@ def test_a_resumed_run_states_its_rows_own_time_not_only_the_last_call() -> None
         "rows' own time 766 s over more than one call (wall time of the last call 0 s)")
     assert time_phrase({"wall_seconds": 770.4, "rows": rows}) == "wall time 770 s"
     assert time_phrase({"wall_seconds": 12.0, "rows": [{"epsilon": 4.0}]}) == "wall time 12 s"  # older rows
+    # A call records how many rows it took from a checkpoint: that, not the guess above, decides.
+    # (A row's time can count work another experiment did, e.g. augpe's rows carry utility's texts.)
+    assert time_phrase({"wall_seconds": 0.1, "rows_resumed": 0, "rows": rows}) == "wall time 0 s"
+    assert time_phrase({"wall_seconds": 900.0, "rows_resumed": 1, "rows": rows}).startswith("rows' own time 766 s")
 
 
 def test_the_index_counts_each_experiment_as_its_json_stands(tmp_path: Path) -> None:

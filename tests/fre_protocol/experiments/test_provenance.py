@@ -207,5 +207,34 @@ def test_a_run_records_commit_command_versions_and_seeds(embeddings: Path, tmp_p
     _run(embeddings, out, "1,2")
     manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
     assert [r["seeds"] for r in manifest["invocations"]] == [[1], [1, 2]]
-    rows = json.loads((out / "ablation-t.json").read_text(encoding="utf-8"))["rows"]
+    assert all(r["started"] and r["finished"] for r in manifest["invocations"])
+    second = json.loads((out / "ablation-t.json").read_text(encoding="utf-8"))
+    rows = second["rows"]
     assert {r["seed"] for r in rows} == {1, 2} and all("commit" in r for r in rows)
+    # the second call took seed 1's rows from the first call's checkpoint, and says so
+    assert (document["rows_resumed"], second["rows_resumed"]) == (0, len(rows) // 2) and len(rows) > 0
+    assert "over more than one call" in (out / "ablation-t.md").read_text(encoding="utf-8")
+
+
+def test_a_call_stopped_part_way_still_leaves_its_record(embeddings: Path, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    # A session's end or a crash inside the second experiment: the manifest already names the call,
+    # its code and the experiment it finished, and says it did not finish.
+    from fre_protocol.experiments import report
+
+    finished_one = report.run_one
+
+    def stop_at_the_second(ctx: Context, experiment: Any) -> dict[str, Any]:
+        if experiment.name == "ablation-k":
+            raise KeyboardInterrupt
+        return finished_one(ctx, experiment)
+
+    monkeypatch.setattr(report, "run_one", stop_at_the_second)
+    out = tmp_path / "out"
+    argv = ["experiment", "ablation-t,ablation-k", "--embeddings", str(embeddings), "--out", str(out),
+            "--epsilons", "8", "--seeds", "1", "--threshold", "100", "--k", "10", "--radius", "0.5", "--no-progress"]
+    assert main(argv) == 130  # the command line reports the interruption
+    manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
+    (run,) = manifest["invocations"]
+    assert run["argv"] == argv and run["started"] and run["finished"] is None
+    assert run["experiments"] == ["ablation-t"] and [e["experiment"] for e in manifest["experiments"]] == ["ablation-t"]
