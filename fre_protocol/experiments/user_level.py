@@ -17,6 +17,7 @@ user-level one: texts with ≥ t other users within r; :func:`mechanism.metrics.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -31,9 +32,11 @@ from fre_protocol.experiments.tables import (
     markdown_table,
     sorted_values,
 )
+from fre_protocol.text.tuning import MINILM_DEFAULTS
 from mechanism import metrics
 from mechanism.accounting import InfeasibleBudgetError
 from mechanism.contributions import PrivacyUnit
+from mechanism.params import FreParams
 from primitives.errors import InvalidParameterError
 
 CAPS = (1, 2, 4, 8)
@@ -43,6 +46,8 @@ QUICK_AUTHOR_LIMIT = 800
 #: r unless --radius is given: fortunes are more varied than tweets, and with MiniLM no fortune
 #: of the quick subset has t = 50 others within 0.9; at 1.1 about 4 % do (≈ 3 % over users).
 RADIUS = 1.1
+#: The largest threshold the search for a row's smallest affordable one tries (beyond it: infeasible).
+MAX_THRESHOLD = 1000
 #: Authors need this many fortunes to be kept: bounding costs nothing to one-text users.
 MIN_TEXTS_PER_AUTHOR = 2
 USER_FIELD = "author"
@@ -91,13 +96,41 @@ class AuthorData:
         return self._frequent[key]
 
 
+def contribution_params(ctx: Context, epsilon_user: float, cap: int) -> FreParams:
+    """The parameters of one contribution at the fixed per-user budget: (ε_user / c, δ / c), r =
+    :data:`RADIUS` unless --radius is given, and t = --threshold (or --quick's) if given, else the smallest
+    threshold that budget affords (from ε, δ and c alone: no data read). At ε = ∞ there is nothing
+    to afford, and the run's threshold (default 100) stays.
+
+    Raises :class:`InfeasibleBudgetError` when no threshold up to :data:`MAX_THRESHOLD` is."""
+    radius = ctx.config.params.get("radius", RADIUS)
+    delta = ctx.config.params.get("delta", MINILM_DEFAULTS["delta"]) / cap
+    epsilon = epsilon_user / cap
+    if "threshold" in ctx.config.param_overrides() or math.isinf(epsilon):  # given (or --quick's)
+        return ctx.params(epsilon, delta=delta, radius=radius)
+
+    def affordable(threshold: int) -> FreParams | None:
+        try:
+            return ctx.params(epsilon, delta=delta, radius=radius, threshold=threshold)
+        except (InfeasibleBudgetError, InvalidParameterError):
+            return None
+
+    if affordable(MAX_THRESHOLD) is None:
+        raise InfeasibleBudgetError(f"no threshold up to {MAX_THRESHOLD} is feasible at ε = {epsilon:g}, δ = {delta:g}")
+    low, high = 1, MAX_THRESHOLD  # feasibility is monotone in t (δ_fre falls as τ grows): bisect
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (low, middle) if affordable(middle) is not None else (middle, high)
+    params = affordable(low) or affordable(high)
+    assert params is not None
+    return params
+
+
 def cap_row(ctx: Context, data: AuthorData, epsilon_user: float, cap: int, seed: int) -> dict[str, Any]:
     from mechanism.fre_e2t import run_mechanism
 
-    radius = ctx.config.params.get("radius", RADIUS)
-    base = ctx.params(epsilon_user, radius=radius)
     try:
-        params = ctx.params(epsilon_user / cap, delta=base.delta / cap, radius=radius)
+        params = contribution_params(ctx, epsilon_user, cap)
         unit = PrivacyUnit(kind="user", cap=cap, user_field=USER_FIELD)
         release = run_mechanism(data.x, params, ctx.seeds(seed), users=data.users, unit=unit)
     except (InfeasibleBudgetError, InvalidParameterError) as exc:
@@ -106,6 +139,7 @@ def cap_row(ctx: Context, data: AuthorData, epsilon_user: float, cap: int, seed:
     row: dict[str, Any] = {
         "n_released": len(release),
         "epsilon_contribution": params.epsilon,
+        "threshold": params.threshold,
         "epsilon_user": release.ledger.unit["epsilon"],
         "delta_user": release.ledger.unit["delta"],
         "n_contributions": release.diagnostics["n_contributions"],
@@ -142,7 +176,7 @@ def run(ctx: Context) -> list[dict[str, Any]]:
 
 
 def render(rows: Sequence[Mapping[str, Any]]) -> str:
-    header = ["ε per user", "c", "ε per contribution", "released", "P texts", "R texts", "P users",
+    header = ["ε per user", "c", "ε per contribution", "t", "released", "P texts", "R texts", "P users",
               "R users", "δ*(r) texts", "δ*(r) users"]
     groups = group_rows(rows, ("epsilon", "cap"))
     body = []
@@ -152,14 +186,16 @@ def render(rows: Sequence[Mapping[str, Any]]) -> str:
             if not got:
                 continue
             per = got[0].get("epsilon_contribution")
+            thresholds = sorted({r["threshold"] for r in got if "threshold" in r})
             body.append([epsilon_label(eps), str(cap), epsilon_label(per) if per is not None else "infeasible",
-                         cell(got, "n_released", 1), cell(got, "precision_texts"), cell(got, "recall_texts"),
+                         ", ".join(map(str, thresholds)) or "–", cell(got, "n_released", 1), cell(got, "precision_texts"), cell(got, "recall_texts"),
                          cell(got, "precision_users"), cell(got, "recall_users"), cell(got, "delta_star_texts"),
                          cell(got, "delta_star_users")])
     return (
         "### Utility against c at a fixed per-user budget (centroid level, central mechanism)\n\n"
         "Per-contribution (ε, δ) = (ε_user / c, δ / c): every row protects each author at the same "
-        "(ε_user, δ).\n\n" + markdown_table(header, body)
+        "(ε_user, δ). t: the smallest threshold that per-contribution budget affords (unless --threshold "
+        "is given; at ε = ∞ the run's threshold).\n\n" + markdown_table(header, body)
     )
 
 
@@ -179,6 +215,9 @@ EXPERIMENT = Experiment(
         f"of first appearance up to the size limit (--limit; --quick: {QUICK_AUTHOR_LIMIT:,}).",
         "Fixed per-user budget: per-contribution ε = ε_user / c and δ = δ / c (c-fold basic composition); "
         "the centralized mechanism only (the protocol bounds users the same way, with the same coins).",
+        "Threshold per row: the smallest t the per-contribution (ε, δ) affords, found by the accountant "
+        "from ε, δ and c alone (no data read), unless --threshold is given; a larger c leaves less budget "
+        "per contribution and so needs a larger t. At ε = ∞ the run's threshold.",
         "Over users: the frequent set counts distinct other users within r; recall is the mean per-user "
         "share of covered frequent texts; δ* the share of users with an exposed rare text.",
     ),

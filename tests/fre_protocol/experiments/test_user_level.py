@@ -10,8 +10,10 @@ from pathlib import Path
 import pytest
 
 from fre_protocol.cli import main
-from fre_protocol.experiments.user_level import CAPS, author_subset
+from fre_protocol.experiments.context import Context, ExperimentConfig
+from fre_protocol.experiments.user_level import CAPS, author_subset, contribution_params
 from fre_protocol.text.corpora import FORTUNES_DIR
+from mechanism.accounting import InfeasibleBudgetError
 
 
 def test_author_subset_keeps_whole_prolific_authors() -> None:
@@ -19,6 +21,20 @@ def test_author_subset_keeps_whole_prolific_authors() -> None:
     assert author_subset(["t"] * 9, users, None) == [0, 1, 2, 3, 4, 5, 6, 7, 8]
     assert author_subset(["t"] * 9, ["x", *users[1:]], 4) == [1, 3, 4, 8]  # a has one text now; d would overflow
     assert author_subset(["t"] * 3, ["a", "b", "c"], None) == []
+
+
+def test_each_row_runs_at_the_smallest_threshold_its_contribution_budget_affords(tmp_path: Path) -> None:
+    ctx = Context(ExperimentConfig(out_dir=tmp_path, corpus=None, embeddings="x.npy"))
+    chosen = {cap: contribution_params(ctx, 8.0, cap) for cap in CAPS}
+    for cap, params in chosen.items():
+        assert (params.epsilon, params.delta) == (8.0 / cap, 1e-6 / cap)
+        with pytest.raises(InfeasibleBudgetError):  # one less is not affordable: the smallest
+            ctx.params(params.epsilon, delta=params.delta, radius=params.radius, threshold=params.threshold - 1)
+    thresholds = [chosen[cap].threshold for cap in CAPS]
+    assert thresholds == sorted(thresholds) and thresholds[0] < thresholds[-1]  # less budget: a larger t
+    assert contribution_params(ctx, float("inf"), 4).threshold == 100  # nothing to afford: the run's
+    given = Context(ExperimentConfig(out_dir=tmp_path, corpus=None, embeddings="x.npy", params={"threshold": 300}))
+    assert contribution_params(given, 8.0, 8).threshold == 300
 
 
 @pytest.mark.skipif(
