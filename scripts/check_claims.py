@@ -1532,15 +1532,21 @@ CHECKS: list[Check] = [
                                      and d["field"] == "precision_all_strict"), ARP)
         for side, c in (("published", "0.1875"), ("run", "0.146"))
     ],
-    Check(R, "user-level: buckets released over every row", "0",
+    Check(R, "user-level: buckets released over every row", "3",
           lambda: sum(r["n_released"] for r in rows("user-level")), "user-level.json",
-          quote="nothing is released at any ε or contribution cap"),
+          quote="3 buckets over all 48 rows"),
+    Check(R, "user-level: precision of every released bucket", "0",
+          lambda: max(r["precision_texts"] for r in rows("user-level") if r["n_released"]), "user-level.json",
+          quote="none within r of a\nfrequent fortune"),
+    *[Check(R, f"user-level: smallest affordable threshold, {side}", c,
+            lambda f=f: f(r["threshold"] for r in rows("user-level") if r["epsilon"] != "inf"), "user-level.json")
+      for side, f, c in (("least", min, "40"), ("most", max, "182"))],
     Check(R, "user-level: authors (contributions at c = 1)", "793",
           lambda: max(r.get("n_contributions") or 0 for r in rows("user-level", cap=1)), "user-level.json"),
     Check(R, "user-level: contributions at c = 8, most", "2,693",
           lambda: max(r.get("n_contributions") or 0 for r in rows("user-level", cap=8)), "user-level.json"),
     Check(R, "user-level: its rows", "48", lambda: len(rows("user-level")), "user-level.json"),
-    Check(R, "user-level: seconds", "24", lambda: load("user-level")["wall_seconds"], "user-level.json"),
+    Check(R, "user-level: seconds", "7", lambda: load("user-level")["wall_seconds"], "user-level.json"),
     *[
         Check(R, f"all-run: {name} {key}", c, lambda name=name, key=key: all_run_finished(name, key), ARP)
         for name, key, c in (("embedders", "rows", "38"), ("embedders", "wall_seconds", "5,302"),
