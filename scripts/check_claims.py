@@ -961,6 +961,16 @@ CHECKS: list[Check] = [
              lambda: one("inversion-speed", inverter="guided[default]")["seconds_per_target"]
              / one("inversion-speed", inverter="guided[default,seeds=retrieval]")["seconds_per_target"]))
     ],
+    # fluent-text.md, "Kernels held to AVX2": five calls of the bench, one sitting (e067b20).
+    *[
+        Check("docs/results/fluent-text.md", f"kernels held to AVX2: {label} s/target", c,
+              lambda label=label: next(r for r in load("inversion-speed-isa")["runs"]
+                                       if r["label"] == label)["seconds_per_target"], "inversion-speed-isa.json")
+        for label, c in (("default1", "2.05"), ("default2", "2.05"), ("default3", "2.06"), ("avx2", "1.98"),
+                         ("avx2all", "2.01"))
+    ],
+    Check("docs/results/fluent-text.md", "kernels held to AVX2: guide cosine, every call", "0.680",
+          lambda: max(r["cosine_mean"] for r in load("inversion-speed-isa")["runs"]), "inversion-speed-isa.json"),
     Check("docs/results/fluent-text.md", "bench at 4df7607: wall seconds", "246",
           lambda: load("inversion-speed")["seconds_wall"], "inversion-speed.json"),
     # fluent-text.md: the search's two cuts (3eeccdc, 20a2281) against b5eb353, one ABBA run.
