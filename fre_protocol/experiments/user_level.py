@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -32,12 +33,11 @@ from fre_protocol.experiments.tables import (
     markdown_table,
     sorted_values,
 )
-from fre_protocol.text.tuning import MINILM_DEFAULTS
+from fre_protocol.text.tuning import MINILM_DEFAULTS, smallest_threshold
 from mechanism import metrics
-from mechanism.accounting import InfeasibleBudgetError
 from mechanism.contributions import PrivacyUnit
 from mechanism.params import FreParams
-from primitives.errors import InvalidParameterError
+from primitives.errors import InfeasibleBudgetError, InvalidParameterError
 
 CAPS = (1, 2, 4, 8)
 #: Fortunes a --quick run embeds (CI's smoke run; its other experiments share healthtweets, so
@@ -115,14 +115,10 @@ def contribution_params(ctx: Context, epsilon_user: float, cap: int) -> FreParam
         except (InfeasibleBudgetError, InvalidParameterError):
             return None
 
-    if affordable(MAX_THRESHOLD) is None:
+    threshold = smallest_threshold(lambda t: affordable(t) is not None, limit=MAX_THRESHOLD)
+    params = affordable(threshold) if threshold is not None else None
+    if params is None:
         raise InfeasibleBudgetError(f"no threshold up to {MAX_THRESHOLD} is feasible at ε = {epsilon:g}, δ = {delta:g}")
-    low, high = 1, MAX_THRESHOLD  # feasibility is monotone in t (δ_fre falls as τ grows): bisect
-    while high - low > 1:
-        middle = (low + high) // 2
-        low, high = (low, middle) if affordable(middle) is not None else (middle, high)
-    params = affordable(low) or affordable(high)
-    assert params is not None
     return params
 
 
@@ -167,11 +163,13 @@ def run(ctx: Context) -> list[dict[str, Any]]:
             data = AuthorData(ctx)
         return data
 
+    def row(epsilon: float, cap: int, seed: int) -> dict[str, Any]:
+        return cap_row(ctx, loaded(), epsilon, cap, seed)
+
     for epsilon in ctx.config.run_epsilons:
         for seed in ctx.config.run_seeds:
             for cap in CAPS:
-                key = {"epsilon": epsilon, "seed": seed, "cap": cap}
-                store.get_or_run(key, lambda e=epsilon, c=cap, s=seed: cap_row(ctx, loaded(), e, c, s))
+                store.get_or_run({"epsilon": epsilon, "seed": seed, "cap": cap}, partial(row, epsilon, cap, seed))
     return store.rows()
 
 

@@ -61,6 +61,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -206,32 +207,36 @@ class Preflight:
     min_feasible_threshold: int | None
 
 
-def min_feasible_threshold(params: FreParams, *, limit: int = 100_000) -> int | None:
-    """The smallest t for which the budget is feasible (other parameters fixed), or None."""
-    lo = params.threshold
-    try:
-        calibrate_noise(params)
-        return params.threshold
-    except InfeasibleBudgetError:
-        pass
-    hi = max(2 * lo, 2)
-    while hi <= limit:
-        try:
-            calibrate_noise(dataclasses.replace(params, threshold=hi))
-            break
-        except InfeasibleBudgetError:
-            lo, hi = hi, 2 * hi
-    else:
-        return None
-    # feasibility is monotone in t (δ_fre falls with τ): bisect between lo (infeasible) and hi
-    while hi - lo > 1:
+def smallest_threshold(feasible: Callable[[int], bool], *, start: int = 1, limit: int = 100_000) -> int | None:
+    """The smallest t >= ``start`` with ``feasible(t)``, or None if none is up to ``limit``.
+
+    ``feasible`` must be monotone in t, as a budget is (δ_fre falls as τ grows): doubling finds a
+    feasible t, bisection the smallest."""
+    if feasible(start):
+        return start
+    lo, hi = start, min(max(2 * start, 2), limit)
+    while not feasible(hi):
+        if hi >= limit:
+            return None
+        lo, hi = hi, min(2 * hi, limit)  # the limit itself is tried last, not skipped
+    while hi - lo > 1:  # lo infeasible, hi feasible
         mid = (lo + hi) // 2
-        try:
-            calibrate_noise(dataclasses.replace(params, threshold=mid))
-            hi = mid
-        except InfeasibleBudgetError:
-            lo = mid
+        lo, hi = (lo, mid) if feasible(mid) else (mid, hi)
     return hi
+
+
+def min_feasible_threshold(params: FreParams, *, limit: int = 100_000) -> int | None:
+    """The smallest t >= params.threshold for which the budget is feasible (other parameters
+    fixed), or None."""
+
+    def feasible(threshold: int) -> bool:
+        try:
+            calibrate_noise(dataclasses.replace(params, threshold=threshold))
+            return True
+        except InfeasibleBudgetError:
+            return False
+
+    return smallest_threshold(feasible, start=params.threshold, limit=limit)
 
 
 def preflight(params: FreParams, n_users: int) -> Preflight:

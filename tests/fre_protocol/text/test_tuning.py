@@ -21,6 +21,7 @@ from fre_protocol.text.tuning import (
     preflight,
     radius_from_public,
     radius_quantile_public,
+    smallest_threshold,
 )
 from mechanism.accounting import calibrate_noise, sensitivity_failure
 from mechanism.params import FreParams
@@ -99,6 +100,20 @@ def test_preflight_reports_infeasible_budget_and_smallest_feasible_t() -> None:
     with pytest.raises(InfeasibleBudgetError, match="budget"):
         calibrate_noise(dataclasses.replace(params, threshold=t_min - 1))  # ... and not below
     assert min_feasible_threshold(minilm_params(8.0)) == 100
+
+
+@pytest.mark.parametrize("start", [1, 7, 64])
+def test_smallest_threshold_finds_the_edge_of_any_monotone_predicate(start: int) -> None:
+    for edge in [1, 2, 3, 63, 64, 65, 100, 999, 1000]:
+        asked: list[int] = []
+
+        def feasible(t: int, edge: int = edge, asked: list[int] = asked) -> bool:
+            asked.append(t)
+            return t >= edge
+
+        assert smallest_threshold(feasible, start=start, limit=1000) == max(edge, start)
+        assert len(asked) <= 2 * 11  # doubling then bisection: logarithmic in the limit
+    assert smallest_threshold(lambda t: t >= 1001, start=start, limit=1000) is None
 
 
 def test_preflight_quiet_on_the_documented_setting_and_large_population() -> None:
