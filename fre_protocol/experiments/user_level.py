@@ -122,6 +122,25 @@ def contribution_params(ctx: Context, epsilon_user: float, cap: int) -> FreParam
     return params
 
 
+def settings(ctx: Context) -> dict[str, Any]:
+    """The run's settings, with each (ε_user, c)'s per-contribution parameters (r, t and the budget
+    they ran with) in place of the run's own."""
+    from fre_protocol.experiments.report import settings as run_settings
+
+    out = run_settings(ctx)
+    by_epsilon: dict[str, dict[str, Any]] = {}
+    for epsilon in ctx.config.run_epsilons:
+        by_cap: dict[str, Any] = {}
+        for cap in CAPS:
+            try:
+                by_cap[f"c={cap}"] = contribution_params(ctx, epsilon, cap).to_dict()
+            except (InfeasibleBudgetError, InvalidParameterError) as exc:
+                by_cap[f"c={cap}"] = f"infeasible: {exc}"
+        by_epsilon[str(epsilon)] = by_cap
+    out["params_by_epsilon"] = by_epsilon
+    return out
+
+
 def cap_row(ctx: Context, data: AuthorData, epsilon_user: float, cap: int, seed: int) -> dict[str, Any]:
     from mechanism.fre_e2t import run_mechanism
 
@@ -203,6 +222,7 @@ EXPERIMENT = Experiment(
     paper_tables=(),
     run=run,
     render=render,
+    settings=settings,
     data="fortunes grouped by attribution (authors with >= 2 fortunes)",
     notes=(
         f"r = {RADIUS} unless --radius is given: fortunes are more varied than tweets (no fortune has "

@@ -11,9 +11,15 @@ import pytest
 
 from fre_protocol.cli import main
 from fre_protocol.experiments.context import Context, ExperimentConfig
-from fre_protocol.experiments.user_level import CAPS, author_subset, contribution_params
+from fre_protocol.experiments.user_level import (
+    CAPS,
+    RADIUS,
+    author_subset,
+    contribution_params,
+    settings,
+)
 from fre_protocol.text.corpora import FORTUNES_DIR
-from mechanism.accounting import InfeasibleBudgetError
+from primitives.errors import InfeasibleBudgetError
 
 
 def test_author_subset_keeps_whole_prolific_authors() -> None:
@@ -35,6 +41,11 @@ def test_each_row_runs_at_the_smallest_threshold_its_contribution_budget_affords
     assert contribution_params(ctx, float("inf"), 4).threshold == 100  # nothing to afford: the run's
     given = Context(ExperimentConfig(out_dir=tmp_path, corpus=None, embeddings="x.npy", params={"threshold": 300}))
     assert contribution_params(given, 8.0, 8).threshold == 300
+    # NAME.json's settings record what each (ε_user, c) ran with, not the run's r = 0.9 and t = 100
+    recorded = settings(Context(ExperimentConfig(out_dir=tmp_path, corpus=None, embeddings="x.npy", epsilons=(8.0,))))
+    assert {c: p["threshold"] for c, p in recorded["params_by_epsilon"]["8.0"].items()} == {
+        f"c={cap}": chosen[cap].threshold for cap in CAPS}
+    assert all(p["radius"] == RADIUS for p in recorded["params_by_epsilon"]["8.0"].values())
 
 
 @pytest.mark.skipif(
