@@ -333,6 +333,20 @@ def demo_rows_at_5f80157() -> list[str]:
     return [line.split(" | ")[2] for line in section.splitlines() if re.match(r"^\| \d+ \|", line)]
 
 
+def blind_reading(budget: str) -> dict[str, Any]:
+    """demo-wider-search.json: a run's 20 texts against the blind verdicts (accepted, and why each
+    refused text was refused), and how the default's verdicts match the 5f80157 reading's rows."""
+    doc = load("demo-wider-search")
+    index = {t: i for i, t in enumerate(doc["blinded_texts"])}
+    texts = doc["runs"][budget]["top20_texts"]
+    verdicts = [doc["refused_as"].get(str(index[t]), "accepted") for t in texts]
+    earlier = {1, 2, 5, 6, 9, 10, 11, 12, 13, 16, 18, 19}  # demo-texts.md's rows accepted at 5f80157
+    return {"accepted": verdicts.count("accepted"), "refused": 20 - verdicts.count("accepted"),
+            "garbled": verdicts.count("garbled"), "fragment": verdicts.count("fragment"),
+            "agree_with_earlier": sum((v == "accepted") == (row in earlier) for row, v in enumerate(verdicts, 1)),
+            "shared": len(set(texts) & set(doc["runs"]["default"]["top20_texts"])), "distinct": len(index)}
+
+
 def fluency_weight(part: str, inverter: str, key: str) -> float:
     """A figure of fluency-weight.json's ``part`` for ``inverter``; ``key`` may name a nested field (``a.b``)."""
     return float(dotted(load("fluency-weight")[part]["inverters"][inverter], key))
@@ -1421,6 +1435,20 @@ CHECKS: list[Check] = [
                                              one("utility", method="fre-e2t", epsilon=8.0, seed=1, level="text")["texts"],
                                              strict=False)),  # the demo shows the first 20 of 61
           "utility.json", quote="writes these 20\n  texts word for word"),
+    *[
+        Check("docs/results/demo-texts.md", f"blind reading, {budget}: {key}", c,
+              lambda budget=budget, key=key: blind_reading(budget)[key], "demo-wider-search.json")
+        for budget, key, c in (("default", "accepted", "10"), ("beam=5,top_k=8", "accepted", "4"),
+                               ("beam=5,top_k=8", "refused", "16"), ("beam=5,top_k=8", "garbled", "8"),
+                               ("beam=5,top_k=8", "fragment", "4"), ("default", "agree_with_earlier", "18"),
+                               ("beam=5,top_k=8", "shared", "1"), ("default", "distinct", "39"))
+    ],
+    *[
+        Check("docs/results/demo-texts.md", f"blind reading, {budget}: {key}", c,
+              lambda budget=budget, key=key: load("demo-wider-search")["runs"][budget][key], "demo-wider-search.json")
+        for budget, key, c in (("default", "text_f1_alpha_1", "0.644"), ("beam=5,top_k=8", "text_f1_alpha_1", "0.685"),
+                               ("default", "invert_seconds", "131.0"), ("beam=5,top_k=8", "invert_seconds", "227.0"))
+    ],
     Check("docs/results/demo-texts.md", "demo rows accepted then and now that differ", "0",
           lambda: len({1, 2, 5, 6, 9, 10, 11, 12, 13, 16, 18, 19} ^ {i + 1 for i in one("utility-reader", seed=1)["accepted"] if i < 20}),
           "utility-reader.json", quote="accepted the same 12 of these 20"),
