@@ -16,6 +16,11 @@ With ``--reader``, a reader's count of the same texts (the indices a person acce
 the texts' SHA-256), it also prints how well each judge agrees with the reader: the probability
 that a text the reader accepted scores better than one the reader refused (0.5 = chance), over
 all the texts read and per seed. Reads nothing private.
+
+    python scripts/rejudge_utility_texts.py --blind docs/results/demo-wider-search.json
+
+``--blind`` takes a blind reading instead (``blinded_texts`` and the indices ``accepted``, as
+``demo-wider-search.json`` holds them) and prints only the judges' agreement with it.
 """
 
 from __future__ import annotations
@@ -135,10 +140,15 @@ def other_family_scorer() -> Scorer | None:
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("utility", type=Path, help="a utility run's JSON (utility.json or a published copy)")
+    parser.add_argument("utility", type=Path, nargs="?", help="a utility run's JSON (utility.json or a published copy)")
+    parser.add_argument("--blind", type=Path, help="a blind reading (blinded_texts, accepted) to judge instead")
     parser.add_argument("--reader", type=Path, help="a reader's count of its texts (utility-all-centroids-reader.json)")
     parser.add_argument("--json", type=Path, help="also write the rows and the agreement here, with the command and commit")
     args = parser.parse_args(argv)
+    if (args.utility is None) == (args.blind is None):
+        parser.error("give a utility run's JSON or --blind FILE, one of them")
+    if args.blind is not None:
+        return judge_blind_reading(args.blind, args.json, argv)
     document = json.loads(args.utility.read_text(encoding="utf-8"))
     if not text_rows(document):
         print(f"{args.utility}: no text row keeps its texts (rows made before the judges were added)", file=sys.stderr)
@@ -150,15 +160,7 @@ def main(argv: list[str]) -> int:
           + (f", median Gemma NLL {rows[0]['news_lm_nll_median']:.2f}." if "news_lm_nll_median" in rows[0] else "."))
     if args.reader:
         labels = reader_labels(document, json.loads(args.reader.read_text(encoding="utf-8")))
-        kn = judges.public_fluency_judge()
-        scorers: dict[str, Scorer] = {
-            "reader's rules (pass 0, fail 1)": lambda t: np.asarray([0.0 if rules.passes(x) else 1.0 for x in t]),
-            "Kneser-Ney NLL": kn.nlls,
-        }
-        if other is not None:
-            scorers["Gemma-3 270M NLL"] = other
-        scorers["SmolLM2 NLL (the writer's model)"] = writer_nlls
-        found = agreement(labels, scorers)
+        found = agreement(labels, judge_scorers(other))
         print("\n" + agreement_table(found, sum(len(t) for _, t, _ in labels), sum(int(ok.sum()) for *_, ok in labels)))
     if args.json:
         document_out = {"command": "python scripts/rejudge_utility_texts.py " + " ".join(_public(argv)),
@@ -166,6 +168,40 @@ def main(argv: list[str]) -> int:
                                                         "other_family": judges.OTHER_FAMILY_LM if other else None},
                         "rows": rows, "agreement": found if args.reader else []}
         args.json.write_text(json.dumps(json_safe(document_out), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    return 0
+
+
+def judge_scorers(other_family: Scorer | None) -> dict[str, Scorer]:
+    """The judges set against a reader: the reader's rules, Kneser-Ney, Gemma (when installed) and
+    the writer's own model (for contrast: it scores its own text as likely)."""
+    kn = judges.public_fluency_judge()
+    scorers: dict[str, Scorer] = {
+        "reader's rules (pass 0, fail 1)": lambda t: np.asarray([0.0 if rules.passes(x) else 1.0 for x in t]),
+        "Kneser-Ney NLL": kn.nlls,
+    }
+    if other_family is not None:
+        scorers["Gemma-3 270M NLL"] = other_family
+    scorers["SmolLM2 NLL (the writer's model)"] = writer_nlls
+    return scorers
+
+
+def judge_blind_reading(path: Path, out: Path | None, argv: Sequence[str]) -> int:
+    """The judges' agreement with a blind reading (one group: the texts as they were read)."""
+    reading = json.loads(path.read_text(encoding="utf-8"))
+    texts = list(reading["blinded_texts"])
+    accepted = np.zeros(len(texts), dtype=bool)
+    accepted[reading["accepted"]] = True
+    other = other_family_scorer()
+    found = agreement([(0, texts, accepted)], judge_scorers(other))
+    print(agreement_table(found, len(texts), int(accepted.sum())))
+    if out is not None:
+        document_out = {"command": "python scripts/rejudge_utility_texts.py " + " ".join(_public(argv)),
+                        "code": code_state(), "reading": path.name, "texts": len(texts),
+                        "accepted": int(accepted.sum()),
+                        "judges": {"kneser_ney": judges.FLUENCY_JUDGE,
+                                   "other_family": judges.OTHER_FAMILY_LM if other else None},
+                        "agreement": [{"judge": f["judge"], "agreement": f["agreement"]} for f in found]}
+        out.write_text(json.dumps(json_safe(document_out), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     return 0
 
 

@@ -388,6 +388,31 @@ def test_rejudge_utility_texts_adds_another_family_and_the_readers_agreement(
         script.reader_labels({"rows": rows}, reader)
 
 
+def test_rejudge_utility_texts_sets_the_judges_against_a_blind_reading(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    script = load("rejudge_utility_texts")
+    monkeypatch.setattr(script.judges, "public_fluency_judge", LengthJudge)
+    other = lambda texts: -LengthJudge().nlls(list(texts))  # noqa: E731 — shorter is worse here
+    monkeypatch.setattr(script, "other_family_scorer", lambda: other)
+    monkeypatch.setattr(script, "writer_nlls", lambda texts: np.zeros(len(texts)))
+    reading = tmp_path / "demo-wider-search.json"
+    reading.write_text(json.dumps({"blinded_texts": ["The flu season started early this year.", "Nope nope.",
+                                                     "Clinics are open today.", "Ebola: says, more than, more."],
+                                   "accepted": [0, 2]}))
+    out = tmp_path / "judged.json"
+    assert script.main(["--blind", str(reading), "--json", str(out)]) == 0
+    written = json.loads(out.read_text())
+    # accepted 7 and 4 words, refused 2 and 5: KN (NLL = words) orders 1 of 4 pairs well, the other judge 3 of 4
+    agreement = {a["judge"]: a["agreement"] for a in written["agreement"]}
+    assert agreement["Kneser-Ney NLL"] == pytest.approx(0.25) and agreement["Gemma-3 270M NLL"] == pytest.approx(0.75)
+    assert (written["texts"], written["accepted"], written["reading"]) == (4, 2, "demo-wider-search.json")
+    assert written["command"] == "python scripts/rejudge_utility_texts.py --blind demo-wider-search.json --json judged.json"
+    assert "Agreement with the reader (2 of 4 texts accepted)" in capsys.readouterr().out
+    with pytest.raises(SystemExit):  # both a utility run and a blind reading: one of them
+        script.main([str(reading), "--blind", str(reading)])
+
+
 
 def test_compare_guided_inverter_loads_the_baseline_commits_module_beside_the_trees() -> None:
     compare = load("compare_guided_inverter")
