@@ -336,6 +336,8 @@ def demo_rows_at_5f80157() -> list[str]:
 def blind_reading(budget: str) -> dict[str, Any]:
     """demo-wider-search.json: a run's 20 texts against the blind verdicts (accepted, and why each
     refused text was refused), and how the default's verdicts match the 5f80157 reading's rows."""
+    from fre_protocol.text import rules
+
     doc = load("demo-wider-search")
     index = {t: i for i, t in enumerate(doc["blinded_texts"])}
     texts = doc["runs"][budget]["top20_texts"]
@@ -344,7 +346,8 @@ def blind_reading(budget: str) -> dict[str, Any]:
     return {"accepted": verdicts.count("accepted"), "refused": 20 - verdicts.count("accepted"),
             "garbled": verdicts.count("garbled"), "fragment": verdicts.count("fragment"),
             "agree_with_earlier": sum((v == "accepted") == (row in earlier) for row, v in enumerate(verdicts, 1)),
-            "shared": len(set(texts) & set(doc["runs"]["default"]["top20_texts"])), "distinct": len(index)}
+            "shared": len(set(texts) & set(doc["runs"]["default"]["top20_texts"])), "distinct": len(index),
+            "rules_pass": sum(rules.passes(t) for t in doc["blinded_texts"])}
 
 
 def fluency_weight(part: str, inverter: str, key: str) -> float:
@@ -1460,6 +1463,14 @@ CHECKS: list[Check] = [
         for page in ("docs/results/demo-texts.md", FTP)
         for budget, key, c in (("default", "text_f1_alpha_1", "0.644"), ("beam=5,top_k=8", "text_f1_alpha_1", "0.685"))
     ],
+    *[
+        Check("docs/results/demo-texts.md", f"blind reading: {judge} agreement", c,
+              lambda judge=judge: next(a["agreement"] for a in load("demo-wider-search-judged")["agreement"]
+                                       if a["judge"].startswith(judge)), "demo-wider-search-judged.json")
+        for judge, c in (("Gemma", "0.84"), ("SmolLM2", "0.70"), ("Kneser", "0.65"), ("reader's rules", "0.50"))
+    ],
+    Check("docs/results/demo-texts.md", "blind reading: texts passing the reader's rules", "39",
+          lambda: blind_reading("default")["rules_pass"], "demo-wider-search.json"),
     Check("docs/results/demo-texts.md", "demo rows accepted then and now that differ", "0",
           lambda: len({1, 2, 5, 6, 9, 10, 11, 12, 13, 16, 18, 19} ^ {i + 1 for i in one("utility-reader", seed=1)["accepted"] if i < 20}),
           "utility-reader.json", quote="accepted the same 12 of these 20"),
