@@ -142,7 +142,7 @@ def run_experiments(ctx: Context, names: Sequence[str]) -> dict[str, Any]:
     # the manifest is rewritten after each experiment, so a call stopped part-way (a session's
     # end, a crash) still records its command, code and what it finished
     entries: list[dict[str, Any]] = []
-    manifest = write_manifest(ctx, entries, previous=previous, started=started)
+    manifest = write_manifest(ctx, entries, previous=previous, started=started, finished=False)
     for experiment in experiments:
         entries.append(run_one(ctx, experiment))
         manifest = write_manifest(ctx, entries, previous=previous, started=started,
@@ -161,15 +161,14 @@ def read_manifest(folder: Path) -> dict[str, Any]:
         return {}
 
 
-def write_manifest(ctx: Context, entries: list[dict[str, Any]], *, previous: Mapping[str, Any] | None = None,
-                   started: str | None = None, finished: bool = True) -> dict[str, Any]:
+def write_manifest(ctx: Context, entries: list[dict[str, Any]], *, previous: Mapping[str, Any], started: str,
+                   finished: bool) -> dict[str, Any]:
     """manifest.json: what every experiment in the folder last ran with, and one record per
     invocation (command, code, distributions, models), appended to ``previous`` (the manifest
-    before this call; by default the one on disk) so that a folder filled by several calls keeps
-    each call's provenance. ``finished`` False: the call is still running (or was stopped) after
-    the experiments in ``entries``."""
+    before this call) so that a folder filled by several calls keeps each call's provenance.
+    ``finished`` False: the call is still running (or was stopped) after the experiments in
+    ``entries``."""
     path = ctx.config.out_dir / MANIFEST_FILE
-    previous = read_manifest(ctx.config.out_dir) if previous is None else previous
     experiments = {e["experiment"]: e for e in previous.get("experiments", [])}
     experiments.update({e["experiment"]: e for e in entries})
     commands = list(previous.get("commands", []))

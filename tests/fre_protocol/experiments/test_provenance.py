@@ -216,20 +216,21 @@ def test_a_run_records_commit_command_versions_and_seeds(embeddings: Path, tmp_p
     assert "over more than one call" in (out / "ablation-t.md").read_text(encoding="utf-8")
 
 
-def test_a_call_stopped_part_way_still_leaves_its_record(embeddings: Path, tmp_path: Path,
-                                                          monkeypatch: pytest.MonkeyPatch) -> None:
-    # A session's end or a crash inside the second experiment: the manifest already names the call,
-    # its code and the experiment it finished, and says it did not finish.
+@pytest.mark.parametrize(("stop_at", "done"), [("ablation-t", []), ("ablation-k", ["ablation-t"])])
+def test_a_call_stopped_part_way_still_leaves_its_record(embeddings: Path, tmp_path: Path, stop_at: str,
+                                                          done: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    # A session's end or a crash inside the first or the second experiment: the manifest already
+    # names the call, its code and the experiments it finished, and says it did not finish.
     from fre_protocol.experiments import report
 
     finished_one = report.run_one
 
-    def stop_at_the_second(ctx: Context, experiment: Any) -> dict[str, Any]:
-        if experiment.name == "ablation-k":
+    def stop(ctx: Context, experiment: Any) -> dict[str, Any]:
+        if experiment.name == stop_at:
             raise KeyboardInterrupt
         return finished_one(ctx, experiment)
 
-    monkeypatch.setattr(report, "run_one", stop_at_the_second)
+    monkeypatch.setattr(report, "run_one", stop)
     out = tmp_path / "out"
     argv = ["experiment", "ablation-t,ablation-k", "--embeddings", str(embeddings), "--out", str(out),
             "--epsilons", "8", "--seeds", "1", "--threshold", "100", "--k", "10", "--radius", "0.5", "--no-progress"]
@@ -237,4 +238,4 @@ def test_a_call_stopped_part_way_still_leaves_its_record(embeddings: Path, tmp_p
     manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
     (run,) = manifest["invocations"]
     assert run["argv"] == argv and run["started"] and run["finished"] is None
-    assert run["experiments"] == ["ablation-t"] and [e["experiment"] for e in manifest["experiments"]] == ["ablation-t"]
+    assert run["experiments"] == done and [e["experiment"] for e in manifest["experiments"]] == done
