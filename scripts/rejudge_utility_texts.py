@@ -163,11 +163,7 @@ def main(argv: list[str]) -> int:
         found = agreement(labels, judge_scorers(other))
         print("\n" + agreement_table(found, sum(len(t) for _, t, _ in labels), sum(int(ok.sum()) for *_, ok in labels)))
     if args.json:
-        document_out = {"command": "python scripts/rejudge_utility_texts.py " + " ".join(_public(argv)),
-                        "code": code_state(), "judges": {"kneser_ney": judges.FLUENCY_JUDGE,
-                                                        "other_family": judges.OTHER_FAMILY_LM if other else None},
-                        "rows": rows, "agreement": found if args.reader else []}
-        args.json.write_text(json.dumps(json_safe(document_out), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        write_record(args.json, argv, other, rows=rows, agreement=found if args.reader else [])
     return 0
 
 
@@ -195,14 +191,18 @@ def judge_blind_reading(path: Path, out: Path | None, argv: Sequence[str]) -> in
     found = agreement([(0, texts, accepted)], judge_scorers(other))
     print(agreement_table(found, len(texts), int(accepted.sum())))
     if out is not None:
-        document_out = {"command": "python scripts/rejudge_utility_texts.py " + " ".join(_public(argv)),
-                        "code": code_state(), "reading": path.name, "texts": len(texts),
-                        "accepted": int(accepted.sum()),
-                        "judges": {"kneser_ney": judges.FLUENCY_JUDGE,
-                                   "other_family": judges.OTHER_FAMILY_LM if other else None},
-                        "agreement": [{"judge": f["judge"], "agreement": f["agreement"]} for f in found]}
-        out.write_text(json.dumps(json_safe(document_out), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        write_record(out, argv, other, reading=path.name, texts=len(texts), accepted=int(accepted.sum()),
+                     agreement=[{"judge": f["judge"], "agreement": f["agreement"]} for f in found])
     return 0
+
+
+def write_record(path: Path, argv: Sequence[str], other_family: Scorer | None, **fields: Any) -> None:
+    """``--json``'s file: the command as a reader can rerun it, the code, the judges, then ``fields``."""
+    record = {"command": "python scripts/rejudge_utility_texts.py " + " ".join(_public(argv)), "code": code_state(),
+              "judges": {"kneser_ney": judges.FLUENCY_JUDGE,
+                         "other_family": judges.OTHER_FAMILY_LM if other_family else None},
+              **fields}
+    path.write_text(json.dumps(json_safe(record), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
 def _public(argv: Sequence[str]) -> list[str]:
