@@ -52,7 +52,7 @@ import numpy.typing as npt
 from fre_protocol.text import Inversion, check_centroids, check_num_texts, rules
 from fre_protocol.text.embedder import Embedder, embed_uncached
 from fre_protocol.text.inverter_retrieval import RetrievalInverter
-from fre_protocol.text.prefix_generator import PrefixGenerator, PrefixInverter, trained_for
+from fre_protocol.text.prefix_generator import PrefixInverter, trained_for
 from fre_protocol.text.seed_sources import DEFAULT_SEEDS_FROM, check_seeds_from
 from primitives.errors import InvalidInputError, InvalidParameterError
 from primitives.randomness import RandomSource
@@ -67,7 +67,7 @@ _TASK_TALK = re.compile(r"\b(?:sentences?|rewrit\w*|paraphras\w*|here(?:'s| is))
 MAX_WORD_REPEATS = 2
 MIN_WORD_COUNT = 2  # pool words seen fewer times are names and typos, not vocabulary
 TARGETS_PER_BATCH = 16  # targets searched together (one LM batch of targets × beam rows)
-WEIGHTS = ("fluency", "plain_fluency", "seed_margin")  # the budget's real-valued keys; the others are counts
+WEIGHTS = ("fluency", "plain_fluency")  # the budget's real-valued keys; the others are counts
 
 
 def resolve_seeds_from(seeds_from: str, embedder: Embedder) -> str:
@@ -89,10 +89,7 @@ class GuidedBudget:
     ``max_tokens`` (a cut-off beam is never a candidate: it is no sentence). ``plain_fluency``
     weighs, in the final choice only, the LM's mean log-probability of each finished text read
     on its own, without the prompt: the prompted one rewards echoing the prompt's seed and
-    keywords, the plain one text that reads well by itself (0: not computed). ``drafts``: the
-    learned generator's beams, of which the closest readable one seeds the search (generator
-    seeds only). ``seed_margin``: a written text replaces the seed only if its guide cosine is
-    larger by more than this (0: any closer text does).
+    keywords, the plain one text that reads well by itself (0: not computed).
 
     A wider default was measured and not taken (docs/results/fluent-text.md, "A wider search"):
     5 beams × 8 tokens brings held-out texts closer in an embedder the search never calls, but
@@ -109,8 +106,6 @@ class GuidedBudget:
     fluency: float = 0.02
     finish: int = 12
     plain_fluency: float = 0.0
-    drafts: int = 4
-    seed_margin: float = 0.0
 
     PRESETS = ("small", "default", "large")
 
@@ -262,10 +257,10 @@ class Candidate:
     plain_logprob: float = 0.0  # the same without the prompt (computed only for a plain_fluency budget)
 
 
-def closer_than_seed(candidates: Sequence[Candidate], margin: float = 0.0) -> list[Candidate]:
+def closer_than_seed(candidates: Sequence[Candidate]) -> list[Candidate]:
     """The written candidates (after the seed, which comes first) closer to the target in the
-    guide than the seed by more than ``margin``: the only ones the choice may take."""
-    return [c for c in candidates[1:] if c.cosine > candidates[0].cosine + margin]
+    guide than the seed: the only ones the choice may take."""
+    return [c for c in candidates[1:] if c.cosine > candidates[0].cosine]
 
 
 class GuidedInverter:
@@ -287,13 +282,13 @@ class GuidedInverter:
         if retrieval.embedder is not None and retrieval.embedder is not embedder:
             raise InvalidParameterError("the retrieval seed must come from the same embedder as the search")
         seeds_from = resolve_seeds_from(seeds_from, embedder)
-        self.budget = budget or GuidedBudget()
         if seeds_from != "retrieval" and generator is None:
-            generator = PrefixInverter(embedder, PrefixGenerator(beams=self.budget.drafts))
+            generator = PrefixInverter(embedder)
         self.seeds_from = seeds_from
         self.generator = generator if seeds_from != "retrieval" else None
         self.embedder = embedder
         self.retrieval = retrieval
+        self.budget = budget or GuidedBudget()
         self.rng = rng if rng is not None else RandomSource.cryptographic("text/inversion")
         self.language_model = language_model
         self._lm: tuple[Any, Any] | None = None
@@ -432,7 +427,7 @@ class GuidedInverter:
         from fre_protocol.text.quality import token_nlls
 
         assert self._lm is not None
-        texts = list(dict.fromkeys(c.text for pool in pools for c in closer_than_seed(pool, self.budget.seed_margin)))
+        texts = list(dict.fromkeys(c.text for pool in pools for c in closer_than_seed(pool)))
         if not texts:
             return pools
         nll = dict(zip(texts, (float(x) for x in token_nlls(texts, *self._lm)), strict=True))
@@ -444,7 +439,7 @@ class GuidedInverter:
     ) -> Inversion:
         """Best-scored distinct texts; a written text replaces the seed only if it is closer."""
         assert seed.distances is not None and seed.sources is not None
-        ranked = sorted(closer_than_seed(candidates, self.budget.seed_margin), key=self._score, reverse=True) + [
+        ranked = sorted(closer_than_seed(candidates), key=self._score, reverse=True) + [
             Candidate(t, -np.inf, 0.0, s) for t, s in zip(seed.texts, seed.sources, strict=True)
         ]
         texts: list[str] = []
