@@ -265,6 +265,13 @@ def plain_tuned(budget: str, name: str = "plain-fluency-tuning") -> dict[str, An
     return found
 
 
+def drafts_tuned(draw: int, budget: str) -> dict[str, Any]:
+    """guided-drafts-tuning.json: one budget pooled over every target of the run on draw ``draw``."""
+    (run,) = [r for r in load("guided-drafts-tuning")["runs"] if r["seed"] == draw]
+    (found,) = [b for b in run["all_targets"] if b["inverter"] == f"guided[{budget}]"]
+    return found
+
+
 def plain_held_out(inverter: str, kind: str, name: str = "plain-fluency-held-out") -> dict[str, Any]:
     """A plain_fluency held-out draw's scores of one inverter over one kind of targets."""
     return load(name)["paired_against_default"]["inverters"][inverter][kind]
@@ -1147,6 +1154,23 @@ CHECKS: list[Check] = [
             ("keywords=14", ("0.408", "0.009", "0.018", "0.032", "0.085", "0.23")))
         for key, c in zip(("gain.mean", "gain_minus_first.mean", "gain_minus_first.se", "lm_nll_minus_first.mean",
                            "lm_nll_minus_first.se", "lm_above_news_p90.mean"), figures, strict=True)
+        if c is not None
+    ],
+    # "More drafts, and a margin for the seed": each budget pooled over a tuning draw's targets.
+    *[
+        Check(FTP, f"drafts tuning, draw {draw}, {budget}: {key}", c,
+              lambda draw=draw, budget=budget, key=key: drafts_tuned(draw, budget)[key],
+              "guided-drafts-tuning.json")
+        for draw, budget, figures in (
+            (7, "default", (None, "0.681", "0.411", "0.10", "2.40")),
+            (7, "drafts=8", ("29", "0.668", "0.423", "0.05", "2.76")),
+            (7, "drafts=16", ("34", "0.679", "0.402", "0.20", "4.04")),
+            (7, "seed_margin=0.03", ("1", "0.681", "0.414", "0.10", "2.69")),
+            (7, "seed_margin=0.06", ("7", "0.673", "0.410", "0.10", "2.79")),
+            (9, "default", (None, "0.694", "0.464", "0.125", "2.46")),
+            (9, "drafts=8", ("65", "0.683", "0.446", "0.113", "3.09")))
+        for key, c in zip(("outputs_unlike_default", "cosine_mean", "e5_gain", "gemma_share_above_news_p90",
+                           "seconds_per_target"), figures, strict=True)
         if c is not None
     ],
     # "The text read without its prompt", the held-out draw (plain-fluency-held-out.json: the bench rows and
