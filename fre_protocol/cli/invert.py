@@ -65,7 +65,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     inv.add_argument("--cache-dir", metavar="D", help="embedding cache (default: $FRE_E2T_CACHE or ~/.cache/fre-e2t)")
     inv.add_argument("--search-budget", metavar="SPEC",
                      help="guided only: the inverter's search budget, a preset (small, default, large) or "
-                          "key=value pairs (rounds, beam, top_k, max_tokens, samples, keywords, fluency, finish, plain_fluency) "
+                          "key=value pairs (rounds, beam, top_k, max_tokens, samples, keywords, fluency, finish, plain_fluency, soft_prompt) "
                           "(default: the preset default)")
     add_deprecated_alias(inv, "--budget", "--search-budget")
     add_seeds_from_flag(inv)

@@ -97,7 +97,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                           "public texts themselves; vec2text: local weights, gtr-t5-base only")
     inv.add_argument("--search-budget", metavar="SPEC",
                      help="guided only: the inverter's search budget, a preset small|default|large or "
-                          "key=value pairs (rounds, beam, top_k, max_tokens, samples, keywords, fluency, finish, plain_fluency) (default: default)")
+                          "key=value pairs (rounds, beam, top_k, max_tokens, samples, keywords, fluency, finish, plain_fluency, soft_prompt) (default: default)")
     add_deprecated_alias(inv, "--budget", "--search-budget")
     add_seeds_from_flag(inv)
     inv.add_argument("--texts-per-centroid", type=int, default=1,

@@ -273,6 +273,19 @@ class PrefixGenerator:
                     out.append([d for d in dict.fromkeys(drafts) if d])
         return out
 
+    def soft_prompt(self, vectors: npt.NDArray[np.floating]) -> Any:
+        """The adapter's soft prompt for each row of ``vectors`` (normalised here), in the LM's
+        input-embedding dtype: (n, prefix length, LM width)."""
+        import torch
+
+        self.load()
+        assert self._lm is not None
+        v = np.asarray(vectors, dtype=np.float32)
+        v = v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12)
+        model = self._lm[1]
+        with torch.no_grad():
+            return self._adapter(torch.from_numpy(v).to(model.device)).to(model.get_input_embeddings().weight.dtype)
+
     def describe(self) -> dict[str, Any]:
         log = read_log() if self.weights == WEIGHTS_FILE and LOG_FILE.is_file() else {}
         return {"weights": self.weights.name, "beams": self.beams, "max_new_tokens": self.max_new_tokens,

@@ -67,6 +67,7 @@ def test_budget_presets_and_key_value_specs() -> None:
     assert GuidedBudget.parse("rounds=3, beam=2,fluency=0.5") == GuidedBudget(rounds=3, beam=2, fluency=0.5)
     assert GuidedBudget.parse("plain_fluency=0.1").to_dict()["plain_fluency"] == 0.1
     assert GuidedBudget().plain_fluency == 0  # the default computes no plain log-probability
+    assert GuidedBudget().soft_prompt == 0 and GuidedBudget.parse("soft_prompt=1").soft_prompt == 1  # chat prompt
 
 
 @pytest.mark.parametrize(
@@ -78,6 +79,7 @@ def test_budget_presets_and_key_value_specs() -> None:
         ("beam=0", "beam must be an integer >= 1"),
         ("fluency=-1", "fluency must be a number in"),
         ("plain_fluency=11", "budget plain_fluency must be a number in"),
+        ("soft_prompt=2", "budget soft_prompt must be 0 or 1, got 2"),
     ],
 )
 def test_budget_refuses_bad_specs_by_name(spec: str, message: str) -> None:
@@ -266,6 +268,34 @@ def test_no_private_text_reaches_a_prompt(minilm, pool, targets, monkeypatch) ->
     assert not any(m in t.lower() for t in written for m in MARKERS)
 
 
+def test_the_soft_prompt_is_the_generators_map_of_the_target_and_no_text(minilm, pool, targets, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """soft_prompt=1: the beam search's LM reads the adapter's soft prompt for each (normalised)
+    target, no chat prompt; its first next-token distribution is the one the generator's own
+    decoding starts from; the answer is still never farther than its seed and a written text
+    passes the reader's rules."""
+    import torch
+
+    inv = _guided(minilm, pool, budget=TINY + ",soft_prompt=1")
+    assert inv.describe()["prompt"] == "soft" and inv.soft_prompter is not None
+    assert _guided(minilm, pool, budget=TINY).describe()["prompt"] == "chat"
+    inv.load()
+    chats: list[str] = []
+    real_chat = GuidedInverter._chat
+    monkeypatch.setattr(GuidedInverter, "_chat", lambda self, prompts: chats.extend(prompts) or real_chat(self, prompts))
+    unit = (targets / np.linalg.norm(targets, axis=1, keepdims=True)).astype(np.float32)
+    _, logits, _, _ = inv._prefill_soft(unit)
+    model = inv._lm[1]  # type: ignore[index]
+    with torch.no_grad():
+        prefix = inv.soft_prompter.soft_prompt(targets)  # normalised inside
+        own = model(inputs_embeds=prefix, attention_mask=torch.ones(prefix.shape[:2], dtype=torch.long)).logits[:, -1]
+    beam = inv.budget.beam
+    assert torch.allclose(logits[::beam], own, atol=1e-4)
+    for o in inv.invert(targets, num_texts=1):
+        assert o.distances[0] <= o.seed_distance + 1e-5
+        assert o.texts[0] == o.seed or rules.passes(o.texts[0]), o.texts[0]
+    assert chats == []  # one round: no chat prompt at all (a second round samples rewrites from one)
+
+
 def test_guided_refuses_a_zero_row_by_its_index(minilm, pool) -> None:  # type: ignore[no-untyped-def]
     inv = GuidedInverter(minilm, RetrievalInverter(minilm, pool))
     x = np.ones((3, 384))
@@ -289,6 +319,9 @@ def test_the_default_seed_is_the_generators_draft_only_for_the_embedder_it_was_t
     other = Other()
     inv = GuidedInverter(other, RetrievalInverter(other, pool))  # type: ignore[arg-type]
     assert inv.seeds_from == "retrieval" and inv.generator is None
+    assert inv.soft_prompter is None and inv.describe()["prompt"] == "chat"
+    with pytest.raises(InvalidParameterError, match=r"soft_prompt=1 needs the learned generator .* 'sentence-transformers/all-mpnet-base-v2'"):
+        GuidedInverter(other, RetrievalInverter(other, pool), budget=GuidedBudget(soft_prompt=1))  # type: ignore[arg-type]
     assert GuidedInverter(minilm, RetrievalInverter(minilm, pool), seeds_from="retrieval").seeds_from == "retrieval"
     with pytest.raises(InvalidParameterError, match=r"seeds_from must be one of \['auto', 'retrieval', 'prefix', 'both'\], got 'draft'"):
         GuidedInverter(minilm, RetrievalInverter(minilm, pool), seeds_from="draft")
