@@ -272,6 +272,15 @@ def drafts_tuned(draw: int, budget: str) -> dict[str, Any]:
     return found
 
 
+def soft_prompt_run(draw: int, inverter: str, kind: str | None = None) -> dict[str, Any]:
+    """guided-soft-prompt.json: one inverter's row of the run on draw ``draw``, pooled over its
+    targets or, given ``kind``, over that kind only."""
+    (run,) = [r for r in load("guided-soft-prompt")["runs"] if r["seed"] == draw]
+    rows = run["all_targets"] if kind is None else [r for r in run["rows"] if r["target"] == kind]
+    (found,) = [r for r in rows if r["inverter"] == inverter]
+    return found
+
+
 def plain_held_out(inverter: str, kind: str, name: str = "plain-fluency-held-out") -> dict[str, Any]:
     """A plain_fluency held-out draw's scores of one inverter over one kind of targets."""
     return load(name)["paired_against_default"]["inverters"][inverter][kind]
@@ -1172,6 +1181,52 @@ CHECKS: list[Check] = [
         for key, c in zip(("outputs_unlike_default", "cosine_mean", "e5_gain", "gemma_share_above_news_p90",
                            "seconds_per_target"), figures, strict=True)
         if c is not None
+    ],
+    # "The search reading the generator's soft prompt": each prompt pooled over a draw's targets,
+    # then the held-out draw by kind of target.
+    *[
+        Check(FTP, f"soft prompt, draw {draw}, {inverter}: {key}", c,
+              lambda draw=draw, inverter=inverter, key=key: soft_prompt_run(draw, inverter)[key],
+              "guided-soft-prompt.json")
+        for draw, inverter, figures in (
+            (7, "guided[default]", ("0.681", "0.411", "4", "0.100", "2.77")),
+            (7, "guided[soft_prompt=1]", ("0.666", "0.417", "3", "0.025", "2.19")),
+            (9, "guided[default]", ("0.694", "0.464", "10", "0.125", "2.33")),
+            (9, "guided[soft_prompt=1]", ("0.701", "0.474", "2", "0.025", "2.03")),
+            (9, "guided[soft_prompt=1,fluency=0.1]", (None, "0.450", "0", None, None)),
+            (7, "guided[soft_prompt=1,fluency=0.1]", (None, None, "0", None, None)),
+            (8, "guided[default]", ("0.683", "0.316", "5", "0.200", "2.15")),
+            (8, "guided[soft_prompt=1]", ("0.709", "0.399", "8", "0.329", "2.08")),
+            (8, "retrieval", ("0.523", "0.173", "23", "0.429", "0.00")))
+        for key, c in zip(("cosine_mean", "e5_gain", "gemma_above", "kn_share_above_news_p90", "seconds_per_target"),
+                          figures, strict=True)
+        if c is not None
+    ],
+    *[
+        Check(FTP, f"soft prompt, held out, {inverter}, {kind}: {key}", c,
+              lambda inverter=inverter, kind=kind, key=key: soft_prompt_run(8, inverter, kind)[key],
+              "guided-soft-prompt.json")
+        for inverter, kind, key, c in (
+            ("guided[soft_prompt=1]", "single", "e5_gain", "0.455"), ("guided[default]", "single", "e5_gain", "0.417"),
+            ("retrieval", "single", "e5_gain", "0.208"), ("guided[soft_prompt=1]", "single", "cosine_mean", "0.729"),
+            ("guided[soft_prompt=1]", "single", "gemma_above", "5"),
+            ("guided[soft_prompt=1]", "centroid", "e5_gain", "0.386"), ("guided[default]", "centroid", "e5_gain", "0.267"),
+            ("guided[soft_prompt=1]", "noisy-eps4", "e5_gain", "0.316"), ("guided[default]", "noisy-eps4", "e5_gain", "0.191"),
+            ("guided[soft_prompt=1]", "noisy-eps8", "e5_gain", "0.378"), ("guided[default]", "noisy-eps8", "e5_gain", "0.240"),
+            ("guided[soft_prompt=1]", "noisy-eps16", "e5_gain", "0.349"), ("guided[default]", "noisy-eps16", "e5_gain", "0.262"))
+    ],
+    *[
+        Check("docs/results/demo-texts.md", f"soft prompt demo, {run}: {what}", c, value, "demo-soft-prompt.json")
+        for run, what, c, value in (
+            ("soft_prompt=1", "accepted of the 20 largest", "7",
+             lambda: load("demo-soft-prompt")["runs"]["soft_prompt=1"]["accepted_of_top20"]),
+            ("chat prompt (default)", "accepted of the 20 largest", "10",
+             lambda: load("demo-soft-prompt")["runs"]["chat prompt (default)"]["accepted_of_top20"]),
+            ("soft_prompt=1", "text-level F1 at alpha 1", "0.663",
+             lambda: load("demo-soft-prompt")["runs"]["soft_prompt=1"]["text_f1_alpha_1"]),
+            ("soft_prompt=1", "invert seconds", "129.5",
+             lambda: load("demo-soft-prompt")["runs"]["soft_prompt=1"]["invert_seconds"]),
+            ("soft_prompt=1", "distinct texts read", "40", lambda: len(load("demo-soft-prompt")["blinded_texts"])))
     ],
     # "The text read without its prompt", the held-out draw (plain-fluency-held-out.json: the bench rows and
     # the pairs split by kind).
