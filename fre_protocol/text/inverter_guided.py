@@ -16,9 +16,9 @@ own embedder in the loop, so it works for any embedder. Per target (the centroid
    vectors point towards the target (no encoder call: word vectors are embedded once, cached);
 3. **guided beam search** — the LM is prompted to write a sentence like the seed with the
    keywords (or, with ``soft_prompt=1``, reads the learned generator's soft prompt for the target
-   and so writes as the generator does); at each step every beam is extended by the LM's ``top_k`` next tokens, each extended
-   text is re-embedded and ranked by ``cosine to the target + fluency × mean log-probability``,
-   and the best ``beam`` survive (the zero-shot inversion recipe of ZSInvert, cut down to a 135M
+   and so writes as the generator does); at each step every beam is extended by the LM's
+   ``top_k`` next tokens, each extended text is re-embedded and ranked by ``cosine to the
+   target + fluency × mean log-probability``, and the best ``beam`` survive (the zero-shot inversion recipe of ZSInvert, cut down to a 135M
    LM and a few hundred encoder calls). Keeping only the LM's top tokens and weighing in its
    log-probability keeps the text fluent; the cosine moves it towards the target. **Only
    sentences come out** (issue 34): a beam that breaks a rule no later token can repair (a word
@@ -235,6 +235,15 @@ def keyword_bag(
 def _kv_cache(output: Any) -> Any:
     cache = getattr(output, "cache", None)
     return cache if cache is not None else output.past_key_values
+
+
+def _beams_from(output: Any, mask: Any, positions: Any, beam: int) -> tuple[Any, Any, Any, Any]:
+    """(KV cache, next-token logits, attention mask, last position) of a prefill ``output``, each
+    row repeated ``beam`` times so every target's beams start from its own state."""
+    cache = _kv_cache(output)
+    cache.batch_repeat_interleave(beam)
+    return (cache, output.logits[:, -1].repeat_interleave(beam, dim=0), mask.repeat_interleave(beam, dim=0),
+            positions[:, -1:].repeat_interleave(beam, dim=0))
 
 
 #: One extension of a beam: (target, parent row, token ids, summed log-probability).
@@ -567,17 +576,11 @@ class GuidedInverter:
         each repeated ``beam`` times so every prompt's beams start from its own state."""
         assert self._lm is not None
         model = self._lm[1]
-        beam = self.budget.beam
         batch = self._chat(prompts)
         mask = batch["attention_mask"]
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
         out = model(input_ids=batch["input_ids"], attention_mask=mask, position_ids=positions, use_cache=True)
-        cache = _kv_cache(out)
-        cache.batch_repeat_interleave(beam)
-        mask = mask.repeat_interleave(beam, dim=0)
-        position = positions[:, -1:].repeat_interleave(beam, dim=0)
-        logits = out.logits[:, -1].repeat_interleave(beam, dim=0)
-        return cache, logits, mask, position
+        return _beams_from(out, mask, positions, self.budget.beam)
 
     def _prefill_soft(self, targets: npt.NDArray[np.float32]) -> tuple[Any, Any, Any, Any]:
         """:meth:`_prefill` with the learned generator's soft prompt for each target in place of
@@ -587,17 +590,11 @@ class GuidedInverter:
 
         assert self._lm is not None and self.soft_prompter is not None
         model = self._lm[1]
-        beam = self.budget.beam
         prefix = self.soft_prompter.soft_prompt(targets).to(model.device)
         mask = torch.ones(prefix.shape[:2], dtype=torch.long, device=model.device)
-        positions = (mask.cumsum(-1) - 1)
+        positions = mask.cumsum(-1) - 1
         out = model(inputs_embeds=prefix, attention_mask=mask, position_ids=positions, use_cache=True)
-        cache = _kv_cache(out)
-        cache.batch_repeat_interleave(beam)
-        mask = mask.repeat_interleave(beam, dim=0)
-        position = positions[:, -1:].repeat_interleave(beam, dim=0)
-        logits = out.logits[:, -1].repeat_interleave(beam, dim=0)
-        return cache, logits, mask, position
+        return _beams_from(out, mask, positions, self.budget.beam)
 
     def _rank_extensions(
         self,
