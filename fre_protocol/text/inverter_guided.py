@@ -69,7 +69,8 @@ _TASK_TALK = re.compile(r"\b(?:sentences?|rewrit\w*|paraphras\w*|here(?:'s| is))
 MAX_WORD_REPEATS = 2
 MIN_WORD_COUNT = 2  # pool words seen fewer times are names and typos, not vocabulary
 TARGETS_PER_BATCH = 16  # targets searched together (one LM batch of targets × beam rows)
-WEIGHTS = ("fluency", "plain_fluency")  # the budget's real-valued keys; the others are counts
+WEIGHTS = ("fluency", "plain_fluency")  # the budget's real-valued keys
+SWITCHES = ("soft_prompt",)  # its 0-or-1 keys; the others are counts
 
 
 def resolve_seeds_from(seeds_from: str, embedder: Embedder) -> str:
@@ -120,9 +121,9 @@ class GuidedBudget:
     def __post_init__(self) -> None:
         for f in fields(self):
             value = getattr(self, f.name)
-            if f.name == "soft_prompt":
+            if f.name in SWITCHES:
                 if value not in (0, 1) or isinstance(value, bool):
-                    raise InvalidParameterError(f"budget soft_prompt must be 0 or 1, got {value!r}")
+                    raise InvalidParameterError(f"budget {f.name} must be 0 or 1, got {value!r}")
             elif f.name in WEIGHTS:
                 if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 10:
                     raise InvalidParameterError(f"budget {f.name} must be a number in [0, 10], got {value!r}")

@@ -247,10 +247,7 @@ class PrefixGenerator:
 
         self.load()
         assert self._lm is not None
-        v = np.asarray(vectors, dtype=np.float32)
-        if v.ndim != 2 or v.shape[1] != self.config.embedding_dim:
-            raise InvalidInputError(f"vectors must be (n, {self.config.embedding_dim}), got {v.shape}")
-        v = v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12)
+        v = self._unit(vectors)
         tokenizer, model = self._lm
         out: list[list[str]] = []
         # The repetition penalty then applies to the generated tokens only (there are no prompt ids),
@@ -258,8 +255,7 @@ class PrefixGenerator:
         with torch.no_grad(), warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=".*repetition_penalty.*inputs_embeds")
             for start in range(0, len(v), batch):
-                x = torch.from_numpy(v[start : start + batch]).to(model.device)
-                prefix = self._adapter(x).to(model.get_input_embeddings().weight.dtype)
+                prefix = self._prefix(v[start : start + batch])
                 mask = torch.ones(prefix.shape[:2], dtype=torch.long, device=model.device)
                 generated = model.generate(
                     inputs_embeds=prefix, attention_mask=mask, num_beams=self.beams,
@@ -268,23 +264,35 @@ class PrefixGenerator:
                     eos_token_id=int(tokenizer.eos_token_id), pad_token_id=int(tokenizer.eos_token_id),
                 )
                 texts = tokenizer.batch_decode(generated, skip_special_tokens=True)
-                for i in range(len(x)):
+                for i in range(len(prefix)):
                     drafts = [first_sentence(t) for t in texts[i * self.beams : (i + 1) * self.beams]]
                     out.append([d for d in dict.fromkeys(drafts) if d])
         return out
 
     def soft_prompt(self, vectors: npt.NDArray[np.floating]) -> Any:
         """The adapter's soft prompt for each row of ``vectors`` (normalised here), in the LM's
-        input-embedding dtype: (n, prefix length, LM width)."""
+        input-embedding dtype: (n, prefix length, LM width); the one :meth:`generate` decodes from."""
         import torch
 
         self.load()
-        assert self._lm is not None
-        v = np.asarray(vectors, dtype=np.float32)
-        v = v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12)
-        model = self._lm[1]
         with torch.no_grad():
-            return self._adapter(torch.from_numpy(v).to(model.device)).to(model.get_input_embeddings().weight.dtype)
+            return self._prefix(self._unit(vectors))
+
+    def _unit(self, vectors: npt.NDArray[np.floating]) -> npt.NDArray[np.float32]:
+        """``vectors`` checked against the adapter's input width and scaled to unit rows (float32)."""
+        v = np.asarray(vectors, dtype=np.float32)
+        if v.ndim != 2 or v.shape[1] != self.config.embedding_dim:
+            raise InvalidInputError(f"vectors must be (n, {self.config.embedding_dim}), got {v.shape}")
+        unit: npt.NDArray[np.float32] = v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12)
+        return unit
+
+    def _prefix(self, unit: npt.NDArray[np.float32]) -> Any:
+        """The adapter applied to unit rows, on the LM's device and in its input-embedding dtype."""
+        import torch
+
+        assert self._lm is not None
+        model = self._lm[1]
+        return self._adapter(torch.from_numpy(unit).to(model.device)).to(model.get_input_embeddings().weight.dtype)
 
     def describe(self) -> dict[str, Any]:
         log = read_log() if self.weights == WEIGHTS_FILE and LOG_FILE.is_file() else {}
