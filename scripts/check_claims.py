@@ -265,17 +265,10 @@ def plain_tuned(budget: str, name: str = "plain-fluency-tuning") -> dict[str, An
     return found
 
 
-def drafts_tuned(draw: int, budget: str) -> dict[str, Any]:
-    """guided-drafts-tuning.json: one budget pooled over every target of the run on draw ``draw``."""
-    (run,) = [r for r in load("guided-drafts-tuning")["runs"] if r["seed"] == draw]
-    (found,) = [b for b in run["all_targets"] if b["inverter"] == f"guided[{budget}]"]
-    return found
-
-
-def soft_prompt_run(draw: int, inverter: str, kind: str | None = None) -> dict[str, Any]:
-    """guided-soft-prompt.json: one inverter's row of the run on draw ``draw``, pooled over its
-    targets or, given ``kind``, over that kind only."""
-    (run,) = [r for r in load("guided-soft-prompt")["runs"] if r["seed"] == draw]
+def bench_draw(name: str, draw: int, inverter: str, kind: str | None = None) -> dict[str, Any]:
+    """NAME.json's bench runs (guided-drafts-tuning, guided-soft-prompt): one inverter's row of the
+    run on draw ``draw``, pooled over its targets or, given ``kind``, over that kind only."""
+    (run,) = [r for r in load(name)["runs"] if r["seed"] == draw]
     rows = run["all_targets"] if kind is None else [r for r in run["rows"] if r["target"] == kind]
     (found,) = [r for r in rows if r["inverter"] == inverter]
     return found
@@ -1168,7 +1161,7 @@ CHECKS: list[Check] = [
     # "More drafts, and a margin for the seed": each budget pooled over a tuning draw's targets.
     *[
         Check(FTP, f"drafts tuning, draw {draw}, {budget}: {key}", c,
-              lambda draw=draw, budget=budget, key=key: drafts_tuned(draw, budget)[key],
+              lambda draw=draw, budget=budget, key=key: bench_draw("guided-drafts-tuning", draw, f"guided[{budget}]")[key],
               "guided-drafts-tuning.json")
         for draw, budget, figures in (
             (7, "default", (None, "0.681", "0.411", "0.10", "2.40")),
@@ -1186,7 +1179,7 @@ CHECKS: list[Check] = [
     # then the held-out draw by kind of target.
     *[
         Check(FTP, f"soft prompt, draw {draw}, {inverter}: {key}", c,
-              lambda draw=draw, inverter=inverter, key=key: soft_prompt_run(draw, inverter)[key],
+              lambda draw=draw, inverter=inverter, key=key: bench_draw("guided-soft-prompt", draw, inverter)[key],
               "guided-soft-prompt.json")
         for draw, inverter, figures in (
             (7, "guided[default]", ("0.681", "0.411", "4", "0.100", "2.77")),
@@ -1204,7 +1197,7 @@ CHECKS: list[Check] = [
     ],
     *[
         Check(FTP, f"soft prompt, held out, {inverter}, {kind}: {key}", c,
-              lambda inverter=inverter, kind=kind, key=key: soft_prompt_run(8, inverter, kind)[key],
+              lambda inverter=inverter, kind=kind, key=key: bench_draw("guided-soft-prompt", 8, inverter, kind)[key],
               "guided-soft-prompt.json")
         for inverter, kind, key, c in (
             ("guided[soft_prompt=1]", "single", "e5_gain", "0.455"), ("guided[default]", "single", "e5_gain", "0.417"),
